@@ -1,0 +1,46 @@
+# The two commands of the README's quickstart, and the pieces they are made of.
+# Everything is installed into the project folder: .tools holds the pinned uv,
+# .venv the locked environment (uv.lock). Nothing is downloaded but packages.
+
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := .tools/bin/uv
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := $(shell command -v $(PYTHON))
+RUN := $(UV) run --locked --no-sync
+
+.PHONY: demo test env lint typecheck contracts unit integration bench clean
+
+demo: .venv/.synced
+	$(RUN) karpy simulate
+
+test: .venv/.synced lint typecheck contracts unit
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+.venv/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --locked --quiet
+	touch $@
+
+env: .venv/.synced
+
+lint: .venv/.synced
+	$(RUN) ruff check src tests benchmarks
+	$(RUN) ruff format --check src tests benchmarks
+
+typecheck: .venv/.synced
+	$(RUN) mypy
+
+contracts: .venv/.synced
+	$(RUN) lint-imports
+
+unit: .venv/.synced
+	$(RUN) pytest -q
+
+bench: .venv/.synced
+	$(RUN) python -m benchmarks.scheduling
+
+clean:
+	rm -rf .venv .tools .mypy_cache .pytest_cache .ruff_cache
