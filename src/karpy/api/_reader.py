@@ -1,0 +1,162 @@
+"""Typed reading of Kubernetes manifests with field paths in every error.
+
+Users hand karpy plain YAML written for Karpenter and Kubernetes. When a field
+is wrong, the one thing that makes the error actionable is *where* it is: the
+object and the dotted field path (``spec.limits.cpu``). Every parser in
+``karpy.api`` therefore reads through a :class:`FieldReader`, which carries the
+path it stands at and raises :class:`ManifestError` with that path. The parsers
+stay short (one line a field) and no parser has to format a message itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class ManifestError(ValueError):
+    """A field of a manifest is missing, of the wrong type, or out of range.
+
+    ``path`` is the dotted field path inside the object ("spec.limits.cpu");
+    the loader adds the file and the object's kind and name around it.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.message = message
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+class FieldReader:
+    """A view on one mapping of a manifest, at a known field path."""
+
+    __slots__ = ("_data", "path")
+
+    def __init__(self, data: Mapping[str, object], path: str = "") -> None:
+        self._data = data
+        self.path = path
+
+    @classmethod
+    def of(cls, value: object, path: str = "") -> FieldReader:
+        if not isinstance(value, Mapping):
+            raise ManifestError(path, f"expected an object, got {_type_name(value)}")
+        return cls(value, path)
+
+    def child_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, message: str) -> ManifestError:
+        return ManifestError(self.child_path(key) if key else self.path, message)
+
+    def has(self, key: str) -> bool:
+        return self._data.get(key) is not None
+
+    def raw(self, key: str) -> object:
+        return self._data.get(key)
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def string(self, key: str, default: str = "") -> str:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {_type_name(value)}")
+        return value
+
+    def required_str(self, key: str) -> str:
+        value = self.string(key)
+        if not value:
+            raise self.error(key, "required")
+        return value
+
+    def integer(self, key: str, default: int | None = None) -> int | None:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {_type_name(value)}")
+        return value
+
+    def boolean(self, key: str, default: bool = False) -> bool:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {_type_name(value)}")
+        return value
+
+    def scalar_str(self, key: str, default: str | None = None) -> str | None:
+        """A string, number or boolean read as its string form (quantities, label values)."""
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str | int | float):
+            return str(value)
+        raise self.error(key, f"expected a string or number, got {_type_name(value)}")
+
+    def obj(self, key: str) -> FieldReader:
+        """The mapping under ``key``; an absent key reads as an empty mapping."""
+        value = self._data.get(key)
+        if value is None:
+            return FieldReader({}, self.child_path(key))
+        return FieldReader.of(value, self.child_path(key))
+
+    def str_map(self, key: str) -> dict[str, str]:
+        reader = self.obj(key)
+        result: dict[str, str] = {}
+        for name in reader:
+            value = reader.scalar_str(name)
+            result[str(name)] = value if value is not None else ""
+        return result
+
+    def str_list(self, key: str) -> tuple[str, ...]:
+        value = self._data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list, got {_type_name(value)}")
+        items: list[str] = []
+        for index, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                raise ManifestError(
+                    f"{self.child_path(key)}[{index}]", f"expected a string, got {_type_name(item)}"
+                )
+            items.append(str(item))
+        return tuple(items)
+
+    def items(self, key: str, parse: Callable[[FieldReader], T]) -> tuple[T, ...]:
+        """Parse each mapping of the list under ``key`` with ``parse``."""
+        value = self._data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list, got {_type_name(value)}")
+        return tuple(
+            parse(FieldReader.of(item, f"{self.child_path(key)}[{index}]"))
+            for index, item in enumerate(value)
+        )

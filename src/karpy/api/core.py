@@ -1,0 +1,500 @@
+"""The Kubernetes core and apps objects karpy schedules around.
+
+Pods, Nodes, Deployments, ReplicaSets, DaemonSets and PodDisruptionBudgets are
+read from ordinary Kubernetes YAML (or the apiserver's JSON) into slim frozen
+records holding only what the controllers act on. Keeping them slim is what
+lets one process hold tens of thousands of pods; keeping them frozen is what
+makes a snapshot a snapshot: a controller changes an object by writing a new
+one through the cluster writer, never by mutating what it read.
+
+A pod's resource requests are reduced here, once, to the *effective* requests
+Kubernetes schedules by (init containers, restartable sidecars and pod
+overhead included), so no later stage needs to know about containers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.meta import ObjectMeta
+from karpy.api.quantity import (
+    QuantityError,
+    ResourceAmounts,
+    add_amounts,
+    max_amounts,
+    parse_resource_list,
+)
+from karpy.api.requirements import Requirement, RequirementError, Requirements
+from karpy.api.taints import Taint, Toleration
+
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+POD_PENDING = "Pending"
+POD_RUNNING = "Running"
+POD_SUCCEEDED = "Succeeded"
+POD_FAILED = "Failed"
+
+
+def read_resources(reader: FieldReader, key: str) -> ResourceAmounts:
+    """A ResourceList field (``requests``, ``limits``, ``capacity``) as integer amounts."""
+    raw = reader.raw(key)
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise reader.error(key, "expected a map of resource names to quantities")
+    try:
+        return parse_resource_list(raw)
+    except QuantityError as error:
+        raise reader.error(key, str(error)) from error
+
+
+def read_match_expressions(reader: FieldReader, key: str = "matchExpressions") -> Requirements:
+    """A list of node selector requirements (key, operator, values, minValues) as one set."""
+
+    def parse(item: FieldReader) -> Requirement:
+        operator = item.required_str("operator")
+        try:
+            return Requirement.from_operator(
+                item.required_str("key"),
+                operator,
+                item.str_list("values"),
+                item.integer("minValues"),
+            )
+        except RequirementError as error:
+            raise ManifestError(item.path, str(error)) from error
+
+    requirements = Requirements()
+    for requirement in reader.items(key, parse):
+        requirements.add(requirement)
+    return requirements
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector; an empty selector matches everything."""
+
+    match_labels: dict[str, str] = field(default_factory=dict)
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> LabelSelector:
+        def expression(item: FieldReader) -> tuple[str, str, tuple[str, ...]]:
+            operator = item.required_str("operator")
+            if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                raise item.error("operator", f"unknown label selector operator {operator!r}")
+            return (item.required_str("key"), operator, item.str_list("values"))
+
+        return cls(reader.str_map("matchLabels"), reader.items("matchExpressions", expression))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        for key, operator, values in self.match_expressions:
+            present = key in labels
+            if operator == "In" and (not present or labels[key] not in values):
+                return False
+            if operator == "NotIn" and present and labels[key] in values:
+                return False
+            if operator == "Exists" and not present:
+                return False
+            if operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    requirements: Requirements
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    """What scheduling needs of a pod spec, with effective requests precomputed."""
+
+    requests: ResourceAmounts = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_node_terms: tuple[Requirements, ...] = ()
+    preferred_node_terms: tuple[PreferredTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    priority: int = 0
+    priority_class_name: str = ""
+    scheduler_name: str = DEFAULT_SCHEDULER
+    node_name: str = ""
+    termination_grace_period_seconds: int = 30
+    # Kept as written for the scheduling core to interpret (affinity terms and
+    # spread constraints have many shapes; parsing them is the scheduler's job).
+    pod_affinity: Mapping[str, object] = field(default_factory=dict)
+    pod_anti_affinity: Mapping[str, object] = field(default_factory=dict)
+    topology_spread_constraints: tuple[Mapping[str, object], ...] = ()
+    host_ports: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> PodSpec:
+        requests = effective_requests(reader)
+        node_selector = reader.str_map("nodeSelector")
+        affinity = reader.obj("affinity")
+        node_affinity = affinity.obj("nodeAffinity")
+        required = node_affinity.obj("requiredDuringSchedulingIgnoredDuringExecution")
+        terms = required.items("nodeSelectorTerms", read_match_expressions)
+        if required.has("nodeSelectorTerms") and not terms:
+            raise required.error("nodeSelectorTerms", "must have at least one term")
+
+        def preferred(item: FieldReader) -> PreferredTerm:
+            weight = item.integer("weight", 1) or 1
+            if not 1 <= weight <= 100:
+                raise item.error("weight", f"must be between 1 and 100, got {weight}")
+            return PreferredTerm(weight, read_match_expressions(item.obj("preference")))
+
+        def spread(item: FieldReader) -> Mapping[str, object]:
+            item.required_str("topologyKey")
+            max_skew = item.integer("maxSkew")
+            if max_skew is None or max_skew < 1:
+                raise item.error("maxSkew", "must be a positive integer")
+            return dict((key, item.raw(key)) for key in item)
+
+        host_ports: list[int] = []
+        for container in reader.items("containers", lambda c: c):
+            for port in container.items("ports", lambda p: p):
+                host_port = port.integer("hostPort")
+                if host_port:
+                    host_ports.append(host_port)
+        pod_affinity = affinity.raw("podAffinity")
+        pod_anti_affinity = affinity.raw("podAntiAffinity")
+        return cls(
+            requests=requests,
+            node_selector=node_selector,
+            required_node_terms=terms,
+            preferred_node_terms=node_affinity.items(
+                "preferredDuringSchedulingIgnoredDuringExecution", preferred
+            ),
+            tolerations=reader.items("tolerations", Toleration.parse),
+            priority=reader.integer("priority", 0) or 0,
+            priority_class_name=reader.string("priorityClassName"),
+            scheduler_name=reader.string("schedulerName", DEFAULT_SCHEDULER),
+            node_name=reader.string("nodeName"),
+            termination_grace_period_seconds=reader.integer("terminationGracePeriodSeconds", 30) or 0,
+            pod_affinity=pod_affinity if isinstance(pod_affinity, Mapping) else {},
+            pod_anti_affinity=pod_anti_affinity if isinstance(pod_anti_affinity, Mapping) else {},
+            topology_spread_constraints=reader.items("topologySpreadConstraints", spread),
+            host_ports=tuple(host_ports),
+        )
+
+    def node_requirements(self) -> tuple[Requirements, ...]:
+        """The pod's hard node constraints as alternatives (one per required term).
+
+        The nodeSelector is ANDed into every term; with no required terms the
+        nodeSelector alone is the single alternative.
+        """
+        selector = Requirements.from_labels(self.node_selector)
+        if not self.required_node_terms:
+            return (selector,)
+        alternatives: list[Requirements] = []
+        for term in self.required_node_terms:
+            combined = Requirements()
+            for requirement in selector:
+                combined.add(requirement)
+            for requirement in term:
+                combined.add(requirement)
+            alternatives.append(combined)
+        return tuple(alternatives)
+
+
+def _container_requests(container: FieldReader) -> ResourceAmounts:
+    resources = container.obj("resources")
+    requests = read_resources(resources, "requests")
+    # Kubernetes defaults a missing request to its limit.
+    for name, amount in read_resources(resources, "limits").items():
+        requests.setdefault(name, amount)
+    return requests
+
+
+def effective_requests(spec: FieldReader) -> ResourceAmounts:
+    """Requests as the kube-scheduler computes them for a pod.
+
+    max(sum of app containers + all restartable init containers (sidecars),
+    max over each init container of its requests + sidecars started before it),
+    plus the pod's overhead.
+    """
+    containers: ResourceAmounts = {}
+    for container in spec.items("containers", _container_requests):
+        containers = add_amounts(containers, container)
+    sidecars: ResourceAmounts = {}
+    init_peak: ResourceAmounts = {}
+
+    def init(item: FieldReader) -> tuple[bool, ResourceAmounts]:
+        return item.string("restartPolicy") == "Always", _container_requests(item)
+
+    for restartable, requests in spec.items("initContainers", init):
+        if restartable:
+            sidecars = add_amounts(sidecars, requests)
+            init_peak = max_amounts(init_peak, sidecars)
+        else:
+            init_peak = max_amounts(init_peak, add_amounts(sidecars, requests))
+    result = max_amounts(add_amounts(containers, sidecars), init_peak)
+    return add_amounts(result, read_resources(spec, "overhead"))
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    spec: PodSpec
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> PodTemplate:
+        metadata = reader.obj("metadata")
+        return cls(
+            metadata.str_map("labels"), metadata.str_map("annotations"), PodSpec.parse(reader.obj("spec"))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    metadata: ObjectMeta
+    spec: PodSpec
+    phase: str = POD_PENDING
+    unschedulable_reason: str = ""
+    start_time: float | None = None
+
+    kind = "Pod"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Pod:
+        status = reader.obj("status")
+        conditions = status.items(
+            "conditions", lambda c: (c.string("type"), c.string("status"), c.string("message"))
+        )
+        unschedulable = next(
+            (message for kind, state, message in conditions if kind == "PodScheduled" and state == "False"),
+            "",
+        )
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            spec=PodSpec.parse(reader.obj("spec")),
+            phase=status.string("phase", POD_PENDING),
+            unschedulable_reason=unschedulable,
+        )
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def node_name(self) -> str:
+        return self.spec.node_name
+
+    @property
+    def owner_kind(self) -> str:
+        controller = self.metadata.controller
+        return controller.kind if controller else ""
+
+    @property
+    def is_daemonset_pod(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in (POD_SUCCEEDED, POD_FAILED)
+
+    @property
+    def do_not_disrupt(self) -> bool:
+        return self.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true"
+
+    def is_provisionable(self) -> bool:
+        """A pod karpy should find capacity for: unbound, alive, for the default scheduler."""
+        return (
+            not self.spec.node_name
+            and not self.is_terminal
+            and not self.metadata.deleting
+            and self.spec.scheduler_name == DEFAULT_SCHEDULER
+            and not self.is_daemonset_pod
+        )
+
+    def with_changes(self, **changes: object) -> Pod:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    metadata: ObjectMeta
+    provider_id: str = ""
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    capacity: ResourceAmounts = field(default_factory=dict)
+    allocatable: ResourceAmounts = field(default_factory=dict)
+    conditions: tuple[NodeCondition, ...] = ()
+
+    kind = "Node"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Node:
+        spec = reader.obj("spec")
+        status = reader.obj("status")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            provider_id=spec.string("providerID"),
+            taints=spec.items("taints", Taint.parse),
+            unschedulable=spec.boolean("unschedulable"),
+            capacity=read_resources(status, "capacity"),
+            allocatable=read_resources(status, "allocatable"),
+            conditions=status.items(
+                "conditions",
+                lambda c: NodeCondition(
+                    c.required_str("type"), c.string("status", "Unknown"), c.string("reason")
+                ),
+            ),
+        )
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+
+    def with_changes(self, **changes: object) -> Node:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _replicas(reader: FieldReader) -> int:
+    replicas = reader.integer("replicas", 1)
+    if replicas is None or replicas < 0:
+        raise reader.error("replicas", "must not be negative")
+    return replicas
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    metadata: ObjectMeta
+    replicas: int
+    selector: LabelSelector
+    template: PodTemplate
+
+    kind = "Deployment"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Deployment:
+        spec = reader.obj("spec")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            replicas=_replicas(spec),
+            selector=LabelSelector.parse(spec.obj("selector")),
+            template=PodTemplate.parse(spec.obj("template")),
+        )
+
+    def with_changes(self, **changes: object) -> Deployment:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSet:
+    metadata: ObjectMeta
+    replicas: int
+    selector: LabelSelector
+    template: PodTemplate
+
+    kind = "ReplicaSet"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> ReplicaSet:
+        spec = reader.obj("spec")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            replicas=_replicas(spec),
+            selector=LabelSelector.parse(spec.obj("selector")),
+            template=PodTemplate.parse(spec.obj("template")),
+        )
+
+    def with_changes(self, **changes: object) -> ReplicaSet:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    metadata: ObjectMeta
+    selector: LabelSelector
+    template: PodTemplate
+
+    kind = "DaemonSet"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> DaemonSet:
+        spec = reader.obj("spec")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            selector=LabelSelector.parse(spec.obj("selector")),
+            template=PodTemplate.parse(spec.obj("template")),
+        )
+
+
+def _int_or_percent(reader: FieldReader, key: str) -> int | str | None:
+    raw = reader.raw(key)
+    if raw is None:
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if raw < 0:
+            raise reader.error(key, "must not be negative")
+        return raw
+    if isinstance(raw, str) and raw.endswith("%") and raw[:-1].isdigit():
+        return raw
+    if isinstance(raw, str) and raw.isdigit():
+        return int(raw)
+    raise reader.error(key, f"expected an integer or a percentage, got {raw!r}")
+
+
+def resolve_int_or_percent(value: int | str, total: int, *, round_up: bool) -> int:
+    if isinstance(value, int):
+        return value
+    percent = int(value[:-1])
+    scaled = percent * total
+    return -(-scaled // 100) if round_up else scaled // 100
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    metadata: ObjectMeta
+    selector: LabelSelector
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+    kind = "PodDisruptionBudget"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> PodDisruptionBudget:
+        spec = reader.obj("spec")
+        min_available = _int_or_percent(spec, "minAvailable")
+        max_unavailable = _int_or_percent(spec, "maxUnavailable")
+        if min_available is not None and max_unavailable is not None:
+            raise spec.error("maxUnavailable", "minAvailable and maxUnavailable are mutually exclusive")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            selector=LabelSelector.parse(spec.obj("selector")),
+            min_available=min_available,
+            max_unavailable=max_unavailable,
+        )
+
+    def disruptions_allowed(self, healthy: int, expected: int) -> int:
+        """How many more matching pods may be evicted now (the PDB's status.disruptionsAllowed)."""
+        if self.max_unavailable is not None:
+            unavailable = resolve_int_or_percent(self.max_unavailable, expected, round_up=True)
+            desired_healthy = expected - unavailable
+        elif self.min_available is not None:
+            desired_healthy = resolve_int_or_percent(self.min_available, expected, round_up=True)
+        else:
+            desired_healthy = 0
+        return max(0, healthy - desired_healthy)

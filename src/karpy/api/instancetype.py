@@ -1,0 +1,82 @@
+"""Instance types and their offerings: what a cloud can launch, and at what price.
+
+An instance type is a set of labels (expressed as requirements, so zone and
+capacity type can list every value it is offered with), a capacity, and the
+overhead the node reserves for itself (kube-reserved, system-reserved and
+the eviction threshold). What pods can use is ``allocatable = capacity −
+overhead``; the scheduler packs against that figure, which is why getting the
+overhead right matters as much as getting the capacity right.
+
+An offering is one (zone, capacity type) in which the type can be bought, with
+its hourly price and whether it is available right now (a spot pool that just
+returned insufficient capacity is marked unavailable for a while, so the next
+pass falls back to another offering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
+from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE, Requirements
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    kube_reserved: ResourceAmounts = field(default_factory=dict)
+    system_reserved: ResourceAmounts = field(default_factory=dict)
+    eviction_threshold: ResourceAmounts = field(default_factory=dict)
+
+    def total(self) -> ResourceAmounts:
+        return add_amounts(add_amounts(self.kube_reserved, self.system_reserved), self.eviction_threshold)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceType:
+    name: str
+    requirements: Requirements
+    offerings: tuple[Offering, ...]
+    capacity: ResourceAmounts
+    overhead: Overhead = field(default_factory=Overhead)
+    allocatable: ResourceAmounts = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        requirements: Requirements,
+        offerings: tuple[Offering, ...],
+        capacity: ResourceAmounts,
+        overhead: Overhead,
+    ) -> InstanceType:
+        allocatable = {
+            resource: max(0, amount)
+            for resource, amount in subtract_amounts(capacity, overhead.total()).items()
+        }
+        return cls(name, requirements, offerings, capacity, overhead, allocatable)
+
+    def available_offerings(self, requirements: Requirements | None = None) -> list[Offering]:
+        """Available offerings whose zone and capacity type ``requirements`` admit."""
+        if requirements is None:
+            return [offering for offering in self.offerings if offering.available]
+        zone = requirements.get(LABEL_ZONE)
+        capacity_type = requirements.get(LABEL_CAPACITY_TYPE)
+        return [
+            offering
+            for offering in self.offerings
+            if offering.available and zone.has(offering.zone) and capacity_type.has(offering.capacity_type)
+        ]
+
+    def cheapest_offering(self, requirements: Requirements | None = None) -> Offering | None:
+        offerings = self.available_offerings(requirements)
+        if not offerings:
+            return None
+        return min(offerings, key=lambda offering: (offering.price, offering.capacity_type, offering.zone))

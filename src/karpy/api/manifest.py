@@ -1,0 +1,165 @@
+"""From YAML text to typed objects, with errors a user can act on.
+
+A user's manifests arrive as files holding one or many YAML documents, often
+mixed with kinds karpy does not act on. Each document is parsed on its own:
+a bad one yields one error line naming the file, the object and the field
+(``nodepool.yaml: NodePool "default": spec.limits.cpu: must not be negative``)
+and the good ones are kept, so one typo does not hide everything else.
+Kinds that describe the cluster but do not affect node autoscaling
+(Namespace, Service, ConfigMap, …) are skipped with a note; kinds karpy has
+never heard of are errors, because a misspelt kind is a mistake worth
+catching before it reaches a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import yaml
+
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.core import DaemonSet, Deployment, Node, Pod, PodDisruptionBudget, ReplicaSet
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
+from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, NodePool
+
+# Kinds a cluster's manifests commonly hold that have no bearing on node autoscaling.
+IGNORED_KINDS = frozenset(
+    {
+        "Namespace",
+        "Service",
+        "ConfigMap",
+        "Secret",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Ingress",
+        "NetworkPolicy",
+        "HorizontalPodAutoscaler",
+        "PriorityClass",
+        "StorageClass",
+        "CustomResourceDefinition",
+    }
+)
+
+Parser = Callable[[FieldReader, str], object]
+
+PARSERS: dict[tuple[str, str], Parser] = {
+    (API_VERSION_V1, "NodePool"): NodePool.parse,
+    (API_VERSION_V1BETA1, "NodePool"): NodePool.parse,
+    (API_VERSION_V1, "NodeClaim"): lambda reader, _: NodeClaim.parse(reader),
+    (f"{EC2_GROUP}/v1", "EC2NodeClass"): EC2NodeClass.parse,
+    (f"{EC2_GROUP}/v1beta1", "EC2NodeClass"): EC2NodeClass.parse,
+    (f"{KWOK_GROUP}/v1alpha1", "KWOKNodeClass"): lambda reader, _: KWOKNodeClass.parse(reader),
+    ("v1", "Pod"): lambda reader, _: Pod.parse(reader),
+    ("v1", "Node"): lambda reader, _: Node.parse(reader),
+    ("apps/v1", "Deployment"): lambda reader, _: Deployment.parse(reader),
+    ("apps/v1", "ReplicaSet"): lambda reader, _: ReplicaSet.parse(reader),
+    ("apps/v1", "DaemonSet"): lambda reader, _: DaemonSet.parse(reader),
+    ("policy/v1", "PodDisruptionBudget"): lambda reader, _: PodDisruptionBudget.parse(reader),
+}
+KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedObject:
+    source: str
+    api_version: str
+    kind: str
+    name: str
+    obj: object
+
+
+@dataclass(slots=True)
+class LoadResult:
+    objects: list[LoadedObject] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def extend(self, other: LoadResult) -> None:
+        self.objects.extend(other.objects)
+        self.errors.extend(other.errors)
+        self.notes.extend(other.notes)
+
+
+def describe(kind: str, name: str) -> str:
+    return f'{kind} "{name}"' if name else kind
+
+
+def parse_document(raw: object, source: str, index: int, result: LoadResult) -> None:
+    """Parse one YAML document (or a List's item) into ``result``."""
+    where = f"{source} (document {index + 1})"
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        result.errors.append(f"{where}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
+        return
+    reader = FieldReader(raw)
+    metadata = raw.get("metadata")
+    name = str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+    kind_value = raw.get("kind")
+    api_version_value = raw.get("apiVersion")
+    kind = kind_value if isinstance(kind_value, str) else ""
+    api_version = api_version_value if isinstance(api_version_value, str) else ""
+    label = describe(kind or "object", name)
+    if not kind:
+        result.errors.append(f"{source}: {label}: kind: required")
+        return
+    if not api_version:
+        result.errors.append(f"{source}: {label}: apiVersion: required")
+        return
+    if kind == "List":
+        items = raw.get("items")
+        if not isinstance(items, list):
+            result.errors.append(f"{source}: List: items: expected a list")
+            return
+        for item in items:
+            parse_document(item, source, index, result)
+        return
+    if kind in IGNORED_KINDS:
+        result.notes.append(f"{source}: {label}: skipped ({kind} does not affect node autoscaling)")
+        return
+    parser = PARSERS.get((api_version, kind))
+    if parser is None:
+        if kind in KNOWN_KINDS:
+            versions = sorted(version for version, known in PARSERS if known == kind)
+            served = " or ".join(versions)
+            result.errors.append(
+                f"{source}: {label}: apiVersion: {kind} is not served as {api_version!r}; use {served}"
+            )
+        else:
+            result.errors.append(
+                f"{source}: {label}: kind: unknown kind {kind!r} (apiVersion {api_version!r})"
+            )
+        return
+    try:
+        obj = parser(reader, api_version)
+    except ManifestError as error:
+        result.errors.append(f"{source}: {label}: {error}")
+        return
+    if api_version in (API_VERSION_V1BETA1, f"{EC2_GROUP}/v1beta1"):
+        result.notes.append(f"{source}: {label}: converted from {api_version} to v1")
+    result.objects.append(LoadedObject(source, api_version, kind, name, obj))
+
+
+def parse_manifests(text: str, source: str) -> LoadResult:
+    """Every object in a YAML stream; a syntax error stops the stream where it stands."""
+    result = LoadResult()
+    documents = yaml.safe_load_all(text)
+    index = 0
+    while True:
+        try:
+            document = next(documents)
+        except StopIteration:
+            return result
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            position = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            result.errors.append(f"{source}{position}: invalid YAML: {problem}")
+            return result
+        parse_document(document, source, index, result)
+        index += 1

@@ -1,0 +1,165 @@
+"""Karpenter's NodeClaim (karpenter.sh/v1): one request for one node.
+
+The provisioner writes the spec (requirements that admit every instance type
+the planned pods fit on, the pods' summed requests, the pool's taints); the
+cloud provider fills the status at launch (providerID, the chosen type's
+capacity and allocatable, and labels for type, zone and capacity type); the
+lifecycle controller moves it through the conditions Launched → Registered →
+Initialized, whose conjunction is Ready.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from karpy.api._reader import FieldReader
+from karpy.api.conditions import Condition, find_condition
+from karpy.api.core import read_resources
+from karpy.api.meta import ObjectMeta, parse_timestamp
+from karpy.api.nodepool import (
+    DEFAULT_EXPIRE_AFTER,
+    NodeClassRef,
+    read_duration,
+    read_node_selector_requirements,
+)
+from karpy.api.quantity import ResourceAmounts
+from karpy.api.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+    Requirement,
+    Requirements,
+)
+from karpy.api.taints import Taint
+
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+
+CONDITION_LAUNCHED = "Launched"
+CONDITION_REGISTERED = "Registered"
+CONDITION_INITIALIZED = "Initialized"
+CONDITION_READY = "Ready"
+CONDITION_CONSOLIDATABLE = "Consolidatable"
+CONDITION_DRIFTED = "Drifted"
+CONDITION_DISRUPTION_REASON = "DisruptionReason"
+
+LABEL_REGISTERED = "karpenter.sh/registered"
+LABEL_INITIALIZED = "karpenter.sh/initialized"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaimSpec:
+    node_class_ref: NodeClassRef
+    requirements: tuple[Requirement, ...] = ()
+    requests: ResourceAmounts = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    expire_after: float | None = DEFAULT_EXPIRE_AFTER
+    termination_grace_period: float | None = None
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> NodeClaimSpec:
+        return cls(
+            node_class_ref=NodeClassRef.parse(reader.obj("nodeClassRef")),
+            requirements=read_node_selector_requirements(reader, "requirements"),
+            requests=read_resources(reader.obj("resources"), "requests"),
+            taints=reader.items("taints", Taint.parse),
+            startup_taints=reader.items("startupTaints", Taint.parse),
+            expire_after=read_duration(reader, "expireAfter", DEFAULT_EXPIRE_AFTER, allow_never=True),
+            termination_grace_period=read_duration(reader, "terminationGracePeriod", None, allow_never=False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaimStatus:
+    node_name: str = ""
+    provider_id: str = ""
+    image_id: str = ""
+    capacity: ResourceAmounts = field(default_factory=dict)
+    allocatable: ResourceAmounts = field(default_factory=dict)
+    conditions: tuple[Condition, ...] = ()
+    last_pod_event_time: float | None = None
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> NodeClaimStatus:
+        last_pod_event = reader.string("lastPodEventTime")
+        return cls(
+            node_name=reader.string("nodeName"),
+            provider_id=reader.string("providerID"),
+            image_id=reader.string("imageID"),
+            capacity=read_resources(reader, "capacity"),
+            allocatable=read_resources(reader, "allocatable"),
+            conditions=reader.items("conditions", Condition.parse),
+            last_pod_event_time=parse_timestamp(last_pod_event, reader.child_path("lastPodEventTime"))
+            if last_pod_event
+            else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaim:
+    metadata: ObjectMeta
+    spec: NodeClaimSpec
+    status: NodeClaimStatus = field(default_factory=NodeClaimStatus)
+
+    kind = "NodeClaim"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> NodeClaim:
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            spec=NodeClaimSpec.parse(reader.obj("spec")),
+            status=NodeClaimStatus.parse(reader.obj("status")),
+        )
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def nodepool(self) -> str:
+        return self.metadata.labels.get(LABEL_NODEPOOL, "")
+
+    @property
+    def instance_type(self) -> str:
+        return self.metadata.labels.get(LABEL_INSTANCE_TYPE, "")
+
+    @property
+    def capacity_type(self) -> str:
+        return self.metadata.labels.get(LABEL_CAPACITY_TYPE, "")
+
+    @property
+    def zone(self) -> str:
+        return self.metadata.labels.get(LABEL_ZONE, "")
+
+    def condition(self, kind: str) -> Condition | None:
+        return find_condition(self.status.conditions, kind)
+
+    def is_true(self, kind: str) -> bool:
+        condition = self.condition(kind)
+        return condition is not None and condition.is_true
+
+    @property
+    def launched(self) -> bool:
+        return self.is_true(CONDITION_LAUNCHED)
+
+    @property
+    def registered(self) -> bool:
+        return self.is_true(CONDITION_REGISTERED)
+
+    @property
+    def initialized(self) -> bool:
+        return self.is_true(CONDITION_INITIALIZED)
+
+    def requirement_set(self) -> Requirements:
+        result = Requirements()
+        for requirement in self.spec.requirements:
+            result.add(requirement)
+        return result
+
+    def with_status(self, **changes: object) -> NodeClaim:
+        return dataclasses.replace(self, status=dataclasses.replace(self.status, **changes))  # type: ignore[arg-type]
+
+    def with_metadata(self, **changes: object) -> NodeClaim:
+        return dataclasses.replace(self, metadata=self.metadata.with_changes(**changes))

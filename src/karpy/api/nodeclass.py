@@ -1,0 +1,160 @@
+"""Provider node classes, in the API groups Karpenter's providers use.
+
+- ``EC2NodeClass`` (``karpenter.k8s.aws``): the AWS node class. karpy reads the
+  fields that decide where and how instances launch: subnet and security group
+  selector terms, AMI selection, the IAM role or instance profile, tags and
+  kubelet settings (in v1 the kubelet block lives here, not on the NodePool).
+  The simulated cloud resolves subnet selector terms to its zones, so AWS
+  users can simulate their real manifests.
+- ``KWOKNodeClass`` (``karpenter.kwok.sh``): Karpenter's kwok provider class,
+  whose spec is empty; nodes are fake Node objects in any cluster.
+
+v1beta1 EC2NodeClasses (amiFamily instead of amiSelectorTerms aliases) are
+converted the way Karpenter's v1 migration does: ``amiFamily: AL2`` with no
+AMI selector becomes ``amiSelectorTerms: [{alias: al2@latest}]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from karpy.api._reader import FieldReader
+from karpy.api.core import read_resources
+from karpy.api.meta import ObjectMeta
+from karpy.api.quantity import ResourceAmounts
+
+EC2_GROUP = "karpenter.k8s.aws"
+EC2_KIND = "EC2NodeClass"
+KWOK_GROUP = "karpenter.kwok.sh"
+KWOK_KIND = "KWOKNodeClass"
+
+_AMI_FAMILY_ALIASES = {
+    "AL2": "al2",
+    "AL2023": "al2023",
+    "Bottlerocket": "bottlerocket",
+    "Windows2019": "windows2019",
+    "Windows2022": "windows2022",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """One subnet, security group or AMI selector term: tags, an id, a name or an alias."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    id: str = ""
+    name: str = ""
+    alias: str = ""
+    owner: str = ""
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> SelectorTerm:
+        term = cls(
+            tags=reader.str_map("tags"),
+            id=reader.string("id"),
+            name=reader.string("name"),
+            alias=reader.string("alias"),
+            owner=reader.string("owner"),
+        )
+        if not (term.tags or term.id or term.name or term.alias):
+            raise reader.error("", "a selector term needs tags, id, name or alias")
+        return term
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletConfiguration:
+    max_pods: int | None = None
+    pods_per_core: int | None = None
+    kube_reserved: ResourceAmounts = field(default_factory=dict)
+    system_reserved: ResourceAmounts = field(default_factory=dict)
+    eviction_hard: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> KubeletConfiguration:
+        max_pods = reader.integer("maxPods")
+        if max_pods is not None and max_pods < 0:
+            raise reader.error("maxPods", "must not be negative")
+        return cls(
+            max_pods=max_pods,
+            pods_per_core=reader.integer("podsPerCore"),
+            kube_reserved=read_resources(reader, "kubeReserved"),
+            system_reserved=read_resources(reader, "systemReserved"),
+            eviction_hard=reader.str_map("evictionHard"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EC2NodeClass:
+    metadata: ObjectMeta
+    subnet_selector_terms: tuple[SelectorTerm, ...]
+    security_group_selector_terms: tuple[SelectorTerm, ...]
+    ami_selector_terms: tuple[SelectorTerm, ...]
+    role: str = ""
+    instance_profile: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    kubelet: KubeletConfiguration = field(default_factory=KubeletConfiguration)
+    converted_from: str = ""
+
+    kind = EC2_KIND
+    group = EC2_GROUP
+
+    @classmethod
+    def parse(cls, reader: FieldReader, api_version: str) -> EC2NodeClass:
+        spec = reader.obj("spec")
+        converted_from = ""
+        ami_terms = spec.items("amiSelectorTerms", SelectorTerm.parse)
+        if api_version.endswith("/v1beta1"):
+            converted_from = api_version
+            family = spec.string("amiFamily")
+            if not ami_terms:
+                if not family:
+                    raise spec.error("amiFamily", "required when amiSelectorTerms is empty")
+                if family not in _AMI_FAMILY_ALIASES:
+                    raise spec.error("amiFamily", f"unknown AMI family {family!r}")
+                ami_terms = (SelectorTerm(alias=f"{_AMI_FAMILY_ALIASES[family]}@latest"),)
+        elif not ami_terms:
+            raise spec.error("amiSelectorTerms", "required (for example [{alias: al2023@latest}])")
+        subnets = spec.items("subnetSelectorTerms", SelectorTerm.parse)
+        if not subnets:
+            raise spec.error("subnetSelectorTerms", "required")
+        security_groups = spec.items("securityGroupSelectorTerms", SelectorTerm.parse)
+        if not security_groups:
+            raise spec.error("securityGroupSelectorTerms", "required")
+        role = spec.string("role")
+        instance_profile = spec.string("instanceProfile")
+        if bool(role) == bool(instance_profile):
+            raise spec.error("role", "exactly one of role and instanceProfile is required")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            subnet_selector_terms=subnets,
+            security_group_selector_terms=security_groups,
+            ami_selector_terms=ami_terms,
+            role=role,
+            instance_profile=instance_profile,
+            tags=spec.str_map("tags"),
+            kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
+            converted_from=converted_from,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(frozen=True, slots=True)
+class KWOKNodeClass:
+    metadata: ObjectMeta
+
+    kind = KWOK_KIND
+    group = KWOK_GROUP
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> KWOKNodeClass:
+        return cls(metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False))
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+NodeClass = EC2NodeClass | KWOKNodeClass

@@ -1,0 +1,96 @@
+"""Taints and tolerations, with the matching rules of the Kubernetes scheduler.
+
+NodePools put taints on the nodes they launch (``spec.template.spec.taints``)
+and startup taints that an agent removes once the node is ready
+(``startupTaints``). A pod may land on a node only when it tolerates every
+NoSchedule and NoExecute taint; PreferNoSchedule is a preference. Startup
+taints and the ``karpenter.sh/unregistered`` taint are ignored when deciding
+whether a pod fits a NodeClaim, because they go away on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from karpy.api._reader import FieldReader
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
+
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str = ""
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Taint:
+        key = reader.required_str("key")
+        effect = reader.required_str("effect")
+        if effect not in EFFECTS:
+            raise reader.error("effect", f"must be one of {', '.join(EFFECTS)}, got {effect!r}")
+        return cls(key=key, effect=effect, value=reader.string("value"))
+
+    def to_dict(self) -> dict[str, str]:
+        result = {"key": self.key, "effect": self.effect}
+        if self.value:
+            result["value"] = self.value
+        return result
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Toleration:
+        operator = reader.string("operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            raise reader.error("operator", f"must be Equal or Exists, got {operator!r}")
+        effect = reader.string("effect")
+        if effect and effect not in EFFECTS:
+            raise reader.error("effect", f"must be one of {', '.join(EFFECTS)}, got {effect!r}")
+        key = reader.string("key")
+        if not key and operator != "Exists":
+            raise reader.error("operator", "an empty key needs operator Exists")
+        return cls(
+            key=key,
+            operator=operator,
+            value=reader.string("value"),
+            effect=effect,
+            toleration_seconds=reader.integer("tolerationSeconds"),
+        )
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+def untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint none of ``tolerations`` tolerates, if any."""
+    tolerations = tuple(tolerations)
+    for taint in taints:
+        if taint.effect == PREFER_NO_SCHEDULE:
+            continue
+        if not any(toleration.tolerates(taint) for toleration in tolerations):
+            return taint
+    return None

@@ -1,0 +1,131 @@
+"""The ``karpy`` command.
+
+- ``karpy simulate [PATH ...]``: run the controllers against an in-memory
+  cluster and a simulated cloud, in virtual time. PATHs are manifest files,
+  directories, or a Scenario file; with none, the built-in seed walkthrough
+  runs. ``--output json`` prints the machine-readable result
+  (docs/simulate-output.md).
+- ``karpy validate PATH ...``: check manifests without running anything.
+
+Bad input is reported as one line per problem (file, object, field) on
+standard error and the exit status is 2; the valid objects of the same run
+are still used, so one typo does not hide the rest of the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from karpy import __version__
+from karpy.api.duration import DurationError, parse_duration
+from karpy.api.manifest import LoadResult
+from karpy.sim.report import render_text, result_json
+from karpy.sim.scenario import Scenario, builtin_scenario_path, load_files, load_inputs
+from karpy.sim.simulation import Simulation
+from karpy.sim.validation import validate_references
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="karpy", description="A Kubernetes node autoscaler that speaks Karpenter."
+    )
+    parser.add_argument("--version", action="version", version=f"karpy {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    simulate = commands.add_parser("simulate", help="run karpy against a simulated cluster and cloud")
+    simulate.add_argument("paths", nargs="*", type=Path, help="manifests, directories or a Scenario file")
+    simulate.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    simulate.add_argument(
+        "--duration", help="time limit of the run in cluster time (default: the scenario's, 24h)"
+    )
+    simulate.add_argument(
+        "--no-stop-when-steady",
+        action="store_true",
+        help="run for the whole duration even once the cluster is steady",
+    )
+    simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
+    validate = commands.add_parser("validate", help="check manifests")
+    validate.add_argument("paths", nargs="+", type=Path)
+    return parser
+
+
+def _validate_scenario(scenario: Scenario, problems: LoadResult) -> None:
+    node_classes: set[tuple[str, str, str]] = set()
+    for step in scenario.steps:
+        for item in step.objects.objects:
+            group = getattr(item.obj, "group", None)
+            if isinstance(group, str):
+                node_classes.add((group, item.kind, item.name))
+    for step in scenario.steps:
+        if step.action == "apply":
+            validate_references(step.objects, node_classes)
+            problems.errors.extend(error for error in step.objects.errors if error not in problems.errors)
+            step.objects.errors.clear()
+
+
+def simulate(args: argparse.Namespace) -> int:
+    paths: list[Path] = args.paths or [builtin_scenario_path()]
+    scenario, problems = load_inputs(paths)
+    _validate_scenario(scenario, problems)
+    if args.duration:
+        try:
+            scenario.duration = parse_duration(args.duration)
+        except DurationError as problem:
+            print(f"karpy: --duration: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    scenario.run_until_steady = not args.no_stop_when_steady
+    for error in problems.errors:
+        print(f"error: {error}", file=sys.stderr)
+    if args.output == "text":
+        for note in problems.notes:
+            print(f"note: {note}", file=sys.stderr)
+        for step in scenario.steps:
+            for note in step.objects.notes:
+                print(f"note: {note}", file=sys.stderr)
+    simulation = Simulation()
+    simulation.run_scenario(scenario)
+    if args.output == "json":
+        print(json.dumps(result_json(simulation, scenario.name, problems.errors), indent=2))
+    else:
+        print(render_text(simulation, scenario.name))
+    if problems.errors:
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def validate(args: argparse.Namespace) -> int:
+    loaded = load_files(args.paths)
+    for path in args.paths:
+        if not path.exists():
+            loaded.errors.append(f"{path}: no such file or directory")
+    validate_references(loaded)
+    for item in loaded.objects:
+        print(f"ok: {item.source}: {item.kind} {item.name}")
+    for note in loaded.notes:
+        print(f"note: {note}")
+    for error in loaded.errors:
+        print(f"error: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT if loaded.errors else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "simulate":
+        return simulate(args)
+    return validate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

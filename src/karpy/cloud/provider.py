@@ -1,0 +1,76 @@
+"""The cloud provider protocol: the one seam between karpy and a cloud.
+
+It mirrors Karpenter's CloudProvider interface, because that split is what
+lets the same controllers drive AWS, kwok-style fake nodes and the simulator:
+
+- ``create`` launches one instance for a NodeClaim, choosing among the
+  instance types and offerings its requirements admit, and returns the
+  NodeClaim hydrated with what was launched (providerID, labels for type,
+  zone and capacity type, capacity, allocatable);
+- ``delete`` terminates it, ``get`` and ``list`` find launched instances (for
+  garbage collection of leaks);
+- ``get_instance_types`` lists what a NodePool may launch, with offerings and
+  their current availability;
+- ``is_drifted`` reports provider-side drift (the node class changed);
+- ``repair_policies`` say which node conditions mean a node is broken.
+
+Errors are typed so controllers can react without parsing messages: an
+:class:`InsufficientCapacityError` names the offerings that failed, so they
+are marked unavailable and the next pass falls back.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import Protocol
+
+from karpy.api.instancetype import InstanceType
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodepool import NodePool
+
+
+class CloudProviderError(Exception):
+    """Anything the cloud refused; the message is meant for humans."""
+
+
+class InsufficientCapacityError(CloudProviderError):
+    def __init__(self, message: str, offerings: tuple[tuple[str, str, str], ...] = ()) -> None:
+        super().__init__(message)
+        # (instance type, zone, capacity type) triples that had no capacity.
+        self.offerings = offerings
+
+
+class NodeClaimNotFoundError(CloudProviderError):
+    """The instance behind a NodeClaim no longer exists (deleted, or never launched)."""
+
+
+class NodeClassNotReadyError(CloudProviderError):
+    """The NodePool's node class is missing or not resolved (no subnets, no AMI…)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairPolicy:
+    """A node condition that, held for ``toleration_seconds``, means the node is broken."""
+
+    condition_type: str
+    condition_status: str
+    toleration_seconds: float
+
+
+class CloudProvider(Protocol):
+    name: str
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim: ...
+
+    def delete(self, nodeclaim: NodeClaim) -> None: ...
+
+    def get(self, provider_id: str) -> NodeClaim: ...
+
+    def list(self) -> builtins.list[NodeClaim]: ...
+
+    def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]: ...
+
+    def is_drifted(self, nodeclaim: NodeClaim) -> str: ...
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]: ...

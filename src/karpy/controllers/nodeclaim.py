@@ -1,0 +1,256 @@
+"""NodeClaim lifecycle: Launched → Registered → Initialized (= Ready).
+
+One reconcile moves a NodeClaim as far as the world lets it:
+
+- **launch**: the cloud provider creates the instance; the NodeClaim takes
+  the launched type's labels, capacity and allocatable and its providerID.
+  An insufficient-capacity error deletes the NodeClaim (with an Event): its
+  pods become pending again and the next provisioning pass picks another
+  offering, which the cloud now reports unavailable.
+- **register**: the Node with the same providerID has joined; karpy syncs the
+  NodeClaim's labels and taints onto it, takes off the
+  ``karpenter.sh/unregistered`` taint and puts on the termination finalizer.
+- **initialize**: the Node is Ready, its startup taints are gone and every
+  resource the NodeClaim asked for is allocatable.
+
+Liveness, as in Karpenter: a NodeClaim that has not registered within 15
+minutes of launch is deleted, so a broken instance does not hold pods
+hostage. A second controller here records each NodeClaim's last pod event
+(a pod bound to or leaving its node); consolidateAfter is measured from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+
+from karpy.api.conditions import FALSE, TRUE, set_condition
+from karpy.api.core import Node, Pod
+from karpy.api.nodeclaim import (
+    CONDITION_INITIALIZED,
+    CONDITION_LAUNCHED,
+    CONDITION_READY,
+    CONDITION_REGISTERED,
+    LABEL_INITIALIZED,
+    LABEL_REGISTERED,
+    TERMINATION_FINALIZER,
+    NodeClaim,
+)
+from karpy.api.taints import UNREGISTERED_TAINT_KEY
+from karpy.cloud.provider import CloudProvider, CloudProviderError, InsufficientCapacityError
+from karpy.controllers.interfaces import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    Clock,
+    Cluster,
+)
+from karpy.controllers.runtime import Watch
+
+log = logging.getLogger("karpy.nodeclaim")
+
+REGISTRATION_TTL = 15 * 60.0
+RECHECK = 1.0
+
+
+def _nodeclaim_names(old: object | None, new: object | None) -> Iterable[str]:
+    obj = new if new is not None else old
+    return [obj.name] if isinstance(obj, NodeClaim) else []
+
+
+class NodeClaimLifecycle:
+    name = "nodeclaim.lifecycle"
+
+    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+        self.cluster = cluster
+        self.cloud = cloud
+        self.clock = clock
+
+    def watches(self) -> list[Watch]:
+        return [Watch("NodeClaim", _nodeclaim_names), Watch("Node", self._on_node)]
+
+    def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
+        node = new if new is not None else old
+        if not isinstance(node, Node) or not node.provider_id:
+            return []
+        return [
+            claim.name for claim in self.cluster.nodeclaims() if claim.status.provider_id == node.provider_id
+        ]
+
+    def node_for(self, nodeclaim: NodeClaim) -> Node | None:
+        if nodeclaim.status.node_name:
+            node = self.cluster.node(nodeclaim.status.node_name)
+            if node is not None:
+                return node
+        if not nodeclaim.status.provider_id:
+            return None
+        for node in self.cluster.nodes():
+            if node.provider_id == nodeclaim.status.provider_id:
+                return node
+        return None
+
+    def reconcile(self, key: str) -> float | None:
+        nodeclaim = self.cluster.nodeclaim(key)
+        if nodeclaim is None or nodeclaim.metadata.deleting:
+            return None
+        now = self.clock.now()
+        if not nodeclaim.launched:
+            launched = self._launch(nodeclaim, now)
+            if launched is None:
+                return None
+            nodeclaim = launched
+        if not nodeclaim.registered:
+            node = self.node_for(nodeclaim)
+            if node is None:
+                launched_at = nodeclaim.condition(CONDITION_LAUNCHED)
+                since = launched_at.last_transition_time if launched_at else now
+                if now - since >= REGISTRATION_TTL:
+                    self.cluster.record_event(
+                        nodeclaim,
+                        EVENT_WARNING,
+                        "FailedRegistration",
+                        f"Node did not register within {REGISTRATION_TTL / 60:.0f}m; deleting the NodeClaim",
+                    )
+                    self.cluster.delete(nodeclaim)
+                    return None
+                # The Node's arrival wakes this up earlier; this is the liveness deadline.
+                return since + REGISTRATION_TTL - now
+            nodeclaim = self._register(nodeclaim, node, now)
+        if not nodeclaim.initialized:
+            node = self.node_for(nodeclaim)
+            if node is None:
+                return RECHECK
+            waiting = self._initialization_blocker(nodeclaim, node)
+            if waiting:
+                return None  # a Node change wakes us up
+            nodeclaim = self._initialize(nodeclaim, node, now)
+        return None
+
+    def _launch(self, nodeclaim: NodeClaim, now: float) -> NodeClaim | None:
+        try:
+            launched = self.cloud.create(nodeclaim)
+        except InsufficientCapacityError as error:
+            self.cluster.record_event(nodeclaim, EVENT_WARNING, "InsufficientCapacityError", str(error))
+            log.warning("nodeclaim %s: insufficient capacity: %s", nodeclaim.name, error)
+            self.cluster.delete(nodeclaim)
+            return None
+        except CloudProviderError as error:
+            self.cluster.record_event(nodeclaim, EVENT_WARNING, "LaunchFailed", str(error))
+            updated = nodeclaim.with_status(
+                conditions=set_condition(
+                    nodeclaim.status.conditions, CONDITION_LAUNCHED, FALSE, now, "LaunchFailed", str(error)
+                )
+            )
+            self.cluster.update(updated)
+            raise
+        labels = dict(nodeclaim.metadata.labels)
+        labels.update(launched.metadata.labels)
+        conditions = set_condition(nodeclaim.status.conditions, CONDITION_LAUNCHED, TRUE, now)
+        conditions = set_condition(
+            conditions, CONDITION_READY, FALSE, now, "NotRegistered", "Node not registered"
+        )
+        updated = dataclasses.replace(
+            nodeclaim,
+            metadata=nodeclaim.metadata.with_changes(labels=labels),
+            status=dataclasses.replace(
+                nodeclaim.status,
+                provider_id=launched.status.provider_id,
+                image_id=launched.status.image_id,
+                capacity=dict(launched.status.capacity),
+                allocatable=dict(launched.status.allocatable),
+                conditions=conditions,
+            ),
+        )
+        stored = self.cluster.update(updated)
+        log.info(
+            "launched nodeclaim %s: %s %s in %s (%s)",
+            stored.name,
+            stored.instance_type,
+            stored.capacity_type,
+            stored.zone,
+            stored.status.provider_id,
+        )
+        self.cluster.record_event(
+            stored,
+            EVENT_NORMAL,
+            "Launched",
+            f"Launched {stored.instance_type} ({stored.capacity_type}) in {stored.zone}",
+        )
+        return stored
+
+    def _register(self, nodeclaim: NodeClaim, node: Node, now: float) -> NodeClaim:
+        labels = dict(node.metadata.labels)
+        labels.update(nodeclaim.metadata.labels)
+        labels[LABEL_REGISTERED] = "true"
+        taints = [taint for taint in node.taints if taint.key != UNREGISTERED_TAINT_KEY]
+        for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):
+            if taint not in taints:
+                taints.append(taint)
+        finalizers = node.metadata.finalizers
+        if TERMINATION_FINALIZER not in finalizers:
+            finalizers = (*finalizers, TERMINATION_FINALIZER)
+        self.cluster.update(
+            node.with_changes(
+                metadata=node.metadata.with_changes(labels=labels, finalizers=finalizers),
+                taints=tuple(taints),
+            )
+        )
+        conditions = set_condition(nodeclaim.status.conditions, CONDITION_REGISTERED, TRUE, now)
+        conditions = set_condition(
+            conditions, CONDITION_READY, FALSE, now, "NotInitialized", "Node not initialized"
+        )
+        stored = self.cluster.update(nodeclaim.with_status(node_name=node.name, conditions=conditions))
+        self.cluster.record_event(stored, EVENT_NORMAL, "Registered", f"Node {node.name} registered")
+        return stored
+
+    def _initialization_blocker(self, nodeclaim: NodeClaim, node: Node) -> str:
+        if not node.ready:
+            return "node not ready"
+        for taint in nodeclaim.spec.startup_taints:
+            if taint in node.taints:
+                return f"startup taint {taint} still present"
+        for resource, amount in nodeclaim.spec.requests.items():
+            if amount > 0 and node.allocatable.get(resource, 0) <= 0:
+                return f"resource {resource} not registered"
+        return ""
+
+    def _initialize(self, nodeclaim: NodeClaim, node: Node, now: float) -> NodeClaim:
+        labels = dict(node.metadata.labels)
+        labels[LABEL_INITIALIZED] = "true"
+        self.cluster.update(node.with_changes(metadata=node.metadata.with_changes(labels=labels)))
+        conditions = set_condition(nodeclaim.status.conditions, CONDITION_INITIALIZED, TRUE, now)
+        conditions = set_condition(conditions, CONDITION_READY, TRUE, now)
+        stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
+        self.cluster.record_event(stored, EVENT_NORMAL, "Initialized", f"Node {node.name} initialized")
+        return stored
+
+
+class NodeClaimPodEvents:
+    """Keeps ``status.lastPodEventTime``: when a pod last landed on or left the node."""
+
+    name = "nodeclaim.podevents"
+
+    def __init__(self, cluster: Cluster, clock: Clock) -> None:
+        self.cluster = cluster
+        self.clock = clock
+
+    def watches(self) -> list[Watch]:
+        return [Watch("Pod", self._on_pod)]
+
+    def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        before = old.node_name if isinstance(old, Pod) else ""
+        after = new.node_name if isinstance(new, Pod) else ""
+        if isinstance(new, Pod) and new.is_terminal and not (isinstance(old, Pod) and old.is_terminal):
+            return [after] if after else []
+        if before == after:
+            return []
+        return [name for name in (before, after) if name]
+
+    def reconcile(self, key: str) -> float | None:
+        node = self.cluster.node(key)
+        if node is None:
+            return None
+        for claim in self.cluster.nodeclaims():
+            if claim.status.node_name == key and not claim.metadata.deleting:
+                self.cluster.update(claim.with_status(last_pod_event_time=self.clock.now()))
+        return None

@@ -1,0 +1,218 @@
+"""Provisioning: from pending pods to NodeClaims.
+
+Pending pods arrive one by one but are best packed together, so the
+provisioner batches them, as Karpenter does: a batch closes when no new
+pending pod has arrived for ``batch_idle`` seconds (1 s by default) or when it
+has been open ``batch_max`` seconds (10 s), whichever comes first. Then it
+takes a snapshot, asks the scheduling core for a plan and creates one
+NodeClaim per new bin, nominating the pods that bin is for.
+
+The pass is idempotent: the next one sees the NodeClaims it created as
+in-flight capacity, so pods that are still pending (the nodes have not
+registered yet) fit there and no second NodeClaim is launched for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from karpy.api.core import Pod
+from karpy.api.instancetype import InstanceType
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
+from karpy.api.nodepool import (
+    NODEPOOL_HASH_ANNOTATION,
+    NODEPOOL_HASH_VERSION,
+    NODEPOOL_HASH_VERSION_ANNOTATION,
+    NodePool,
+)
+from karpy.api.quantity import ResourceAmounts, format_amount
+from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.cloud.provider import CloudProvider, CloudProviderError
+from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster
+from karpy.controllers.runtime import Watch
+from karpy.controllers.state import daemon_overhead, existing_capacity, nodepool_capacity
+from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan, solve
+
+log = logging.getLogger("karpy.provisioning")
+
+BATCH_KEY = "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningSettings:
+    batch_idle: float = 1.0
+    batch_max: float = 10.0
+
+
+@dataclass(slots=True)
+class ProvisioningResult:
+    """What the last pass decided, kept for explanations and the simulator's report."""
+
+    time: float = 0.0
+    created: list[str] = field(default_factory=list)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+
+
+class Provisioner:
+    name = "provisioning"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        cloud: CloudProvider,
+        clock: Clock,
+        settings: ProvisioningSettings | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.cloud = cloud
+        self.clock = clock
+        self.settings = settings or ProvisioningSettings()
+        self._batch_start: float | None = None
+        self._batch_last = 0.0
+        self.last = ProvisioningResult()
+        self.passes = 0
+
+    # -- triggers ----------------------------------------------------------
+
+    def watches(self) -> list[Watch]:
+        return [
+            Watch("Pod", self._on_pod),
+            Watch("Node", self._on_capacity_change),
+            Watch("NodeClaim", self._on_capacity_change),
+            Watch("NodePool", self._on_nodepool),
+        ]
+
+    def trigger(self) -> list[str]:
+        now = self.clock.now()
+        if self._batch_start is None:
+            self._batch_start = now
+        self._batch_last = now
+        return [BATCH_KEY]
+
+    def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        newly_pending = isinstance(new, Pod) and new.is_provisionable()
+        if newly_pending and not (isinstance(old, Pod) and old.is_provisionable()):
+            return self.trigger()
+        return ()
+
+    def _on_capacity_change(self, old: object | None, new: object | None) -> Iterable[str]:
+        # Capacity going away (a node or NodeClaim deleted) may strand pods.
+        if new is None and self.cluster.pending_pods():
+            return self.trigger()
+        return ()
+
+    def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
+        return self.trigger() if self.cluster.pending_pods() else ()
+
+    # -- reconcile ---------------------------------------------------------
+
+    def reconcile(self, key: str) -> float | None:
+        if self._batch_start is None:
+            return None
+        now = self.clock.now()
+        closes_at = min(
+            self._batch_last + self.settings.batch_idle, self._batch_start + self.settings.batch_max
+        )
+        if now < closes_at:
+            return closes_at - now
+        self._batch_start = None
+        self.provision()
+        return None
+
+    def provisionable_pods(self) -> list[Pod]:
+        return [pod for pod in self.cluster.pending_pods() if pod.is_provisionable()]
+
+    def schedule(self, pods: list[Pod]) -> tuple[Plan, dict[str, NodePool]]:
+        """Plan placements for ``pods`` against the current cluster (no writes)."""
+        nodepools = {pool.name: pool for pool in self.cluster.nodepools() if not pool.metadata.deleting}
+        daemonsets = list(self.cluster.daemonsets())
+        instance_types: dict[str, list[InstanceType]] = {}
+        overheads: dict[str, ResourceAmounts] = {}
+        pools: list[NodePoolCapacity] = []
+        for pool in nodepools.values():
+            try:
+                instance_types[pool.name] = self.cloud.get_instance_types(pool)
+            except CloudProviderError as error:
+                log.warning("NodePool %s has no instance types: %s", pool.name, error)
+                instance_types[pool.name] = []
+            overheads[pool.name] = daemon_overhead(pool, daemonsets)
+        for pool in nodepools.values():
+            pools.append(
+                nodepool_capacity(self.cluster, pool, instance_types[pool.name], overheads[pool.name])
+            )
+        existing = existing_capacity(self.cluster, dict(instance_types), overheads)
+        return solve(pods, existing, pools), nodepools
+
+    def provision(self) -> ProvisioningResult:
+        self.passes += 1
+        pods = self.provisionable_pods()
+        result = ProvisioningResult(time=self.clock.now())
+        if not pods:
+            self.last = result
+            return result
+        plan, nodepools = self.schedule(pods)
+        for new in plan.new_nodeclaims:
+            nodeclaim = self.cluster.create(build_nodeclaim(nodepools[new.nodepool], new))
+            result.created.append(nodeclaim.name)
+            log.info(
+                "created nodeclaim %s for %d pods (%s; %d instance types from $%.4f/h)",
+                nodeclaim.name,
+                len(new.pods),
+                describe_requests(new.requests),
+                len(new.instance_types),
+                new.price,
+            )
+            self.cluster.record_event(
+                nodeclaim,
+                EVENT_NORMAL,
+                "Launching",
+                f"NodeClaim for {len(new.pods)} pods: {describe_requests(new.requests)}",
+            )
+            for pod in new.pods:
+                self.cluster.record_event(
+                    pod, EVENT_NORMAL, "Nominated", f"Pod should schedule on: nodeclaim/{nodeclaim.name}"
+                )
+        pods_by_key = {pod.key: pod for pod in pods}
+        for pod_key, reason in sorted(plan.unschedulable.items()):
+            self.cluster.record_event(
+                pods_by_key[pod_key], EVENT_WARNING, "FailedScheduling", f"Failed to schedule pod, {reason}"
+            )
+        result.unschedulable = dict(plan.unschedulable)
+        self.last = result
+        return result
+
+
+def describe_requests(requests: ResourceAmounts) -> str:
+    return ", ".join(
+        f"{name}: {format_amount(name, amount)}" for name, amount in sorted(requests.items()) if amount
+    )
+
+
+def build_nodeclaim(nodepool: NodePool, new: NewNodeClaim) -> NodeClaim:
+    template = nodepool.template
+    labels = dict(template.labels)
+    labels[LABEL_NODEPOOL] = nodepool.name
+    annotations = dict(template.annotations)
+    annotations[NODEPOOL_HASH_ANNOTATION] = nodepool.template_hash()
+    annotations[NODEPOOL_HASH_VERSION_ANNOTATION] = NODEPOOL_HASH_VERSION
+    return NodeClaim(
+        metadata=ObjectMeta(
+            name="",
+            generate_name=f"{nodepool.name}-",
+            labels=labels,
+            annotations=annotations,
+            finalizers=(TERMINATION_FINALIZER,),
+        ),
+        spec=NodeClaimSpec(
+            node_class_ref=template.node_class_ref,
+            requirements=tuple(new.requirements),
+            requests=dict(new.requests),
+            taints=template.taints,
+            startup_taints=template.startup_taints,
+            expire_after=template.expire_after,
+            termination_grace_period=template.termination_grace_period,
+        ),
+    )

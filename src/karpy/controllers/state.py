@@ -1,0 +1,163 @@
+"""Cluster capacity as the provisioner and the disruption controller see it.
+
+Both need the same derived view of the cluster: which nodes and in-flight
+NodeClaims have room for which pods, what every NodePool's DaemonSets take
+from each new node, and how much of each NodePool's limits is already used.
+Computing it in one place keeps the two from disagreeing about capacity,
+which is the root of consolidation churn in autoscalers that do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from karpy.api.core import DaemonSet, Node
+from karpy.api.instancetype import InstanceType
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodepool import NodePool
+from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
+from karpy.api.taints import untolerated
+from karpy.controllers.interfaces import ClusterReader
+from karpy.scheduling.solver import POD_RESOURCE, ExistingCapacity, NodePoolCapacity
+
+
+def daemon_overhead(nodepool: NodePool, daemonsets: Iterable[DaemonSet]) -> ResourceAmounts:
+    """Requests of the DaemonSets that would run on a node of ``nodepool``.
+
+    Only DaemonSets that tolerate the pool's taints and whose node constraints
+    are compatible with the pool count: adding every DaemonSet to every node
+    overstates overhead and makes nodes look fuller than they are.
+    """
+    requirements = nodepool.template.requirement_set()
+    requirements.add(Requirement.from_operator(LABEL_NODEPOOL, "In", (nodepool.name,)))
+    total: ResourceAmounts = {}
+    for daemonset in daemonsets:
+        spec = daemonset.template.spec
+        if untolerated(nodepool.template.taints, spec.tolerations) is not None:
+            continue
+        if not any(requirements.compatible(option) is None for option in spec.node_requirements()):
+            continue
+        total = add_amounts(total, spec.requests)
+        total[POD_RESOURCE] = total.get(POD_RESOURCE, 0) + 1
+    return total
+
+
+def nodeclaim_options(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> list[InstanceType]:
+    allowed = nodeclaim.requirement_set().get(LABEL_INSTANCE_TYPE)
+    return [instance_type for instance_type in instance_types if allowed.has(instance_type.name)]
+
+
+def _min_amounts(options: Sequence[InstanceType]) -> ResourceAmounts:
+    if not options:
+        return {}
+    result = dict(options[0].allocatable)
+    for instance_type in options[1:]:
+        for resource in list(result):
+            result[resource] = min(result[resource], instance_type.allocatable.get(resource, 0))
+    return result
+
+
+def _max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
+    result: ResourceAmounts = {}
+    for instance_type in options:
+        for resource, amount in instance_type.capacity.items():
+            result[resource] = max(result.get(resource, 0), amount)
+    return result
+
+
+def nodeclaim_capacity(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> ResourceAmounts:
+    """Capacity counted against NodePool limits: launched, or the largest it could be."""
+    if nodeclaim.status.capacity:
+        return dict(nodeclaim.status.capacity)
+    return _max_capacity(nodeclaim_options(nodeclaim, instance_types))
+
+
+def used_on_node(cluster: ClusterReader, node_name: str) -> ResourceAmounts:
+    used: ResourceAmounts = {}
+    for pod in cluster.pods_on_node(node_name):
+        if pod.is_terminal:
+            continue
+        used = add_amounts(used, pod.spec.requests)
+        used[POD_RESOURCE] = used.get(POD_RESOURCE, 0) + 1
+    return used
+
+
+def existing_capacity(
+    cluster: ClusterReader,
+    instance_types: dict[str, Sequence[InstanceType]],
+    overheads: dict[str, ResourceAmounts],
+) -> list[ExistingCapacity]:
+    """Nodes and in-flight NodeClaims that pods can still be placed on.
+
+    Nodes and NodeClaims being deleted are left out: their pods are about to
+    move, and counting them would hide the need for new capacity.
+    """
+    result: list[ExistingCapacity] = []
+    claims_by_provider: dict[str, NodeClaim] = {}
+    for nodeclaim in cluster.nodeclaims():
+        if nodeclaim.status.provider_id:
+            claims_by_provider[nodeclaim.status.provider_id] = nodeclaim
+    registered: set[str] = set()
+    for node in cluster.nodes():
+        claim = claims_by_provider.get(node.provider_id) if node.provider_id else None
+        if claim is not None:
+            registered.add(claim.name)
+        if node.metadata.deleting or node.unschedulable or (claim is not None and claim.metadata.deleting):
+            continue
+        result.append(_node_capacity(cluster, node, claim))
+    for nodeclaim in cluster.nodeclaims():
+        if nodeclaim.name in registered or nodeclaim.metadata.deleting:
+            continue
+        pool = nodeclaim.nodepool
+        if nodeclaim.status.allocatable:
+            allocatable = dict(nodeclaim.status.allocatable)
+        else:
+            allocatable = _min_amounts(nodeclaim_options(nodeclaim, instance_types.get(pool, ())))
+        requirements = nodeclaim.requirement_set()
+        for key, value in nodeclaim.metadata.labels.items():
+            requirements.add(Requirement.from_operator(key, "In", (value,)))
+        result.append(
+            ExistingCapacity(
+                name=nodeclaim.name,
+                nodepool=pool,
+                requirements=requirements,
+                taints=nodeclaim.spec.taints,
+                available=subtract_amounts(allocatable, overheads.get(pool, {})),
+                in_flight=True,
+            )
+        )
+    return result
+
+
+def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) -> ExistingCapacity:
+    return ExistingCapacity(
+        name=node.name,
+        nodepool=node.metadata.labels.get(LABEL_NODEPOOL, ""),
+        requirements=Requirements.from_labels(node.metadata.labels),
+        taints=node.taints,
+        available=subtract_amounts(node.allocatable, used_on_node(cluster, node.name)),
+        in_flight=not node.ready,
+        ephemeral_taints=claim.spec.startup_taints if claim is not None else (),
+    )
+
+
+def nodepool_capacity(
+    cluster: ClusterReader,
+    nodepool: NodePool,
+    instance_types: Sequence[InstanceType],
+    overhead: ResourceAmounts,
+) -> NodePoolCapacity:
+    remaining: ResourceAmounts | None = None
+    if nodepool.limits:
+        used: ResourceAmounts = {}
+        count = 0
+        for nodeclaim in cluster.nodeclaims():
+            if nodeclaim.nodepool == nodepool.name:
+                used = add_amounts(used, nodeclaim_capacity(nodeclaim, instance_types))
+                count += 1
+        remaining = {
+            resource: limit - (count if resource == "nodes" else used.get(resource, 0))
+            for resource, limit in nodepool.limits.items()
+        }
+    return NodePoolCapacity(nodepool, instance_types, overhead, remaining)

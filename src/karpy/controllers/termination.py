@@ -1,0 +1,146 @@
+"""Termination: what happens between "delete this NodeClaim" and its removal.
+
+A NodeClaim carries the ``karpenter.sh/termination`` finalizer, so deleting
+it only marks it. This controller then, step by step and idempotently:
+
+1. taints the node ``karpenter.sh/disrupted:NoSchedule`` so nothing new lands;
+2. drains it through the Eviction API: pods that are neither DaemonSet pods
+   nor terminal, non-critical first, then critical ones (system priority
+   classes), and DaemonSet pods last; an eviction a PodDisruptionBudget
+   refuses (429) is retried later, never forced, until the NodeClaim's
+   ``terminationGracePeriod`` (if set) runs out;
+3. deletes the instance in the cloud;
+4. deletes the Node, then lifts the finalizers so both objects go away.
+
+A crash after any step is harmless: the next reconcile finds the step done
+and goes on with the next.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from karpy.api.core import Node, Pod
+from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim
+from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
+from karpy.cloud.provider import CloudProvider, NodeClaimNotFoundError
+from karpy.controllers.interfaces import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    Clock,
+    Cluster,
+    EvictionRefusedError,
+    NotFoundError,
+)
+from karpy.controllers.runtime import Watch
+
+log = logging.getLogger("karpy.termination")
+
+DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
+CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
+EVICTION_RETRY = 5.0
+DRAIN_POLL = 1.0
+
+
+def drain_order(pod: Pod) -> int:
+    if pod.is_daemonset_pod:
+        return 2
+    if pod.spec.priority_class_name in CRITICAL_PRIORITY_CLASSES:
+        return 1
+    return 0
+
+
+class Terminator:
+    name = "termination"
+
+    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+        self.cluster = cluster
+        self.cloud = cloud
+        self.clock = clock
+
+    def watches(self) -> list[Watch]:
+        return [Watch("NodeClaim", self._on_nodeclaim), Watch("Pod", self._on_pod)]
+
+    def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
+        if isinstance(new, NodeClaim) and new.metadata.deleting:
+            return [new.name]
+        return []
+
+    def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        # A pod leaving a draining node moves the drain on.
+        if new is None and isinstance(old, Pod) and old.node_name:
+            for claim in self.cluster.nodeclaims():
+                if claim.metadata.deleting and claim.status.node_name == old.node_name:
+                    return [claim.name]
+        return []
+
+    def reconcile(self, key: str) -> float | None:
+        nodeclaim = self.cluster.nodeclaim(key)
+        if nodeclaim is None or not nodeclaim.metadata.deleting:
+            return None
+        node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+        if node is not None:
+            wait = self._drain(nodeclaim, node)
+            if wait is not None:
+                return wait
+        if nodeclaim.status.provider_id:
+            try:
+                self.cloud.delete(nodeclaim)
+            except NodeClaimNotFoundError:
+                pass
+        if node is not None:
+            self._remove_node(node)
+        if TERMINATION_FINALIZER in nodeclaim.metadata.finalizers:
+            remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
+            self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
+        log.info("terminated nodeclaim %s", nodeclaim.name)
+        self.cluster.record_event(
+            nodeclaim, EVENT_NORMAL, "Terminated", "Instance deleted, NodeClaim removed"
+        )
+        return None
+
+    def _drain(self, nodeclaim: NodeClaim, node: Node) -> float | None:
+        """Evict what must go; ``None`` once the node is drained."""
+        if DISRUPTED_TAINT not in node.taints:
+            node = self.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
+        pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
+        deadline = nodeclaim.spec.termination_grace_period
+        deleted_at = nodeclaim.metadata.deletion_timestamp or self.clock.now()
+        forced = deadline is not None and self.clock.now() >= deleted_at + deadline
+        remaining = [pod for pod in pods if not pod.is_daemonset_pod] or pods
+        if not remaining or all(pod.is_daemonset_pod for pod in remaining):
+            # DaemonSet pods go with the node; nothing else is left to move.
+            return None
+        first = min(drain_order(pod) for pod in remaining)
+        refused = False
+        for pod in remaining:
+            if drain_order(pod) != first or pod.metadata.deleting:
+                continue
+            try:
+                if forced:
+                    self.cluster.delete(pod)
+                else:
+                    self.cluster.evict(pod)
+            except EvictionRefusedError as error:
+                refused = True
+                self.cluster.record_event(pod, EVENT_WARNING, "FailedDraining", str(error))
+            except NotFoundError:
+                continue
+        return EVICTION_RETRY if refused else DRAIN_POLL
+
+    def _remove_node(self, node: Node) -> None:
+        current = self.cluster.node(node.name)
+        if current is None:
+            return
+        try:
+            if not current.metadata.deleting:
+                self.cluster.delete(current)
+                current = self.cluster.node(node.name)
+            if current is not None and TERMINATION_FINALIZER in current.metadata.finalizers:
+                remaining = tuple(f for f in current.metadata.finalizers if f != TERMINATION_FINALIZER)
+                self.cluster.update(
+                    current.with_changes(metadata=current.metadata.with_changes(finalizers=remaining))
+                )
+        except NotFoundError:
+            return

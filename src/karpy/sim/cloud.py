@@ -1,0 +1,281 @@
+"""A simulated cloud that stands in for AWS (EC2NodeClass) and kwok (KWOKNodeClass).
+
+It serves the bundled catalog of real AWS instance types, so plans and prices
+are those Karpenter would produce on AWS, and it behaves like a cloud where
+the controllers can tell:
+
+- ``create`` picks the capacity type the way Karpenter's AWS provider does
+  (spot whenever the NodeClaim allows it and a spot offering is available,
+  on-demand otherwise) and, within it, the cheapest offering; the instance
+  joins the cluster as a Node after ``registration_delay``;
+- injected insufficient-capacity failures (by type, zone and capacity type,
+  wildcards allowed, within a time window) make an offering fail; failed
+  offerings are reported unavailable for 3 minutes, as Karpenter's
+  unavailable-offerings cache does, so the next pass falls back;
+- EC2NodeClass subnet selector terms resolve to simulated zones: a term with
+  tags selects every zone's subnet, a term with an id selects one zone.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from karpy.api.instancetype import InstanceType
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodepool import NodeClassRef, NodePool
+from karpy.api.requirements import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_ZONE,
+    Requirements,
+)
+from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
+from karpy.cloud.provider import (
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+    RepairPolicy,
+)
+from karpy.controllers.interfaces import Clock, ClusterReader
+
+UNAVAILABLE_OFFERING_TTL = 180.0
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityFailure:
+    """Offerings that fail with insufficient capacity while ``start <= t < end``."""
+
+    instance_type: str = "*"
+    zone: str = "*"
+    capacity_type: str = "*"
+    start: float = 0.0
+    end: float = float("inf")
+
+    def matches(self, instance_type: str, zone: str, capacity_type: str, elapsed: float) -> bool:
+        return (
+            self.instance_type in ("*", instance_type)
+            and self.zone in ("*", zone)
+            and self.capacity_type in ("*", capacity_type)
+            and self.start <= elapsed < self.end
+        )
+
+
+@dataclass(slots=True)
+class SimulatedCloudSettings:
+    registration_delay: float = 30.0
+    capacity_failures: list[CapacityFailure] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    provider_id: str
+    node_name: str
+    nodeclaim: str
+    instance_type: InstanceType
+    zone: str
+    capacity_type: str
+    price: float
+    launched_at: float
+    labels: dict[str, str]
+
+
+class SimulatedCloud:
+    name = "simulated"
+
+    def __init__(
+        self,
+        cluster: ClusterReader,
+        clock: Clock,
+        settings: SimulatedCloudSettings | None = None,
+        catalog: Catalog | None = None,
+        start: float | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self.settings = settings or SimulatedCloudSettings()
+        self.catalog = catalog or load_catalog()
+        self.start = clock.now() if start is None else start
+        self.instances: dict[str, Instance] = {}
+        self.terminated: dict[str, Instance] = {}
+        self.unavailable: dict[tuple[str, str, str], float] = {}
+        self.launch_listeners: list[Callable[[Instance], None]] = []
+        self._launches = 0
+        self._cache: dict[
+            tuple[str, str, tuple[str, ...], frozenset[tuple[str, str, str]]], list[InstanceType]
+        ] = {}
+
+    # -- node classes ------------------------------------------------------
+
+    def node_class(self, ref: NodeClassRef) -> NodeClass:
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        if node_class is None:
+            raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} ({ref.group}) not found")
+        return node_class
+
+    def zones_for(self, node_class: NodeClass) -> tuple[str, ...]:
+        if isinstance(node_class, KWOKNodeClass):
+            return self.catalog.zones
+        zones: set[str] = set()
+        for term in node_class.subnet_selector_terms:
+            if term.id:
+                digest = int(hashlib.sha256(term.id.encode()).hexdigest(), 16)
+                zones.add(self.catalog.zones[digest % len(self.catalog.zones)])
+            else:
+                zones.update(self.catalog.zones)
+        return tuple(zone for zone in self.catalog.zones if zone in zones)
+
+    def _unavailable_now(self) -> frozenset[tuple[str, str, str]]:
+        now = self.clock.now()
+        for offering, until in list(self.unavailable.items()):
+            if until <= now:
+                del self.unavailable[offering]
+        return frozenset(self.unavailable)
+
+    def instance_types_for(self, node_class: NodeClass) -> list[InstanceType]:
+        zones = self.zones_for(node_class)
+        unavailable = self._unavailable_now()
+        key = (node_class.kind, node_class.name, zones, unavailable)
+        cached = self._cache.get(key)
+        if cached is None:
+            kubelet = node_class.kubelet if isinstance(node_class, EC2NodeClass) else None
+            cached = [
+                instance_type_from_entry(entry, self.catalog.region, zones, kubelet, unavailable)
+                for entry in self.catalog.entries
+                if any(zone in zones for zone in entry.zones)
+            ]
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[key] = cached
+        return cached
+
+    # -- CloudProvider -----------------------------------------------------
+
+    def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
+        return self.instance_types_for(self.node_class(nodepool.template.node_class_ref))
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        node_class = self.node_class(nodeclaim.spec.node_class_ref)
+        requirements = nodeclaim.requirement_set()
+        candidates = [
+            instance_type
+            for instance_type in self.instance_types_for(node_class)
+            if instance_type.requirements.intersects(requirements) is None
+        ]
+        offerings = [
+            (offering.price, instance_type.name, offering.zone, instance_type, offering)
+            for instance_type in candidates
+            for offering in instance_type.available_offerings(requirements)
+        ]
+        if not offerings:
+            raise InsufficientCapacityError(
+                f"no available offering satisfies the requirements of NodeClaim {nodeclaim.name}"
+            )
+        capacity_type = (
+            CAPACITY_TYPE_SPOT
+            if any(offering.capacity_type == CAPACITY_TYPE_SPOT for *_, offering in offerings)
+            else CAPACITY_TYPE_ON_DEMAND
+        )
+        failed: list[tuple[str, str, str]] = []
+        elapsed = self.clock.now() - self.start
+        for price, _, zone, instance_type, offering in sorted(offerings, key=lambda item: item[:3]):
+            if offering.capacity_type != capacity_type:
+                continue
+            triple = (instance_type.name, zone, capacity_type)
+            if any(failure.matches(*triple, elapsed) for failure in self.settings.capacity_failures):
+                failed.append(triple)
+                self.unavailable[triple] = self.clock.now() + UNAVAILABLE_OFFERING_TTL
+                continue
+            return self._launch(nodeclaim, node_class, instance_type, zone, capacity_type, price)
+        raise InsufficientCapacityError(
+            f"insufficient {capacity_type} capacity in {len(failed)} offerings for {nodeclaim.name}",
+            tuple(failed),
+        )
+
+    def _launch(
+        self,
+        nodeclaim: NodeClaim,
+        node_class: NodeClass,
+        instance_type: InstanceType,
+        zone: str,
+        capacity_type: str,
+        price: float,
+    ) -> NodeClaim:
+        self._launches += 1
+        labels = instance_type.requirements.labels(include_well_known=True)
+        labels[LABEL_ZONE] = zone
+        labels[LABEL_CAPACITY_TYPE] = capacity_type
+        if isinstance(node_class, KWOKNodeClass):
+            provider_id = f"kwok://{nodeclaim.name}"
+            node_name = nodeclaim.name
+        else:
+            instance_id = f"i-{self._launches:017x}"
+            provider_id = f"aws:///{zone}/{instance_id}"
+            octets = divmod(self._launches, 250)
+            node_name = f"ip-10-0-{octets[0]}-{octets[1] + 4}.ec2.internal"
+        instance = Instance(
+            provider_id=provider_id,
+            node_name=node_name,
+            nodeclaim=nodeclaim.name,
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=capacity_type,
+            price=price,
+            launched_at=self.clock.now(),
+            labels=labels,
+        )
+        self.instances[provider_id] = instance
+        for listener in self.launch_listeners:
+            listener(instance)
+        return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, instance)
+
+    def _hydrate(self, name: str, spec: NodeClaimSpec, instance: Instance) -> NodeClaim:
+        return NodeClaim(
+            metadata=ObjectMeta(name=name, labels=dict(instance.labels)),
+            spec=spec,
+            status=NodeClaimStatus(
+                provider_id=instance.provider_id,
+                image_id="ami-simulated",
+                capacity=dict(instance.instance_type.capacity),
+                allocatable=dict(instance.instance_type.allocatable),
+            ),
+        )
+
+    def delete(self, nodeclaim: NodeClaim) -> None:
+        instance = self.instances.pop(nodeclaim.status.provider_id, None)
+        if instance is None:
+            raise NodeClaimNotFoundError(f"instance {nodeclaim.status.provider_id!r} not found")
+        self.terminated[instance.provider_id] = instance
+
+    def get(self, provider_id: str) -> NodeClaim:
+        instance = self.instances.get(provider_id)
+        if instance is None:
+            raise NodeClaimNotFoundError(f"instance {provider_id!r} not found")
+        return self._hydrate(instance.nodeclaim, _EMPTY_SPEC, instance)
+
+    def list(self) -> list[NodeClaim]:
+        return [self.get(provider_id) for provider_id in sorted(self.instances)]
+
+    def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        return ""
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
+        return [RepairPolicy("Ready", "False", 30 * 60.0), RepairPolicy("Ready", "Unknown", 30 * 60.0)]
+
+    def compatible_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        """Instance types the pool's requirements admit (for validation and explanations)."""
+        requirements: Requirements = nodepool.template.requirement_set()
+        return [
+            instance_type
+            for instance_type in self.get_instance_types(nodepool)
+            if instance_type.requirements.intersects(requirements) is None
+            and instance_type.available_offerings(requirements)
+        ]
+
+
+_EMPTY_SPEC = NodeClaimSpec(node_class_ref=NodeClassRef("", "", ""))

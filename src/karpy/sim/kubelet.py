@@ -1,0 +1,164 @@
+"""Stand-ins for what runs on nodes: the kubelet and the node's startup agents.
+
+In a real cluster an instance boots, its kubelet registers a Node (with the
+labels and taints it was started with, and ``karpenter.sh/unregistered``),
+reports Ready a little later, agents such as a CNI remove startup taints,
+and the kubelet starts the pods bound to it. Each of those is a timer here,
+with delays that default to typical EC2 figures and can be changed per
+scenario. Pods being deleted stop after a short grace and are removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from karpy.api.conditions import TRUE
+from karpy.api.core import POD_PENDING, POD_RUNNING, Node, NodeCondition, Pod
+from karpy.api.meta import ObjectMeta
+from karpy.api.requirements import LABEL_HOSTNAME
+from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
+from karpy.controllers.interfaces import Clock, NotFoundError
+from karpy.controllers.runtime import Runtime, Watch
+from karpy.sim.cloud import Instance, SimulatedCloud
+from karpy.sim.store import InMemoryCluster
+
+
+@dataclass(slots=True)
+class KubeletSettings:
+    node_ready_delay: float = 5.0
+    startup_taint_delay: float = 3.0
+    pod_start_delay: float = 2.0
+    pod_stop_delay: float = 1.0
+
+
+class SimulatedKubelet:
+    """Every node's kubelet, as one controller keyed by "node/NAME" and "pod/NS/NAME"."""
+
+    name = "sim.kubelet"
+
+    def __init__(
+        self,
+        cluster: InMemoryCluster,
+        cloud: SimulatedCloud,
+        clock: Clock,
+        runtime: Runtime,
+        settings: KubeletSettings | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.cloud = cloud
+        self.clock = clock
+        self.runtime = runtime
+        self.settings = settings or KubeletSettings()
+        self._registered_at: dict[str, float] = {}
+        self._bound_at: dict[str, float] = {}
+        self._stopping_at: dict[str, float] = {}
+        cloud.launch_listeners.append(self._on_launch)
+
+    def watches(self) -> list[Watch]:
+        return [Watch("Pod", self._on_pod)]
+
+    def _on_launch(self, instance: Instance) -> None:
+        self.runtime.enqueue(
+            self.name, f"register/{instance.provider_id}", self.cloud.settings.registration_delay
+        )
+
+    def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        if not isinstance(new, Pod):
+            if isinstance(old, Pod):
+                self._bound_at.pop(old.key, None)
+                self._stopping_at.pop(old.key, None)
+            return []
+        now = self.clock.now()
+        if new.metadata.deleting and new.key not in self._stopping_at:
+            self._stopping_at[new.key] = now
+            return [f"pod/{new.key}"]
+        if new.node_name and new.phase == POD_PENDING and new.key not in self._bound_at:
+            self._bound_at[new.key] = now
+            return [f"pod/{new.key}"]
+        return []
+
+    def reconcile(self, key: str) -> float | None:
+        kind, _, rest = key.partition("/")
+        if kind == "register":
+            self._register(rest)
+            return None
+        if kind == "node":
+            return self._node(rest)
+        return self._pod(rest)
+
+    def _register(self, provider_id: str) -> None:
+        instance = self.cloud.instances.get(provider_id)
+        if instance is None or self.cluster.node(instance.node_name) is not None:
+            return
+        claim = self.cluster.nodeclaim(instance.nodeclaim)
+        labels = dict(instance.labels)
+        taints: list[Taint] = [Taint(UNREGISTERED_TAINT_KEY, NO_EXECUTE)]
+        if claim is not None:
+            labels.update(claim.metadata.labels)
+            taints.extend(claim.spec.taints)
+            taints.extend(claim.spec.startup_taints)
+        labels[LABEL_HOSTNAME] = instance.node_name
+        self.cluster.create(
+            Node(
+                metadata=ObjectMeta(name=instance.node_name, labels=labels),
+                provider_id=provider_id,
+                taints=tuple(taints),
+                capacity=dict(instance.instance_type.capacity),
+                allocatable=dict(instance.instance_type.allocatable),
+                conditions=(NodeCondition("Ready", "False", "KubeletNotReady"),),
+            )
+        )
+        self._registered_at[instance.node_name] = self.clock.now()
+        self.runtime.enqueue(self.name, f"node/{instance.node_name}", self.settings.node_ready_delay)
+
+    def _node(self, name: str) -> float | None:
+        node = self.cluster.node(name)
+        if node is None or node.metadata.deleting:
+            return None
+        if node.provider_id not in self.cloud.instances:
+            return None  # the instance is gone; the kubelet with it
+        now = self.clock.now()
+        registered = self._registered_at.get(name, now)
+        if not node.ready:
+            ready_at = registered + self.settings.node_ready_delay
+            if now < ready_at:
+                return ready_at - now
+            node = self.cluster.update(
+                node.with_changes(conditions=(NodeCondition("Ready", TRUE, "KubeletReady"),))
+            )
+        claim = self.cluster.nodeclaim(self.cloud.instances[node.provider_id].nodeclaim)
+        startup = claim.spec.startup_taints if claim is not None else ()
+        if startup and any(taint in node.taints for taint in startup):
+            clear_at = registered + self.settings.node_ready_delay + self.settings.startup_taint_delay
+            if now < clear_at:
+                return clear_at - now
+            self.cluster.update(node.with_changes(taints=tuple(t for t in node.taints if t not in startup)))
+        return None
+
+    def _pod(self, pod_key: str) -> float | None:
+        namespace, _, name = pod_key.partition("/")
+        pod = self.cluster.pod(namespace, name)
+        if pod is None:
+            return None
+        now = self.clock.now()
+        if pod.metadata.deleting:
+            stop_at = self._stopping_at.get(pod.key, now) + min(
+                self.settings.pod_stop_delay, float(pod.spec.termination_grace_period_seconds)
+            )
+            if now < stop_at:
+                return stop_at - now
+            try:
+                self.cluster.delete(pod)  # the containers stopped: the second delete removes it
+            except NotFoundError:
+                pass
+            return None
+        if pod.node_name and pod.phase == POD_PENDING:
+            node = self.cluster.node(pod.node_name)
+            if node is None:
+                return None
+            start_at = self._bound_at.get(pod.key, now) + self.settings.pod_start_delay
+            if now < start_at:
+                return start_at - now
+            self.cluster.update(pod.with_changes(phase=POD_RUNNING, start_time=now))
+        return None

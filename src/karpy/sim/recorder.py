@@ -1,0 +1,182 @@
+"""What a simulation run saw: the NodeClaim watch, pod timings, cost and events.
+
+The recorder listens to the in-memory cluster like ``kubectl get -w`` does:
+every time a NodeClaim's printed columns (TYPE, CAPACITY, ZONE, NODE, READY)
+change, it keeps a row. It also keeps, per pod, when it was created, bound,
+running and deleted, and per NodeClaim, when it was created, became ready and
+was deleted, with the hourly price of what was launched. The report and the
+JSON output are built from this record alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from karpy.api.conditions import find_condition
+from karpy.api.core import POD_RUNNING, Pod
+from karpy.api.nodeclaim import CONDITION_READY, NodeClaim
+from karpy.controllers.interfaces import Clock
+
+if TYPE_CHECKING:
+    from karpy.sim.cloud import SimulatedCloud
+    from karpy.sim.store import InMemoryCluster
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRow:
+    time: float
+    name: str
+    instance_type: str
+    capacity_type: str
+    zone: str
+    node: str
+    ready: str
+    created: float
+    deleted: bool = False
+
+
+@dataclass(slots=True)
+class NodeClaimRecord:
+    name: str
+    nodepool: str
+    created_at: float
+    instance_type: str = ""
+    capacity_type: str = ""
+    zone: str = ""
+    node: str = ""
+    price_per_hour: float = 0.0
+    launched_at: float | None = None
+    ready_at: float | None = None
+    deleted_at: float | None = None
+
+
+@dataclass(slots=True)
+class PodRecord:
+    namespace: str
+    name: str
+    created_at: float
+    node: str = ""
+    bound_at: float | None = None
+    running_at: float | None = None
+    deleted_at: float | None = None
+    daemonset: bool = False
+
+
+@dataclass(slots=True)
+class Recorder:
+    clock: Clock
+    cloud: SimulatedCloud | None = None
+    rows: list[WatchRow] = field(default_factory=list)
+    nodeclaims: dict[str, NodeClaimRecord] = field(default_factory=dict)
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    notes: list[tuple[float, str]] = field(default_factory=list)
+    first_pending_at: float | None = None
+    all_running_at: float | None = None
+    end: float = 0.0
+    _pending: set[str] = field(default_factory=set)
+    _last_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def note(self, message: str) -> None:
+        self.notes.append((self.clock.now(), message))
+
+    def on_change(self, kind: str, old: object | None, new: object | None) -> None:
+        if kind == "NodeClaim":
+            self._on_nodeclaim(old, new)
+        elif kind == "Pod":
+            self._on_pod(old, new)
+
+    def _on_nodeclaim(self, old: object | None, new: object | None) -> None:
+        now = self.clock.now()
+        if new is None:
+            if isinstance(old, NodeClaim):
+                record = self.nodeclaims.get(old.name)
+                if record is not None and record.deleted_at is None:
+                    record.deleted_at = now
+                self._row(old, deleted=True)
+            return
+        if not isinstance(new, NodeClaim):
+            return
+        record = self.nodeclaims.get(new.name)
+        if record is None:
+            record = NodeClaimRecord(new.name, new.nodepool, new.metadata.creation_timestamp or now)
+            self.nodeclaims[new.name] = record
+        if new.status.provider_id and record.launched_at is None:
+            record.launched_at = now
+            record.instance_type = new.instance_type
+            record.capacity_type = new.capacity_type
+            record.zone = new.zone
+            instance = self.cloud.instances.get(new.status.provider_id) if self.cloud else None
+            record.price_per_hour = instance.price if instance is not None else 0.0
+        record.node = new.status.node_name or record.node
+        if record.ready_at is None and new.is_true(CONDITION_READY):
+            record.ready_at = now
+        self._row(new)
+
+    def _row(self, claim: NodeClaim, deleted: bool = False) -> None:
+        ready = find_condition(claim.status.conditions, CONDITION_READY)
+        columns = (
+            claim.instance_type,
+            claim.capacity_type,
+            claim.zone,
+            claim.status.node_name,
+            ready.status if ready else "Unknown",
+            "deleted" if deleted else "",
+        )
+        if self._last_columns.get(claim.name) == columns:
+            return
+        self._last_columns[claim.name] = columns
+        self.rows.append(
+            WatchRow(
+                time=self.clock.now(),
+                name=claim.name,
+                instance_type=columns[0],
+                capacity_type=columns[1],
+                zone=columns[2],
+                node=columns[3],
+                ready=columns[4],
+                created=claim.metadata.creation_timestamp or self.clock.now(),
+                deleted=deleted,
+            )
+        )
+
+    def _on_pod(self, old: object | None, new: object | None) -> None:
+        now = self.clock.now()
+        pod = new if isinstance(new, Pod) else old if isinstance(old, Pod) else None
+        if pod is None:
+            return
+        record = self.pods.get(pod.key)
+        if record is None:
+            record = PodRecord(
+                pod.metadata.namespace,
+                pod.metadata.name,
+                pod.metadata.creation_timestamp or now,
+                daemonset=pod.is_daemonset_pod,
+            )
+            self.pods[pod.key] = record
+        if new is None:
+            record.deleted_at = record.deleted_at or now
+            self._pending.discard(pod.key)
+            self._check_all_running(now)
+            return
+        assert isinstance(new, Pod)
+        if new.node_name and record.bound_at is None:
+            record.bound_at = now
+            record.node = new.node_name
+        if new.phase == POD_RUNNING and record.running_at is None:
+            record.running_at = now
+        waiting = not new.is_terminal and not new.metadata.deleting and new.phase != POD_RUNNING
+        if waiting and not record.daemonset:
+            if self.first_pending_at is None:
+                self.first_pending_at = now
+            self._pending.add(pod.key)
+        else:
+            self._pending.discard(pod.key)
+        self._check_all_running(now)
+
+    def _check_all_running(self, now: float) -> None:
+        if self.first_pending_at is not None and self.all_running_at is None and not self._pending:
+            self.all_running_at = now
+
+    def finish(self, cluster: InMemoryCluster) -> None:
+        self.end = self.clock.now()

@@ -1,0 +1,226 @@
+"""The simulator's output: a ``kubectl get nodeclaims -w`` view and a summary, or JSON.
+
+The JSON form (``--output json``) is documented in docs/simulate-output.md;
+times in it are seconds since the start of the simulation, prices US dollars.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from karpy.api.duration import format_age
+from karpy.api.meta import format_timestamp
+from karpy.sim.simulation import Simulation
+
+SCHEMA_VERSION = "karpy.dev/simulate/v1alpha1"
+
+
+def clock_text(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def cost_of(simulation: Simulation) -> dict[str, float]:
+    recorder = simulation.recorder
+    total = 0.0
+    peak = 0.0
+    changes: list[tuple[float, float]] = []
+    for record in recorder.nodeclaims.values():
+        if record.launched_at is None:
+            continue
+        until = record.deleted_at if record.deleted_at is not None else recorder.end
+        total += record.price_per_hour * max(0.0, until - record.launched_at) / 3600.0
+        changes.append((record.launched_at, record.price_per_hour))
+        if record.deleted_at is not None:
+            changes.append((record.deleted_at, -record.price_per_hour))
+    running = 0.0
+    for _, delta in sorted(changes, key=lambda change: (change[0], change[1])):
+        running += delta
+        peak = max(peak, running)
+    hours = (recorder.end - simulation.clock.start) / 3600.0
+    return {
+        "total": round(total, 6),
+        "perHour": round(total / hours, 6) if hours > 0 else 0.0,
+        "peakPerHour": round(peak, 6),
+    }
+
+
+def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -> dict[str, Any]:
+    start = simulation.clock.start
+    recorder = simulation.recorder
+
+    def since(moment: float | None) -> float | None:
+        return None if moment is None else _rounded(moment - start)
+
+    nodeclaims = [
+        {
+            "name": record.name,
+            "node": record.node,
+            "nodepool": record.nodepool,
+            "instanceType": record.instance_type,
+            "capacityType": record.capacity_type,
+            "zone": record.zone,
+            "pricePerHour": record.price_per_hour,
+            "createdAt": since(record.created_at),
+            "readyAt": since(record.ready_at),
+            "deletedAt": since(record.deleted_at),
+        }
+        for record in sorted(recorder.nodeclaims.values(), key=lambda r: (r.created_at, r.name))
+    ]
+    live = {pod.key: pod for pod in simulation.cluster.pods()}
+    unschedulable = simulation.provisioner.last.unschedulable
+    pods = []
+    for key, record in sorted(recorder.pods.items()):
+        pod = live.get(key)
+        running = record.running_at
+        pending_until = running if running is not None else (record.deleted_at or recorder.end)
+        pods.append(
+            {
+                "namespace": record.namespace,
+                "name": record.name,
+                "node": record.node,
+                "phase": pod.phase if pod is not None else "Deleted",
+                "daemonSet": record.daemonset,
+                "pendingSeconds": _rounded(pending_until - record.created_at),
+                "createdAt": since(record.created_at),
+                "runningAt": since(running),
+                "deletedAt": since(record.deleted_at),
+                "unschedulableReason": unschedulable.get(key, "")
+                if pod is not None and not pod.node_name
+                else "",
+            }
+        )
+    events = [
+        {
+            "time": since(event.time),
+            "type": event.type,
+            "reason": event.reason,
+            "object": f"{event.kind}/{event.namespace + '/' if event.namespace else ''}{event.name}",
+            "message": event.message,
+        }
+        for event in simulation.cluster.events
+    ]
+    first = recorder.first_pending_at
+    return {
+        "apiVersion": SCHEMA_VERSION,
+        "scenario": scenario_name,
+        "start": format_timestamp(start),
+        "durationSeconds": _rounded(recorder.end - start),
+        "steady": simulation.steady(),
+        "errors": errors,
+        "summary": {
+            "nodeclaimsLaunched": sum(1 for r in recorder.nodeclaims.values() if r.launched_at is not None),
+            "instanceTypes": dict(
+                sorted(
+                    Counter(r.instance_type for r in recorder.nodeclaims.values() if r.instance_type).items()
+                )
+            ),
+            "firstPendingAt": since(first),
+            "allRunningAt": since(recorder.all_running_at),
+            "pendingToRunningSeconds": _rounded(recorder.all_running_at - first)
+            if first is not None and recorder.all_running_at is not None
+            else None,
+            "reconciles": simulation.runtime.reconciles,
+            "controllerErrors": list(simulation.runtime.errors),
+        },
+        "nodeclaims": nodeclaims,
+        "pods": pods,
+        "events": events,
+        "cost": cost_of(simulation),
+    }
+
+
+def render_text(simulation: Simulation, scenario_name: str) -> str:
+    recorder = simulation.recorder
+    start = simulation.clock.start
+    header = ("TIME", "NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE")
+    lines: list[tuple[float, int, tuple[str, ...] | str]] = []
+    for order, (moment, message) in enumerate(recorder.notes):
+        lines.append((moment, order, f"{clock_text(moment - start)}  # {message}"))
+    for order, row in enumerate(recorder.rows, start=len(recorder.notes)):
+        lines.append(
+            (
+                row.time,
+                order,
+                (
+                    clock_text(row.time - start),
+                    row.name,
+                    row.instance_type,
+                    row.capacity_type,
+                    row.zone,
+                    row.node,
+                    "Deleted" if row.deleted else row.ready,
+                    format_age(row.time - row.created),
+                ),
+            )
+        )
+    if recorder.first_pending_at is not None:
+        moment = recorder.first_pending_at
+        count = sum(
+            1 for record in recorder.pods.values() if not record.daemonset and record.created_at == moment
+        )
+        lines.append((moment, 10**8, f"{clock_text(moment - start)}  # {count} pods pending"))
+    if recorder.first_pending_at is not None and recorder.all_running_at is not None:
+        moment = recorder.all_running_at
+        lines.append((moment, 10**9, f"{clock_text(moment - start)}  # all pods running"))
+    lines.sort(key=lambda line: (line[0], line[1]))
+    rows = [line[2] for line in lines if isinstance(line[2], tuple)]
+    widths = [max(len(column) for column in values) for values in zip(header, *rows, strict=False)]
+    out = [f"karpy simulate: {scenario_name} (virtual time; a NodeClaim row is printed each time it changes)"]
+    out.append("  ".join(title.ljust(width) for title, width in zip(header, widths, strict=True)).rstrip())
+    for _, _, content in lines:
+        if isinstance(content, tuple):
+            out.append(
+                "  ".join(value.ljust(width) for value, width in zip(content, widths, strict=True)).rstrip()
+            )
+        else:
+            out.append(content)
+    out.append("")
+    out.extend(summary_lines(simulation))
+    return "\n".join(out)
+
+
+def summary_lines(simulation: Simulation) -> list[str]:
+    recorder = simulation.recorder
+    launched = [record for record in recorder.nodeclaims.values() if record.launched_at is not None]
+    by_type = Counter(f"{record.instance_type} ({record.capacity_type})" for record in launched)
+    alive = [record for record in launched if record.deleted_at is None]
+    cost = cost_of(simulation)
+    lines = ["Summary"]
+    lines.append(f"  simulated time       {format_age(recorder.end - simulation.clock.start)}")
+    lines.append(
+        f"  nodes launched       {len(launched)}"
+        + (
+            ": " + ", ".join(f"{count} x {name}" for name, count in sorted(by_type.items()))
+            if by_type
+            else ""
+        )
+    )
+    lines.append(f"  nodes at the end     {len(alive)}")
+    peak = cost["peakPerHour"]
+    lines.append(f"  price at peak        ${peak:.4f}/hour")
+    lines.append(f"  cost of the run      ${cost['total']:.4f}")
+    first, done = recorder.first_pending_at, recorder.all_running_at
+    if first is not None and done is not None:
+        lines.append(f"  first Pending pod -> all Running   {done - first:.0f}s")
+    elif first is not None:
+        lines.append("  first Pending pod -> all Running   not reached")
+    unschedulable = simulation.provisioner.last.unschedulable
+    live = {pod.key for pod in simulation.cluster.pods() if not pod.node_name}
+    stuck = {key: reason for key, reason in unschedulable.items() if key in live}
+    if stuck:
+        lines.append(f"  unschedulable pods   {len(stuck)}")
+        for key, reason in sorted(stuck.items()):
+            lines.append(f"    {key}: {reason}")
+    if simulation.runtime.errors:
+        lines.append(f"  controller errors    {len(simulation.runtime.errors)}")
+        lines.extend(f"    {error}" for error in simulation.runtime.errors[:10])
+    lines.append(f"  steady at the end    {'yes' if simulation.steady() else 'no'}")
+    return lines

@@ -1,0 +1,245 @@
+"""Scenario files and the inputs of ``karpy simulate``.
+
+A run's input is either plain Kubernetes manifests (files or directories,
+applied at time zero, the run going on until the cluster is steady), or a
+``Scenario`` (``karpy.dev/v1alpha1``) that adds timed steps:
+
+.. code-block:: yaml
+
+    apiVersion: karpy.dev/v1alpha1
+    kind: Scenario
+    metadata: {name: scale-up-and-down}
+    spec:
+      duration: 2h                      # time limit (default 24h)
+      cloud:                            # optional simulated-cloud settings
+        registrationDelay: 30s
+        capacityFailures:
+          - {instanceType: c5.large, zone: "*", capacityType: spot, from: 0s, until: 10m}
+      steps:
+        - at: 0s
+          apply: {files: [nodepool.yaml, app.yaml]}   # relative to the scenario
+        - at: 5m
+          scale: {kind: Deployment, namespace: default, name: app, replicas: 20}
+        - at: 20m
+          delete: {kind: Deployment, namespace: default, name: app}
+
+``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
+file are reported like manifest errors, with the file, the object and the
+field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.duration import DurationError, parse_duration
+from karpy.api.manifest import LoadResult, parse_document, parse_manifests
+from karpy.sim.cloud import CapacityFailure
+
+SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
+SCENARIO_KIND = "Scenario"
+DEFAULT_DURATION = 24 * 3600.0
+SCALABLE_KINDS = ("Deployment", "ReplicaSet")
+
+
+@dataclass(slots=True)
+class Step:
+    at: float
+    action: str  # "apply", "delete" or "scale"
+    objects: LoadResult = field(default_factory=LoadResult)
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    replicas: int = 0
+    description: str = ""
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    duration: float = DEFAULT_DURATION
+    steps: list[Step] = field(default_factory=list)
+    registration_delay: float | None = None
+    capacity_failures: list[CapacityFailure] = field(default_factory=list)
+    run_until_steady: bool = True
+    source: str = ""
+
+
+def _duration(reader: FieldReader, key: str, default: float | None = None) -> float:
+    text = reader.scalar_str(key)
+    if text is None:
+        if default is None:
+            raise reader.error(key, "required")
+        return default
+    try:
+        value = parse_duration(text)
+    except DurationError as error:
+        raise reader.error(key, str(error)) from error
+    if value < 0:
+        raise reader.error(key, "must not be negative")
+    return value
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def load_files(paths: list[Path]) -> LoadResult:
+    """Manifests from files and directories (``*.yaml``, ``*.yml``, ``*.json``, sorted)."""
+    result = LoadResult()
+    for path in paths:
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+            result.extend(load_files(files))
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            result.errors.append(f"{_display(path)}: cannot read: {error.strerror or error}")
+            continue
+        result.extend(parse_manifests(text, _display(path)))
+    return result
+
+
+def _parse_failure(reader: FieldReader) -> CapacityFailure:
+    return CapacityFailure(
+        instance_type=reader.string("instanceType", "*"),
+        zone=reader.string("zone", "*"),
+        capacity_type=reader.string("capacityType", "*"),
+        start=_duration(reader, "from", 0.0),
+        end=_duration(reader, "until", float("inf")) if reader.has("until") else float("inf"),
+    )
+
+
+def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tuple[Scenario, list[str]]:
+    """A Scenario document; file references resolve against ``base``."""
+    errors: list[str] = []
+    reader = FieldReader(raw)
+    name = reader.obj("metadata").string("name") or "scenario"
+    label = f'{source}: Scenario "{name}"'
+    scenario = Scenario(name=name, source=source)
+    try:
+        spec = reader.obj("spec")
+        scenario.duration = _duration(spec, "duration", DEFAULT_DURATION)
+        cloud = spec.obj("cloud")
+        if cloud.has("registrationDelay"):
+            scenario.registration_delay = _duration(cloud, "registrationDelay")
+        scenario.capacity_failures = list(cloud.items("capacityFailures", _parse_failure))
+    except ManifestError as error:
+        return scenario, [f"{label}: {error}"]
+
+    def step(item: FieldReader) -> Step:
+        at = _duration(item, "at", 0.0)
+        actions = [action for action in ("apply", "delete", "scale") if item.has(action)]
+        if len(actions) != 1:
+            raise item.error("", "a step needs exactly one of apply, delete or scale")
+        action = actions[0]
+        body = item.obj(action)
+        parsed = Step(at=at, action=action)
+        if action == "apply":
+            for index, file_name in enumerate(body.str_list("files")):
+                path = (base / file_name) if base is not None else Path(file_name)
+                if not path.exists():
+                    raise ManifestError(
+                        f"{body.child_path('files')}[{index}]", f"file not found: {file_name}"
+                    )
+                parsed.objects.extend(load_files([path]))
+            objects = body.raw("objects")
+            if isinstance(objects, list):
+                for index, document in enumerate(objects):
+                    parse_document(
+                        document, f"{source} ({body.child_path('objects')}[{index}])", 0, parsed.objects
+                    )
+            elif objects is not None:
+                raise body.error("objects", "expected a list of manifests")
+            parsed.description = ", ".join(
+                f"{loaded.kind} {loaded.name}" for loaded in parsed.objects.objects
+            )
+        else:
+            parsed.kind = body.required_str("kind")
+            parsed.namespace = body.string("namespace")
+            parsed.name = body.required_str("name")
+            if action == "scale":
+                if parsed.kind not in SCALABLE_KINDS:
+                    raise body.error("kind", f"can scale {' or '.join(SCALABLE_KINDS)}, not {parsed.kind!r}")
+                replicas = body.integer("replicas")
+                if replicas is None or replicas < 0:
+                    raise body.error("replicas", "required, not negative")
+                parsed.replicas = replicas
+                parsed.namespace = parsed.namespace or "default"
+            elif parsed.kind in ("Deployment", "ReplicaSet", "DaemonSet", "Pod", "PodDisruptionBudget"):
+                parsed.namespace = parsed.namespace or "default"
+            target = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
+            parsed.description = f"{parsed.kind} {target}" + (
+                f" to {parsed.replicas} replicas" if action == "scale" else ""
+            )
+        return parsed
+
+    try:
+        scenario.steps = sorted(spec.items("steps", step), key=lambda s: s.at)
+    except ManifestError as error:
+        errors.append(f"{label}: {error}")
+    for parsed_step in scenario.steps:
+        errors.extend(parsed_step.objects.errors)
+    return scenario, errors
+
+
+def is_scenario(raw: object) -> bool:
+    return isinstance(raw, dict) and raw.get("kind") == SCENARIO_KIND
+
+
+def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
+    """A scenario from ``paths``: a Scenario file among them, or plain manifests applied at zero."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+        else:
+            files.append(path)
+    for path in files:
+        if not path.exists():
+            continue
+        try:
+            documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (yaml.YAMLError, OSError):
+            continue  # reported when loaded as manifests below
+        scenario_docs = [document for document in documents if is_scenario(document)]
+        if scenario_docs:
+            raw = scenario_docs[0]
+            assert isinstance(raw, dict)
+            scenario, errors = parse_scenario(raw, _display(path), path.parent)
+            others = [p for p in files if p != path and p.parent != path.parent]
+            extra = load_files(others) if others else LoadResult()
+            extra.errors.extend(errors)
+            if extra.objects:
+                scenario.steps.insert(
+                    0, Step(at=0.0, action="apply", objects=extra, description="extra manifests")
+                )
+                extra = LoadResult(errors=extra.errors, notes=extra.notes)
+            return scenario, extra
+    loaded = load_files(paths)
+    for path in paths:
+        if not path.exists():
+            loaded.errors.append(f"{_display(path)}: no such file or directory")
+    scenario = Scenario(name="manifests", source=", ".join(_display(p) for p in paths))
+    scenario.steps.append(
+        Step(
+            at=0.0,
+            action="apply",
+            objects=LoadResult(objects=loaded.objects),
+            description=", ".join(f"{o.kind} {o.name}" for o in loaded.objects),
+        )
+    )
+    return scenario, LoadResult(errors=loaded.errors, notes=loaded.notes)
+
+
+def builtin_scenario_path(name: str = "seed") -> Path:
+    return Path(str(resources.files("karpy.sim").joinpath("scenarios", name, "scenario.yaml")))

@@ -1,0 +1,102 @@
+"""A stand-in for kube-scheduler: binds pending pods to nodes they fit.
+
+Karpenter never binds pods; the kube-scheduler does, once a node is Ready
+and its taints allow. This stand-in applies the same hard filters karpy's own
+scheduler plans with (resources, node selector and required node affinity,
+NoSchedule/NoExecute taints, unschedulable nodes, readiness) and scores the
+way kube-scheduler's default profile mostly does: the least allocated node
+wins, ties by name. Pods it cannot place are marked Unschedulable, which is
+what makes them pending for the provisioner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from karpy.api.core import DEFAULT_SCHEDULER, Node, Pod
+from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
+from karpy.api.taints import untolerated
+from karpy.controllers.runtime import Watch
+from karpy.controllers.state import used_on_node
+from karpy.scheduling.solver import pod_requests
+from karpy.sim.store import InMemoryCluster
+
+SCHEDULE_KEY = "schedule"
+UNSCHEDULABLE_MESSAGE = "0/{nodes} nodes are available: no node fits the pod"
+
+
+class SimulatedKubeScheduler:
+    name = "sim.kube-scheduler"
+
+    def __init__(self, cluster: InMemoryCluster) -> None:
+        self.cluster = cluster
+        self.bindings = 0
+
+    def watches(self) -> list[Watch]:
+        return [Watch("Pod", self._on_pod), Watch("Node", self._on_node)]
+
+    def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        waiting = (
+            isinstance(new, Pod) and not new.node_name and not new.metadata.deleting and not new.is_terminal
+        )
+        if waiting and (not isinstance(old, Pod) or old.node_name or old.metadata.deleting):
+            return [SCHEDULE_KEY]
+        if new is None and isinstance(old, Pod) and old.node_name:
+            return [SCHEDULE_KEY]  # room freed up
+        return []
+
+    def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
+        return [SCHEDULE_KEY] if isinstance(new, Node) and self.cluster.pending_pods() else []
+
+    def reconcile(self, key: str) -> float | None:
+        pending = [
+            pod
+            for pod in self.cluster.pending_pods()
+            if pod.spec.scheduler_name == DEFAULT_SCHEDULER and not pod.metadata.deleting
+        ]
+        if not pending:
+            return None
+        nodes = [node for node in self.cluster.nodes() if node.ready and not node.unschedulable]
+        nodes = [node for node in nodes if not node.metadata.deleting]
+        free: dict[str, ResourceAmounts] = {
+            node.name: subtract_amounts(node.allocatable, used_on_node(self.cluster, node.name))
+            for node in nodes
+        }
+        ordered = sorted(
+            pending, key=lambda pod: (-pod.spec.priority, pod.metadata.creation_timestamp or 0, pod.key)
+        )
+        for pod in ordered:
+            requests = pod_requests(pod)
+            best: Node | None = None
+            best_score = -1.0
+            for node in nodes:
+                if not fits(requests, free[node.name]):
+                    continue
+                if untolerated(node.taints, pod.spec.tolerations) is not None:
+                    continue
+                if not any(
+                    option.is_satisfied_by_labels(node.metadata.labels) is None
+                    for option in pod.spec.node_requirements()
+                ):
+                    continue
+                score = _free_fraction(free[node.name], node.allocatable)
+                if score > best_score:
+                    best, best_score = node, score
+            if best is None:
+                message = UNSCHEDULABLE_MESSAGE.format(nodes=len(nodes))
+                if pod.unschedulable_reason != message:
+                    self.cluster.update(pod.with_changes(unschedulable_reason=message))
+                continue
+            self.cluster.bind(pod, best.name)
+            self.bindings += 1
+            free[best.name] = subtract_amounts(free[best.name], requests)
+        return None
+
+
+def _free_fraction(free: ResourceAmounts, allocatable: ResourceAmounts) -> float:
+    fractions = [
+        free.get(resource, 0) / allocatable[resource]
+        for resource in ("cpu", "memory")
+        if allocatable.get(resource, 0) > 0
+    ]
+    return sum(fractions) / len(fractions) if fractions else 0.0

@@ -1,0 +1,186 @@
+"""``karpy simulate``: the real controllers, an in-memory cluster, virtual time.
+
+The provisioning, NodeClaim lifecycle, disruption and termination controllers
+are the very objects ``karpy run`` uses; only what they are wired to differs:
+an :class:`~karpy.sim.store.InMemoryCluster` instead of an apiserver, a
+:class:`~karpy.sim.cloud.SimulatedCloud` instead of EC2, a
+:class:`~karpy.sim.clock.VirtualClock` instead of the wall clock, and
+stand-ins for kube-scheduler, the kubelets and the workload controllers.
+
+The loop: reconcile everything due now; if the cluster is steady and no
+scenario step is left, stop; otherwise jump the clock to the next due timer.
+Steady means every pod runs (or was found unschedulable with a reason),
+every NodeClaim is initialized, nothing is being deleted, and disruption has
+nothing due now or later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from karpy.api.core import POD_RUNNING, Deployment, Pod, ReplicaSet
+from karpy.api.manifest import LoadedObject
+from karpy.api.nodeclaim import NodeClaim
+from karpy.cloud.provider import CloudProvider
+from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.interfaces import NotFoundError
+from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.runtime import Runtime, Watch
+from karpy.controllers.termination import Terminator
+from karpy.sim.clock import VirtualClock
+from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
+from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
+from karpy.sim.recorder import Recorder
+from karpy.sim.scenario import Scenario, Step
+from karpy.sim.scheduler import SimulatedKubeScheduler
+from karpy.sim.store import InMemoryCluster, object_key, object_kind, object_meta
+from karpy.sim.workloads import SimulatedWorkloadControllers
+
+log = logging.getLogger("karpy.sim")
+
+
+@dataclass(slots=True)
+class SimulationSettings:
+    provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
+    cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+
+
+class ScenarioDriver:
+    """Applies a scenario's steps at their times, through the same writer as everything else."""
+
+    name = "sim.scenario"
+
+    def __init__(self, simulation: Simulation, steps: list[Step]) -> None:
+        self.simulation = simulation
+        self.steps = steps
+        self.done = 0
+
+    def watches(self) -> list[Watch]:
+        return []
+
+    def reconcile(self, key: str) -> float | None:
+        step = self.steps[int(key)]
+        self.simulation.perform(step)
+        self.done += 1
+        return None
+
+    @property
+    def finished(self) -> bool:
+        return self.done == len(self.steps)
+
+
+class Simulation:
+    def __init__(self, settings: SimulationSettings | None = None) -> None:
+        self.settings = settings or SimulationSettings()
+        self.clock = VirtualClock()
+        self.cluster = InMemoryCluster(self.clock)
+        self.runtime = Runtime(self.clock)
+        self.recorder = Recorder(self.clock)
+        self.cloud = SimulatedCloud(self.cluster, self.clock, self.settings.cloud)
+        self.recorder.cloud = self.cloud
+        self.cluster.subscribe(self.runtime.on_change)
+        self.cluster.subscribe(self.recorder.on_change)
+        cloud: CloudProvider = self.cloud
+        self.provisioner = Provisioner(self.cluster, cloud, self.clock, self.settings.provisioning)
+        self.disruption = DisruptionController(self.cluster, self.clock)
+        for controller in (
+            self.provisioner,
+            NodeClaimLifecycle(self.cluster, cloud, self.clock),
+            NodeClaimPodEvents(self.cluster, self.clock),
+            Terminator(self.cluster, cloud, self.clock),
+            self.disruption,
+            SimulatedKubeScheduler(self.cluster),
+            SimulatedKubelet(self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet),
+            SimulatedWorkloadControllers(self.cluster),
+        ):
+            self.runtime.register(controller)
+        self.driver: ScenarioDriver | None = None
+
+    # -- writes from outside the controllers --------------------------------
+
+    def apply(self, loaded: Iterable[LoadedObject]) -> None:
+        for item in loaded:
+            obj = item.obj
+            kind = object_kind(obj)
+            current = self.cluster.get(kind, object_key(obj))
+            if current is None:
+                self.cluster.create(obj)
+            else:
+                meta = object_meta(obj).with_changes(resource_version=object_meta(current).resource_version)
+                self.cluster.update(dataclasses.replace(obj, metadata=meta))  # type: ignore[type-var]
+            self.recorder.note(f"applied {kind} {object_key(obj)}")
+
+    def perform(self, step: Step) -> None:
+        if step.action == "apply":
+            self.apply(step.objects.objects)
+            return
+        key = f"{step.namespace}/{step.name}" if step.namespace else step.name
+        current = self.cluster.get(step.kind, key)
+        if current is None:
+            self.recorder.note(f"step skipped: {step.kind} {key} not found")
+            return
+        if step.action == "delete":
+            try:
+                self.cluster.delete(current)
+            except NotFoundError:
+                pass
+            self.recorder.note(f"deleted {step.kind} {key}")
+        elif step.action == "scale" and isinstance(current, Deployment | ReplicaSet):
+            self.cluster.update(dataclasses.replace(current, replicas=step.replicas))
+            self.recorder.note(f"scaled {step.kind} {key} to {step.replicas} replicas")
+
+    # -- the loop ------------------------------------------------------------
+
+    def steady(self) -> bool:
+        if self.driver is not None and not self.driver.finished:
+            return False
+        unschedulable = self.provisioner.last.unschedulable
+        for pod in self.cluster.pods():
+            if pod.is_terminal or (pod.is_daemonset_pod and pod.phase == POD_RUNNING):
+                continue
+            if pod.metadata.deleting:
+                return False
+            if pod.phase != POD_RUNNING and pod.key not in unschedulable:
+                return False
+        for nodeclaim in self.cluster.nodeclaims():
+            if nodeclaim.metadata.deleting or not nodeclaim.initialized:
+                return False
+        return not self.disruption.has_work()
+
+    def run_scenario(self, scenario: Scenario) -> None:
+        if scenario.registration_delay is not None:
+            self.cloud.settings.registration_delay = scenario.registration_delay
+        self.cloud.settings.capacity_failures.extend(scenario.capacity_failures)
+        self.driver = ScenarioDriver(self, scenario.steps)
+        self.runtime.register(self.driver)
+        for index, step in enumerate(scenario.steps):
+            self.runtime.enqueue(self.driver.name, str(index), step.at)
+        self.run(scenario.duration, until_steady=scenario.run_until_steady)
+
+    def run(self, duration: float, *, until_steady: bool = True) -> None:
+        end = self.clock.start + duration
+        while True:
+            self.runtime.run_due()
+            if until_steady and self.steady():
+                break
+            due = self.runtime.next_due()
+            if due is None:
+                break  # nothing will ever happen again
+            if due > end:
+                self.clock.advance_to(max(end, self.clock.now()))
+                break
+            self.clock.advance_to(due)
+        self.recorder.finish(self.cluster)
+
+    # -- views ---------------------------------------------------------------
+
+    def nodeclaims(self) -> list[NodeClaim]:
+        return sorted(self.cluster.nodeclaims(), key=lambda claim: claim.name)
+
+    def pods(self) -> list[Pod]:
+        return sorted(self.cluster.pods(), key=lambda pod: pod.key)

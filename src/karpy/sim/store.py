@@ -1,0 +1,346 @@
+"""The simulator's in-memory cluster: an apiserver without the network.
+
+It keeps what a kube-apiserver keeps for the objects karpy cares about and
+behaves like one where controllers can tell the difference:
+
+- every write bumps a cluster-wide resourceVersion, and an update carrying a
+  stale resourceVersion raises ConflictError, so optimistic-concurrency bugs
+  show up here and not first in a real cluster;
+- ``generateName`` gets a unique suffix (deterministic, from a counter);
+- deleting an object with finalizers only marks it (deletionTimestamp); it is
+  removed when an update clears the last finalizer;
+- deleting an owner deletes its dependents (background cascading, as the
+  garbage collector does for Deployments → ReplicaSets → Pods);
+- the Eviction API honours PodDisruptionBudgets and answers 429 otherwise;
+- every change is announced to subscribers as (kind, old, new), the way an
+  informer's event handlers see it.
+
+Reads return the stored frozen records themselves: nothing can mutate them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from karpy.api.core import (
+    POD_RUNNING,
+    DaemonSet,
+    Deployment,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    ReplicaSet,
+)
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodepool import NodePool
+from karpy.controllers.interfaces import (
+    AlreadyExistsError,
+    Clock,
+    ConflictError,
+    EvictionRefusedError,
+    NotFoundError,
+)
+
+T = TypeVar("T")
+Listener = Callable[[str, object | None, object | None], None]
+
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes Event, as ``kubectl get events`` would list it."""
+
+    time: float
+    type: str
+    reason: str
+    message: str
+    kind: str
+    namespace: str
+    name: str
+
+
+def object_kind(obj: object) -> str:
+    kind = getattr(obj, "kind", None)
+    if not isinstance(kind, str):
+        raise TypeError(f"not a Kubernetes object: {obj!r}")
+    return kind
+
+
+def object_meta(obj: object) -> ObjectMeta:
+    meta = getattr(obj, "metadata", None)
+    if not isinstance(meta, ObjectMeta):
+        raise TypeError(f"not a Kubernetes object: {obj!r}")
+    return meta
+
+
+def object_key(obj: object) -> str:
+    meta = object_meta(obj)
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+def _with_meta(obj: T, meta: ObjectMeta) -> T:
+    return dataclasses.replace(obj, metadata=meta)  # type: ignore[type-var]
+
+
+class InMemoryCluster:
+    """Implements karpy.controllers.interfaces.Cluster over dictionaries."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._pods_by_node: dict[str, set[str]] = {}
+        self._unbound_pods: set[str] = set()
+        self._version = 0
+        self._names = 0
+        self._listeners: list[Listener] = []
+        self.events: list[Event] = []
+
+    # -- subscriptions ---------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _announce(self, kind: str, old: object | None, new: object | None) -> None:
+        for listener in self._listeners:
+            listener(kind, old, new)
+
+    # -- generic access --------------------------------------------------
+
+    def objects(self, kind: str) -> Iterator[Any]:
+        return iter(list(self._objects.get(kind, {}).values()))
+
+    def get(self, kind: str, key: str) -> Any | None:
+        return self._objects.get(kind, {}).get(key)
+
+    def _store(self, kind: str, key: str, obj: object | None) -> None:
+        table = self._objects.setdefault(kind, {})
+        old = table.get(key)
+        if kind == "Pod":
+            self._index_pod(key, old, obj)
+        if obj is None:
+            table.pop(key, None)
+        else:
+            table[key] = obj
+
+    def _index_pod(self, key: str, old: object | None, new: object | None) -> None:
+        if isinstance(old, Pod):
+            if old.spec.node_name:
+                self._pods_by_node.get(old.spec.node_name, set()).discard(key)
+            self._unbound_pods.discard(key)
+        if isinstance(new, Pod):
+            if new.spec.node_name:
+                self._pods_by_node.setdefault(new.spec.node_name, set()).add(key)
+            elif not new.is_terminal:
+                self._unbound_pods.add(key)
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    def _generate_name(self, kind: str, prefix: str) -> str:
+        table = self._objects.get(kind, {})
+        while True:
+            self._names += 1
+            number = self._names * 7919  # spread consecutive counters over the alphabet
+            suffix = ""
+            for _ in range(5):
+                number, digit = divmod(number, len(_NAME_ALPHABET))
+                suffix += _NAME_ALPHABET[digit]
+            name = f"{prefix}{suffix}"
+            if name not in table and f"default/{name}" not in table:
+                return name
+
+    # -- ClusterWriter ---------------------------------------------------
+
+    def create(self, obj: T) -> T:
+        kind = object_kind(obj)
+        meta = object_meta(obj)
+        if not meta.name:
+            if not meta.generate_name:
+                raise ValueError(f"{kind} without name or generateName")
+            meta = meta.with_changes(name=self._generate_name(kind, meta.generate_name))
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        if key in self._objects.get(kind, {}):
+            raise AlreadyExistsError(f"{kind} {key} already exists")
+        version = self._next_version()
+        meta = meta.with_changes(
+            uid=meta.uid or f"uid-{kind.lower()}-{version}",
+            resource_version=version,
+            creation_timestamp=self.clock.now()
+            if meta.creation_timestamp is None
+            else meta.creation_timestamp,
+            deletion_timestamp=None,
+            generation=1,
+        )
+        stored = _with_meta(obj, meta)
+        self._store(kind, key, stored)
+        self._announce(kind, None, stored)
+        return stored
+
+    def update(self, obj: T) -> T:
+        kind = object_kind(obj)
+        key = object_key(obj)
+        current = self.get(kind, key)
+        if current is None:
+            raise NotFoundError(f"{kind} {key} not found")
+        meta = object_meta(obj)
+        current_meta = object_meta(current)
+        if meta.resource_version and meta.resource_version != current_meta.resource_version:
+            raise ConflictError(
+                f"{kind} {key}: the object has been modified (resourceVersion {meta.resource_version}, "
+                f"stored {current_meta.resource_version})"
+            )
+        # Deletion is not undone by an update, and identity fields are the server's.
+        meta = meta.with_changes(
+            uid=current_meta.uid,
+            creation_timestamp=current_meta.creation_timestamp,
+            deletion_timestamp=current_meta.deletion_timestamp,
+            resource_version=self._next_version(),
+        )
+        stored = _with_meta(obj, meta)
+        if meta.deletion_timestamp is not None and not meta.finalizers:
+            self._remove(kind, key, current)
+            return stored
+        self._store(kind, key, stored)
+        self._announce(kind, current, stored)
+        return stored
+
+    def delete(self, obj: object) -> None:
+        self.delete_key(object_kind(obj), object_key(obj))
+
+    def delete_key(self, kind: str, key: str) -> None:
+        current = self.get(kind, key)
+        if current is None:
+            raise NotFoundError(f"{kind} {key} not found")
+        meta = object_meta(current)
+        # A pod on a node is deleted gracefully: marked now, removed by its kubelet
+        # once the containers stop (the kubelet's own delete then removes it).
+        graceful = isinstance(current, Pod) and bool(current.spec.node_name) and not current.is_terminal
+        if meta.finalizers or (graceful and meta.deletion_timestamp is None):
+            if meta.deletion_timestamp is None:
+                marked = _with_meta(
+                    current,
+                    meta.with_changes(
+                        deletion_timestamp=self.clock.now(), resource_version=self._next_version()
+                    ),
+                )
+                self._store(kind, key, marked)
+                self._announce(kind, current, marked)
+            return
+        self._remove(kind, key, current)
+
+    def _remove(self, kind: str, key: str, current: object) -> None:
+        self._store(kind, key, None)
+        self._announce(kind, current, None)
+        uid = object_meta(current).uid
+        for dependent_kind in list(self._objects):
+            for dependent in list(self._objects[dependent_kind].values()):
+                owners = object_meta(dependent).owner_references
+                owned = any(owner.uid == uid and owner.kind == kind for owner in owners)
+                if owned and self.get(dependent_kind, object_key(dependent)) is not None:
+                    self.delete_key(dependent_kind, object_key(dependent))
+
+    def bind(self, pod: Pod, node_name: str) -> None:
+        current = self.pod(pod.metadata.namespace, pod.metadata.name)
+        if current is None:
+            raise NotFoundError(f"Pod {pod.key} not found")
+        if current.spec.node_name:
+            raise ConflictError(f"Pod {pod.key} is already bound to {current.spec.node_name}")
+        self.update(current.with_changes(spec=dataclasses.replace(current.spec, node_name=node_name)))
+
+    def evict(self, pod: Pod) -> None:
+        current = self.pod(pod.metadata.namespace, pod.metadata.name)
+        if current is None:
+            raise NotFoundError(f"Pod {pod.key} not found")
+        if current.metadata.deleting:
+            return
+        for budget in self.pod_disruption_budgets():
+            if budget.metadata.namespace != current.metadata.namespace:
+                continue
+            if not budget.selector.matches(current.metadata.labels):
+                continue
+            if self.disruptions_allowed(budget) <= 0:
+                raise EvictionRefusedError(
+                    f"Cannot evict pod as it would violate the pod's disruption budget "
+                    f"{budget.metadata.namespace}/{budget.metadata.name}"
+                )
+        self.delete(current)
+
+    def disruptions_allowed(self, budget: PodDisruptionBudget) -> int:
+        matching = [
+            pod
+            for pod in self.pods()
+            if pod.metadata.namespace == budget.metadata.namespace
+            and budget.selector.matches(pod.metadata.labels)
+            and not pod.is_terminal
+        ]
+        healthy = sum(1 for pod in matching if pod.phase == POD_RUNNING and not pod.metadata.deleting)
+        return budget.disruptions_allowed(healthy, len(matching))
+
+    def record_event(self, obj: object, event_type: str, reason: str, message: str) -> None:
+        meta = object_meta(obj)
+        self.events.append(
+            Event(self.clock.now(), event_type, reason, message, object_kind(obj), meta.namespace, meta.name)
+        )
+
+    # -- ClusterReader ---------------------------------------------------
+
+    def pods(self) -> Iterable[Pod]:
+        return self.objects("Pod")
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        found = self.get("Pod", f"{namespace}/{name}")
+        return found if isinstance(found, Pod) else None
+
+    def pods_on_node(self, node_name: str) -> list[Pod]:
+        table = self._objects.get("Pod", {})
+        return [table[key] for key in sorted(self._pods_by_node.get(node_name, ()))]
+
+    def pending_pods(self) -> list[Pod]:
+        table = self._objects.get("Pod", {})
+        return [table[key] for key in sorted(self._unbound_pods)]
+
+    def nodes(self) -> Iterable[Node]:
+        return self.objects("Node")
+
+    def node(self, name: str) -> Node | None:
+        found = self.get("Node", name)
+        return found if isinstance(found, Node) else None
+
+    def nodeclaims(self) -> Iterable[NodeClaim]:
+        return self.objects("NodeClaim")
+
+    def nodeclaim(self, name: str) -> NodeClaim | None:
+        found = self.get("NodeClaim", name)
+        return found if isinstance(found, NodeClaim) else None
+
+    def nodepools(self) -> Iterable[NodePool]:
+        return self.objects("NodePool")
+
+    def nodepool(self, name: str) -> NodePool | None:
+        found = self.get("NodePool", name)
+        return found if isinstance(found, NodePool) else None
+
+    def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
+        found = self.get(kind, name)
+        if isinstance(found, EC2NodeClass | KWOKNodeClass) and found.group == group:
+            return found
+        return None
+
+    def daemonsets(self) -> Iterable[DaemonSet]:
+        return self.objects("DaemonSet")
+
+    def deployments(self) -> Iterable[Deployment]:
+        return self.objects("Deployment")
+
+    def replicasets(self) -> Iterable[ReplicaSet]:
+        return self.objects("ReplicaSet")
+
+    def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
+        return self.objects("PodDisruptionBudget")

@@ -1,0 +1,69 @@
+"""Checks across objects: what no single manifest can tell about itself.
+
+- A NodePool's ``nodeClassRef`` must name a node class among the inputs
+  (or already in the cluster): launching against a missing class can only
+  fail later, and far less clearly.
+- A NodePool's requirements must be satisfiable at all (no key whose
+  requirements contradict each other) and by at least one instance type in
+  the catalog the simulated cloud serves; a pool that can never launch
+  anything is almost always a typo in an instance type, a zone or an arch.
+
+Invalid NodePools are dropped with one error line each; everything else is
+kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+
+from karpy.api.instancetype import InstanceType
+from karpy.api.manifest import LoadedObject, LoadResult
+from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
+from karpy.api.nodepool import NodePool
+from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
+
+_FIELD = "spec.template.spec"
+
+
+@cache
+def catalog_instance_types() -> tuple[InstanceType, ...]:
+    catalog = load_catalog()
+    return tuple(instance_type_from_entry(entry, catalog.region) for entry in catalog.entries)
+
+
+def nodepool_problem(nodepool: NodePool, node_classes: set[tuple[str, str, str]]) -> str | None:
+    ref = nodepool.template.node_class_ref
+    if (ref.group, ref.kind, ref.name) not in node_classes:
+        return f'{_FIELD}.nodeClassRef: {ref.kind} "{ref.name}" ({ref.group}) not found'
+    requirements = nodepool.template.requirement_set()
+    for requirement in requirements:
+        if requirement.is_empty():
+            return f"{_FIELD}.requirements: {requirement.key} can never be satisfied ({requirement})"
+    if not any(
+        instance_type.requirements.intersects(requirements) is None
+        and instance_type.available_offerings(requirements)
+        for instance_type in catalog_instance_types()
+    ):
+        written = "; ".join(str(requirement) for requirement in nodepool.template.requirements)
+        return f"{_FIELD}.requirements: no instance type in the catalog satisfies them ({written})"
+    return None
+
+
+def validate_references(
+    loaded: LoadResult, existing_node_classes: Iterable[tuple[str, str, str]] = ()
+) -> None:
+    """Drop NodePools that could never launch a node, with an error for each."""
+    node_classes = set(existing_node_classes)
+    for item in loaded.objects:
+        if isinstance(item.obj, EC2NodeClass | KWOKNodeClass):
+            node_classes.add((item.obj.group, item.obj.kind, item.obj.metadata.name))
+    kept: list[LoadedObject] = []
+    for item in loaded.objects:
+        if isinstance(item.obj, NodePool):
+            problem = nodepool_problem(item.obj, node_classes)
+            if problem is not None:
+                loaded.errors.append(f'{item.source}: NodePool "{item.obj.name}": {problem}')
+                continue
+        kept.append(item)
+    loaded.objects = kept
