@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell command -v $(PYTHON))
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration bench clean
+.PHONY: demo test env lint typecheck contracts unit clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -27,8 +27,8 @@ $(UV):
 env: .venv/.synced
 
 lint: .venv/.synced
-	$(RUN) ruff check src tests benchmarks
-	$(RUN) ruff format --check src tests benchmarks
+	$(RUN) ruff check src tests scripts
+	$(RUN) ruff format --check src tests scripts
 
 typecheck: .venv/.synced
 	$(RUN) mypy
@@ -37,10 +37,7 @@ contracts: .venv/.synced
 	$(RUN) lint-imports
 
 unit: .venv/.synced
-	$(RUN) pytest -q
-
-bench: .venv/.synced
-	$(RUN) python -m benchmarks.scheduling
+	$(RUN) pytest -q --ignore=tests/integration
 
 clean:
 	rm -rf .venv .tools .mypy_cache .pytest_cache .ruff_cache

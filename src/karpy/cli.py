@@ -102,9 +102,6 @@ def simulate(args: argparse.Namespace) -> int:
 
 def validate(args: argparse.Namespace) -> int:
     loaded = load_files(args.paths)
-    for path in args.paths:
-        if not path.exists():
-            loaded.errors.append(f"{path}: no such file or directory")
     validate_references(loaded)
     for item in loaded.objects:
         print(f"ok: {item.source}: {item.kind} {item.name}")

@@ -96,6 +96,9 @@ def load_files(paths: list[Path]) -> LoadResult:
     """Manifests from files and directories (``*.yaml``, ``*.yml``, ``*.json``, sorted)."""
     result = LoadResult()
     for path in paths:
+        if not path.exists():
+            result.errors.append(f"{_display(path)}: no such file or directory")
+            continue
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
             result.extend(load_files(files))
@@ -226,9 +229,6 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
                 extra = LoadResult(errors=extra.errors, notes=extra.notes)
             return scenario, extra
     loaded = load_files(paths)
-    for path in paths:
-        if not path.exists():
-            loaded.errors.append(f"{_display(path)}: no such file or directory")
     scenario = Scenario(name="manifests", source=", ".join(_display(p) for p in paths))
     scenario.steps.append(
         Step(

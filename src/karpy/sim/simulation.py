@@ -163,7 +163,8 @@ class Simulation:
         self.run(scenario.duration, until_steady=scenario.run_until_steady)
 
     def run(self, duration: float, *, until_steady: bool = True) -> None:
-        end = self.clock.start + duration
+        """Run for at most ``duration`` seconds of cluster time from now."""
+        end = self.clock.now() + duration
         while True:
             self.runtime.run_due()
             if until_steady and self.steady():

@@ -281,7 +281,21 @@ class InMemoryCluster:
             and not pod.is_terminal
         ]
         healthy = sum(1 for pod in matching if pod.phase == POD_RUNNING and not pod.metadata.deleting)
-        return budget.disruptions_allowed(healthy, len(matching))
+        # As the disruption controller does, the expected count is the scale of the
+        # pods' controllers where they have one: a pod just evicted and not yet
+        # replaced still counts as expected, so it cannot be evicted twice over.
+        expected = 0
+        counted: set[str] = set()
+        for pod in matching:
+            owner = pod.metadata.controller
+            scalable = self.get(owner.kind, f"{pod.metadata.namespace}/{owner.name}") if owner else None
+            if owner is not None and isinstance(scalable, ReplicaSet):
+                if owner.uid not in counted:
+                    counted.add(owner.uid)
+                    expected += scalable.replicas
+            else:
+                expected += 1
+        return budget.disruptions_allowed(healthy, max(expected, len(matching)))
 
     def record_event(self, obj: object, event_type: str, reason: str, message: str) -> None:
         meta = object_meta(obj)

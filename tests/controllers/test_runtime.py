@@ -1,0 +1,96 @@
+"""The reconcile loop: deduplication, time order, requeues and error isolation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from karpy.controllers.runtime import LivelockError, Runtime, Watch
+from karpy.sim.clock import VirtualClock
+
+
+class Recording:
+    def __init__(self, name: str, requeue: float | None = None, fail: bool = False) -> None:
+        self.name = name
+        self.requeue = requeue
+        self.fail = fail
+        self.calls: list[tuple[float, str]] = []
+        self.clock: VirtualClock | None = None
+
+    def watches(self) -> list[Watch]:
+        return [Watch("Thing", self._map)]
+
+    @staticmethod
+    def _map(old: object | None, new: object | None) -> Iterable[str]:
+        return [str(new if new is not None else old)]
+
+    def reconcile(self, key: str) -> float | None:
+        assert self.clock is not None
+        self.calls.append((self.clock.now() - self.clock.start, key))
+        if self.fail:
+            raise RuntimeError("boom")
+        return self.requeue
+
+
+def setup(controller: Recording) -> tuple[Runtime, VirtualClock]:
+    clock = VirtualClock()
+    controller.clock = clock
+    runtime = Runtime(clock)
+    runtime.register(controller)
+    return runtime, clock
+
+
+def test_a_key_queued_twice_is_reconciled_once() -> None:
+    controller = Recording("c")
+    runtime, _ = setup(controller)
+    runtime.on_change("Thing", None, "a")
+    runtime.on_change("Thing", None, "a")
+    runtime.on_change("Other", None, "b")
+    assert runtime.run_due() == 1
+    assert controller.calls == [(0.0, "a")]
+
+
+def test_timers_fire_in_time_order_and_the_earliest_request_wins() -> None:
+    controller = Recording("c")
+    runtime, clock = setup(controller)
+    runtime.enqueue("c", "late", 5)
+    runtime.enqueue("c", "early", 2)
+    runtime.enqueue("c", "late", 3)
+    assert runtime.run_due() == 0
+    while (due := runtime.next_due()) is not None:
+        clock.advance_to(due)
+        runtime.run_due()
+    assert controller.calls == [(2.0, "early"), (3.0, "late")]
+
+
+def test_a_requeue_schedules_the_next_reconcile() -> None:
+    controller = Recording("c", requeue=10)
+    runtime, clock = setup(controller)
+    runtime.enqueue("c", "k")
+    runtime.run_due()
+    assert runtime.next_due() == clock.start + 10
+
+
+def test_a_failing_reconcile_is_recorded_and_retried_not_fatal() -> None:
+    controller = Recording("c", fail=True)
+    runtime, clock = setup(controller)
+    runtime.enqueue("c", "k")
+    runtime.run_due()
+    assert runtime.errors and "boom" in runtime.errors[0]
+    assert runtime.next_due() == clock.start + 1
+
+
+def test_controllers_that_requeue_each_other_forever_are_stopped() -> None:
+    controller = Recording("c", requeue=0.0)
+    runtime, _ = setup(controller)
+    runtime.MAX_RECONCILES_PER_INSTANT = 50
+    runtime.enqueue("c", "k")
+    with pytest.raises(LivelockError):
+        runtime.run_due()
+
+
+def test_registering_a_name_twice_is_refused() -> None:
+    runtime, _ = setup(Recording("c"))
+    with pytest.raises(ValueError):
+        runtime.register(Recording("c"))

@@ -1,0 +1,168 @@
+"""The first-fit-decreasing solver: where pods go, and why the ones left over stay pending."""
+
+from __future__ import annotations
+
+from tests.support import make_instance_type, make_nodepool, make_pod
+
+from karpy.api.instancetype import InstanceType
+from karpy.api.quantity import ResourceAmounts
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirements
+from karpy.api.taints import Taint
+from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, Plan, solve
+
+SMALL = make_instance_type("small.2x", 2, 4, 0.10)
+LARGE = make_instance_type("large.4x", 4, 8, 0.18)
+ARM = make_instance_type("arm.4x", 4, 8, 0.15, arch="arm64")
+TYPES = [SMALL, LARGE, ARM]
+
+
+def pool(
+    name: str = "default",
+    *,
+    spec: str = "",
+    template_spec: str = "",
+    types: list[InstanceType] | None = None,
+    remaining: ResourceAmounts | None = None,
+) -> NodePoolCapacity:
+    return NodePoolCapacity(make_nodepool(name, spec, template_spec), types or TYPES, {}, remaining)
+
+
+def test_pods_are_packed_onto_as_few_new_nodeclaims_as_the_largest_type_allows() -> None:
+    pods = [make_pod(f"p{i}", "1", "1Gi") for i in range(6)]
+    plan = solve(pods, [], [pool()])
+    assert plan.unschedulable == {}
+    assert [len(claim.pods) for claim in plan.new_nodeclaims] == [4, 2]
+    # Options are every type that fits, cheapest first; the price is the cheapest offering.
+    first = plan.new_nodeclaims[0]
+    assert [t.name for t in first.instance_types] == ["arm.4x", "large.4x"]
+    assert first.requirements.get(LABEL_INSTANCE_TYPE).has("arm.4x")
+    assert first.requirements.get(LABEL_NODEPOOL).has("default")
+    second = plan.new_nodeclaims[1]
+    assert [t.name for t in second.instance_types] == ["small.2x", "arm.4x", "large.4x"]
+    assert abs(second.price - 0.04) < 1e-9
+
+
+def test_existing_capacity_is_used_before_new_nodeclaims() -> None:
+    node = ExistingCapacity(
+        name="node-1",
+        nodepool="default",
+        requirements=Requirements.from_labels({"kubernetes.io/arch": "amd64"}),
+        taints=(),
+        available={"cpu": 2000, "memory": 8 * 1024**3, "pods": 10},
+    )
+    pods = [make_pod(f"p{i}", "1", "1Gi") for i in range(3)]
+    plan = solve(pods, [node], [pool()])
+    assert sorted(plan.existing.values()) == ["node-1", "node-1"]
+    assert sum(len(claim.pods) for claim in plan.new_nodeclaims) == 1
+
+
+def test_node_selector_narrows_the_instance_types() -> None:
+    pod = make_pod("p", extra_spec="  nodeSelector: {kubernetes.io/arch: arm64}")
+    plan = solve([pod], [], [pool()])
+    assert [t.name for t in plan.new_nodeclaims[0].instance_types] == ["arm.4x"]
+
+
+def test_a_pod_that_does_not_tolerate_the_pool_taint_stays_pending_with_the_reason() -> None:
+    tainted = pool(template_spec="      taints: [{key: dedicated, value: gpu, effect: NoSchedule}]")
+    plan = solve([make_pod("p")], [], [tainted])
+    assert plan.new_nodeclaims == []
+    assert "does not tolerate taint dedicated=gpu:NoSchedule" in plan.unschedulable["default/p"]
+
+
+def test_a_tolerating_pod_lands_on_the_tainted_pool() -> None:
+    tainted = pool(template_spec="      taints: [{key: dedicated, value: gpu, effect: NoSchedule}]")
+    pod = make_pod("p", extra_spec="  tolerations: [{key: dedicated, operator: Equal, value: gpu}]")
+    plan = solve([pod], [], [tainted])
+    assert len(plan.new_nodeclaims) == 1
+
+
+def test_a_pod_too_large_for_any_type_is_explained() -> None:
+    plan = solve([make_pod("huge", "64", "1Gi")], [], [pool()])
+    reason = plan.unschedulable["default/huge"]
+    assert "no instance type has room" in reason and "cpu 64" in reason
+
+
+def test_incompatible_requirements_name_the_requirement() -> None:
+    pod = make_pod("p", extra_spec="  nodeSelector: {kubernetes.io/arch: s390x}")
+    plan = solve([pod], [], [pool()])
+    assert "kubernetes.io/arch" in plan.unschedulable["default/p"]
+
+
+def test_heavier_pools_are_tried_first_and_lighter_ones_take_what_they_cannot() -> None:
+    heavy = pool(
+        "heavy",
+        spec="  weight: 50",
+        template_spec="      requirements: [{key: kubernetes.io/arch, operator: In, values: [arm64]}]",
+    )
+    light = pool("light", spec="  weight: 10")
+    unconstrained = solve([make_pod("any")], [], [light, heavy])
+    assert [claim.nodepool for claim in unconstrained.new_nodeclaims] == ["heavy"]
+    amd_pod = make_pod("amd", extra_spec="  nodeSelector: {kubernetes.io/arch: amd64}")
+    constrained = solve([amd_pod], [], [light, heavy])
+    assert [claim.nodepool for claim in constrained.new_nodeclaims] == ["light"]
+
+
+def test_a_nodeclaim_already_planned_is_filled_before_a_heavier_pool_is_opened() -> None:
+    # Karpenter's order: pods join NodeClaims planned in this pass before new ones
+    # are opened, whatever the weights; fewer, fuller nodes are cheaper.
+    heavy = pool(
+        "heavy",
+        spec="  weight: 50",
+        template_spec="      requirements: [{key: kubernetes.io/arch, operator: In, values: [arm64]}]",
+    )
+    light = pool("light", spec="  weight: 10")
+    amd_pod = make_pod("amd", extra_spec="  nodeSelector: {kubernetes.io/arch: amd64}")
+    plan = solve([amd_pod, make_pod("any")], [], [light, heavy])
+    assert [(c.nodepool, len(c.pods)) for c in plan.new_nodeclaims] == [("light", 2)]
+
+
+def test_a_pool_at_its_limit_falls_back_to_the_next_pool() -> None:
+    limited = pool("limited", spec="  weight: 50", remaining={"cpu": 2000})
+    fallback = pool("fallback", spec="  weight: 1")
+    pods = [make_pod(f"p{i}", "1", "1Gi") for i in range(3)]
+    plan = solve(pods, [], [limited, fallback])
+    placed = {claim.nodepool: len(claim.pods) for claim in plan.new_nodeclaims}
+    assert placed == {"limited": 2, "fallback": 1}
+    limited_claim = next(claim for claim in plan.new_nodeclaims if claim.nodepool == "limited")
+    assert [t.name for t in limited_claim.instance_types] == ["small.2x"]
+
+
+def test_a_pool_at_its_limit_with_no_fallback_reports_the_limit() -> None:
+    limited = pool("limited", remaining={"cpu": 0})
+    plan = solve([make_pod("p")], [], [limited])
+    assert "at its cpu limit" in plan.unschedulable["default/p"]
+
+
+def test_daemonset_overhead_is_reserved_on_every_new_nodeclaim() -> None:
+    with_daemons = NodePoolCapacity(make_nodepool(), TYPES, {"cpu": 1000, "memory": 1024**3, "pods": 1}, None)
+    pods = [make_pod(f"p{i}", "1", "1Gi") for i in range(3)]
+    plan = solve(pods, [], [with_daemons])
+    assert [len(claim.pods) for claim in plan.new_nodeclaims] == [3]
+    assert plan.new_nodeclaims[0].requests["cpu"] == 4000
+    assert [t.name for t in plan.new_nodeclaims[0].instance_types] == ["arm.4x", "large.4x"]
+
+
+def test_startup_and_unregistered_taints_do_not_keep_pods_off_in_flight_capacity() -> None:
+    startup = Taint("node.cilium.io/agent-not-ready", "NoSchedule")
+    node = ExistingCapacity(
+        name="node-1",
+        nodepool="default",
+        requirements=Requirements(),
+        taints=(startup, Taint("karpenter.sh/unregistered", "NoExecute")),
+        available={"cpu": 4000, "memory": 8 * 1024**3, "pods": 10},
+        in_flight=True,
+        ephemeral_taints=(startup,),
+    )
+    plan = solve([make_pod("p")], [node], [pool()])
+    assert plan.existing == {"default/p": "node-1"}
+
+
+def test_the_plan_is_deterministic_whatever_the_input_order() -> None:
+    pods = [make_pod(f"p{i}", str(1 + i % 3), f"{1 + i % 2}Gi") for i in range(12)]
+    first = solve(pods, [], [pool()])
+    second = solve(list(reversed(pods)), [], [pool()])
+
+    def shape(plan: Plan) -> list[tuple[list[str], list[str]]]:
+        return [([p.key for p in c.pods], [t.name for t in c.instance_types]) for c in plan.new_nodeclaims]
+
+    assert shape(first) == shape(second)

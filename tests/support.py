@@ -1,0 +1,109 @@
+"""Helpers shared by the test modules (imported as tests.support)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from karpy.api.core import Pod
+from karpy.api.instancetype import InstanceType, Offering, Overhead
+from karpy.api.manifest import parse_manifests
+from karpy.api.nodepool import NodePool
+from karpy.api.requirements import (
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_OS,
+    LABEL_ZONE,
+    Requirement,
+    Requirements,
+)
+from karpy.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def simulate_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
+    code, out, err = run_cli(capsys, "simulate", "--output", "json", *args)
+    return code, json.loads(out), err
+
+
+def make_instance_type(
+    name: str,
+    cpu: int,
+    memory_gib: int,
+    price: float,
+    *,
+    arch: str = "amd64",
+    zones: tuple[str, ...] = ("zone-a", "zone-b"),
+    capacity_types: tuple[str, ...] = ("spot", "on-demand"),
+    pods: int = 110,
+) -> InstanceType:
+    """A synthetic instance type with no overhead: allocatable equals capacity."""
+    offerings = tuple(
+        Offering(zone, capacity_type, price * (0.4 if capacity_type == "spot" else 1.0))
+        for zone in zones
+        for capacity_type in capacity_types
+    )
+    requirements = Requirements.from_labels({LABEL_INSTANCE_TYPE: name, LABEL_ARCH: arch, LABEL_OS: "linux"})
+    requirements.add(Requirement.from_operator(LABEL_ZONE, "In", zones))
+    requirements.add(Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", capacity_types))
+    capacity = {"cpu": cpu * 1000, "memory": memory_gib * 1024**3, "pods": pods}
+    return InstanceType.build(name, requirements, offerings, capacity, Overhead())
+
+
+def parse_object(text: str) -> Any:
+    result = parse_manifests(text, "test.yaml")
+    assert not result.errors, result.errors
+    assert len(result.objects) == 1
+    return result.objects[0].obj
+
+
+def make_pod(
+    name: str,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    *,
+    namespace: str = "default",
+    extra_spec: str = "",
+    labels: str = "{}",
+) -> Pod:
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}, labels: {labels}}}
+spec:
+  containers:
+    - name: main
+      resources: {{requests: {{cpu: "{cpu}", memory: "{memory}"}}}}
+{extra_spec}
+"""
+    pod = parse_object(text)
+    assert isinstance(pod, Pod)
+    return pod
+
+
+def make_nodepool(name: str = "default", spec: str = "", template_spec: str = "") -> NodePool:
+    text = f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+{template_spec}
+{spec}
+"""
+    nodepool = parse_object(text)
+    assert isinstance(nodepool, NodePool)
+    return nodepool

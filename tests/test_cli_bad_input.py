@@ -1,0 +1,157 @@
+"""Bad input: one clear line per problem, exit status 2, no traceback, valid objects kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.support import run_cli, simulate_json
+
+from karpy.sim.scenario import builtin_scenario_path
+
+SEED = builtin_scenario_path().parent
+
+NODEPOOL = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      requirements: {requirements}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: {node_class}}}
+  limits: {{cpu: "{cpu}"}}
+"""
+
+
+def nodepool(
+    name: str = "broken",
+    requirements: str = "[]",
+    node_class: str = "default",
+    cpu: str = "100",
+) -> str:
+    return NODEPOOL.format(name=name, requirements=requirements, node_class=node_class, cpu=cpu)
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def seed_files() -> list[str]:
+    return [str(SEED / "ec2nodeclass.yaml"), str(SEED / "nodepool.yaml"), str(SEED / "deployment.yaml")]
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    assert "Traceback" not in err
+
+
+CASES = {
+    "malformed YAML": (
+        "bad.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: [unclosed\n",
+        ("bad.yaml:", "invalid YAML"),
+    ),
+    "unknown kind": (
+        "unknown.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+        ("unknown.yaml", 'Widget "w"', "kind: unknown kind 'Widget'"),
+    ),
+    "requirements that can never be met": (
+        "impossible.yaml",
+        nodepool(
+            requirements=(
+                "[{key: kubernetes.io/arch, operator: In, values: [arm64]},"
+                " {key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}]"
+            )
+        ),
+        ("impossible.yaml", 'NodePool "broken"', "spec.template.spec.requirements", "no instance type"),
+    ),
+    "contradictory requirements": (
+        "contradiction.yaml",
+        nodepool(
+            requirements=(
+                "[{key: kubernetes.io/arch, operator: In, values: [amd64]},"
+                " {key: kubernetes.io/arch, operator: NotIn, values: [amd64]}]"
+            )
+        ),
+        ("contradiction.yaml", 'NodePool "broken"', "spec.template.spec.requirements"),
+    ),
+    "negative quantity": (
+        "negative.yaml",
+        nodepool(cpu="-1"),
+        ("negative.yaml", 'NodePool "broken"', "spec.limits", "cpu"),
+    ),
+    "missing node class": (
+        "orphan.yaml",
+        nodepool(node_class="does-not-exist"),
+        (
+            "orphan.yaml",
+            'NodePool "broken"',
+            "spec.template.spec.nodeClassRef",
+            '"does-not-exist"',
+            "not found",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_simulate_reports_bad_input_and_keeps_the_valid_objects(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file_name, text, fragments = CASES[case]
+    bad = write(tmp_path, file_name, text)
+    code, result, err = simulate_json(capsys, *seed_files(), str(bad))
+    assert code == 2
+    assert_one_line_error(err, *fragments)
+    assert len(result["errors"]) == 1
+    # The seed objects in the same run are not lost: the walkthrough still runs.
+    running = [pod for pod in result["pods"] if pod["phase"] == "Running"]
+    assert len(running) == 5
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_validate_reports_bad_input(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file_name, text, fragments = CASES[case]
+    bad = write(tmp_path, file_name, text)
+    code, out, err = run_cli(capsys, "validate", *seed_files(), str(bad))
+    assert code == 2
+    assert_one_line_error(err, *fragments)
+    assert "ok: " in out and "NodePool default" in out
+
+
+def test_validate_accepts_the_seed_manifests(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "validate", *seed_files())
+    assert code == 0, err
+    assert out.count("ok: ") == 3
+    assert "converted from karpenter.sh/v1beta1" in out
+
+
+def test_a_missing_file_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(capsys, "validate", str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert_one_line_error(err, "nope.yaml", "no such file")
+
+
+def test_valid_documents_in_a_file_with_a_bad_one_are_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixed = write(
+        tmp_path,
+        "mixed.yaml",
+        (SEED / "deployment.yaml").read_text() + "\n---\napiVersion: v1\nkind: Gizmo\nmetadata: {name: g}\n",
+    )
+    code, result, err = simulate_json(
+        capsys, str(SEED / "ec2nodeclass.yaml"), str(SEED / "nodepool.yaml"), str(mixed)
+    )
+    assert code == 2
+    assert_one_line_error(err, "mixed.yaml", 'Gizmo "g"')
+    assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
