@@ -6,7 +6,7 @@ PYTHON ?= python3
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
 export UV_PYTHON_DOWNLOADS := never
-export UV_PYTHON := $(shell command -v $(PYTHON))
+export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
 .PHONY: demo test env lint typecheck contracts unit clean

@@ -6,7 +6,7 @@ import dataclasses
 
 from karpy.api.manifest import LoadedObject, parse_manifests
 from karpy.api.nodeclaim import NodeClaim
-from karpy.sim.cloud import CapacityFailure
+from karpy.sim.cloud import CapacityFailure, LaunchError
 from karpy.sim.simulation import Simulation
 
 NODE_CLASS = """
@@ -225,3 +225,17 @@ def test_node_labels_and_taints_come_from_the_nodeclaim() -> None:
     assert "karpenter.sh/termination" in node.metadata.finalizers
     assert claim.initialized and claim.registered and claim.launched
     assert dataclasses.asdict(claim.status)["allocatable"]["cpu"] > 0
+
+
+def test_a_cloud_api_outage_delays_the_launch_and_is_retried() -> None:
+    simulation = Simulation()
+    simulation.cloud.settings.launch_errors.append(LaunchError("RequestLimitExceeded", 0.0, 20.0))
+    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.run(900)
+    assert running_pods(simulation) == 1
+    claim = claims(simulation)[0]
+    launched = claim.condition("Launched")
+    assert launched is not None and launched.last_transition_time - simulation.clock.start >= 20.0
+    assert "LaunchFailed" in {event.reason for event in simulation.cluster.events}
+    assert simulation.runtime.errors == []
+    assert len(claims(simulation)) == 1

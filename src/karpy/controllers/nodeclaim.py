@@ -50,6 +50,7 @@ from karpy.controllers.runtime import Watch
 log = logging.getLogger("karpy.nodeclaim")
 
 REGISTRATION_TTL = 15 * 60.0
+LAUNCH_RETRY = 5.0
 RECHECK = 1.0
 
 
@@ -95,7 +96,10 @@ class NodeClaimLifecycle:
             return None
         now = self.clock.now()
         if not nodeclaim.launched:
-            launched = self._launch(nodeclaim, now)
+            try:
+                launched = self._launch(nodeclaim, now)
+            except CloudProviderError:
+                return LAUNCH_RETRY
             if launched is None:
                 return None
             nodeclaim = launched
@@ -136,12 +140,13 @@ class NodeClaimLifecycle:
             return None
         except CloudProviderError as error:
             self.cluster.record_event(nodeclaim, EVENT_WARNING, "LaunchFailed", str(error))
-            updated = nodeclaim.with_status(
-                conditions=set_condition(
-                    nodeclaim.status.conditions, CONDITION_LAUNCHED, FALSE, now, "LaunchFailed", str(error)
-                )
+            conditions = set_condition(
+                nodeclaim.status.conditions, CONDITION_LAUNCHED, FALSE, now, "LaunchFailed", str(error)
             )
-            self.cluster.update(updated)
+            # Writing an unchanged status would wake this controller again at once.
+            if conditions != nodeclaim.status.conditions:
+                self.cluster.update(nodeclaim.with_status(conditions=conditions))
+            log.warning("nodeclaim %s: launch failed: %s", nodeclaim.name, error)
             raise
         labels = dict(nodeclaim.metadata.labels)
         labels.update(launched.metadata.labels)

@@ -37,6 +37,7 @@ from karpy.api.requirements import (
 )
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
 from karpy.cloud.provider import (
+    CloudProviderError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
@@ -66,10 +67,20 @@ class CapacityFailure:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchError:
+    """Every launch fails with ``message`` while ``start <= t < end`` (an API outage, say)."""
+
+    message: str = "simulated cloud API error"
+    start: float = 0.0
+    end: float = float("inf")
+
+
 @dataclass(slots=True)
 class SimulatedCloudSettings:
     registration_delay: float = 30.0
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
+    launch_errors: list[LaunchError] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +171,10 @@ class SimulatedCloud:
         return self.instance_types_for(self.node_class(nodepool.template.node_class_ref))
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        elapsed = self.clock.now() - self.start
+        for error in self.settings.launch_errors:
+            if error.start <= elapsed < error.end:
+                raise CloudProviderError(error.message)
         node_class = self.node_class(nodeclaim.spec.node_class_ref)
         requirements = nodeclaim.requirement_set()
         candidates = [
@@ -182,7 +197,6 @@ class SimulatedCloud:
             else CAPACITY_TYPE_ON_DEMAND
         )
         failed: list[tuple[str, str, str]] = []
-        elapsed = self.clock.now() - self.start
         for price, _, zone, instance_type, offering in sorted(offerings, key=lambda item: item[:3]):
             if offering.capacity_type != capacity_type:
                 continue

@@ -15,6 +15,8 @@ applied at time zero, the run going on until the cluster is steady), or a
         registrationDelay: 30s
         capacityFailures:
           - {instanceType: c5.large, zone: "*", capacityType: spot, from: 0s, until: 10m}
+        launchErrors:                   # every launch fails in the window
+          - {message: "RequestLimitExceeded", from: 0s, until: 30s}
       steps:
         - at: 0s
           apply: {files: [nodepool.yaml, app.yaml]}   # relative to the scenario
@@ -39,7 +41,7 @@ import yaml
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult, parse_document, parse_manifests
-from karpy.sim.cloud import CapacityFailure
+from karpy.sim.cloud import CapacityFailure, LaunchError
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
@@ -66,6 +68,7 @@ class Scenario:
     steps: list[Step] = field(default_factory=list)
     registration_delay: float | None = None
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
+    launch_errors: list[LaunchError] = field(default_factory=list)
     run_until_steady: bool = True
     source: str = ""
 
@@ -122,6 +125,14 @@ def _parse_failure(reader: FieldReader) -> CapacityFailure:
     )
 
 
+def _parse_launch_error(reader: FieldReader) -> LaunchError:
+    return LaunchError(
+        message=reader.string("message", "simulated cloud API error"),
+        start=_duration(reader, "from", 0.0),
+        end=_duration(reader, "until", float("inf")) if reader.has("until") else float("inf"),
+    )
+
+
 def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tuple[Scenario, list[str]]:
     """A Scenario document; file references resolve against ``base``."""
     errors: list[str] = []
@@ -136,6 +147,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
         if cloud.has("registrationDelay"):
             scenario.registration_delay = _duration(cloud, "registrationDelay")
         scenario.capacity_failures = list(cloud.items("capacityFailures", _parse_failure))
+        scenario.launch_errors = list(cloud.items("launchErrors", _parse_launch_error))
     except ManifestError as error:
         return scenario, [f"{label}: {error}"]
 

@@ -156,6 +156,7 @@ class Simulation:
         if scenario.registration_delay is not None:
             self.cloud.settings.registration_delay = scenario.registration_delay
         self.cloud.settings.capacity_failures.extend(scenario.capacity_failures)
+        self.cloud.settings.launch_errors.extend(scenario.launch_errors)
         self.driver = ScenarioDriver(self, scenario.steps)
         self.runtime.register(self.driver)
         for index, step in enumerate(scenario.steps):

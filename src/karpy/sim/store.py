@@ -3,7 +3,8 @@
 It keeps what a kube-apiserver keeps for the objects karpy cares about and
 behaves like one where controllers can tell the difference:
 
-- every write bumps a cluster-wide resourceVersion, and an update carrying a
+- every write that changes something bumps a cluster-wide resourceVersion
+  (a no-op update is not a change), and an update carrying a
   stale resourceVersion raises ConflictError, so optimistic-concurrency bugs
   show up here and not first in a real cluster;
 - ``generateName`` gets a unique suffix (deterministic, from a counter);
@@ -201,8 +202,13 @@ class InMemoryCluster:
             uid=current_meta.uid,
             creation_timestamp=current_meta.creation_timestamp,
             deletion_timestamp=current_meta.deletion_timestamp,
-            resource_version=self._next_version(),
+            resource_version=current_meta.resource_version,
         )
+        if _with_meta(obj, meta) == current:
+            # As the apiserver does, an update that changes nothing is not a change:
+            # no new resourceVersion, no watch event (and so no reconcile loop).
+            return current  # type: ignore[no-any-return]
+        meta = meta.with_changes(resource_version=self._next_version())
         stored = _with_meta(obj, meta)
         if meta.deletion_timestamp is not None and not meta.finalizers:
             self._remove(kind, key, current)
