@@ -166,3 +166,12 @@ def test_the_plan_is_deterministic_whatever_the_input_order() -> None:
         return [([p.key for p in c.pods], [t.name for t in c.instance_types]) for c in plan.new_nodeclaims]
 
     assert shape(first) == shape(second)
+
+
+def test_a_nodes_limit_caps_the_number_of_new_nodeclaims() -> None:
+    limited = pool(remaining={"nodes": 1})
+    pods = [make_pod(f"p{i}", "3", "1Gi") for i in range(2)]
+    plan = solve(pods, [], [limited])
+    assert len(plan.new_nodeclaims) == 1
+    assert len(plan.unschedulable) == 1
+    assert "nodes limit" in next(iter(plan.unschedulable.values()))

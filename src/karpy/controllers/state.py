@@ -19,7 +19,13 @@ from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import untolerated
 from karpy.controllers.interfaces import ClusterReader
-from karpy.scheduling.solver import POD_RESOURCE, ExistingCapacity, NodePoolCapacity
+from karpy.scheduling.solver import (
+    NODES_RESOURCE,
+    POD_RESOURCE,
+    ExistingCapacity,
+    NodePoolCapacity,
+    max_capacity,
+)
 
 
 def daemon_overhead(nodepool: NodePool, daemonsets: Iterable[DaemonSet]) -> ResourceAmounts:
@@ -58,19 +64,11 @@ def _min_amounts(options: Sequence[InstanceType]) -> ResourceAmounts:
     return result
 
 
-def _max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
-    result: ResourceAmounts = {}
-    for instance_type in options:
-        for resource, amount in instance_type.capacity.items():
-            result[resource] = max(result.get(resource, 0), amount)
-    return result
-
-
 def nodeclaim_capacity(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> ResourceAmounts:
     """Capacity counted against NodePool limits: launched, or the largest it could be."""
     if nodeclaim.status.capacity:
         return dict(nodeclaim.status.capacity)
-    return _max_capacity(nodeclaim_options(nodeclaim, instance_types))
+    return max_capacity(nodeclaim_options(nodeclaim, instance_types))
 
 
 def used_on_node(cluster: ClusterReader, node_name: str) -> ResourceAmounts:
@@ -157,7 +155,7 @@ def nodepool_capacity(
                 used = add_amounts(used, nodeclaim_capacity(nodeclaim, instance_types))
                 count += 1
         remaining = {
-            resource: limit - (count if resource == "nodes" else used.get(resource, 0))
+            resource: limit - (count if resource == NODES_RESOURCE else used.get(resource, 0))
             for resource, limit in nodepool.limits.items()
         }
     return NodePoolCapacity(nodepool, instance_types, overhead, remaining)

@@ -43,6 +43,7 @@ from karpy.api.taints import UNREGISTERED_TAINT_KEY, Taint, untolerated
 
 MAX_INSTANCE_TYPES = 60
 POD_RESOURCE = "pods"
+NODES_RESOURCE = "nodes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,20 +120,6 @@ class _Bin:
     reserved: ResourceAmounts
 
 
-def _copy_requirements(requirements: Requirements) -> Requirements:
-    copy = Requirements()
-    for requirement in requirements:
-        copy.add(requirement)
-    return copy
-
-
-def _merged(base: Requirements, extra: Requirements) -> Requirements:
-    merged = _copy_requirements(base)
-    for requirement in extra:
-        merged.add(requirement)
-    return merged
-
-
 def _viable_options(
     options: Sequence[InstanceType], requirements: Requirements, requests: ResourceAmounts
 ) -> list[InstanceType]:
@@ -145,11 +132,17 @@ def _viable_options(
     ]
 
 
-def _max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
+def max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
+    """The most a NodeClaim with these options can add to its NodePool's usage.
+
+    Includes ``nodes: 1`` so a ``nodes`` limit is counted like any resource.
+    """
     result: ResourceAmounts = {}
     for instance_type in options:
         for resource, amount in instance_type.capacity.items():
             result[resource] = max(result.get(resource, 0), amount)
+    if options:
+        result[NODES_RESOURCE] = 1
     return result
 
 
@@ -227,15 +220,16 @@ class _Scheduler:
             for option in alternatives:
                 if candidate.requirements.compatible(option) is not None:
                     continue
-                merged = _merged(candidate.requirements, option)
+                merged = candidate.requirements.intersection(option)
                 total = add_amounts(candidate.requests, requests)
                 options = _viable_options(
                     candidate.options, merged, add_amounts(total, candidate.pool.daemon_overhead)
                 )
                 if not options:
                     continue
-                reserved = _max_capacity(options)
-                if not _within(self._reserved_without(candidate, reserved), candidate.pool.remaining):
+                reserved = max_capacity(options)
+                elsewhere = self._reserved_in_pool(candidate.pool, excluding=candidate)
+                if not _within(add_amounts(elsewhere, reserved), candidate.pool.remaining):
                     continue
                 candidate.requirements = merged
                 candidate.options = options
@@ -244,14 +238,6 @@ class _Scheduler:
                 candidate.reserved = reserved
                 return True
         return False
-
-    def _reserved_without(self, exclude: _Bin | None, extra: ResourceAmounts) -> ResourceAmounts:
-        total = dict(extra)
-        for candidate in self.bins:
-            if candidate is exclude or candidate.pool is not (exclude.pool if exclude else None):
-                continue
-            total = add_amounts(total, candidate.reserved)
-        return total
 
     def _open_bin(
         self,
@@ -271,7 +257,7 @@ class _Scheduler:
             if incompatible is not None:
                 reason = f"incompatible requirements: {incompatible}"
                 continue
-            merged = _merged(base, option)
+            merged = base.intersection(option)
             compatible = [t for t in pool.instance_types if t.requirements.intersects(merged) is None]
             if not compatible:
                 reason = f"no instance type satisfies {_describe(option) or 'the pool requirements'}"
@@ -296,28 +282,31 @@ class _Scheduler:
             if pool.remaining is not None:
                 reserved_elsewhere = self._reserved_in_pool(pool)
                 within = [
-                    t for t in options if _within(add_amounts(reserved_elsewhere, t.capacity), pool.remaining)
+                    t
+                    for t in options
+                    if _within(add_amounts(reserved_elsewhere, max_capacity([t])), pool.remaining)
                 ]
                 if not within:
+                    smallest = add_amounts(
+                        reserved_elsewhere, max_capacity([min(options, key=_capacity_key)])
+                    )
                     over = sorted(
                         resource
                         for resource, limit in pool.remaining.items()
-                        if add_amounts(reserved_elsewhere, min(options, key=_capacity_key).capacity).get(
-                            resource, 0
-                        )
-                        > limit
+                        if smallest.get(resource, 0) > limit
                     )
                     reason = f"NodePool {pool.nodepool.name} is at its {', '.join(over) or 'resource'} limit"
                     continue
                 options = within
-            self.bins.append(_Bin(pool, merged, options, [pod], requests, _max_capacity(options)))
+            self.bins.append(_Bin(pool, merged, options, [pod], requests, max_capacity(options)))
             return None
         return reason
 
-    def _reserved_in_pool(self, pool: NodePoolCapacity) -> ResourceAmounts:
+    def _reserved_in_pool(self, pool: NodePoolCapacity, excluding: _Bin | None = None) -> ResourceAmounts:
+        """What the bins opened in ``pool`` so far may add to its usage, at most."""
         total: ResourceAmounts = {}
         for candidate in self.bins:
-            if candidate.pool is pool:
+            if candidate.pool is pool and candidate is not excluding:
                 total = add_amounts(total, candidate.reserved)
         return total
 
@@ -346,7 +335,7 @@ def _finish(candidate: _Bin) -> NewNodeClaim:
             instance_type.name,
         ),
     )[:MAX_INSTANCE_TYPES]
-    requirements = _copy_requirements(requirements)
+    requirements = requirements.copy()
     requirements.add(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", [t.name for t in ranked]))
     return NewNodeClaim(
         nodepool=candidate.pool.nodepool.name,
