@@ -171,6 +171,11 @@ class SimulatedCloud:
         return self.instance_types_for(self.node_class(nodepool.template.node_class_ref))
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        # Idempotent by NodeClaim name, as a launch tagged with it is: a controller
+        # that crashed after launching and before recording it gets the same instance.
+        for instance in self.instances.values():
+            if instance.nodeclaim == nodeclaim.metadata.name:
+                return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, instance)
         elapsed = self.clock.now() - self.start
         for error in self.settings.launch_errors:
             if error.start <= elapsed < error.end:
