@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Self
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.meta import ObjectMeta
@@ -40,16 +41,25 @@ POD_FAILED = "Failed"
 
 
 def read_resources(reader: FieldReader, key: str) -> ResourceAmounts:
-    """A ResourceList field (``requests``, ``limits``, ``capacity``) as integer amounts."""
+    """A ResourceList field (``requests``, ``limits``, ``capacity``) as integer amounts.
+
+    A bad quantity is reported at its own path (``spec.limits.cpu``).
+    """
     raw = reader.raw(key)
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         raise reader.error(key, "expected a map of resource names to quantities")
-    try:
-        return parse_resource_list(raw)
-    except QuantityError as error:
-        raise reader.error(key, str(error)) from error
+    resources = reader.obj(key)
+    amounts: ResourceAmounts = {}
+    for name, value in raw.items():
+        try:
+            amounts.update(parse_resource_list({name: value}))
+        except QuantityError as error:
+            # The path names the resource; drop the message's own 'resource "cpu": ' prefix.
+            message = str(error).removeprefix(f'resource "{name}": ')
+            raise resources.error(str(name), message) from error
+    return amounts
 
 
 def read_match_expressions(reader: FieldReader, key: str = "matchExpressions") -> Requirements:
@@ -146,8 +156,8 @@ class PodSpec:
             raise required.error("nodeSelectorTerms", "must have at least one term")
 
         def preferred(item: FieldReader) -> PreferredTerm:
-            weight = item.integer("weight", 1) or 1
-            if not 1 <= weight <= 100:
+            weight = item.integer("weight", 1)
+            if weight is None or not 1 <= weight <= 100:
                 raise item.error("weight", f"must be between 1 and 100, got {weight}")
             return PreferredTerm(weight, read_match_expressions(item.obj("preference")))
 
@@ -379,16 +389,18 @@ def _replicas(reader: FieldReader) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Deployment:
+class ScaledWorkload:
+    """What Deployments and ReplicaSets share: a pod template and a replica count."""
+
     metadata: ObjectMeta
     replicas: int
     selector: LabelSelector
     template: PodTemplate
 
-    kind = "Deployment"
+    kind = ""
 
     @classmethod
-    def parse(cls, reader: FieldReader) -> Deployment:
+    def parse(cls, reader: FieldReader) -> Self:
         spec = reader.obj("spec")
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
@@ -397,31 +409,18 @@ class Deployment:
             template=PodTemplate.parse(spec.obj("template")),
         )
 
-    def with_changes(self, **changes: object) -> Deployment:
+    def with_changes(self, **changes: object) -> Self:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaSet:
-    metadata: ObjectMeta
-    replicas: int
-    selector: LabelSelector
-    template: PodTemplate
+class Deployment(ScaledWorkload):
+    kind = "Deployment"
 
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSet(ScaledWorkload):
     kind = "ReplicaSet"
-
-    @classmethod
-    def parse(cls, reader: FieldReader) -> ReplicaSet:
-        spec = reader.obj("spec")
-        return cls(
-            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
-            replicas=_replicas(spec),
-            selector=LabelSelector.parse(spec.obj("selector")),
-            template=PodTemplate.parse(spec.obj("template")),
-        )
-
-    def with_changes(self, **changes: object) -> ReplicaSet:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,9 +449,11 @@ def _int_or_percent(reader: FieldReader, key: str) -> int | str | None:
         if raw < 0:
             raise reader.error(key, "must not be negative")
         return raw
-    if isinstance(raw, str) and raw.endswith("%") and raw[:-1].isdigit():
+    if isinstance(raw, str) and raw.endswith("%") and raw[:-1].isascii() and raw[:-1].isdigit():
+        if int(raw[:-1]) > 100:
+            raise reader.error(key, f"must not be more than 100%, got {raw!r}")
         return raw
-    if isinstance(raw, str) and raw.isdigit():
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit():
         return int(raw)
     raise reader.error(key, f"expected an integer or a percentage, got {raw!r}")
 
@@ -468,7 +469,8 @@ def resolve_int_or_percent(value: int | str, total: int, *, round_up: bool) -> i
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudget:
     metadata: ObjectMeta
-    selector: LabelSelector
+    # policy/v1: a missing selector selects no pod; an empty one selects every pod.
+    selector: LabelSelector | None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
 
@@ -483,16 +485,27 @@ class PodDisruptionBudget:
             raise spec.error("maxUnavailable", "minAvailable and maxUnavailable are mutually exclusive")
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
-            selector=LabelSelector.parse(spec.obj("selector")),
+            selector=LabelSelector.parse(spec.obj("selector")) if spec.raw("selector") is not None else None,
             min_available=min_available,
             max_unavailable=max_unavailable,
         )
 
+    def selects(self, pod: Pod) -> bool:
+        if self.selector is None or pod.metadata.namespace != self.metadata.namespace:
+            return False
+        return self.selector.matches(pod.metadata.labels)
+
     def disruptions_allowed(self, healthy: int, expected: int) -> int:
-        """How many more matching pods may be evicted now (the PDB's status.disruptionsAllowed)."""
+        """How many more matching pods may be evicted now (the PDB's status.disruptionsAllowed).
+
+        As Kubernetes' disruption controller: none while no pod is expected, and
+        never more than the healthy pods (the desired count does not go below zero).
+        """
+        if expected <= 0:
+            return 0
         if self.max_unavailable is not None:
             unavailable = resolve_int_or_percent(self.max_unavailable, expected, round_up=True)
-            desired_healthy = expected - unavailable
+            desired_healthy = max(0, expected - unavailable)
         elif self.min_available is not None:
             desired_healthy = resolve_int_or_percent(self.min_available, expected, round_up=True)
         else:

@@ -11,7 +11,8 @@ from __future__ import annotations
 _UNIT_SECONDS = {
     "ns": 1e-9,
     "us": 1e-6,
-    "µs": 1e-6,
+    "µs": 1e-6,  # micro sign
+    "μs": 1e-6,  # Greek small letter mu; Go accepts both
     "ms": 1e-3,
     "s": 1.0,
     "m": 60.0,
@@ -30,13 +31,13 @@ def parse_duration(text: str) -> float:
     source = text.strip()
     if not source:
         raise DurationError("empty duration")
-    if source == "0":
-        return 0.0
     sign = 1.0
     rest = source
     if rest[0] in "+-":
         sign = -1.0 if rest[0] == "-" else 1.0
         rest = rest[1:]
+    if rest == "0":  # as in Go, a bare zero (also "-0", "+0") needs no unit
+        return 0.0
     total = 0.0
     if not rest:
         raise DurationError(f"invalid duration {text!r}")
@@ -69,13 +70,17 @@ def parse_optional_duration(text: str) -> float | None:
 
 
 def format_duration(seconds: float | None) -> str:
-    """Go-style duration text ("1h30m0s" is written "1h30m"); ``None`` is Never."""
+    """Go-style duration text ("1h30m0s" is written "1h30m"); ``None`` is Never.
+
+    Seconds are rounded to the millisecond first, so 59.9999s reads "1m",
+    never "60s".
+    """
     if seconds is None:
         return NEVER
-    if seconds == 0:
+    remaining = round(abs(seconds), 3)
+    if remaining == 0:
         return "0s"
     negative = seconds < 0
-    remaining = abs(seconds)
     parts: list[str] = []
     hours, remaining = divmod(remaining, 3600.0)
     minutes, remaining = divmod(remaining, 60.0)
@@ -83,22 +88,40 @@ def format_duration(seconds: float | None) -> str:
         parts.append(f"{int(hours)}h")
     if minutes:
         parts.append(f"{int(minutes)}m")
-    if remaining:
-        text = f"{remaining:.3f}".rstrip("0").rstrip(".")
+    text = f"{remaining:.3f}".rstrip("0").rstrip(".")
+    if text != "0":
         parts.append(f"{text}s")
     return ("-" if negative else "") + "".join(parts)
 
 
 def format_age(seconds: float) -> str:
-    """kubectl's AGE column: the two most significant units ("5m10s", "3h4m", "2d5h")."""
+    """kubectl's AGE column (apimachinery's ``HumanDuration``): about two significant units.
+
+    Under two minutes in seconds ("95s"), then minutes with seconds below ten
+    minutes ("5m10s"), whole minutes below three hours ("150m"), hours with
+    minutes below eight hours ("3h4m"), whole hours below two days ("30h"),
+    days with hours below eight days ("2d5h"), whole days below two years,
+    then years with days ("2y10d"). A negative age reads "0s".
+    """
     total = max(0, int(seconds))
-    days, rem = divmod(total, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    if days:
-        return f"{days}d{hours}h" if hours and days < 8 else f"{days}d"
-    if hours:
-        return f"{hours}h{minutes}m" if minutes and hours < 8 else f"{hours}h"
-    if minutes:
-        return f"{minutes}m{secs}s" if secs and minutes < 10 else f"{minutes}m"
-    return f"{secs}s"
+    minutes = total // 60
+    hours = total // 3600
+    days = hours // 24
+    if total < 120:
+        return f"{total}s"
+    if minutes < 10:
+        return f"{minutes}m{total % 60}s" if total % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    years, rest = divmod(days, 365)
+    if years < 8 and rest:
+        return f"{years}y{rest}d"
+    return f"{years}y"

@@ -64,6 +64,29 @@ PARSERS: dict[tuple[str, str], Parser] = {
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 
 
+class KubernetesYAMLLoader(yaml.SafeLoader):
+    """YAML read as Kubernetes reads it: a timestamp stays the string it was written as.
+
+    PyYAML turns an unquoted ``2024-05-01T10:00:00Z`` into a datetime (and fails
+    outright on an impossible date); Kubernetes' YAML decoder keeps it a string.
+    """
+
+
+def _timestamp_as_string(loader: KubernetesYAMLLoader, node: yaml.Node) -> str:
+    return loader.construct_yaml_str(node)
+
+
+KubernetesYAMLLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_string)
+
+# Characters str.splitlines() breaks at, written as escapes so an error stays one line.
+_LINE_BREAKS = {ord(char): repr(char)[1:-1] for char in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks escaped: names and values in a message may hold them."""
+    return text.translate(_LINE_BREAKS)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedObject:
     source: str
@@ -78,6 +101,12 @@ class LoadResult:
     objects: list[LoadedObject] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def add_error(self, text: str) -> None:
+        self.errors.append(one_line(text))
+
+    def add_note(self, text: str) -> None:
+        self.notes.append(one_line(text))
 
     def extend(self, other: LoadResult) -> None:
         self.objects.extend(other.objects)
@@ -95,60 +124,59 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
     if raw is None:
         return
     if not isinstance(raw, dict):
-        result.errors.append(f"{where}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
+        result.add_error(f"{where}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
         return
     reader = FieldReader(raw)
     metadata = raw.get("metadata")
-    name = str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+    name_value = metadata.get("name") if isinstance(metadata, dict) else None
+    name = str(name_value) if name_value is not None else ""
     kind_value = raw.get("kind")
     api_version_value = raw.get("apiVersion")
     kind = kind_value if isinstance(kind_value, str) else ""
     api_version = api_version_value if isinstance(api_version_value, str) else ""
     label = describe(kind or "object", name)
     if not kind:
-        result.errors.append(f"{source}: {label}: kind: required")
+        result.add_error(f"{source}: {label}: kind: required")
         return
     if not api_version:
-        result.errors.append(f"{source}: {label}: apiVersion: required")
+        result.add_error(f"{source}: {label}: apiVersion: required")
         return
     if kind == "List":
         items = raw.get("items")
         if not isinstance(items, list):
-            result.errors.append(f"{source}: List: items: expected a list")
+            result.add_error(f"{source}: List: items: expected a list")
             return
         for item in items:
             parse_document(item, source, index, result)
         return
     if kind in IGNORED_KINDS:
-        result.notes.append(f"{source}: {label}: skipped ({kind} does not affect node autoscaling)")
+        result.add_note(f"{source}: {label}: skipped ({kind} does not affect node autoscaling)")
         return
     parser = PARSERS.get((api_version, kind))
     if parser is None:
         if kind in KNOWN_KINDS:
             versions = sorted(version for version, known in PARSERS if known == kind)
             served = " or ".join(versions)
-            result.errors.append(
+            result.add_error(
                 f"{source}: {label}: apiVersion: {kind} is not served as {api_version!r}; use {served}"
             )
         else:
-            result.errors.append(
-                f"{source}: {label}: kind: unknown kind {kind!r} (apiVersion {api_version!r})"
-            )
+            result.add_error(f"{source}: {label}: kind: unknown kind {kind!r} (apiVersion {api_version!r})")
         return
     try:
         obj = parser(reader, api_version)
     except ManifestError as error:
-        result.errors.append(f"{source}: {label}: {error}")
+        result.add_error(f"{source}: {label}: {error}")
         return
     if api_version in (API_VERSION_V1BETA1, f"{EC2_GROUP}/v1beta1"):
-        result.notes.append(f"{source}: {label}: converted from {api_version} to v1")
+        result.add_note(f"{source}: {label}: converted from {api_version} to v1")
     result.objects.append(LoadedObject(source, api_version, kind, name, obj))
 
 
 def parse_manifests(text: str, source: str) -> LoadResult:
     """Every object in a YAML stream; a syntax error stops the stream where it stands."""
     result = LoadResult()
-    documents = yaml.safe_load_all(text)
+    documents = yaml.load_all(text, Loader=KubernetesYAMLLoader)
     index = 0
     while True:
         try:
@@ -159,7 +187,10 @@ def parse_manifests(text: str, source: str) -> LoadResult:
             mark = getattr(error, "problem_mark", None)
             position = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
             problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-            result.errors.append(f"{source}{position}: invalid YAML: {problem}")
+            result.add_error(f"{source}{position}: invalid YAML: {problem}")
+            return result
+        except ValueError as error:  # a value an explicit tag cannot hold ("!!int abc")
+            result.add_error(f"{source}: invalid YAML: {error}")
             return result
         parse_document(document, source, index, result)
         index += 1

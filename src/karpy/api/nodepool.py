@@ -12,9 +12,11 @@ manifests apply unchanged:
 Many guides still print ``karpenter.sh/v1beta1``. Those manifests are
 converted on read, as Karpenter's conversion webhook did:
 WhenUnderutilized becomes WhenEmptyOrUnderutilized, ``disruption.expireAfter``
-moves to ``template.spec.expireAfter``, and ``nodeClassRef.apiVersion`` becomes
-``nodeClassRef.group``. The conversion works on the raw mapping, before typed
-parsing, so a v1beta1 error is reported at the v1 field path it maps to.
+moves to ``template.spec.expireAfter``, ``nodeClassRef.apiVersion`` becomes
+``nodeClassRef.group`` (a missing group and kind default to the AWS node
+class, ``karpenter.k8s.aws`` ``EC2NodeClass``), and ``kubelet`` is dropped (v1
+keeps it on the node class). The conversion works on the raw mapping, before
+typed parsing, so a v1beta1 error is reported at the v1 field path it maps to.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.core import read_resources
 from karpy.api.duration import DurationError, parse_duration, parse_optional_duration
 from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import (
     LABEL_NODEPOOL,
@@ -168,9 +171,11 @@ class Budget:
 
     @classmethod
     def parse(cls, reader: FieldReader) -> Budget:
-        nodes = reader.scalar_str("nodes", DEFAULT_BUDGET_NODES) or DEFAULT_BUDGET_NODES
+        nodes = reader.scalar_str("nodes")
+        if nodes is None:
+            nodes = DEFAULT_BUDGET_NODES
         digits = nodes[:-1] if nodes.endswith("%") else nodes
-        if not digits.isdigit() or (nodes.endswith("%") and int(digits) > 100):
+        if not (digits.isascii() and digits.isdigit()) or (nodes.endswith("%") and int(digits) > 100):
             raise reader.error(
                 "nodes", f"must be a non-negative integer or a percentage up to 100%, got {nodes!r}"
             )
@@ -239,10 +244,7 @@ class NodePool:
         weight = spec.integer("weight")
         if weight is not None and not 1 <= weight <= 100:
             raise spec.error("weight", f"must be between 1 and 100, got {weight}")
-        limits = read_resources(spec, "limits")
-        for name, amount in limits.items():
-            if amount < 0:
-                raise spec.obj("limits").error(name, "must not be negative")
+        limits = read_resources(spec, "limits")  # rejects negative amounts at spec.limits.<name>
         if not spec.has("template"):
             raise spec.error("template", "required")
         return cls(
@@ -263,14 +265,15 @@ class NodePool:
 
         Requirements are left out on purpose: Karpenter judges requirement drift
         by comparing the node's labels with the new requirements, so widening a
-        requirement does not replace every node.
+        requirement does not replace every node. Lists are hashed as sets, as
+        Karpenter's hash does (``SlicesAsSets``): reordering taints is no change.
         """
         template = self.template
         material: dict[str, Any] = {
             "labels": dict(sorted(template.labels.items())),
             "annotations": dict(sorted(template.annotations.items())),
-            "taints": [taint.to_dict() for taint in template.taints],
-            "startupTaints": [taint.to_dict() for taint in template.startup_taints],
+            "taints": [taint.to_dict() for taint in sorted(template.taints, key=_taint_order)],
+            "startupTaints": [taint.to_dict() for taint in sorted(template.startup_taints, key=_taint_order)],
             "nodeClassRef": template.node_class_ref.to_dict(),
             "expireAfter": template.expire_after,
             "terminationGracePeriod": template.termination_grace_period,
@@ -279,33 +282,52 @@ class NodePool:
         return str(int(digest[:16], 16))
 
 
+def _taint_order(taint: Taint) -> tuple[str, str, str]:
+    return (taint.key, taint.effect, taint.value)
+
+
 def convert_v1beta1(reader: FieldReader) -> dict[str, object]:
-    """A karpenter.sh/v1beta1 NodePool mapping rewritten as v1."""
-    spec = _as_dict(reader.raw("spec"))
-    disruption = _as_dict(spec.get("disruption"))
-    template = _as_dict(spec.get("template"))
-    template_spec = _as_dict(template.get("spec"))
-    if disruption.get("consolidationPolicy") == WHEN_UNDERUTILIZED_V1BETA1:
-        disruption["consolidationPolicy"] = WHEN_EMPTY_OR_UNDERUTILIZED
-    if "expireAfter" in disruption:
-        template_spec.setdefault("expireAfter", disruption.pop("expireAfter"))
-    node_class_ref = _as_dict(template_spec.get("nodeClassRef"))
-    if node_class_ref:
+    """A karpenter.sh/v1beta1 NodePool mapping rewritten as v1.
+
+    Mappings are rewritten as copies; a field of the wrong type is left as
+    written, so that typed parsing reports it at its own path.
+    """
+    result = {key: reader.raw(key) for key in reader}
+    spec = _copied_mapping(result, "spec")
+    if spec is None:
+        return result
+    disruption = _copied_mapping(spec, "disruption")
+    expire_after: object = None
+    if disruption is not None:
+        if disruption.get("consolidationPolicy") == WHEN_UNDERUTILIZED_V1BETA1:
+            disruption["consolidationPolicy"] = WHEN_EMPTY_OR_UNDERUTILIZED
+        expire_after = disruption.pop("expireAfter", None)
+    template = _copied_mapping(spec, "template")
+    template_spec = _copied_mapping(template, "spec") if template is not None else None
+    if template_spec is None:
+        return result
+    if expire_after is not None:
+        template_spec.setdefault("expireAfter", expire_after)
+    node_class_ref = _copied_mapping(template_spec, "nodeClassRef")
+    if node_class_ref is not None:
+        # v1beta1's apiVersion and kind were optional; Karpenter fills them in
+        # with the provider's node class (here the AWS one), as v1 requires both.
         api_version = node_class_ref.pop("apiVersion", None)
-        if isinstance(api_version, str) and "group" not in node_class_ref:
+        if isinstance(api_version, str) and api_version and "group" not in node_class_ref:
             node_class_ref["group"] = api_version.split("/", 1)[0]
-        node_class_ref.setdefault("group", "karpenter.k8s.aws")
-        template_spec["nodeClassRef"] = node_class_ref
+        node_class_ref.setdefault("group", EC2_GROUP)
+        if not node_class_ref.get("kind") and node_class_ref["group"] == EC2_GROUP:
+            node_class_ref["kind"] = EC2_KIND
     # v1beta1 kept kubelet settings on the NodePool; v1 moved them to the node class.
     template_spec.pop("kubelet", None)
-    template["spec"] = template_spec
-    spec["template"] = template
-    if disruption:
-        spec["disruption"] = disruption
-    result = {key: reader.raw(key) for key in reader}
-    result["spec"] = spec
     return result
 
 
-def _as_dict(value: object) -> dict[str, object]:
-    return dict(value) if isinstance(value, dict) else {}
+def _copied_mapping(parent: dict[str, object], key: str) -> dict[str, object] | None:
+    """A copy of the mapping at ``parent[key]``, put in its place; None if that is not a mapping."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        return None
+    copy = dict(value)
+    parent[key] = copy
+    return copy

@@ -58,7 +58,7 @@ class Toleration:
 
     @classmethod
     def parse(cls, reader: FieldReader) -> Toleration:
-        operator = reader.string("operator", "Equal")
+        operator = reader.string("operator") or "Equal"  # Kubernetes reads an empty operator as Equal
         if operator not in ("Equal", "Exists"):
             raise reader.error("operator", f"must be Equal or Exists, got {operator!r}")
         effect = reader.string("effect")

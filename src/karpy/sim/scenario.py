@@ -40,7 +40,7 @@ import yaml
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
-from karpy.api.manifest import LoadResult, parse_document, parse_manifests
+from karpy.api.manifest import KubernetesYAMLLoader, LoadResult, parse_document, parse_manifests
 from karpy.sim.cloud import CapacityFailure, LaunchError
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
@@ -223,8 +223,8 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         if not path.exists():
             continue
         try:
-            documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-        except (yaml.YAMLError, OSError):
+            documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=KubernetesYAMLLoader))
+        except (yaml.YAMLError, OSError, ValueError):
             continue  # reported when loaded as manifests below
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:

@@ -267,9 +267,7 @@ class InMemoryCluster:
         if current.metadata.deleting:
             return
         for budget in self.pod_disruption_budgets():
-            if budget.metadata.namespace != current.metadata.namespace:
-                continue
-            if not budget.selector.matches(current.metadata.labels):
+            if not budget.selects(current):
                 continue
             if self.disruptions_allowed(budget) <= 0:
                 raise EvictionRefusedError(
@@ -279,13 +277,7 @@ class InMemoryCluster:
         self.delete(current)
 
     def disruptions_allowed(self, budget: PodDisruptionBudget) -> int:
-        matching = [
-            pod
-            for pod in self.pods()
-            if pod.metadata.namespace == budget.metadata.namespace
-            and budget.selector.matches(pod.metadata.labels)
-            and not pod.is_terminal
-        ]
+        matching = [pod for pod in self.pods() if budget.selects(pod) and not pod.is_terminal]
         healthy = sum(1 for pod in matching if pod.phase == POD_RUNNING and not pod.metadata.deleting)
         # As the disruption controller does, the expected count is the scale of the
         # pods' controllers where they have one: a pod just evicted and not yet

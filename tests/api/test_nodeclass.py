@@ -1,0 +1,236 @@
+"""Node classes: EC2NodeClass v1 requirements, v1beta1 amiFamily conversion, KWOKNodeClass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.manifest import parse_manifests
+from karpy.api.nodeclass import (
+    EC2_GROUP,
+    EC2_KIND,
+    KWOK_GROUP,
+    KWOK_KIND,
+    EC2NodeClass,
+    KubeletConfiguration,
+    KWOKNodeClass,
+    SelectorTerm,
+)
+
+V1 = f"{EC2_GROUP}/v1"
+V1BETA1 = f"{EC2_GROUP}/v1beta1"
+
+EC2 = """
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms:
+  - alias: al2023@latest
+  subnetSelectorTerms:
+  - tags: {karpenter.sh/discovery: demo}
+  - id: subnet-0123
+  securityGroupSelectorTerms:
+  - name: nodes
+  tags:
+    team: platform
+"""
+
+DELETE = object()
+
+
+def document(fields: Mapping[str, object] | None = None) -> dict[str, Any]:
+    """The EC2NodeClass above with each ``spec`` field in ``fields`` set (or deleted)."""
+    loaded = yaml.safe_load(EC2)
+    assert isinstance(loaded, dict)
+    for key, value in (fields or {}).items():
+        if value is DELETE:
+            loaded["spec"].pop(key, None)
+        else:
+            loaded["spec"][key] = value
+    return loaded
+
+
+def ec2(fields: Mapping[str, object] | None = None, api_version: str = V1) -> EC2NodeClass:
+    return EC2NodeClass.parse(FieldReader(document(fields)), api_version)
+
+
+def ec2_error(fields: Mapping[str, object], api_version: str = V1) -> str:
+    with pytest.raises(ManifestError) as raised:
+        ec2(fields, api_version)
+    return str(raised.value)
+
+
+def test_v1_ec2nodeclass_reads_selector_terms_role_and_tags() -> None:
+    node_class = ec2()
+    assert node_class.name == "default"
+    assert node_class.metadata.namespace == ""
+    assert node_class.ami_selector_terms == (SelectorTerm(alias="al2023@latest"),)
+    assert node_class.subnet_selector_terms == (
+        SelectorTerm(tags={"karpenter.sh/discovery": "demo"}),
+        SelectorTerm(id="subnet-0123"),
+    )
+    assert node_class.security_group_selector_terms == (SelectorTerm(name="nodes"),)
+    assert node_class.role == "KarpenterNodeRole-demo"
+    assert node_class.instance_profile == ""
+    assert node_class.tags == {"team": "platform"}
+    assert node_class.kubelet == KubeletConfiguration()
+    assert node_class.converted_from == ""
+    assert (node_class.kind, node_class.group) == (EC2_KIND, EC2_GROUP)
+
+
+def test_instance_profile_may_replace_the_role() -> None:
+    node_class = ec2({"role": DELETE, "instanceProfile": "KarpenterNodeInstanceProfile"})
+    assert (node_class.role, node_class.instance_profile) == ("", "KarpenterNodeInstanceProfile")
+
+
+def test_kubelet_settings_are_read_on_the_v1_node_class() -> None:
+    node_class = ec2(
+        {
+            "kubelet": {
+                "maxPods": 58,
+                "podsPerCore": 4,
+                "kubeReserved": {"cpu": "100m", "memory": "512Mi"},
+                "systemReserved": {"cpu": "50m"},
+                "evictionHard": {"memory.available": "5%"},
+            }
+        }
+    )
+    assert node_class.kubelet == KubeletConfiguration(
+        max_pods=58,
+        pods_per_core=4,
+        kube_reserved={"cpu": 100, "memory": 512 * 1024**2},
+        system_reserved={"cpu": 50},
+        eviction_hard={"memory.available": "5%"},
+    )
+
+
+AMI_REQUIRED = "spec.amiSelectorTerms: required (for example [{alias: al2023@latest}])"
+ONE_OF_ROLE = "spec.role: exactly one of role and instanceProfile is required"
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        pytest.param({"amiSelectorTerms": DELETE}, AMI_REQUIRED, id="no AMI selector"),
+        pytest.param({"amiSelectorTerms": []}, AMI_REQUIRED, id="empty AMI selector"),
+        pytest.param(
+            {"amiSelectorTerms": DELETE, "amiFamily": "AL2023"}, AMI_REQUIRED, id="amiFamily alone in v1"
+        ),
+        pytest.param({"subnetSelectorTerms": DELETE}, "spec.subnetSelectorTerms: required", id="no subnets"),
+        pytest.param({"subnetSelectorTerms": []}, "spec.subnetSelectorTerms: required", id="empty subnets"),
+        pytest.param(
+            {"securityGroupSelectorTerms": DELETE},
+            "spec.securityGroupSelectorTerms: required",
+            id="no security groups",
+        ),
+        pytest.param({"role": DELETE}, ONE_OF_ROLE, id="neither role nor instance profile"),
+        pytest.param({"instanceProfile": "profile"}, ONE_OF_ROLE, id="both role and instance profile"),
+        pytest.param(
+            {"subnetSelectorTerms": [{"id": "subnet-1"}, {}]},
+            "spec.subnetSelectorTerms[1]: a selector term needs tags, id, name or alias",
+            id="empty selector term",
+        ),
+        pytest.param(
+            {"securityGroupSelectorTerms": [{"owner": "123456789012"}]},
+            "spec.securityGroupSelectorTerms[0]: a selector term needs tags, id, name or alias",
+            id="selector term with only an owner",
+        ),
+        pytest.param(
+            {"subnetSelectorTerms": "subnet-1"},
+            "spec.subnetSelectorTerms: expected a list, got string",
+            id="selector terms not a list",
+        ),
+        pytest.param(
+            {"kubelet": {"maxPods": -1}}, "spec.kubelet.maxPods: must not be negative", id="negative maxPods"
+        ),
+        pytest.param(
+            {"kubelet": {"kubeReserved": {"cpu": "-100m"}}},
+            'spec.kubelet.kubeReserved.cpu: quantity "-100m" must not be negative',
+            id="negative kubeReserved",
+        ),
+    ],
+)
+def test_invalid_v1_ec2nodeclass_is_rejected_at_its_field(fields: dict[str, object], error: str) -> None:
+    assert ec2_error(fields) == error
+
+
+@pytest.mark.parametrize(
+    ("family", "alias"),
+    [
+        ("AL2", "al2@latest"),
+        ("AL2023", "al2023@latest"),
+        ("Bottlerocket", "bottlerocket@latest"),
+        ("Windows2019", "windows2019@latest"),
+        ("Windows2022", "windows2022@latest"),
+    ],
+)
+def test_v1beta1_ami_family_becomes_an_alias_selector_term(family: str, alias: str) -> None:
+    node_class = ec2({"amiSelectorTerms": DELETE, "amiFamily": family}, V1BETA1)
+    assert node_class.ami_selector_terms == (SelectorTerm(alias=alias),)
+    assert node_class.converted_from == V1BETA1
+
+
+def test_v1beta1_ami_selector_terms_win_over_the_family() -> None:
+    node_class = ec2({"amiSelectorTerms": [{"id": "ami-0123"}], "amiFamily": "Custom"}, V1BETA1)
+    assert node_class.ami_selector_terms == (SelectorTerm(id="ami-0123"),)
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        (
+            {"amiSelectorTerms": DELETE},
+            "spec.amiFamily: required when amiSelectorTerms is empty",
+        ),
+        (
+            {"amiSelectorTerms": DELETE, "amiFamily": "Gentoo"},
+            "spec.amiFamily: unknown AMI family 'Gentoo'",
+        ),
+        ({"subnetSelectorTerms": DELETE}, "spec.subnetSelectorTerms: required"),
+    ],
+)
+def test_invalid_v1beta1_ec2nodeclass_is_rejected_at_its_field(fields: dict[str, object], error: str) -> None:
+    assert ec2_error(fields, V1BETA1) == error
+
+
+def test_v1beta1_ec2nodeclass_is_converted_when_loaded_from_a_manifest() -> None:
+    text = yaml.safe_dump(
+        {**document({"amiSelectorTerms": DELETE, "amiFamily": "AL2"}), "apiVersion": V1BETA1}
+    )
+    result = parse_manifests(text, "class.yaml")
+    assert result.errors == []
+    assert result.notes == [f'class.yaml: EC2NodeClass "default": converted from {V1BETA1} to v1']
+    (loaded,) = result.objects
+    assert isinstance(loaded.obj, EC2NodeClass)
+    assert loaded.obj.ami_selector_terms == (SelectorTerm(alias="al2@latest"),)
+
+
+def test_kwoknodeclass_has_only_metadata() -> None:
+    node_class = KWOKNodeClass.parse(FieldReader({"metadata": {"name": "default"}, "spec": {}}))
+    assert node_class.name == "default"
+    assert node_class.metadata.namespace == ""
+    assert (node_class.kind, node_class.group) == (KWOK_KIND, KWOK_GROUP)
+
+
+def test_kwoknodeclass_loads_from_its_api_group() -> None:
+    result = parse_manifests(
+        "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: default}\n",
+        "kwok.yaml",
+    )
+    assert result.errors == []
+    (loaded,) = result.objects
+    assert isinstance(loaded.obj, KWOKNodeClass)
+    assert (loaded.kind, loaded.name) == (KWOK_KIND, "default")
+
+
+def test_kwoknodeclass_needs_a_name() -> None:
+    with pytest.raises(ManifestError) as raised:
+        KWOKNodeClass.parse(FieldReader({"metadata": {}}))
+    assert str(raised.value) == "metadata.name: required"
