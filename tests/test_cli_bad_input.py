@@ -155,3 +155,16 @@ def test_valid_documents_in_a_file_with_a_bad_one_are_kept(
     assert code == 2
     assert_one_line_error(err, "mixed.yaml", 'Gizmo "g"')
     assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
+
+
+def test_a_does_not_exist_requirement_is_not_mistaken_for_a_contradiction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = write(
+        tmp_path,
+        "pool.yaml",
+        nodepool(name="plain", requirements="[{key: example.com/gpu, operator: DoesNotExist}]"),
+    )
+    code, out, err = run_cli(capsys, "validate", str(SEED / "ec2nodeclass.yaml"), str(pool))
+    assert code == 0, err
+    assert "NodePool plain" in out

@@ -21,6 +21,7 @@ from karpy.api.instancetype import InstanceType
 from karpy.api.manifest import LoadedObject, LoadResult
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
+from karpy.api.requirements import Operator
 from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
 
 _FIELD = "spec.template.spec"
@@ -37,8 +38,15 @@ def nodepool_problem(nodepool: NodePool, node_classes: set[tuple[str, str, str]]
     if (ref.group, ref.kind, ref.name) not in node_classes:
         return f'{_FIELD}.nodeClassRef: {ref.kind} "{ref.name}" ({ref.group}) not found'
     requirements = nodepool.template.requirement_set()
+    # DoesNotExist is an empty set of values too, but a satisfiable one: a node
+    # without the label meets it. Only a key written without it can contradict itself.
+    absent_allowed = {
+        written.key
+        for written in nodepool.template.requirements
+        if written.operator() == Operator.DOES_NOT_EXIST
+    }
     for requirement in requirements:
-        if requirement.is_empty():
+        if requirement.is_empty() and requirement.key not in absent_allowed:
             return f"{_FIELD}.requirements: {requirement.key} can never be satisfied ({requirement})"
     if not any(
         instance_type.requirements.intersects(requirements) is None
