@@ -131,6 +131,7 @@ class Provisioner:
         daemonsets = list(self.cluster.daemonsets())
         instance_types: dict[str, list[InstanceType]] = {}
         overheads: dict[str, ResourceAmounts] = {}
+        type_overheads: dict[str, dict[str, ResourceAmounts]] = {}
         pools: list[NodePoolCapacity] = []
         for pool in nodepools.values():
             try:
@@ -138,10 +139,18 @@ class Provisioner:
             except CloudProviderError as error:
                 log.warning("NodePool %s has no instance types: %s", pool.name, error)
                 instance_types[pool.name] = []
-            overheads[pool.name] = daemon_overhead(pool, daemonsets)
+            overheads[pool.name], type_overheads[pool.name] = daemon_overhead(
+                pool, daemonsets, instance_types[pool.name]
+            )
         for pool in nodepools.values():
             pools.append(
-                nodepool_capacity(self.cluster, pool, instance_types[pool.name], overheads[pool.name])
+                nodepool_capacity(
+                    self.cluster,
+                    pool,
+                    instance_types[pool.name],
+                    overheads[pool.name],
+                    type_overheads[pool.name],
+                )
             )
         existing = existing_capacity(self.cluster, dict(instance_types), overheads)
         return solve(pods, existing, pools), nodepools

@@ -28,25 +28,46 @@ from karpy.scheduling.solver import (
 )
 
 
-def daemon_overhead(nodepool: NodePool, daemonsets: Iterable[DaemonSet]) -> ResourceAmounts:
+def daemon_overhead(
+    nodepool: NodePool,
+    daemonsets: Iterable[DaemonSet],
+    instance_types: Sequence[InstanceType] = (),
+) -> tuple[ResourceAmounts, dict[str, ResourceAmounts]]:
     """Requests of the DaemonSets that would run on a node of ``nodepool``.
 
-    Only DaemonSets that tolerate the pool's taints and whose node constraints
-    are compatible with the pool count: adding every DaemonSet to every node
-    overstates overhead and makes nodes look fuller than they are.
+    Returns the overhead of every DaemonSet that could run somewhere in the
+    pool, and, per instance type where it differs, the overhead of those that
+    would run on that type. Only DaemonSets that tolerate the pool's taints
+    and whose node constraints match count: charging every DaemonSet to every
+    node (a GPU driver DaemonSet to a CPU node, an arm64 agent to an amd64
+    node) overstates overhead, which makes nodes look full and, in
+    consolidation, makes the same pods look like they need another node.
     """
     requirements = nodepool.template.requirement_set()
     requirements.add(Requirement.from_operator(LABEL_NODEPOOL, "In", (nodepool.name,)))
+    running: list[tuple[tuple[Requirements, ...], ResourceAmounts]] = []
     total: ResourceAmounts = {}
     for daemonset in daemonsets:
         spec = daemonset.template.spec
         if untolerated(nodepool.template.taints, spec.tolerations) is not None:
             continue
-        if not any(requirements.compatible(option) is None for option in spec.node_requirements()):
+        options = spec.node_requirements()
+        if not any(requirements.compatible(option) is None for option in options):
             continue
-        total = add_amounts(total, spec.requests)
-        total[POD_RESOURCE] = total.get(POD_RESOURCE, 0) + 1
-    return total
+        requests = dict(spec.requests)
+        requests[POD_RESOURCE] = requests.get(POD_RESOURCE, 0) + 1
+        running.append((options, requests))
+        total = add_amounts(total, requests)
+    per_type: dict[str, ResourceAmounts] = {}
+    for instance_type in instance_types:
+        on_type = requirements.intersection(instance_type.requirements)
+        amounts: ResourceAmounts = {}
+        for options, requests in running:
+            if any(on_type.compatible(option) is None for option in options):
+                amounts = add_amounts(amounts, requests)
+        if amounts != total:
+            per_type[instance_type.name] = amounts
+    return total, per_type
 
 
 def nodeclaim_options(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> list[InstanceType]:
@@ -137,6 +158,7 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
         available=subtract_amounts(node.allocatable, used_on_node(cluster, node.name)),
         in_flight=not node.ready,
         ephemeral_taints=claim.spec.startup_taints if claim is not None else (),
+        pods=tuple(pod for pod in cluster.pods_on_node(node.name) if not pod.is_terminal),
     )
 
 
@@ -145,6 +167,7 @@ def nodepool_capacity(
     nodepool: NodePool,
     instance_types: Sequence[InstanceType],
     overhead: ResourceAmounts,
+    type_overhead: dict[str, ResourceAmounts] | None = None,
 ) -> NodePoolCapacity:
     remaining: ResourceAmounts | None = None
     if nodepool.limits:
@@ -158,4 +181,4 @@ def nodepool_capacity(
             resource: limit - (count if resource == NODES_RESOURCE else used.get(resource, 0))
             for resource, limit in nodepool.limits.items()
         }
-    return NodePoolCapacity(nodepool, instance_types, overhead, remaining)
+    return NodePoolCapacity(nodepool, instance_types, overhead, remaining, type_overhead or {})

@@ -3,43 +3,58 @@
 This is the decision core of provisioning and a pure function: a snapshot in,
 a :class:`Plan` out. No client, no clock, no cloud.
 
-The algorithm is first-fit decreasing over flexible bins, the same shape as
+The algorithm is first-fit decreasing over flexible bins, the shape of
 Karpenter's scheduler:
 
 1. Pods are taken largest first (CPU, then memory, then name, so the plan is
-   deterministic).
+   deterministic whatever the input order).
 2. Each pod tries the existing nodes and the NodeClaims already in flight,
-   in name order, and takes the first one whose labels, taints and free
-   resources admit it.
+   in name order, and takes the first whose labels, taints, free resources,
+   host ports and topology admit it.
 3. Otherwise it tries the new NodeClaims opened so far in this plan. A new
    NodeClaim is a *bin of instance-type options*: it keeps every instance
    type of its NodePool that is compatible with its pods' requirements, is
-   offered somewhere its requirements allow, and still fits the summed
-   requests plus the DaemonSet overhead. A pod joins a bin if at least one
-   option survives the join.
+   offered somewhere its requirements allow, keeps ``minValues``, and still
+   fits the summed requests plus the DaemonSets that would run on that type.
+   A pod joins a bin if at least one option survives the join.
 4. Otherwise it opens a bin in the first NodePool, by descending weight, that
    it tolerates, is compatible with, and whose limits leave room (counting
    the largest option of every bin already opened, as Karpenter does, so a
    limit is never exceeded whatever type the cloud picks).
+5. A pod that fits nowhere gives up one preference (see
+   :mod:`karpy.scheduling.constraints`) and tries again; when none is left it
+   stays pending with a reason per NodePool.
+
+Topology spread and pod (anti-)affinity are checked by
+:class:`~karpy.scheduling.topology.Topology`; when a bin's zone is still open
+and a constraint allows only some zones, the bin's requirements are narrowed
+to the least crowded allowed zone.
 
 Each bin becomes one NodeClaim whose requirements list its options, cheapest
-first and at most 60, so the cloud provider can still choose by price and
-capacity; the plan's price for it is the cheapest available offering.
-
-Pods that fit nowhere get a reason a human can act on, per NodePool.
+first and at most 60 (more only if ``minValues`` needs them), so the cloud
+provider can still choose by price and capacity; the plan's price for it is
+the cheapest available offering.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, exceeded_resources, fits, format_amount
-from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
-from karpy.api.taints import UNREGISTERED_TAINT_KEY, Taint, untolerated
+from karpy.api.requirements import (
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    Requirement,
+    Requirements,
+)
+from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
+from karpy.scheduling.constraints import ConstraintError, PodConstraints, pod_constraints
+from karpy.scheduling.topology import Admission, Domain, Topology
 
 MAX_INSTANCE_TYPES = 60
 POD_RESOURCE = "pods"
@@ -58,6 +73,8 @@ class ExistingCapacity:
     in_flight: bool = False
     # Taints that go away by themselves (startup taints, karpenter.sh/unregistered).
     ephemeral_taints: tuple[Taint, ...] = ()
+    # Pods already bound there (they count for topology and host ports).
+    pods: tuple[Pod, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +86,12 @@ class NodePoolCapacity:
     daemon_overhead: ResourceAmounts = field(default_factory=dict)
     # limits minus the capacity of the pool's existing NodeClaims; None = unlimited.
     remaining: ResourceAmounts | None = None
+    # DaemonSet overhead per instance type name where it differs from daemon_overhead
+    # (a DaemonSet that runs only on arm64 costs nothing on an amd64 type).
+    type_overhead: Mapping[str, ResourceAmounts] = field(default_factory=dict)
+
+    def overhead(self, instance_type: InstanceType) -> ResourceAmounts:
+        return self.type_overhead.get(instance_type.name, self.daemon_overhead)
 
 
 @dataclass(slots=True)
@@ -97,6 +120,8 @@ class Plan:
     existing: dict[str, str] = field(default_factory=dict)
     new_nodeclaims: list[NewNodeClaim] = field(default_factory=list)
     unschedulable: dict[str, str] = field(default_factory=dict)
+    # Preferences given up for pods that were placed only after relaxing them.
+    relaxed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def pod_requests(pod: Pod) -> ResourceAmounts:
@@ -108,28 +133,6 @@ def pod_requests(pod: Pod) -> ResourceAmounts:
 def _sort_key(pod: Pod) -> tuple[int, int, str]:
     requests = pod.spec.requests
     return (-requests.get("cpu", 0), -requests.get("memory", 0), pod.key)
-
-
-@dataclass(slots=True)
-class _Bin:
-    pool: NodePoolCapacity
-    requirements: Requirements
-    options: list[InstanceType]
-    pods: list[Pod]
-    requests: ResourceAmounts
-    reserved: ResourceAmounts
-
-
-def _viable_options(
-    options: Sequence[InstanceType], requirements: Requirements, requests: ResourceAmounts
-) -> list[InstanceType]:
-    return [
-        instance_type
-        for instance_type in options
-        if instance_type.requirements.intersects(requirements) is None
-        and fits(requests, instance_type.allocatable)
-        and instance_type.available_offerings(requirements)
-    ]
 
 
 def max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
@@ -152,17 +155,93 @@ def _within(reserved: ResourceAmounts, remaining: ResourceAmounts | None) -> boo
     return all(reserved.get(resource, 0) <= limit for resource, limit in remaining.items())
 
 
+def _blocking_taint(taints: Iterable[Taint], constraints: PodConstraints) -> Taint | None:
+    """The first taint the pod does not tolerate; PreferNoSchedule counts until relaxed."""
+    tolerations = constraints.effective_tolerations()
+    for taint in taints:
+        if taint.effect == PREFER_NO_SCHEDULE and constraints.tolerate_prefer_no_schedule:
+            continue
+        if not any(toleration.tolerates(taint) for toleration in tolerations):
+            return taint
+    return None
+
+
+def _min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
+    for requirement in requirements:
+        if requirement.min_values is None:
+            continue
+        values = {
+            value
+            for instance_type in options
+            if (value := instance_type.requirements.get(requirement.key).any()) is not None
+            and requirement.has(value)
+        }
+        if len(values) < requirement.min_values:
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class _Target:
+    name: str
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    pool: NodePoolCapacity | None = None
+    available: ResourceAmounts | None = None  # existing capacity
+    options: list[InstanceType] = field(default_factory=list)  # new NodeClaims
+    requests: ResourceAmounts = field(default_factory=dict)
+    reserved: ResourceAmounts = field(default_factory=dict)
+    pods: list[Pod] = field(default_factory=list)
+    host_ports: set[int] = field(default_factory=set)
+
+    @property
+    def is_new(self) -> bool:
+        return self.available is None
+
+
 class _Scheduler:
-    def __init__(
-        self,
-        existing: Sequence[ExistingCapacity],
-        pools: Sequence[NodePoolCapacity],
-    ) -> None:
-        self.existing = sorted(existing, key=lambda capacity: capacity.name)
-        self.available = {capacity.name: dict(capacity.available) for capacity in self.existing}
+    def __init__(self, existing: Sequence[ExistingCapacity], pools: Sequence[NodePoolCapacity]) -> None:
         self.pools = sorted(pools, key=lambda pool: (-(pool.nodepool.weight or 0), pool.nodepool.name))
         self.pool_requirements = {pool.nodepool.name: self._pool_requirements(pool) for pool in self.pools}
-        self.bins: list[_Bin] = []
+        universe: dict[str, set[str]] = {}
+        for pool in self.pools:
+            base = self.pool_requirements[pool.nodepool.name]
+            for instance_type in pool.instance_types:
+                for requirement in instance_type.requirements:
+                    if requirement.complement or not base.get(requirement.key).has_intersection(requirement):
+                        continue
+                    universe.setdefault(requirement.key, set()).update(
+                        value for value in requirement.values if base.get(requirement.key).has(value)
+                    )
+        self.topology = Topology(universe)
+        self.existing: list[_Target] = []
+        for capacity in sorted(existing, key=lambda capacity: capacity.name):
+            blocking = tuple(
+                taint
+                for taint in capacity.taints
+                if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
+            )
+            target = _Target(
+                capacity.name, capacity.requirements, blocking, available=dict(capacity.available)
+            )
+            self.existing.append(target)
+            domains = {
+                requirement.key: value
+                for requirement in capacity.requirements
+                if not requirement.complement and len(requirement.values) == 1
+                for value in requirement.values
+            }
+            domains.setdefault(LABEL_HOSTNAME, capacity.name)
+            self.topology.add_target(capacity.name, domains)
+            for pod in capacity.pods:
+                for port in pod.spec.host_ports:
+                    target.host_ports.add(port)
+                try:
+                    anti = pod_constraints(pod).anti_affinity
+                except ConstraintError:
+                    anti = ()
+                self.topology.add_existing_pod(pod, capacity.name, anti)
+        self.bins: list[_Target] = []
 
     @staticmethod
     def _pool_requirements(pool: NodePoolCapacity) -> Requirements:
@@ -170,89 +249,202 @@ class _Scheduler:
         requirements.add(Requirement.from_operator(LABEL_NODEPOOL, "In", (pool.nodepool.name,)))
         return requirements
 
+    # -- one pod ---------------------------------------------------------------
+
     def place(self, pod: Pod, plan: Plan) -> None:
+        try:
+            constraints: PodConstraints | None = pod_constraints(pod)
+        except ConstraintError as error:
+            plan.unschedulable[pod.key] = f"invalid pod constraint: {error}"
+            return
         requests = pod_requests(pod)
-        alternatives = pod.spec.node_requirements()
-        if self._place_existing(pod, requests, alternatives, plan):
-            return
-        if self._place_in_bin(pod, requests, alternatives):
-            return
         reasons: list[str] = []
-        for pool in self.pools:
-            reason = self._open_bin(pool, pod, requests, alternatives)
-            if reason is None:
+        while constraints is not None:
+            reasons = []
+            if self._try(constraints, requests, plan, reasons):
+                if constraints.relaxed:
+                    plan.relaxed[pod.key] = constraints.relaxed
                 return
-            reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
+            constraints = constraints.relax()
         plan.unschedulable[pod.key] = "; ".join(reasons) if reasons else "no NodePool exists"
 
-    def _place_existing(
-        self,
-        pod: Pod,
-        requests: ResourceAmounts,
-        alternatives: Sequence[Requirements],
-        plan: Plan,
+    def _try(
+        self, constraints: PodConstraints, requests: ResourceAmounts, plan: Plan, reasons: list[str]
     ) -> bool:
-        for capacity in self.existing:
-            available = self.available[capacity.name]
-            if not fits(requests, available):
-                continue
-            taints = [
-                taint
-                for taint in capacity.taints
-                if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
-            ]
-            if untolerated(taints, pod.spec.tolerations) is not None:
-                continue
-            if not any(capacity.requirements.compatible(option) is None for option in alternatives):
-                continue
-            for resource, amount in requests.items():
-                available[resource] = available.get(resource, 0) - amount
-            plan.existing[pod.key] = capacity.name
-            return True
+        for target in self.existing:
+            if self._join_existing(constraints, requests, target):
+                plan.existing[constraints.pod.key] = target.name
+                return True
+        for target in self.bins:
+            if self._join_bin(constraints, requests, target):
+                return True
+        for pool in self.pools:
+            reason = self._open_bin(pool, constraints, requests)
+            if reason is None:
+                return True
+            reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
         return False
 
-    def _place_in_bin(
-        self, pod: Pod, requests: ResourceAmounts, alternatives: Sequence[Requirements]
-    ) -> bool:
-        for candidate in self.bins:
-            if untolerated(candidate.pool.nodepool.template.taints, pod.spec.tolerations) is not None:
+    def _domains(self, target: _Target, requirements: Requirements, keys: Iterable[str]) -> dict[str, Domain]:
+        """Each key's domain on ``target``: known, open (a bin's possible values) or absent."""
+        domains: dict[str, Domain] = {}
+        for key in keys:
+            if key == LABEL_HOSTNAME:
+                domains[key] = target.name
                 continue
-            for option in alternatives:
-                if candidate.requirements.compatible(option) is not None:
-                    continue
-                merged = candidate.requirements.intersection(option)
-                total = add_amounts(candidate.requests, requests)
-                options = _viable_options(
-                    candidate.options, merged, add_amounts(total, candidate.pool.daemon_overhead)
-                )
+            requirement = requirements.get(key) if key in requirements else None
+            if requirement is None:
+                domains[key] = frozenset(self.topology.universe.get(key, ())) if target.is_new else None
+                continue
+            possible = frozenset(v for v in self.topology.universe.get(key, ()) if requirement.has(v))
+            if not requirement.complement:
+                possible = frozenset(v for v in requirement.values if requirement.has(v))
+            domains[key] = next(iter(possible)) if len(possible) == 1 and not target.is_new else possible
+        return domains
+
+    @staticmethod
+    def _topology_keys(constraints: PodConstraints) -> set[str]:
+        keys = {spread.topology_key for spread in constraints.all_spread()}
+        keys.update(term.topology_key for term in constraints.all_affinity())
+        keys.update(term.topology_key for term in constraints.all_anti_affinity())
+        return keys
+
+    def _admit(self, constraints: PodConstraints, target: _Target, requirements: Requirements) -> Admission:
+        keys = self._topology_keys(constraints)
+        keys.update(self.topology.inverse_keys(constraints))
+        if not keys:
+            return Admission()
+        return self.topology.admit(constraints, target.name, self._domains(target, requirements, keys))
+
+    def _join_existing(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> bool:
+        assert target.available is not None
+        if not fits(requests, target.available):
+            return False
+        if constraints.host_ports and target.host_ports.intersection(constraints.host_ports):
+            return False
+        if _blocking_taint(target.taints, constraints) is not None:
+            return False
+        if not any(target.requirements.compatible(option) is None for option in constraints.node_options()):
+            return False
+        admission = self._admit(constraints, target, target.requirements)
+        if not admission.ok:
+            return False
+        admission_keys = admission.allowed
+        for resource, amount in requests.items():
+            target.available[resource] = target.available.get(resource, 0) - amount
+        self._commit(constraints, target, admission_keys)
+        return True
+
+    def _join_bin(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> bool:
+        pool = target.pool
+        assert pool is not None
+        if constraints.host_ports and target.host_ports.intersection(constraints.host_ports):
+            return False
+        if _blocking_taint(pool.nodepool.template.taints, constraints) is not None:
+            return False
+        for option in constraints.node_options():
+            if target.requirements.compatible(option) is not None:
+                continue
+            merged = target.requirements.intersection(option)
+            admission = self._admit(constraints, target, merged)
+            if not admission.ok:
+                continue
+            total = add_amounts(target.requests, requests)
+            for narrowed in self._narrowings(constraints, merged, admission):
+                options = self._viable(pool, target.options, narrowed, total)
                 if not options:
                     continue
                 reserved = max_capacity(options)
-                elsewhere = self._reserved_in_pool(candidate.pool, excluding=candidate)
-                if not _within(add_amounts(elsewhere, reserved), candidate.pool.remaining):
+                elsewhere = self._reserved_in_pool(pool, excluding=target)
+                if not _within(add_amounts(elsewhere, reserved), pool.remaining):
                     continue
-                candidate.requirements = merged
-                candidate.options = options
-                candidate.pods.append(pod)
-                candidate.requests = total
-                candidate.reserved = reserved
+                target.requirements = narrowed
+                target.options = options
+                target.requests = total
+                target.reserved = reserved
+                self._commit(constraints, target, admission.allowed)
                 return True
         return False
 
-    def _open_bin(
-        self,
+    def _narrowings(
+        self, constraints: PodConstraints, requirements: Requirements, admission: Admission
+    ) -> list[Requirements]:
+        """Ways to commit an open bin to the domains a constraint allows, best first."""
+        if not admission.allowed:
+            return [requirements]
+        open_keys = [
+            key
+            for key, allowed in sorted(admission.allowed.items())
+            if key != LABEL_HOSTNAME and not (key in requirements and requirements.get(key).values == allowed)
+        ]
+        if not open_keys:
+            return [requirements]
+        # Narrow one key at a time; with several keys, the first choice of each.
+        narrowed = requirements.copy()
+        candidates: list[Requirements] = []
+        for index, key in enumerate(open_keys):
+            allowed = admission.allowed[key]
+            ordered = [self.topology.least_crowded(constraints, key, allowed)]
+            ordered += [value for value in sorted(allowed) if value not in ordered]
+            if index == len(open_keys) - 1:
+                for value in ordered:
+                    attempt = narrowed.copy()
+                    attempt.add(Requirement.from_operator(key, "In", (value,)))
+                    candidates.append(attempt)
+            else:
+                narrowed.add(Requirement.from_operator(key, "In", (ordered[0],)))
+        return candidates
+
+    def _commit(self, constraints: PodConstraints, target: _Target, keys: Iterable[str]) -> None:
+        # Tell the topology every domain the target is now committed to, whether this
+        # pod narrowed it or the requirements fixed it from the start.
+        for key in keys:
+            if key == LABEL_HOSTNAME or key not in target.requirements:
+                continue
+            requirement = target.requirements.get(key)
+            if not requirement.complement and len(requirement.values) == 1:
+                self.topology.narrow(target.name, key, next(iter(requirement.values)))
+        target.pods.append(constraints.pod)
+        target.host_ports.update(constraints.host_ports)
+        self.topology.place(constraints, target.name)
+
+    @staticmethod
+    def _viable(
         pool: NodePoolCapacity,
-        pod: Pod,
+        options: Sequence[InstanceType],
+        requirements: Requirements,
         requests: ResourceAmounts,
-        alternatives: Sequence[Requirements],
+    ) -> list[InstanceType]:
+        viable = [
+            instance_type
+            for instance_type in options
+            if fits(add_amounts(requests, pool.overhead(instance_type)), instance_type.allocatable)
+            and instance_type.requirements.intersects(requirements) is None
+            and instance_type.available_offerings(requirements)
+        ]
+        return viable if _min_values_met(requirements, viable) else []
+
+    def _reserved_in_pool(self, pool: NodePoolCapacity, excluding: _Target | None = None) -> ResourceAmounts:
+        """What the bins opened in ``pool`` so far may add to its usage, at most."""
+        total: ResourceAmounts = {}
+        for candidate in self.bins:
+            if candidate.pool is pool and candidate is not excluding:
+                total = add_amounts(total, candidate.reserved)
+        return total
+
+    def _open_bin(
+        self, pool: NodePoolCapacity, constraints: PodConstraints, requests: ResourceAmounts
     ) -> str | None:
-        """Open a bin for ``pod`` in ``pool``, or say why it cannot be done."""
-        taint = untolerated(pool.nodepool.template.taints, pod.spec.tolerations)
+        """Open a bin for the pod in ``pool``, or say why it cannot be done."""
+        taint = _blocking_taint(pool.nodepool.template.taints, constraints)
         if taint is not None:
             return f"the pod does not tolerate taint {taint}"
         base = self.pool_requirements[pool.nodepool.name]
         reason = "incompatible requirements"
-        for option in alternatives:
+        target = _Target(
+            f"{pool.nodepool.name}/new-{len(self.bins)}", base, pool.nodepool.template.taints, pool=pool
+        )
+        for option in constraints.node_options():
             incompatible = base.compatible(option)
             if incompatible is not None:
                 reason = f"incompatible requirements: {incompatible}"
@@ -266,53 +458,58 @@ class _Scheduler:
             if not offered:
                 reason = "no available offering (zone and capacity type) for the compatible instance types"
                 continue
-            needed = add_amounts(requests, pool.daemon_overhead)
-            options = [t for t in offered if fits(needed, t.allocatable)]
-            if not options:
-                largest = max(
-                    offered, key=lambda t: (t.allocatable.get("cpu", 0), t.allocatable.get("memory", 0))
-                )
-                short = exceeded_resources(needed, largest.allocatable)
+            fitting = [t for t in offered if fits(add_amounts(requests, pool.overhead(t)), t.allocatable)]
+            if not fitting:
+                largest = max(offered, key=_capacity_key)
+                short = exceeded_resources(add_amounts(requests, pool.overhead(largest)), largest.allocatable)
                 reason = (
                     "no instance type has room for the pod's requests "
                     + _format_resources(requests, short)
                     + f" (largest option {largest.name})"
                 )
                 continue
-            if pool.remaining is not None:
-                reserved_elsewhere = self._reserved_in_pool(pool)
-                within = [
-                    t
-                    for t in options
-                    if _within(add_amounts(reserved_elsewhere, max_capacity([t])), pool.remaining)
-                ]
-                if not within:
-                    smallest = add_amounts(
-                        reserved_elsewhere, max_capacity([min(options, key=_capacity_key)])
-                    )
-                    over = sorted(
-                        resource
-                        for resource, limit in pool.remaining.items()
-                        if smallest.get(resource, 0) > limit
-                    )
-                    reason = f"NodePool {pool.nodepool.name} is at its {', '.join(over) or 'resource'} limit"
+            admission = self._admit(constraints, target, merged)
+            if not admission.ok:
+                reason = admission.reason
+                continue
+            reserved_elsewhere = self._reserved_in_pool(pool)
+            for narrowed in self._narrowings(constraints, merged, admission):
+                options = self._viable(pool, fitting, narrowed, requests)
+                if not options:
+                    reason = "no instance type is offered in the domain its topology constraints allow"
                     continue
-                options = within
-            self.bins.append(_Bin(pool, merged, options, [pod], requests, max_capacity(options)))
-            return None
+                if pool.remaining is not None:
+                    within = [
+                        t
+                        for t in options
+                        if _within(add_amounts(reserved_elsewhere, max_capacity([t])), pool.remaining)
+                    ]
+                    if not within:
+                        smallest = add_amounts(
+                            reserved_elsewhere, max_capacity([min(options, key=_capacity_key)])
+                        )
+                        over = sorted(r for r, limit in pool.remaining.items() if smallest.get(r, 0) > limit)
+                        reason = (
+                            f"NodePool {pool.nodepool.name} is at its {', '.join(over) or 'resource'} limit"
+                        )
+                        continue
+                    options = within
+                    if not _min_values_met(narrowed, options):
+                        reason = "the instance types within the NodePool's limits do not satisfy minValues"
+                        continue
+                target.requirements = narrowed
+                target.options = options
+                target.requests = dict(requests)
+                target.reserved = max_capacity(options)
+                self.bins.append(target)
+                self.topology.add_target(target.name, {LABEL_HOSTNAME: target.name})
+                self._commit(constraints, target, admission.allowed)
+                return None
         return reason
-
-    def _reserved_in_pool(self, pool: NodePoolCapacity, excluding: _Bin | None = None) -> ResourceAmounts:
-        """What the bins opened in ``pool`` so far may add to its usage, at most."""
-        total: ResourceAmounts = {}
-        for candidate in self.bins:
-            if candidate.pool is pool and candidate is not excluding:
-                total = add_amounts(total, candidate.reserved)
-        return total
 
 
 def _capacity_key(instance_type: InstanceType) -> tuple[int, int]:
-    return (instance_type.capacity.get("cpu", 0), instance_type.capacity.get("memory", 0))
+    return (instance_type.allocatable.get("cpu", 0), instance_type.allocatable.get("memory", 0))
 
 
 def _describe(requirements: Requirements) -> str:
@@ -324,26 +521,35 @@ def _format_resources(requests: Mapping[str, int], names: Sequence[str]) -> str:
     return "(" + ", ".join(f"{name} {format_amount(name, requests.get(name, 0))}" for name in shown) + ")"
 
 
-def _finish(candidate: _Bin) -> NewNodeClaim:
-    requirements = candidate.requirements
-    ranked = sorted(
-        candidate.options,
-        key=lambda instance_type: (
-            min(
-                (offering.price for offering in instance_type.available_offerings(requirements)), default=0.0
-            ),
-            instance_type.name,
-        ),
-    )[:MAX_INSTANCE_TYPES]
+def _cheapest_price(instance_type: InstanceType, requirements: Requirements) -> float:
+    return min((offering.price for offering in instance_type.available_offerings(requirements)), default=0.0)
+
+
+def _finish(target: _Target) -> NewNodeClaim:
+    pool = target.pool
+    assert pool is not None
+    requirements = target.requirements
+    ranked = sorted(target.options, key=lambda t: (_cheapest_price(t, requirements), t.name))
+    kept = ranked[:MAX_INSTANCE_TYPES]
+    if not _min_values_met(requirements, kept):
+        # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
+        for end in range(MAX_INSTANCE_TYPES + 1, len(ranked) + 1):
+            kept = ranked[:end]
+            if _min_values_met(requirements, kept):
+                break
     requirements = requirements.copy()
-    requirements.add(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", [t.name for t in ranked]))
+    previous = (
+        requirements.get(LABEL_INSTANCE_TYPE).min_values if LABEL_INSTANCE_TYPE in requirements else None
+    )
+    requirements.add(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", [t.name for t in kept], previous))
+    overhead = pool.overhead(kept[0])
     return NewNodeClaim(
-        nodepool=candidate.pool.nodepool.name,
+        nodepool=pool.nodepool.name,
         requirements=requirements,
-        instance_types=ranked,
-        pods=candidate.pods,
-        requests=add_amounts(candidate.requests, candidate.pool.daemon_overhead),
-        daemon_overhead=dict(candidate.pool.daemon_overhead),
+        instance_types=kept,
+        pods=target.pods,
+        requests=add_amounts(target.requests, overhead),
+        daemon_overhead=dict(overhead),
     )
 
 
@@ -357,5 +563,5 @@ def solve(
     scheduler = _Scheduler(existing, pools)
     for pod in sorted(pods, key=_sort_key):
         scheduler.place(pod, plan)
-    plan.new_nodeclaims = [_finish(candidate) for candidate in scheduler.bins]
+    plan.new_nodeclaims = [_finish(target) for target in scheduler.bins]
     return plan

@@ -1,0 +1,314 @@
+"""Topology: spread constraints and pod (anti-)affinity over domains.
+
+A *domain* is a value of a topology key: a zone for
+``topology.kubernetes.io/zone``, a node for ``kubernetes.io/hostname``, any
+label value for a custom key. Constraints count the pods a selector matches
+in each domain, both pods already running and pods placed earlier in the same
+plan, and admit a new pod only into some domains:
+
+- **spread** (maxSkew): a domain is allowed if its count plus this pod minus
+  the smallest count over the eligible domains stays within maxSkew; with
+  fewer eligible domains than minDomains the smallest count is taken as 0.
+  For the hostname key a new node is always a possible domain with count 0,
+  as in Karpenter;
+- **affinity**: only domains where a selected pod already is; if there is
+  none anywhere and the pod selects itself, the first pod may go anywhere
+  (self-affinity would otherwise never start);
+- **anti-affinity**: no domain where a selected pod is, and no domain of a
+  pod whose own anti-affinity selects this pod (the inverse rule).
+
+Where the target is a new NodeClaim whose domain is still open (its zone
+requirement lists several zones), :meth:`Topology.admit` answers with the
+allowed domains and the solver narrows the NodeClaim's requirement to the
+best one (the least crowded, then by name, for determinism).
+
+Counters are built lazily per distinct (key, selector) and kept up to date
+as pods are placed, so each check costs a dictionary look-up per domain
+rather than a scan of every pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from karpy.api.core import Pod
+from karpy.api.requirements import LABEL_HOSTNAME
+from karpy.scheduling.constraints import AffinityTerm, PodConstraints, PodSelector, SpreadConstraint
+
+# A target's domain for one key: known (a string), open (the possible values), or absent (None).
+Domain = str | frozenset[str] | None
+
+
+@dataclass(slots=True)
+class _Placed:
+    namespace: str
+    labels: Mapping[str, str]
+    target: str
+
+
+def _selector_key(topology_key: str, selects: PodSelector) -> str:
+    selector = selects.selector
+    namespaces = sorted(selects.namespaces) if selects.namespaces is not None else None
+    namespace_selector = (
+        (
+            sorted(selects.namespace_selector.match_labels.items()),
+            selects.namespace_selector.match_expressions,
+        )
+        if selects.namespace_selector is not None
+        else None
+    )
+    return repr(
+        (
+            topology_key,
+            sorted(selector.match_labels.items()),
+            selector.match_expressions,
+            namespaces,
+            namespace_selector,
+        )
+    )
+
+
+@dataclass(slots=True)
+class _Counter:
+    topology_key: str
+    selects: PodSelector
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Admission:
+    """Allowed domains per key for one pod on one target (keys absent: unconstrained)."""
+
+    allowed: dict[str, frozenset[str]] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+class Topology:
+    def __init__(self, universe: Mapping[str, Iterable[str]]) -> None:
+        # Every known domain per key (zones offered, labels of existing nodes).
+        self.universe: dict[str, set[str]] = {key: set(values) for key, values in universe.items()}
+        self._placed: dict[str, list[_Placed]] = {}
+        self._target_domains: dict[str, dict[str, str]] = {}
+        self._counters: dict[str, _Counter] = {}
+        # Anti-affinity held by placed pods: term identity -> (term, domain -> count).
+        self._anti: dict[str, tuple[AffinityTerm, dict[str, int]]] = {}
+        self._anti_by_target: dict[str, list[AffinityTerm]] = {}
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def add_target(self, target: str, domains: Mapping[str, str]) -> None:
+        self._target_domains[target] = dict(domains)
+        for key, value in domains.items():
+            self.universe.setdefault(key, set()).add(value)
+
+    def add_existing_pod(self, pod: Pod, target: str, anti_affinity: Iterable[AffinityTerm] = ()) -> None:
+        self._record(pod.metadata.namespace, pod.metadata.labels, target, tuple(anti_affinity))
+
+    def place(self, constraints: PodConstraints, target: str) -> None:
+        pod = constraints.pod
+        self._record(pod.metadata.namespace, pod.metadata.labels, target, constraints.all_anti_affinity())
+
+    def _record(
+        self, namespace: str, labels: Mapping[str, str], target: str, anti: tuple[AffinityTerm, ...]
+    ) -> None:
+        placed = _Placed(namespace, labels, target)
+        self._placed.setdefault(target, []).append(placed)
+        domains = self._target_domains.get(target, {})
+        for counter in self._counters.values():
+            domain = domains.get(counter.topology_key)
+            if domain is not None and counter.selects.matches_labels(namespace, labels):
+                counter.counts[domain] = counter.counts.get(domain, 0) + 1
+        for term in anti:
+            self._anti_by_target.setdefault(target, []).append(term)
+            domain = domains.get(term.topology_key)
+            if domain is not None:
+                self._note_anti(term, domain)
+
+    def _note_anti(self, term: AffinityTerm, domain: str) -> None:
+        identity = _selector_key(term.topology_key, term.selects)
+        entry = self._anti.get(identity)
+        if entry is None:
+            entry = (term, {})
+            self._anti[identity] = entry
+        entry[1][domain] = entry[1].get(domain, 0) + 1
+
+    def narrow(self, target: str, key: str, domain: str) -> None:
+        """``target``'s domain for ``key`` is now known: count the pods already on it."""
+        domains = self._target_domains.setdefault(target, {})
+        if domains.get(key) == domain:
+            return
+        domains[key] = domain
+        self.universe.setdefault(key, set()).add(domain)
+        placed = self._placed.get(target, ())
+        for counter in self._counters.values():
+            if counter.topology_key != key:
+                continue
+            for pod in placed:
+                if counter.selects.matches_labels(pod.namespace, pod.labels):
+                    counter.counts[domain] = counter.counts.get(domain, 0) + 1
+        for term in self._anti_by_target.get(target, ()):
+            if term.topology_key == key:
+                self._note_anti(term, domain)
+
+    def _counter(self, key: str, selects: PodSelector) -> _Counter:
+        identity = _selector_key(key, selects)
+        counter = self._counters.get(identity)
+        if counter is None:
+            counter = _Counter(key, selects)
+            for target, placed in self._placed.items():
+                domain = self._target_domains.get(target, {}).get(key)
+                if domain is None:
+                    continue
+                matched = sum(1 for pod in placed if selects.matches_labels(pod.namespace, pod.labels))
+                if matched:
+                    counter.counts[domain] = counter.counts.get(domain, 0) + matched
+            self._counters[identity] = counter
+        return counter
+
+    def inverse_keys(self, constraints: PodConstraints) -> set[str]:
+        """Keys of anti-affinity held by placed pods that select this pod."""
+        pod = constraints.pod
+        return {
+            term.topology_key
+            for term, _ in self._anti.values()
+            if term.selects.matches_labels(pod.metadata.namespace, pod.metadata.labels)
+        }
+
+    # -- admission -------------------------------------------------------------
+
+    def admit(self, constraints: PodConstraints, target: str, domain_of: Mapping[str, Domain]) -> Admission:
+        """Which domains ``constraints`` allow on ``target``, whose domains are ``domain_of``."""
+        admission = Admission()
+        pod = constraints.pod
+        namespace, labels = pod.metadata.namespace, pod.metadata.labels
+        for spread in constraints.all_spread():
+            self._admit_spread(spread, constraints, target, domain_of, admission)
+            if not admission.ok:
+                return admission
+        for term in constraints.all_affinity():
+            counter = self._counter(term.topology_key, term.selects)
+            occupied = {domain for domain, count in counter.counts.items() if count > 0}
+            if not occupied:
+                if term.selects.matches_labels(namespace, labels):
+                    continue  # the first of a self-affine group may start anywhere
+                admission.reason = f"no pod matching its pod affinity runs in any {term.topology_key} domain"
+                return admission
+            self._restrict(admission, term.topology_key, target, domain_of, occupied, "pod affinity")
+            if not admission.ok:
+                return admission
+        blocked_by_key: dict[str, set[str]] = {}
+        for term in constraints.all_anti_affinity():
+            counter = self._counter(term.topology_key, term.selects)
+            blocked = blocked_by_key.setdefault(term.topology_key, set())
+            blocked.update(domain for domain, count in counter.counts.items() if count > 0)
+        for term, domains in self._anti.values():
+            if term.selects.matches_labels(namespace, labels):
+                blocked_by_key.setdefault(term.topology_key, set()).update(
+                    d for d, c in domains.items() if c > 0
+                )
+        for key, blocked in blocked_by_key.items():
+            if not blocked:
+                continue
+            domain = self._domain(key, target, domain_of)
+            if domain is None:
+                continue
+            if isinstance(domain, str):
+                if domain in blocked:
+                    admission.reason = f"pod anti-affinity: {key}={domain} already runs a selected pod"
+                    return admission
+                continue
+            self._restrict(admission, key, target, domain_of, set(domain) - blocked, "pod anti-affinity")
+            if not admission.ok:
+                return admission
+        return admission
+
+    def _domain(self, key: str, target: str, domain_of: Mapping[str, Domain]) -> Domain:
+        known = self._target_domains.get(target, {}).get(key)
+        if known is not None:
+            return known
+        return domain_of.get(key)
+
+    def _restrict(
+        self,
+        admission: Admission,
+        key: str,
+        target: str,
+        domain_of: Mapping[str, Domain],
+        allowed: set[str],
+        what: str,
+    ) -> None:
+        domain = self._domain(key, target, domain_of)
+        if domain is None:
+            admission.reason = f"{what}: the node would have no {key} label"
+            return
+        possible = frozenset((domain,)) if isinstance(domain, str) else domain
+        current = admission.allowed.get(key, possible)
+        remaining = current & allowed
+        if not remaining:
+            admission.reason = (
+                f"{what}: no allowed {key} domain on this node ({', '.join(sorted(possible)) or 'none'})"
+            )
+            return
+        admission.allowed[key] = frozenset(remaining)
+
+    def _admit_spread(
+        self,
+        spread: SpreadConstraint,
+        constraints: PodConstraints,
+        target: str,
+        domain_of: Mapping[str, Domain],
+        admission: Admission,
+    ) -> None:
+        key = spread.topology_key
+        counter = self._counter(key, spread.selects)
+        pod = constraints.pod
+        self_match = 1 if spread.selects.matches_labels(pod.metadata.namespace, pod.metadata.labels) else 0
+        if key == LABEL_HOSTNAME:
+            # A new node is always possible, with no pod on it: the minimum is 0.
+            minimum = 0
+            eligible: set[str] | None = None
+        else:
+            eligible = self._eligible(key, constraints, spread)
+            counts = [counter.counts.get(domain, 0) for domain in eligible]
+            minimum = min(counts) if counts else 0
+            if spread.min_domains is not None and len(eligible) < spread.min_domains:
+                minimum = 0
+        domain = self._domain(key, target, domain_of)
+        if domain is None:
+            admission.reason = f"topology spread on {key}: the node would have no {key} label"
+            return
+        possible = frozenset((domain,)) if isinstance(domain, str) else domain
+        allowed = {
+            value
+            for value in possible
+            if (eligible is None or value in eligible)
+            and counter.counts.get(value, 0) + self_match - minimum <= spread.max_skew
+        }
+        if not allowed:
+            admission.reason = (
+                f"topology spread on {key} (maxSkew {spread.max_skew}) allows none of "
+                f"{', '.join(sorted(possible)) or 'no domain'}"
+            )
+            return
+        self._restrict(admission, key, target, domain_of, allowed, "topology spread")
+
+    def _eligible(self, key: str, constraints: PodConstraints, spread: SpreadConstraint) -> set[str]:
+        domains = set(self.universe.get(key, ()))
+        if spread.honor_node_affinity:
+            options = constraints.node_options()
+            domains = {domain for domain in domains if any(option.get(key).has(domain) for option in options)}
+        return domains
+
+    def least_crowded(self, constraints: PodConstraints, key: str, allowed: frozenset[str]) -> str:
+        """The domain to commit a new NodeClaim to: fewest selected pods, then name."""
+        selectors = [s.selects for s in constraints.all_spread() if s.topology_key == key]
+
+        def crowd(domain: str) -> int:
+            return sum(self._counter(key, selects).counts.get(domain, 0) for selects in selectors)
+
+        return min(sorted(allowed), key=crowd)
