@@ -195,9 +195,14 @@ class Topology:
             occupied = {domain for domain, count in counter.counts.items() if count > 0}
             if not occupied:
                 if term.selects.matches_labels(namespace, labels):
-                    continue  # the first of a self-affine group may start anywhere
-                admission.reason = f"no pod matching its pod affinity runs in any {term.topology_key} domain"
-                return admission
+                    # The first of a self-affine group may start anywhere, but somewhere
+                    # definite: the rest of the group must be able to follow it.
+                    occupied = set(self.universe.get(term.topology_key, ()))
+                    if term.topology_key == LABEL_HOSTNAME:
+                        occupied.add(target)
+                else:
+                    admission.reason = f"no pod matching its pod affinity runs in any {term.topology_key} domain"
+                    return admission
             self._restrict(admission, term.topology_key, target, domain_of, occupied, "pod affinity")
             if not admission.ok:
                 return admission
