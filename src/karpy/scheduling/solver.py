@@ -354,14 +354,12 @@ class _Scheduler:
                 options = self._viable(pool, target.options, narrowed, total)
                 if not options:
                     continue
-                reserved = max_capacity(options)
-                elsewhere = self._reserved_in_pool(pool, excluding=target)
-                if not _within(add_amounts(elsewhere, reserved), pool.remaining):
-                    continue
+                # Options only ever shrink as pods join, so the bin's largest option,
+                # and with it the pool's reserved capacity, cannot grow: no limit check.
                 target.requirements = narrowed
                 target.options = options
                 target.requests = total
-                target.reserved = reserved
+                target.reserved = max_capacity(options)
                 self._commit(constraints, target, admission.allowed)
                 return True
         return False
@@ -424,11 +422,11 @@ class _Scheduler:
         ]
         return viable if _min_values_met(requirements, viable) else []
 
-    def _reserved_in_pool(self, pool: NodePoolCapacity, excluding: _Target | None = None) -> ResourceAmounts:
+    def _reserved_in_pool(self, pool: NodePoolCapacity) -> ResourceAmounts:
         """What the bins opened in ``pool`` so far may add to its usage, at most."""
         total: ResourceAmounts = {}
         for candidate in self.bins:
-            if candidate.pool is pool and candidate is not excluding:
+            if candidate.pool is pool:
                 total = add_amounts(total, candidate.reserved)
         return total
 
