@@ -201,7 +201,8 @@ class Topology:
                     if term.topology_key == LABEL_HOSTNAME:
                         occupied.add(target)
                 else:
-                    admission.reason = f"no pod matching its pod affinity runs in any {term.topology_key} domain"
+                    key = term.topology_key
+                    admission.reason = f"no pod matching its pod affinity runs in any {key} domain"
                     return admission
             self._restrict(admission, term.topology_key, target, domain_of, occupied, "pod affinity")
             if not admission.ok:
