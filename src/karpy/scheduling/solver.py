@@ -38,13 +38,21 @@ the cheapest available offering.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodepool import NodePool
-from karpy.api.quantity import ResourceAmounts, add_amounts, exceeded_resources, fits, format_amount
+from karpy.api.quantity import (
+    ResourceAmounts,
+    add_amounts,
+    exceeded_resources,
+    fits,
+    format_amount,
+    subtract_amounts,
+)
 from karpy.api.requirements import (
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -57,6 +65,11 @@ from karpy.scheduling.constraints import ConstraintError, PodConstraints, pod_co
 from karpy.scheduling.topology import Admission, Domain, Topology
 
 MAX_INSTANCE_TYPES = 60
+
+# What a target says to a pod: yes; no, and no to every pod alike; no for now.
+_ACCEPTED = object()
+_REFUSED = object()
+_NOT_NOW = object()
 POD_RESOURCE = "pods"
 NODES_RESOURCE = "nodes"
 
@@ -193,10 +206,35 @@ class _Target:
     reserved: ResourceAmounts = field(default_factory=dict)
     pods: list[Pod] = field(default_factory=list)
     host_ports: set[int] = field(default_factory=set)
+    # New NodeClaims: the most any option had for pods when the bin opened (its
+    # allocatable less DaemonSets), per resource. Options only drop out later, so
+    # this stays an upper bound: a pod that does not fit under it fits no option,
+    # which most full bins show in a few comparisons instead of a scan of options.
+    headroom: ResourceAmounts = field(default_factory=dict)
 
     @property
     def is_new(self) -> bool:
         return self.available is None
+
+    def update(
+        self, requirements: Requirements, options: list[InstanceType], requests: ResourceAmounts
+    ) -> None:
+        pool = self.pool
+        assert pool is not None
+        self.requirements = requirements
+        self.options = options
+        self.requests = requests
+        # Only a pool with limits needs to know the most this bin can add to its usage.
+        self.reserved = max_capacity(options) if pool.remaining is not None else {}
+
+    def has_room_for(self, requests: ResourceAmounts) -> bool:
+        """False when no option can hold ``requests`` more (true may still be a no)."""
+        bin_requests = self.requests
+        headroom = self.headroom
+        for resource, amount in requests.items():
+            if amount > headroom.get(resource, 0) - bin_requests.get(resource, 0):
+                return False
+        return True
 
 
 class _Scheduler:
@@ -242,6 +280,8 @@ class _Scheduler:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
         self.bins: list[_Target] = []
+        self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
+        self._net_cache: dict[tuple[int, int], ResourceAmounts] = {}
 
     @staticmethod
     def _pool_requirements(pool: NodePoolCapacity) -> Requirements:
@@ -251,39 +291,204 @@ class _Scheduler:
 
     # -- one pod ---------------------------------------------------------------
 
-    def place(self, pod: Pod, plan: Plan) -> None:
-        try:
-            constraints: PodConstraints | None = pod_constraints(pod)
-        except ConstraintError as error:
-            plan.unschedulable[pod.key] = f"invalid pod constraint: {error}"
-            return
-        requests = pod_requests(pod)
-        reasons: list[str] = []
-        while constraints is not None:
-            reasons = []
-            if self._try(constraints, requests, plan, reasons):
-                if constraints.relaxed:
-                    plan.relaxed[pod.key] = constraints.relaxed
-                return
-            constraints = constraints.relax()
-        plan.unschedulable[pod.key] = "; ".join(reasons) if reasons else "no NodePool exists"
+    def place_group(self, pods: Sequence[Pod], plan: Plan) -> None:
+        """Place pods that are alike (same namespace, labels and spec), in order.
 
-    def _try(
-        self, constraints: PodConstraints, requests: ResourceAmounts, plan: Plan, reasons: list[str]
-    ) -> bool:
+        Alike pods share one parse of their constraints, and a target that
+        turned one of them away for good (no room, wrong labels, a taint, an
+        anti-affinity that only grows) is not asked again for the next. Pods
+        without inter-pod constraints are placed in bulk: as many as fit at
+        once on each target, which is what first-fit would do one by one.
+        """
+        try:
+            constraints: PodConstraints | None = pod_constraints(pods[0])
+        except ConstraintError as error:
+            for pod in pods:
+                plan.unschedulable[pod.key] = f"invalid pod constraint: {error}"
+            return
+        requests = pod_requests(pods[0])
+        remaining = list(pods)
+        reasons: list[str] = []
+        while remaining and constraints is not None:
+            reasons = []
+            if self._is_topology_free(constraints):
+                remaining = self._place_bulk(constraints, requests, remaining, plan, reasons)
+            else:
+                remaining = self._place_each(constraints, requests, remaining, plan, reasons)
+            if remaining:
+                constraints = constraints.relax()
+        reason = "; ".join(reasons) if reasons else "no NodePool exists"
+        for pod in remaining:
+            plan.unschedulable[pod.key] = reason
+
+    def _is_topology_free(self, constraints: PodConstraints) -> bool:
+        return not (
+            constraints.all_spread()
+            or constraints.all_affinity()
+            or constraints.all_anti_affinity()
+            or constraints.host_ports
+            or self.topology.inverse_keys(constraints)
+        )
+
+    @staticmethod
+    def _for(constraints: PodConstraints, pod: Pod) -> PodConstraints:
+        return constraints if constraints.pod is pod else dataclasses.replace(constraints, pod=pod)
+
+    def _note_placed(self, constraints: PodConstraints, pod: Pod, plan: Plan) -> None:
+        if constraints.relaxed:
+            plan.relaxed[pod.key] = constraints.relaxed
+
+    def _place_each(
+        self,
+        constraints: PodConstraints,
+        requests: ResourceAmounts,
+        pods: list[Pod],
+        plan: Plan,
+        reasons: list[str],
+    ) -> list[Pod]:
+        """One pod at a time; returns the pods left when one fits nowhere."""
+        # Rejections that stay rejections for the next alike pod: room only shrinks,
+        # labels and taints do not change, anti-affinity and hostname spread only tighten.
+        retry_topology = bool(constraints.all_affinity()) or any(
+            spread.topology_key != LABEL_HOSTNAME for spread in constraints.all_spread()
+        )
+        refused: set[int] = set()
+        for index, pod in enumerate(pods):
+            current = self._for(constraints, pod)
+            placed = False
+            for target in (*self.existing, *self.bins):
+                if id(target) in refused:
+                    continue
+                verdict = self._join(current, requests, target)
+                if verdict is _ACCEPTED:
+                    if not target.is_new:
+                        plan.existing[pod.key] = target.name
+                    placed = True
+                    break
+                if verdict is _REFUSED or not retry_topology:
+                    refused.add(id(target))
+            if not placed:
+                for pool in self.pools:
+                    reason = self._open_bin(pool, current, requests)
+                    if reason is None:
+                        placed = True
+                        break
+                    reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
+            if not placed:
+                return pods[index:]
+            reasons.clear()
+            self._note_placed(current, pod, plan)
+        return []
+
+    def _place_bulk(
+        self,
+        constraints: PodConstraints,
+        requests: ResourceAmounts,
+        pods: list[Pod],
+        plan: Plan,
+        reasons: list[str],
+    ) -> list[Pod]:
+        """As many alike pods as fit on each target in turn, then on new NodeClaims."""
+        remaining = pods
         for target in self.existing:
-            if self._join_existing(constraints, requests, target):
-                plan.existing[constraints.pod.key] = target.name
-                return True
+            if not remaining:
+                return []
+            count = self._room_on_existing(constraints, requests, target, len(remaining))
+            if count:
+                for pod in remaining[:count]:
+                    plan.existing[pod.key] = target.name
+                    self._place_on(self._for(constraints, pod), target, requests, plan)
+                remaining = remaining[count:]
         for target in self.bins:
-            if self._join_bin(constraints, requests, target):
-                return True
-        for pool in self.pools:
-            reason = self._open_bin(pool, constraints, requests)
-            if reason is None:
-                return True
-            reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
-        return False
+            if not remaining:
+                return []
+            remaining = self._fill_bin(constraints, requests, target, remaining, plan)
+        while remaining:
+            first = remaining[0]
+            current = self._for(constraints, first)
+            opened = False
+            for pool in self.pools:
+                reason = self._open_bin(pool, current, requests)
+                if reason is None:
+                    opened = True
+                    break
+                reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
+            if not opened:
+                return remaining
+            reasons.clear()
+            self._note_placed(current, first, plan)
+            remaining = self._fill_bin(constraints, requests, self.bins[-1], remaining[1:], plan)
+        return []
+
+    def _place_on(
+        self, constraints: PodConstraints, target: _Target, requests: ResourceAmounts, plan: Plan
+    ) -> None:
+        assert target.available is not None
+        for resource, amount in requests.items():
+            target.available[resource] = target.available.get(resource, 0) - amount
+        self._commit(constraints, target, ())
+        self._note_placed(constraints, constraints.pod, plan)
+
+    def _room_on_existing(
+        self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target, wanted: int
+    ) -> int:
+        assert target.available is not None
+        if _blocking_taint(target.taints, constraints) is not None:
+            return 0
+        if not any(target.requirements.compatible(option) is None for option in constraints.node_options()):
+            return 0
+        return min(wanted, _how_many(requests, target.available))
+
+    def _fill_bin(
+        self,
+        constraints: PodConstraints,
+        requests: ResourceAmounts,
+        target: _Target,
+        pods: list[Pod],
+        plan: Plan,
+    ) -> list[Pod]:
+        """Add as many of ``pods`` to a new NodeClaim as one of its options can hold."""
+        pool = target.pool
+        assert pool is not None
+        if not pods or not target.has_room_for(requests):
+            return pods
+        if _blocking_taint(pool.nodepool.template.taints, constraints) is not None:
+            return pods
+        for option in constraints.node_options():
+            if target.requirements.compatible(option) is not None:
+                continue
+            merged = target.requirements.intersection(option)
+            narrowed_further = merged != target.requirements
+            rooms = {
+                id(t): _how_many(requests, subtract_amounts(self._net(pool, t), target.requests))
+                for t in target.options
+                if not narrowed_further
+                or (t.requirements.intersects(merged) is None and t.available_offerings(merged))
+            }
+            count = min(max(rooms.values(), default=0), len(pods))
+            while count > 0:
+                options = [t for t in target.options if rooms.get(id(t), 0) >= count]
+                if _min_values_met(merged, options):
+                    break
+                count -= 1
+            if count <= 0:
+                continue
+            target.update(
+                merged,
+                [t for t in target.options if rooms.get(id(t), 0) >= count],
+                add_amounts(target.requests, {r: amount * count for r, amount in requests.items()}),
+            )
+            for pod in pods[:count]:
+                current = self._for(constraints, pod)
+                self._commit(current, target, ())
+                self._note_placed(current, pod, plan)
+            return pods[count:]
+        return pods
+
+    def _join(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> object:
+        if target.is_new:
+            return self._join_bin(constraints, requests, target)
+        return self._join_existing(constraints, requests, target)
 
     def _domains(self, target: _Target, requirements: Requirements, keys: Iterable[str]) -> dict[str, Domain]:
         """Each key's domain on ``target``: known, open (a bin's possible values) or absent."""
@@ -316,53 +521,57 @@ class _Scheduler:
             return Admission()
         return self.topology.admit(constraints, target.name, self._domains(target, requirements, keys))
 
-    def _join_existing(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> bool:
+    def _join_existing(
+        self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target
+    ) -> object:
         assert target.available is not None
         if not fits(requests, target.available):
-            return False
+            return _REFUSED
         if constraints.host_ports and target.host_ports.intersection(constraints.host_ports):
-            return False
+            return _REFUSED
         if _blocking_taint(target.taints, constraints) is not None:
-            return False
+            return _REFUSED
         if not any(target.requirements.compatible(option) is None for option in constraints.node_options()):
-            return False
+            return _REFUSED
         admission = self._admit(constraints, target, target.requirements)
         if not admission.ok:
-            return False
-        admission_keys = admission.allowed
+            return _NOT_NOW
         for resource, amount in requests.items():
             target.available[resource] = target.available.get(resource, 0) - amount
-        self._commit(constraints, target, admission_keys)
-        return True
+        self._commit(constraints, target, admission.allowed)
+        return _ACCEPTED
 
-    def _join_bin(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> bool:
+    def _join_bin(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> object:
         pool = target.pool
         assert pool is not None
+        if not target.has_room_for(requests):
+            return _REFUSED
         if constraints.host_ports and target.host_ports.intersection(constraints.host_ports):
-            return False
+            return _REFUSED
         if _blocking_taint(pool.nodepool.template.taints, constraints) is not None:
-            return False
+            return _REFUSED
+        verdict = _REFUSED
         for option in constraints.node_options():
             if target.requirements.compatible(option) is not None:
                 continue
             merged = target.requirements.intersection(option)
             admission = self._admit(constraints, target, merged)
             if not admission.ok:
+                verdict = _NOT_NOW
                 continue
             total = add_amounts(target.requests, requests)
             for narrowed in self._narrowings(constraints, merged, admission):
-                options = self._viable(pool, target.options, narrowed, total)
+                options = self._viable(
+                    pool, target.options, narrowed, total, narrowed_further=narrowed != target.requirements
+                )
                 if not options:
                     continue
                 # Options only ever shrink as pods join, so the bin's largest option,
                 # and with it the pool's reserved capacity, cannot grow: no limit check.
-                target.requirements = narrowed
-                target.options = options
-                target.requests = total
-                target.reserved = max_capacity(options)
+                target.update(narrowed, options, total)
                 self._commit(constraints, target, admission.allowed)
-                return True
-        return False
+                return _ACCEPTED
+        return verdict
 
     def _narrowings(
         self, constraints: PodConstraints, requirements: Requirements, admission: Admission
@@ -406,19 +615,27 @@ class _Scheduler:
         target.host_ports.update(constraints.host_ports)
         self.topology.place(constraints, target.name)
 
-    @staticmethod
     def _viable(
+        self,
         pool: NodePoolCapacity,
         options: Sequence[InstanceType],
         requirements: Requirements,
         requests: ResourceAmounts,
+        *,
+        narrowed_further: bool = True,
     ) -> list[InstanceType]:
+        """The options that still fit ``requests``; label checks only if the requirements narrowed."""
         viable = [
             instance_type
             for instance_type in options
-            if fits(add_amounts(requests, pool.overhead(instance_type)), instance_type.allocatable)
-            and instance_type.requirements.intersects(requirements) is None
-            and instance_type.available_offerings(requirements)
+            if fits(requests, self._net(pool, instance_type))
+            and (
+                not narrowed_further
+                or (
+                    instance_type.requirements.intersects(requirements) is None
+                    and instance_type.available_offerings(requirements)
+                )
+            )
         ]
         return viable if _min_values_met(requirements, viable) else []
 
@@ -429,6 +646,35 @@ class _Scheduler:
             if candidate.pool is pool:
                 total = add_amounts(total, candidate.reserved)
         return total
+
+    def _net(self, pool: NodePoolCapacity, instance_type: InstanceType) -> ResourceAmounts:
+        """What a node of this type in this pool has for pods: allocatable less DaemonSets."""
+        key = (id(pool), id(instance_type))
+        net = self._net_cache.get(key)
+        if net is None:
+            net = subtract_amounts(instance_type.allocatable, pool.overhead(instance_type))
+            self._net_cache[key] = net
+        return net
+
+    def _most_room(self, pool: NodePoolCapacity, options: Sequence[InstanceType]) -> ResourceAmounts:
+        most: ResourceAmounts = {}
+        for instance_type in options:
+            for resource, amount in self._net(pool, instance_type).items():
+                if amount > most.get(resource, -1):
+                    most[resource] = amount
+        return most
+
+    def _compatible_types(
+        self, pool: NodePoolCapacity, requirements: Requirements
+    ) -> tuple[list[InstanceType], list[InstanceType]]:
+        """The pool's types compatible with ``requirements``, and those of them offered; cached."""
+        key = (pool.nodepool.name, str(requirements))
+        cached = self._type_cache.get(key)
+        if cached is None:
+            compatible = [t for t in pool.instance_types if t.requirements.intersects(requirements) is None]
+            cached = (compatible, [t for t in compatible if t.available_offerings(requirements)])
+            self._type_cache[key] = cached
+        return cached
 
     def _open_bin(
         self, pool: NodePoolCapacity, constraints: PodConstraints, requests: ResourceAmounts
@@ -448,11 +694,10 @@ class _Scheduler:
                 reason = f"incompatible requirements: {incompatible}"
                 continue
             merged = base.intersection(option)
-            compatible = [t for t in pool.instance_types if t.requirements.intersects(merged) is None]
+            compatible, offered = self._compatible_types(pool, merged)
             if not compatible:
                 reason = f"no instance type satisfies {_describe(option) or 'the pool requirements'}"
                 continue
-            offered = [t for t in compatible if t.available_offerings(merged)]
             if not offered:
                 reason = "no available offering (zone and capacity type) for the compatible instance types"
                 continue
@@ -495,10 +740,8 @@ class _Scheduler:
                     if not _min_values_met(narrowed, options):
                         reason = "the instance types within the NodePool's limits do not satisfy minValues"
                         continue
-                target.requirements = narrowed
-                target.options = options
-                target.requests = dict(requests)
-                target.reserved = max_capacity(options)
+                target.update(narrowed, options, dict(requests))
+                target.headroom = self._most_room(pool, options)
                 self.bins.append(target)
                 self.topology.add_target(target.name, {LABEL_HOSTNAME: target.name})
                 self._commit(constraints, target, admission.allowed)
@@ -551,6 +794,20 @@ def _finish(target: _Target) -> NewNodeClaim:
     )
 
 
+def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
+    """How many pods of ``requests`` fit in ``room`` (a large number if nothing is requested)."""
+    count = 1 << 30
+    for resource, amount in requests.items():
+        if amount > 0:
+            count = min(count, max(0, room.get(resource, 0)) // amount)
+    return count
+
+
+def _signature(pod: Pod) -> tuple[str, str, str]:
+    """Pods with the same signature schedule alike (a Deployment's replicas, say)."""
+    return (pod.metadata.namespace, repr(sorted(pod.metadata.labels.items())), repr(pod.spec))
+
+
 def solve(
     pods: Sequence[Pod],
     existing: Sequence[ExistingCapacity],
@@ -559,7 +816,14 @@ def solve(
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``."""
     plan = Plan()
     scheduler = _Scheduler(existing, pools)
-    for pod in sorted(pods, key=_sort_key):
-        scheduler.place(pod, plan)
+    signatures = {pod.key: _signature(pod) for pod in pods}
+    ordered = sorted(pods, key=lambda pod: (*_sort_key(pod)[:2], signatures[pod.key], pod.key))
+    start = 0
+    while start < len(ordered):
+        end = start + 1
+        while end < len(ordered) and signatures[ordered[end].key] == signatures[ordered[start].key]:
+            end += 1
+        scheduler.place_group(ordered[start:end], plan)
+        start = end
     plan.new_nodeclaims = [_finish(target) for target in scheduler.bins]
     return plan
