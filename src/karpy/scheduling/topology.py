@@ -98,6 +98,14 @@ class Topology:
         # Anti-affinity held by placed pods: term identity -> (term, domain -> count).
         self._anti: dict[str, tuple[AffinityTerm, dict[str, int]]] = {}
         self._anti_by_target: dict[str, list[AffinityTerm]] = {}
+        # Counters by one label their selector requires, so a placed pod is only
+        # matched against the counters that could count it.
+        self._counter_index: dict[tuple[str, str], list[_Counter]] = {}
+        self._unindexed: list[_Counter] = []
+        # Anti-affinity terms of placed pods that select a given kind of pod.
+        self._inverse_cache: dict[
+            tuple[str, frozenset[tuple[str, str]]], tuple[int, list[tuple[AffinityTerm, dict[str, int]]]]
+        ] = {}
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -119,7 +127,7 @@ class Topology:
         placed = _Placed(namespace, labels, target)
         self._placed.setdefault(target, []).append(placed)
         domains = self._target_domains.get(target, {})
-        for counter in self._counters.values():
+        for counter in self._candidate_counters(labels):
             domain = domains.get(counter.topology_key)
             if domain is not None and counter.selects.matches_labels(namespace, labels):
                 counter.counts[domain] = counter.counts.get(domain, 0) + 1
@@ -155,6 +163,31 @@ class Topology:
             if term.topology_key == key:
                 self._note_anti(term, domain)
 
+    def _candidate_counters(self, labels: Mapping[str, str]) -> list[_Counter]:
+        candidates = list(self._unindexed)
+        index = self._counter_index
+        for item in labels.items():
+            found = index.get(item)
+            if found:
+                candidates.extend(found)
+        return candidates
+
+    def inverse_terms(
+        self, namespace: str, labels: Mapping[str, str]
+    ) -> list[tuple[AffinityTerm, dict[str, int]]]:
+        """Anti-affinity terms of placed pods that select a pod like this, with their domains."""
+        key = (namespace, frozenset(labels.items()))
+        cached = self._inverse_cache.get(key)
+        if cached is None or cached[0] != len(self._anti):
+            matching = [
+                (term, domains)
+                for term, domains in self._anti.values()
+                if term.selects.matches_labels(namespace, labels)
+            ]
+            cached = (len(self._anti), matching)
+            self._inverse_cache[key] = cached
+        return cached[1]
+
     def _counter(self, key: str, selects: PodSelector) -> _Counter:
         identity = _selector_key(key, selects)
         counter = self._counters.get(identity)
@@ -168,15 +201,18 @@ class Topology:
                 if matched:
                     counter.counts[domain] = counter.counts.get(domain, 0) + matched
             self._counters[identity] = counter
+            required = sorted(selects.selector.match_labels.items())
+            if required:
+                self._counter_index.setdefault(required[0], []).append(counter)
+            else:
+                self._unindexed.append(counter)
         return counter
 
     def inverse_keys(self, constraints: PodConstraints) -> set[str]:
         """Keys of anti-affinity held by placed pods that select this pod."""
         pod = constraints.pod
         return {
-            term.topology_key
-            for term, _ in self._anti.values()
-            if term.selects.matches_labels(pod.metadata.namespace, pod.metadata.labels)
+            term.topology_key for term, _ in self.inverse_terms(pod.metadata.namespace, pod.metadata.labels)
         }
 
     # -- admission -------------------------------------------------------------
@@ -207,28 +243,26 @@ class Topology:
             self._restrict(admission, term.topology_key, target, domain_of, occupied, "pod affinity")
             if not admission.ok:
                 return admission
-        blocked_by_key: dict[str, set[str]] = {}
+        # Anti-affinity, own and inverse: a domain is out if any selected pod is in it.
+        # Only the target's own possible domains are looked up, never every domain.
+        occupied_by_key: dict[str, list[dict[str, int]]] = {}
         for term in constraints.all_anti_affinity():
             counter = self._counter(term.topology_key, term.selects)
-            blocked = blocked_by_key.setdefault(term.topology_key, set())
-            blocked.update(domain for domain, count in counter.counts.items() if count > 0)
-        for term, domains in self._anti.values():
-            if term.selects.matches_labels(namespace, labels):
-                blocked_by_key.setdefault(term.topology_key, set()).update(
-                    d for d, c in domains.items() if c > 0
-                )
-        for key, blocked in blocked_by_key.items():
-            if not blocked:
-                continue
+            occupied_by_key.setdefault(term.topology_key, []).append(counter.counts)
+        for term, domains in self.inverse_terms(namespace, labels):
+            occupied_by_key.setdefault(term.topology_key, []).append(domains)
+        for key, occupied_maps in occupied_by_key.items():
             domain = self._domain(key, target, domain_of)
             if domain is None:
                 continue
+            possible = (domain,) if isinstance(domain, str) else domain
+            free = {value for value in possible if all(not counts.get(value) for counts in occupied_maps)}
             if isinstance(domain, str):
-                if domain in blocked:
+                if not free:
                     admission.reason = f"pod anti-affinity: {key}={domain} already runs a selected pod"
                     return admission
                 continue
-            self._restrict(admission, key, target, domain_of, set(domain) - blocked, "pod anti-affinity")
+            self._restrict(admission, key, target, domain_of, free, "pod anti-affinity")
             if not admission.ok:
                 return admission
         return admission
