@@ -9,12 +9,12 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit clean
+.PHONY: demo test env lint typecheck contracts unit control-plane clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
 
-test: .venv/.synced lint typecheck contracts unit
+test: .venv/.synced lint typecheck contracts control-plane unit
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -36,8 +36,12 @@ typecheck: .venv/.synced
 contracts: .venv/.synced
 	$(RUN) lint-imports
 
+# The binaries of the integration tests' control plane (cached; the first build takes minutes).
+control-plane: .venv/.synced
+	scripts/control-plane build
+
 unit: .venv/.synced
-	$(RUN) pytest -q --ignore=tests/integration
+	$(RUN) pytest -q
 
 clean:
 	rm -rf .venv .tools .mypy_cache .pytest_cache .ruff_cache
