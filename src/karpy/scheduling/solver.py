@@ -39,7 +39,7 @@ the cheapest available offering.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -196,6 +196,69 @@ def _min_values_met(requirements: Requirements, options: Sequence[InstanceType])
     return True
 
 
+class _RoomIndex:
+    """The new NodeClaims of a plan by the CPU they may still have room for.
+
+    A max segment tree over the bins in opening order, so first-fit can jump
+    straight to the next bin with room for a pod instead of asking every bin
+    in turn: with thousands of bins, most of them full, that walk is what
+    makes first-fit quadratic. The values are upper bounds (see
+    ``_Target.headroom``), so a bin it offers may still say no; one it skips
+    would have said no.
+    """
+
+    def __init__(self) -> None:
+        self.size = 1
+        self.count = 0
+        self.tree = [-1, -1]
+
+    def append(self, value: int) -> int:
+        if self.count == self.size:
+            leaves = self.tree[self.size : self.size + self.count]
+            self.size *= 2
+            self.tree = [-1] * (2 * self.size)
+            for index, leaf in enumerate(leaves):
+                self.tree[self.size + index] = leaf
+            for position in range(self.size - 1, 0, -1):
+                self.tree[position] = max(self.tree[2 * position], self.tree[2 * position + 1])
+        index = self.count
+        self.count += 1
+        self.set(index, value)
+        return index
+
+    def set(self, index: int, value: int) -> None:
+        tree = self.tree
+        position = index + self.size
+        tree[position] = value
+        position //= 2
+        while position:
+            best = max(tree[2 * position], tree[2 * position + 1])
+            if tree[position] == best:
+                break
+            tree[position] = best
+            position //= 2
+
+    def first_at_least(self, start: int, threshold: int) -> int:
+        """The first bin at or after ``start`` whose value reaches ``threshold``, or -1."""
+        if start >= self.count:
+            return -1
+        tree = self.tree
+        position = start + self.size
+        if tree[position] >= threshold:
+            return start
+        while position > 1:
+            if position % 2 == 0 and tree[position + 1] >= threshold:
+                position += 1
+                break
+            position //= 2
+        else:
+            return -1
+        while position < self.size:
+            position = 2 * position if tree[2 * position] >= threshold else 2 * position + 1
+        found = position - self.size
+        return found if found < self.count else -1
+
+
 class _PoolMatrix:
     """One NodePool's instance types as a matrix of what each has for pods.
 
@@ -246,6 +309,8 @@ class _Target:
     # this stays an upper bound: a pod that does not fit under it fits no option,
     # which most full bins show in a few comparisons instead of a scan of options.
     headroom: ResourceAmounts = field(default_factory=dict)
+    # Position among the plan's new NodeClaims (its slot in the room index).
+    position: int = -1
     # Rows of ``options`` in the pool's matrix, kept in step with them.
     rows: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
@@ -268,6 +333,9 @@ class _Target:
         self.requests = requests
         # Only a pool with limits needs to know the most this bin can add to its usage.
         self.reserved = max_capacity(options) if pool.remaining is not None else {}
+
+    def cpu_room(self) -> int:
+        return self.headroom.get("cpu", 0) - self.requests.get("cpu", 0)
 
     def has_room_for(self, requests: ResourceAmounts) -> bool:
         """False when no option can hold ``requests`` more (true may still be a no)."""
@@ -327,6 +395,7 @@ class _Scheduler:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
         self.bins: list[_Target] = []
+        self.rooms = _RoomIndex()
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -408,7 +477,7 @@ class _Scheduler:
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
-            for target in (*self.existing, *self.bins):
+            for target in self._candidates(requests):
                 if id(target) in refused:
                     continue
                 verdict = self._join(current, requests, target)
@@ -432,6 +501,18 @@ class _Scheduler:
             self._note_placed(current, pod, plan)
         return []
 
+    def _bins_with_room(self, requests: ResourceAmounts) -> Iterator[_Target]:
+        """The plan's new NodeClaims that may have CPU room for ``requests``, in order."""
+        cpu = requests.get("cpu", 0)
+        index = self.rooms.first_at_least(0, cpu)
+        while index >= 0:
+            yield self.bins[index]
+            index = self.rooms.first_at_least(index + 1, cpu)
+
+    def _candidates(self, requests: ResourceAmounts) -> Iterator[_Target]:
+        yield from self.existing
+        yield from self._bins_with_room(requests)
+
     def _place_bulk(
         self,
         constraints: PodConstraints,
@@ -451,7 +532,7 @@ class _Scheduler:
                     plan.existing[pod.key] = target.name
                     self._place_on(self._for(constraints, pod), target, requests, plan)
                 remaining = remaining[count:]
-        for target in self.bins:
+        for target in self._bins_with_room(requests):
             if not remaining:
                 return []
             remaining = self._fill_bin(constraints, requests, target, remaining, plan)
@@ -545,6 +626,7 @@ class _Scheduler:
                 rows[keep],
                 add_amounts(target.requests, {r: amount * count for r, amount in requests.items()}),
             )
+            self.rooms.set(target.position, target.cpu_room())
             for pod in pods[:count]:
                 current = self._for(constraints, pod)
                 self._commit(current, target, ())
@@ -641,6 +723,7 @@ class _Scheduler:
                 # Options only ever shrink as pods join, so the bin's largest option,
                 # and with it the pool's reserved capacity, cannot grow: no limit check.
                 target.update(narrowed, options, rows, total)
+                self.rooms.set(target.position, target.cpu_room())
                 self._commit(constraints, target, admission.allowed)
                 return _ACCEPTED
         return verdict
@@ -819,6 +902,7 @@ class _Scheduler:
                         continue
                 target.update(narrowed, options, rows, dict(requests))
                 target.headroom = self._most_room(pool, rows)
+                target.position = self.rooms.append(target.cpu_room())
                 self.bins.append(target)
                 self.topology.add_target(target.name, {LABEL_HOSTNAME: target.name})
                 self._commit(constraints, target, admission.allowed)
