@@ -362,3 +362,18 @@ def test_a_topology_key_no_node_has_leaves_the_pod_pending() -> None:
        labelSelector: {matchLabels: {app: web}}}"""
     plan = solve(app_pods(1, spec), [], [pool()])
     assert "example.com/rack" in plan.unschedulable["default/web-0"]
+
+
+def test_a_zonal_volume_pins_the_pods_zone() -> None:
+    volume_zone = Requirements.from_labels({LABEL_ZONE: "zone-b"})
+    pods = app_pods(2, "")
+    plan = solve(pods, [], [pool()], {pods[0].key: (volume_zone,)})
+    assert zone_of(plan, pods[0]) == "zone-b"
+    # The other pod has no volume; it is free to go anywhere (and joins the same NodeClaim).
+    assert plan.unschedulable == {}
+
+
+def test_a_volume_in_a_zone_the_pod_cannot_use_leaves_it_pending() -> None:
+    pods = app_pods(1, "  nodeSelector: {topology.kubernetes.io/zone: zone-a}")
+    plan = solve(pods, [], [pool()], {pods[0].key: (Requirements.from_labels({LABEL_ZONE: "zone-c"}),)})
+    assert "default/web-0" in plan.unschedulable

@@ -239,3 +239,32 @@ def test_a_cloud_api_outage_delays_the_launch_and_is_retried() -> None:
     assert "LaunchFailed" in {event.reason for event in simulation.cluster.events}
     assert simulation.runtime.errors == []
     assert len(claims(simulation)) == 1
+
+
+def test_a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() -> None:
+    volume = """
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: data-0}
+spec:
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1c]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec: {volumeName: data-0}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db, namespace: default}
+spec:
+  containers: [{name: main, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+"""
+    simulation = started(nodepool(), volume)
+    simulation.run(600)
+    assert running_pods(simulation) == 1
+    assert [claim.zone for claim in claims(simulation)] == ["us-east-1c"]

@@ -143,6 +143,8 @@ class PodSpec:
     pod_anti_affinity: Mapping[str, object] = field(default_factory=dict)
     topology_spread_constraints: tuple[Mapping[str, object], ...] = ()
     host_ports: tuple[int, ...] = ()
+    # PersistentVolumeClaims the pod mounts: a zonal volume pins the pod's zone.
+    claim_names: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, reader: FieldReader) -> PodSpec:
@@ -176,6 +178,11 @@ class PodSpec:
                     host_ports.append(host_port)
         pod_affinity = affinity.raw("podAffinity")
         pod_anti_affinity = affinity.raw("podAntiAffinity")
+        claim_names = tuple(
+            name
+            for volume in reader.items("volumes", lambda v: v)
+            if (name := volume.obj("persistentVolumeClaim").string("claimName"))
+        )
         return cls(
             requests=requests,
             node_selector=node_selector,
@@ -193,6 +200,7 @@ class PodSpec:
             pod_anti_affinity=pod_anti_affinity if isinstance(pod_anti_affinity, Mapping) else {},
             topology_spread_constraints=reader.items("topologySpreadConstraints", spread),
             host_ports=tuple(host_ports),
+            claim_names=claim_names,
         )
 
     def node_requirements(self) -> tuple[Requirements, ...]:
@@ -511,3 +519,39 @@ class PodDisruptionBudget:
         else:
             desired_healthy = 0
         return max(0, healthy - desired_healthy)
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    metadata: ObjectMeta
+    volume_name: str = ""
+    storage_class_name: str = ""
+
+    kind = "PersistentVolumeClaim"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> PersistentVolumeClaim:
+        spec = reader.obj("spec")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            volume_name=spec.string("volumeName"),
+            storage_class_name=spec.string("storageClassName"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    """A volume; its node affinity (a zonal EBS volume's zone, say) binds its pods' placement."""
+
+    metadata: ObjectMeta
+    node_terms: tuple[Requirements, ...] = ()
+
+    kind = "PersistentVolume"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> PersistentVolume:
+        required = reader.obj("spec").obj("nodeAffinity").obj("required")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            node_terms=required.items("nodeSelectorTerms", read_match_expressions),
+        )

@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 import yaml
 
 from karpy.api._reader import FieldReader, ManifestError
-from karpy.api.core import DaemonSet, Deployment, Node, Pod, PodDisruptionBudget, ReplicaSet
+from karpy.api.core import (
+    DaemonSet,
+    Deployment,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    ReplicaSet,
+)
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, NodePool
@@ -60,6 +69,8 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("apps/v1", "ReplicaSet"): lambda reader, _: ReplicaSet.parse(reader),
     ("apps/v1", "DaemonSet"): lambda reader, _: DaemonSet.parse(reader),
     ("policy/v1", "PodDisruptionBudget"): lambda reader, _: PodDisruptionBudget.parse(reader),
+    ("v1", "PersistentVolumeClaim"): lambda reader, _: PersistentVolumeClaim.parse(reader),
+    ("v1", "PersistentVolume"): lambda reader, _: PersistentVolume.parse(reader),
 }
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 

@@ -20,7 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from karpy.api.core import DaemonSet, Node, Pod, PodDisruptionBudget
+from karpy.api.core import (
+    DaemonSet,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+)
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool
@@ -85,6 +92,10 @@ class ClusterReader(Protocol):
     def daemonsets(self) -> Iterable[DaemonSet]: ...
 
     def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]: ...
+
+    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None: ...
+
+    def persistent_volume(self, name: str) -> PersistentVolume | None: ...
 
 
 class ClusterWriter(Protocol):

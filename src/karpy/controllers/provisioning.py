@@ -29,7 +29,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.api.quantity import ResourceAmounts, format_amount
-from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.api.requirements import LABEL_NODEPOOL, Requirements
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster
 from karpy.controllers.runtime import Watch
@@ -153,7 +153,7 @@ class Provisioner:
                 )
             )
         existing = existing_capacity(self.cluster, dict(instance_types), overheads)
-        return solve(pods, existing, pools), nodepools
+        return solve(pods, existing, pools, volume_terms(self.cluster, pods)), nodepools
 
     def provision(self) -> ProvisioningResult:
         self.passes += 1
@@ -192,6 +192,26 @@ class Provisioner:
         result.unschedulable = dict(plan.unschedulable)
         self.last = result
         return result
+
+
+def volume_terms(cluster: Cluster, pods: list[Pod]) -> dict[str, tuple[Requirements, ...]]:
+    """Per pod, the node affinity its bound persistent volumes impose (ANDed across volumes)."""
+    result: dict[str, tuple[Requirements, ...]] = {}
+    for pod in pods:
+        terms: tuple[Requirements, ...] = ()
+        for claim_name in pod.spec.claim_names:
+            claim = cluster.persistent_volume_claim(pod.metadata.namespace, claim_name)
+            volume = cluster.persistent_volume(claim.volume_name) if claim and claim.volume_name else None
+            if volume is None or not volume.node_terms:
+                continue
+            terms = (
+                volume.node_terms
+                if not terms
+                else tuple(a.intersection(b) for a in terms for b in volume.node_terms)
+            )
+        if terms:
+            result[pod.key] = terms
+    return result
 
 
 def describe_requests(requests: ResourceAmounts) -> str:

@@ -326,9 +326,18 @@ def _spread(raw: Mapping[str, object], pod: Pod, where: str) -> SpreadConstraint
     )
 
 
-def pod_constraints(pod: Pod) -> PodConstraints:
-    """The typed constraints of ``pod``; raises ConstraintError on a malformed one."""
+def pod_constraints(pod: Pod, volume_terms: Sequence[Requirements] = ()) -> PodConstraints:
+    """The typed constraints of ``pod``; raises ConstraintError on a malformed one.
+
+    ``volume_terms`` are the node affinity terms (ORed) of the volumes the pod
+    mounts; every node alternative of the pod must also satisfy one of them.
+    """
     spec = pod.spec
+    alternatives = spec.node_requirements()
+    if volume_terms:
+        alternatives = tuple(
+            alternative.intersection(term) for alternative in alternatives for term in volume_terms
+        )
     spreads = [
         _spread(raw, pod, f"topologySpreadConstraints[{index}]")
         for index, raw in enumerate(spec.topology_spread_constraints)
@@ -340,7 +349,7 @@ def pod_constraints(pod: Pod) -> PodConstraints:
     )
     return PodConstraints(
         pod=pod,
-        node_alternatives=spec.node_requirements(),
+        node_alternatives=alternatives,
         tolerations=spec.tolerations,
         spread=tuple(s for s in spreads if s.hard),
         soft_spread=tuple(s for s in spreads if not s.hard),

@@ -353,7 +353,9 @@ class _Scheduler:
         existing: Sequence[ExistingCapacity],
         pools: Sequence[NodePoolCapacity],
         requested_resources: Iterable[str] = (),
+        volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
     ) -> None:
+        self.volume_terms = volume_terms or {}
         self.pools = sorted(pools, key=lambda pool: (-(pool.nodepool.weight or 0), pool.nodepool.name))
         self.pool_requirements = {pool.nodepool.name: self._pool_requirements(pool) for pool in self.pools}
         universe: dict[str, set[str]] = {}
@@ -422,7 +424,9 @@ class _Scheduler:
         once on each target, which is what first-fit would do one by one.
         """
         try:
-            constraints: PodConstraints | None = pod_constraints(pods[0])
+            constraints: PodConstraints | None = pod_constraints(
+                pods[0], self.volume_terms.get(pods[0].key, ())
+            )
         except ConstraintError as error:
             for pod in pods:
                 plan.unschedulable[pod.key] = f"invalid pod constraint: {error}"
@@ -973,11 +977,20 @@ def solve(
     pods: Sequence[Pod],
     existing: Sequence[ExistingCapacity],
     pools: Sequence[NodePoolCapacity],
+    volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
 ) -> Plan:
-    """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``."""
+    """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
+
+    ``volume_terms`` maps a pod's key to the node affinity terms of the
+    persistent volumes it mounts (a zonal volume's zone).
+    """
     plan = Plan()
-    scheduler = _Scheduler(existing, pools, {resource for pod in pods for resource in pod.spec.requests})
-    signatures = {pod.key: _signature(pod) for pod in pods}
+    volume_terms = volume_terms or {}
+    scheduler = _Scheduler(
+        existing, pools, {resource for pod in pods for resource in pod.spec.requests}, volume_terms
+    )
+    # Pods with volumes are alike only if their volumes are too.
+    signatures = {pod.key: (*_signature(pod), repr(volume_terms.get(pod.key))) for pod in pods}
     ordered = sorted(pods, key=lambda pod: (*_sort_key(pod)[:2], signatures[pod.key], pod.key))
     start = 0
     while start < len(ordered):

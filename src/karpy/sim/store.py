@@ -31,6 +31,8 @@ from karpy.api.core import (
     DaemonSet,
     Deployment,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     ReplicaSet,
@@ -356,3 +358,11 @@ class InMemoryCluster:
 
     def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
         return self.objects("PodDisruptionBudget")
+
+    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        found = self.get("PersistentVolumeClaim", f"{namespace}/{name}")
+        return found if isinstance(found, PersistentVolumeClaim) else None
+
+    def persistent_volume(self, name: str) -> PersistentVolume | None:
+        found = self.get("PersistentVolume", name)
+        return found if isinstance(found, PersistentVolume) else None
