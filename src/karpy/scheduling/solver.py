@@ -398,6 +398,7 @@ class _Scheduler:
                 self.topology.add_existing_pod(pod, capacity.name, anti)
         self.bins: list[_Target] = []
         self.rooms = _RoomIndex()
+        self._topology_refusals: dict[str, set[int]] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -478,11 +479,18 @@ class _Scheduler:
             spread.topology_key != LABEL_HOSTNAME for spread in constraints.all_spread()
         )
         refused: set[int] = set()
+        # Targets turned away by topology that only tightens are out for every pod with
+        # the same labels and inter-pod constraints, whatever it requests: shared.
+        out_for_topology = (
+            self._topology_refusals.setdefault(_topology_signature(constraints), set())
+            if not retry_topology
+            else set()
+        )
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
             for target in self._candidates(requests):
-                if id(target) in refused:
+                if id(target) in refused or id(target) in out_for_topology:
                     continue
                 verdict = self._join(current, requests, target)
                 if verdict is _ACCEPTED:
@@ -490,8 +498,10 @@ class _Scheduler:
                         plan.existing[pod.key] = target.name
                     placed = True
                     break
-                if verdict is _REFUSED or not retry_topology:
+                if verdict is _REFUSED:
                     refused.add(id(target))
+                elif not retry_topology:
+                    out_for_topology.add(id(target))
             if not placed:
                 for pool in self.pools:
                     reason = self._open_bin(pool, current, requests)
@@ -703,14 +713,17 @@ class _Scheduler:
             return _REFUSED
         if _blocking_taint(pool.nodepool.template.taints, constraints) is not None:
             return _REFUSED
-        verdict = _REFUSED
+        # _NOT_NOW only when topology alone said no: a verdict shared by pods that
+        # differ in size must not hide a bin that was merely too full for this one.
+        topology_said_no = False
+        too_full = False
         for option in constraints.node_options():
             if target.requirements.compatible(option) is not None:
                 continue
             merged = target.requirements.intersection(option)
             admission = self._admit(constraints, target, merged)
             if not admission.ok:
-                verdict = _NOT_NOW
+                topology_said_no = True
                 continue
             total = add_amounts(target.requests, requests)
             for narrowed in self._narrowings(constraints, merged, admission):
@@ -730,7 +743,8 @@ class _Scheduler:
                 self.rooms.set(target.position, target.cpu_room())
                 self._commit(constraints, target, admission.allowed)
                 return _ACCEPTED
-        return verdict
+            too_full = True
+        return _NOT_NOW if topology_said_no and not too_full else _REFUSED
 
     def _narrowings(
         self, constraints: PodConstraints, requirements: Requirements, admission: Admission
@@ -966,6 +980,21 @@ def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
         if amount > 0:
             count = min(count, max(0, room.get(resource, 0)) // amount)
     return count
+
+
+def _topology_signature(constraints: PodConstraints) -> str:
+    """What decides a pod's topology verdicts: who it is, its inter-pod terms, its node options."""
+    pod = constraints.pod
+    return repr(
+        (
+            pod.metadata.namespace,
+            sorted(pod.metadata.labels.items()),
+            constraints.all_spread(),
+            constraints.all_affinity(),
+            constraints.all_anti_affinity(),
+            [str(option) for option in constraints.node_options()],
+        )
+    )
 
 
 def _signature(pod: Pod) -> tuple[str, str, str]:
