@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit control-plane clean
+.PHONY: demo test env lint typecheck contracts unit control-plane bench clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -27,8 +27,8 @@ $(UV):
 env: .venv/.synced
 
 lint: .venv/.synced
-	$(RUN) ruff check src tests scripts
-	$(RUN) ruff format --check src tests scripts
+	$(RUN) ruff check src tests scripts benchmarks
+	$(RUN) ruff format --check src tests scripts benchmarks
 
 typecheck: .venv/.synced
 	$(RUN) mypy
@@ -42,6 +42,10 @@ control-plane: .venv/.synced
 
 unit: .venv/.synced
 	$(RUN) pytest -q
+
+# The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
+bench: .venv/.synced
+	$(RUN) python -m benchmarks.scheduling
 
 clean:
 	rm -rf .venv .tools .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,147 @@
+"""The scheduling benchmarks still generate what they claim and still run, at their smallest sizes.
+
+No timing is asserted: a unit test on a shared machine cannot say anything
+reliable about speed. What is checked is the part a refactoring could
+silently break: the shapes of Karpenter's benchmark (the i+1 rule of its
+instance types, the fifths of pod kinds), the determinism of the seeded
+generators, that a case measures end to end, and that the LP bounds are
+ordered as the theory says (single resource ≤ aggregate ≤ assignment ≤ any
+plan's price).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from benchmarks.scheduling.checks import plan_violations
+from benchmarks.scheduling.lower_bound import assignment_lower_bound, lp_lower_bound, single_resource_bound
+from benchmarks.scheduling.measure import Case, Suite, measure_case, plan_price
+from benchmarks.scheduling.report import judge_targets, lp_table, speed_table
+from benchmarks.scheduling.workloads import (
+    GIB,
+    KARPENTER_INSTANCE_TYPE_COUNT,
+    KARPENTER_ZONES,
+    KIND_LABEL,
+    PodKind,
+    catalog_pools,
+    diverse_pods,
+    generic_pods,
+    karpenter_instance_types,
+    karpenter_pools,
+    mixed_pods,
+    mixed_tier_counts,
+)
+
+from karpy.api.core import Pod
+from karpy.api.requirements import LABEL_HOSTNAME, LABEL_ZONE
+from karpy.scheduling.solver import NewNodeClaim, Plan, solve
+
+
+def kind_of(pod: Pod) -> PodKind:
+    """A diverse pod's kind, read from its spec (not from the label the generator wrote)."""
+    spec = pod.spec
+    if spec.topology_spread_constraints:
+        (constraint,) = spec.topology_spread_constraints
+        assert constraint["maxSkew"] == 1 and constraint["whenUnsatisfiable"] == "DoNotSchedule"
+        return PodKind.ZONAL_SPREAD if constraint["topologyKey"] == LABEL_ZONE else PodKind.HOSTNAME_SPREAD
+    if spec.pod_affinity:
+        assert only_required_term(spec.pod_affinity)["topologyKey"] == LABEL_ZONE
+        return PodKind.ZONAL_AFFINITY
+    if spec.pod_anti_affinity:
+        assert only_required_term(spec.pod_anti_affinity)["topologyKey"] == LABEL_HOSTNAME
+        return PodKind.HOSTNAME_ANTI_AFFINITY
+    return PodKind.GENERIC
+
+
+def only_required_term(affinity: Mapping[str, object]) -> Mapping[str, object]:
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert isinstance(terms, list) and len(terms) == 1 and isinstance(terms[0], Mapping)
+    return terms[0]
+
+
+def test_karpenter_instance_types_follow_the_i_plus_one_rule() -> None:
+    types = karpenter_instance_types()
+    assert len(types) == KARPENTER_INSTANCE_TYPE_COUNT
+    for index, instance_type in enumerate(types):
+        size = index + 1
+        assert instance_type.capacity == {"cpu": size * 1000, "memory": 2 * size * GIB, "pods": 10 * size}
+        assert {o.zone for o in instance_type.offerings} == set(KARPENTER_ZONES)
+        assert {o.capacity_type for o in instance_type.offerings} == {"spot", "on-demand"}
+    prices = [min(o.price for o in t.offerings) for t in types]
+    assert abs(prices[99] - 100 * prices[0]) < 1e-9  # proportional to size
+
+
+def test_diverse_pods_come_in_fifths_with_the_remainder_generic() -> None:
+    pods = diverse_pods(103)
+    kinds = Counter(kind_of(pod) for pod in pods)
+    assert kinds == {
+        PodKind.GENERIC: 20 + 3,
+        PodKind.ZONAL_SPREAD: 20,
+        PodKind.HOSTNAME_SPREAD: 20,
+        PodKind.ZONAL_AFFINITY: 20,
+        PodKind.HOSTNAME_ANTI_AFFINITY: 20,
+    }
+    assert all(pod.metadata.labels[KIND_LABEL] == kind_of(pod) for pod in pods)
+    assert len({pod.key for pod in pods}) == len(pods)
+    assert {pod.spec.requests["cpu"] for pod in pods} <= {100, 250, 500, 1000, 1500}
+    # Each constrained pod selects its own group.
+    for pod in pods:
+        for constraint in pod.spec.topology_spread_constraints:
+            selector = constraint["labelSelector"]
+            assert isinstance(selector, Mapping)
+            assert selector == {"matchLabels": {"group": pod.metadata.labels["group"]}}
+
+
+def test_generators_are_deterministic_for_a_seed() -> None:
+    assert diverse_pods(50) == diverse_pods(50)
+    assert mixed_pods(50) == mixed_pods(50)
+    assert generic_pods(50, seed=1) != generic_pods(50, seed=2)
+    assert sum(mixed_tier_counts(1000).values()) == 1000
+
+
+def test_the_check_catches_anti_affinity_pods_sharing_a_node() -> None:
+    pods = [pod for pod in diverse_pods(10) if kind_of(pod) is PodKind.HOSTNAME_ANTI_AFFINITY]
+    assert len(pods) == 2
+    pool = karpenter_pools()[0]
+    requirements = pool.nodepool.template.requirement_set()
+    options = list(pool.instance_types[:1])
+
+    def claim(*on_it: Pod) -> NewNodeClaim:
+        return NewNodeClaim("default", requirements, options, list(on_it), {}, {})
+
+    apart = Plan(new_nodeclaims=[claim(pods[0]), claim(pods[1])])
+    together = Plan(new_nodeclaims=[claim(*pods)])
+    assert plan_violations(pods, apart, KARPENTER_ZONES).total == 0
+    assert plan_violations(pods, together, KARPENTER_ZONES).broken == {"pod anti-affinity (hostname)": 1}
+
+
+def test_lp_bounds_are_ordered_below_the_plan_price() -> None:
+    pools = catalog_pools()
+    for pods in (generic_pods(40), mixed_pods(40)):
+        plan = solve(pods, [], pools)
+        assert not plan.unschedulable
+        single = single_resource_bound(pods, pools)
+        aggregate = lp_lower_bound(pods, pools).price
+        assignment = assignment_lower_bound(pods, pools).price
+        assert 0 < single <= aggregate * (1 + 1e-9)
+        assert aggregate <= assignment * (1 + 1e-9)
+        assert assignment <= plan_price(plan) * (1 + 1e-9)
+
+
+def test_each_suite_measures_its_smallest_case_end_to_end() -> None:
+    karpenter = measure_case(Case(Suite.KARPENTER, "diverse", "karpenter-400", 1, max_runs=2))
+    catalog = measure_case(Case(Suite.CATALOG, "mixed", "aws-catalog", 1, trace_memory=True, max_runs=2))
+    bounded = measure_case(Case(Suite.LP, "generic", "aws-catalog", 5, lower_bound=True, max_runs=2))
+    for result in (karpenter, catalog, bounded):
+        assert not result.error
+        assert result.seconds is not None and result.runs == 2
+        assert result.nodeclaims == 1 and result.unschedulable == 0
+        assert result.price > 0
+    assert catalog.tracemalloc_peak_bytes is not None and catalog.peak_rss_bytes is not None
+    assert bounded.gap is not None and bounded.gap >= 0
+    assert bounded.assignment_gap is not None and 0 <= bounded.assignment_gap <= bounded.gap
+    assert len(speed_table([karpenter])) == 3
+    assert "generic" in lp_table([bounded])[2]
+    verdicts = {verdict.name: verdict.verdict for verdict in judge_targets([karpenter, catalog, bounded])}
+    assert verdicts["speed"] == "NOT RUN" and verdicts["memory"] == "NOT RUN"
