@@ -56,9 +56,11 @@ from karpy.api.quantity import (
     format_amount,
 )
 from karpy.api.requirements import (
+    LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
+    LABEL_ZONE,
     Requirement,
     Requirements,
 )
@@ -399,6 +401,7 @@ class _Scheduler:
         self.bins: list[_Target] = []
         self.rooms = _RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
+        self._topology_cursor: dict[str, int] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -481,15 +484,18 @@ class _Scheduler:
         refused: set[int] = set()
         # Targets turned away by topology that only tightens are out for every pod with
         # the same labels and inter-pod constraints, whatever it requests: shared.
-        out_for_topology = (
-            self._topology_refusals.setdefault(_topology_signature(constraints), set())
-            if not retry_topology
-            else set()
-        )
+        signature = _topology_signature(constraints) if not retry_topology else ""
+        out_for_topology = self._topology_refusals.setdefault(signature, set()) if signature else set()
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
-            for target in self._candidates(requests):
+            # The bins before the first one topology has not yet ruled out need no asking.
+            first = self._topology_cursor.get(signature, 0) if signature else 0
+            while first < len(self.bins) and id(self.bins[first]) in out_for_topology:
+                first += 1
+            if signature:
+                self._topology_cursor[signature] = first
+            for target in self._candidates(requests, first):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
                 verdict = self._join(current, requests, target)
@@ -515,17 +521,17 @@ class _Scheduler:
             self._note_placed(current, pod, plan)
         return []
 
-    def _bins_with_room(self, requests: ResourceAmounts) -> Iterator[_Target]:
-        """The plan's new NodeClaims that may have CPU room for ``requests``, in order."""
+    def _bins_with_room(self, requests: ResourceAmounts, start: int = 0) -> Iterator[_Target]:
+        """The plan's new NodeClaims from ``start`` on that may have CPU room for ``requests``."""
         cpu = requests.get("cpu", 0)
-        index = self.rooms.first_at_least(0, cpu)
+        index = self.rooms.first_at_least(start, cpu)
         while index >= 0:
             yield self.bins[index]
             index = self.rooms.first_at_least(index + 1, cpu)
 
-    def _candidates(self, requests: ResourceAmounts) -> Iterator[_Target]:
+    def _candidates(self, requests: ResourceAmounts, first_bin: int = 0) -> Iterator[_Target]:
         yield from self.existing
-        yield from self._bins_with_room(requests)
+        yield from self._bins_with_room(requests, first_bin)
 
     def _place_bulk(
         self,
@@ -890,7 +896,7 @@ class _Scheduler:
             if not admission.ok:
                 reason = admission.reason
                 continue
-            reserved_elsewhere = self._reserved_in_pool(pool)
+            reserved_elsewhere = self._reserved_in_pool(pool) if pool.remaining is not None else {}
             for narrowed in self._narrowings(constraints, merged, admission):
                 options, rows = self._viable(
                     pool, fitting, fitting_rows, narrowed, requests, narrowed_further=narrowed != merged
@@ -941,15 +947,38 @@ def _format_resources(requests: Mapping[str, int], names: Sequence[str]) -> str:
     return "(" + ", ".join(f"{name} {format_amount(name, requests.get(name, 0))}" for name in shown) + ")"
 
 
-def _cheapest_price(instance_type: InstanceType, requirements: Requirements) -> float:
-    return min((offering.price for offering in instance_type.available_offerings(requirements)), default=0.0)
+class _Prices:
+    """Cheapest available offering per instance type, per zone and capacity-type requirement.
+
+    Every new NodeClaim ranks its options by price; they share a handful of
+    zone and capacity-type requirements, so each price is worked out once.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, str, str], float] = {}
+
+    def ranked(self, options: Sequence[InstanceType], requirements: Requirements) -> list[InstanceType]:
+        """``options`` cheapest first (then by name)."""
+        where = (str(requirements.get(LABEL_ZONE)), str(requirements.get(LABEL_CAPACITY_TYPE)))
+        cache = self._cache
+
+        def price(instance_type: InstanceType) -> tuple[float, str]:
+            key = (id(instance_type), *where)
+            cheapest = cache.get(key)
+            if cheapest is None:
+                offerings = instance_type.available_offerings(requirements)
+                cheapest = min((offering.price for offering in offerings), default=0.0)
+                cache[key] = cheapest
+            return (cheapest, instance_type.name)
+
+        return sorted(options, key=price)
 
 
-def _finish(target: _Target) -> NewNodeClaim:
+def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
     pool = target.pool
     assert pool is not None
     requirements = target.requirements
-    ranked = sorted(target.options, key=lambda t: (_cheapest_price(t, requirements), t.name))
+    ranked = prices.ranked(target.options, requirements)
     kept = ranked[:MAX_INSTANCE_TYPES]
     if not _min_values_met(requirements, kept):
         # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
@@ -1028,5 +1057,6 @@ def solve(
             end += 1
         scheduler.place_group(ordered[start:end], plan)
         start = end
-    plan.new_nodeclaims = [_finish(target) for target in scheduler.bins]
+    prices = _Prices()
+    plan.new_nodeclaims = [_finish(target, prices) for target in scheduler.bins]
     return plan
