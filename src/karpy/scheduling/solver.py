@@ -955,30 +955,31 @@ class _Prices:
     """
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[int, str, str], float] = {}
+        self._ranked: dict[tuple[int, str, str], list[InstanceType]] = {}
 
-    def ranked(self, options: Sequence[InstanceType], requirements: Requirements) -> list[InstanceType]:
-        """``options`` cheapest first (then by name)."""
-        where = (str(requirements.get(LABEL_ZONE)), str(requirements.get(LABEL_CAPACITY_TYPE)))
-        cache = self._cache
+    def ranked(
+        self, pool: NodePoolCapacity, options: Sequence[InstanceType], requirements: Requirements
+    ) -> list[InstanceType]:
+        """``options`` cheapest first (then by name): the pool's ranking, filtered."""
+        key = (id(pool), str(requirements.get(LABEL_ZONE)), str(requirements.get(LABEL_CAPACITY_TYPE)))
+        ranking = self._ranked.get(key)
+        if ranking is None:
 
-        def price(instance_type: InstanceType) -> tuple[float, str]:
-            key = (id(instance_type), *where)
-            cheapest = cache.get(key)
-            if cheapest is None:
+            def price(instance_type: InstanceType) -> tuple[float, str]:
                 offerings = instance_type.available_offerings(requirements)
-                cheapest = min((offering.price for offering in offerings), default=0.0)
-                cache[key] = cheapest
-            return (cheapest, instance_type.name)
+                return (min((offering.price for offering in offerings), default=0.0), instance_type.name)
 
-        return sorted(options, key=price)
+            ranking = sorted(pool.instance_types, key=price)
+            self._ranked[key] = ranking
+        chosen = {id(instance_type) for instance_type in options}
+        return [instance_type for instance_type in ranking if id(instance_type) in chosen]
 
 
 def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
     pool = target.pool
     assert pool is not None
     requirements = target.requirements
-    ranked = prices.ranked(target.options, requirements)
+    ranked = prices.ranked(pool, target.options, requirements)
     kept = ranked[:MAX_INSTANCE_TYPES]
     if not _min_values_met(requirements, kept):
         # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
