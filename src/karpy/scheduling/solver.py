@@ -402,6 +402,7 @@ class _Scheduler:
         self.rooms = _RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
         self._topology_cursor: dict[str, int] = {}
+        self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -635,14 +636,14 @@ class _Scheduler:
             count = min(int(takes.max()), len(pods))
             while count > 0:
                 keep = np.flatnonzero(takes >= count)
-                if _min_values_met(merged, [options[index] for index in keep]):
+                if _min_values_met(merged, [options[index] for index in keep.tolist()]):
                     break
                 count -= 1
             if count <= 0:
                 continue
             target.update(
                 merged,
-                [options[index] for index in keep],
+                [options[index] for index in keep.tolist()],
                 rows[keep],
                 add_amounts(target.requests, {r: amount * count for r, amount in requests.items()}),
             )
@@ -807,7 +808,7 @@ class _Scheduler:
         """The options (and their rows) that still fit ``requests``; labels rechecked only if narrowed."""
         matrix = self._matrix(pool)
         keep = np.flatnonzero((matrix.net[rows] >= matrix.vector(requests)).all(axis=1))
-        viable = [options[int(index)] for index in keep]
+        viable = [options[index] for index in keep.tolist()]
         kept_rows = rows[keep]
         if narrowed_further:
             labelled = [
@@ -840,6 +841,15 @@ class _Scheduler:
     def _most_room(self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp]) -> ResourceAmounts:
         most = self._matrix(pool).net[rows].max(axis=0)
         return {resource: int(most[column]) for resource, column in self._matrix(pool).columns.items()}
+
+    def _rows_of(self, pool: NodePoolCapacity, options: list[InstanceType]) -> npt.NDArray[np.intp]:
+        """Matrix rows of a (cached, so long-lived) list of options."""
+        key = id(options)
+        rows = self._rows_cache.get(key)
+        if rows is None:
+            rows = self._matrix(pool).rows(options)
+            self._rows_cache[key] = rows
+        return rows
 
     def _compatible_types(
         self, pool: NodePoolCapacity, requirements: Requirements
@@ -879,9 +889,9 @@ class _Scheduler:
                 reason = "no available offering (zone and capacity type) for the compatible instance types"
                 continue
             matrix = self._matrix(pool)
-            offered_rows = matrix.rows(offered)
+            offered_rows = self._rows_of(pool, offered)
             fitting_at = np.flatnonzero((matrix.net[offered_rows] >= matrix.vector(requests)).all(axis=1))
-            fitting = [offered[index] for index in fitting_at]
+            fitting = [offered[index] for index in fitting_at.tolist()]
             fitting_rows = offered_rows[fitting_at]
             if not fitting:
                 largest = max(offered, key=_capacity_key)
