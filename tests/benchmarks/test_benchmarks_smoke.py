@@ -136,8 +136,9 @@ def test_each_suite_measures_its_smallest_case_end_to_end() -> None:
     for result in (karpenter, catalog, bounded):
         assert not result.error
         assert result.seconds is not None and result.runs == 2
-        assert result.nodeclaims == 1 and result.unschedulable == 0
+        assert result.nodeclaims >= 1 and result.unschedulable == 0
         assert result.price > 0
+    assert karpenter.nodeclaims == 1 and catalog.nodeclaims == 1  # one pod each
     assert catalog.tracemalloc_peak_bytes is not None and catalog.peak_rss_bytes is not None
     assert bounded.gap is not None and bounded.gap >= 0
     assert bounded.assignment_gap is not None and 0 <= bounded.assignment_gap <= bounded.gap

@@ -99,10 +99,10 @@ def test_a_batch_closes_after_ten_seconds_however_busy() -> None:
 
 
 def test_in_flight_nodeclaims_absorb_later_pods_instead_of_launching_more() -> None:
-    simulation = started(nodepool(), deployment(replicas=2))
+    simulation = started(nodepool(), deployment(replicas=2, cpu="500m"))
     simulation.run(2, until_steady=False)
-    assert len(claims(simulation)) == 1  # 2 CPUs on one 4-vCPU type, not yet registered
-    simulation.apply(objects(pod("late")))
+    assert len(claims(simulation)) == 1  # 1 CPU on one 2-vCPU type, not yet registered
+    simulation.apply(objects(pod("late", "500m")))
     simulation.run(600)
     assert len(claims(simulation)) == 1
     assert running_pods(simulation) == 3

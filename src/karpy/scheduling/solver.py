@@ -69,6 +69,8 @@ from karpy.scheduling.constraints import ConstraintError, PodConstraints, pod_co
 from karpy.scheduling.topology import Admission, Domain, Topology
 
 MAX_INSTANCE_TYPES = 60
+# How many of the most recent new NodeClaims a pod may make grow to a bigger type.
+GROWTH_WINDOW = 8
 
 # What a target says to a pod: yes; no, and no to every pod alike; no for now.
 _ACCEPTED = object()
@@ -272,8 +274,17 @@ class _PoolMatrix:
     hundreds of instance types spends its time.
     """
 
-    def __init__(self, pool: NodePoolCapacity, resources: Sequence[str]) -> None:
+    def __init__(self, pool: NodePoolCapacity, resources: Sequence[str], requirements: Requirements) -> None:
         self.columns = {resource: index for index, resource in enumerate(resources)}
+        # The cheapest offering each type has under the pool's requirements (inf: none).
+        self.price = np.array(
+            [
+                min((o.price for o in t.available_offerings(requirements)), default=np.inf)
+                for t in pool.instance_types
+            ]
+            or [np.inf],
+            dtype=np.float64,
+        )
         self.row_of = {id(instance_type): row for row, instance_type in enumerate(pool.instance_types)}
         net = np.zeros((max(1, len(pool.instance_types)), len(resources)), dtype=np.int64)
         for row, instance_type in enumerate(pool.instance_types):
@@ -292,6 +303,24 @@ class _PoolMatrix:
 
     def rows(self, options: Sequence[InstanceType]) -> npt.NDArray[np.intp]:
         return np.fromiter((self.row_of[id(t)] for t in options), dtype=np.intp, count=len(options))
+
+    def cost_alone(self, rows: npt.NDArray[np.intp], requests: npt.NDArray[np.int64], count: int) -> float:
+        """What ``count`` pods of ``requests`` cost on fresh nodes of one of ``rows``, at best.
+
+        For each type: as many nodes as it takes to hold them all, times its
+        price; the cheapest type wins (inf if no type holds even one).
+        """
+        if len(rows) == 0:
+            return float("inf")
+        used = requests > 0
+        if not used.any():
+            return 0.0
+        per_node = (np.maximum(self.net[rows][:, used], 0) // requests[used]).min(axis=1)
+        holds = per_node > 0
+        if not holds.any():
+            return float("inf")
+        nodes = -(-count // per_node[holds])
+        return float((nodes * self.price[rows][holds]).min())
 
 
 @dataclass(slots=True)
@@ -400,9 +429,12 @@ class _Scheduler:
                 self.topology.add_existing_pod(pod, capacity.name, anti)
         self.bins: list[_Target] = []
         self.rooms = _RoomIndex()
+        self.cheap_rooms = _RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
-        self._topology_cursor: dict[str, int] = {}
+        self._rooms_by_signature: dict[str, _RoomIndex] = {}
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
+        self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
+        self._alone_cache: dict[tuple[int, str, tuple[tuple[str, int], ...], int], float] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -487,17 +519,17 @@ class _Scheduler:
         # the same labels and inter-pod constraints, whatever it requests: shared.
         signature = _topology_signature(constraints) if not retry_topology else ""
         out_for_topology = self._topology_refusals.setdefault(signature, set()) if signature else set()
+        rooms = self._signature_rooms(signature) if signature else None
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
-            # The bins before the first one topology has not yet ruled out need no asking.
-            first = self._topology_cursor.get(signature, 0) if signature else 0
-            while first < len(self.bins) and id(self.bins[first]) in out_for_topology:
-                first += 1
-            if signature:
-                self._topology_cursor[signature] = first
-            for target in self._candidates(requests, first):
+            # Zones (or other non-hostname domains) the pod may go to at all: a target
+            # already committed elsewhere needs no full admission to say no.
+            anywhere = self.topology.allowed_anywhere(current) if retry_topology else {}
+            for target in self._candidates(requests, rooms, out_for_topology):
                 if id(target) in refused or id(target) in out_for_topology:
+                    continue
+                if anywhere and not self._could_be_in(target, anywhere):
                     continue
                 verdict = self._join(current, requests, target)
                 if verdict is _ACCEPTED:
@@ -507,8 +539,8 @@ class _Scheduler:
                     break
                 if verdict is _REFUSED:
                     refused.add(id(target))
-                elif not retry_topology:
-                    out_for_topology.add(id(target))
+                elif signature:
+                    self._rule_out(signature, target)
             if not placed:
                 for pool in self.pools:
                     reason = self._open_bin(pool, current, requests)
@@ -522,17 +554,85 @@ class _Scheduler:
             self._note_placed(current, pod, plan)
         return []
 
-    def _bins_with_room(self, requests: ResourceAmounts, start: int = 0) -> Iterator[_Target]:
+    def _bins_with_room(
+        self, requests: ResourceAmounts, start: int = 0, index: _RoomIndex | None = None
+    ) -> Iterator[_Target]:
         """The plan's new NodeClaims from ``start`` on that may have CPU room for ``requests``."""
+        rooms = index or self.rooms
         cpu = requests.get("cpu", 0)
-        index = self.rooms.first_at_least(start, cpu)
-        while index >= 0:
-            yield self.bins[index]
-            index = self.rooms.first_at_least(index + 1, cpu)
+        position = rooms.first_at_least(start, cpu)
+        while position >= 0:
+            yield self.bins[position]
+            position = rooms.first_at_least(position + 1, cpu)
 
-    def _candidates(self, requests: ResourceAmounts, first_bin: int = 0) -> Iterator[_Target]:
+    def _candidates(
+        self,
+        requests: ResourceAmounts,
+        cheap_rooms: _RoomIndex | None = None,
+        ruled_out: set[int] | None = None,
+    ) -> Iterator[_Target]:
+        """Existing capacity, then new NodeClaims whose cheapest option has room, then
+        the most recent NodeClaims that could take the pod by growing to a bigger type.
+
+        Growing is weighed against a NodeClaim of the pod's own (``_worth_growing``);
+        asking only the last few NodeClaims keeps that from costing a pass over all.
+        """
         yield from self.existing
-        yield from self._bins_with_room(requests, first_bin)
+        asked: set[int] = set()
+        for target in self._bins_with_room(requests, 0, cheap_rooms or self.cheap_rooms):
+            asked.add(target.position)
+            yield target
+        for target in self._bins_with_room(requests, max(0, len(self.bins) - GROWTH_WINDOW)):
+            if target.position not in asked and (ruled_out is None or id(target) not in ruled_out):
+                yield target
+
+    def _could_be_in(self, target: _Target, allowed: Mapping[str, frozenset[str]]) -> bool:
+        for key, domains in allowed.items():
+            known = self.topology.known_domain(target.name, key)
+            if known is not None and known not in domains:
+                return False
+        return True
+
+    def _signature_rooms(self, signature: str) -> _RoomIndex:
+        """The cheap-room index as seen by pods of one topology signature: ruled-out bins at -1.
+
+        Pods whose topology only tightens (hostname anti-affinity, hostname
+        spread) would otherwise walk past every NodeClaim already holding one
+        of them; with their own index they jump straight to one that does not.
+        """
+        rooms = self._rooms_by_signature.get(signature)
+        if rooms is None:
+            rooms = _RoomIndex()
+            ruled_out = self._topology_refusals.get(signature, set())
+            for target in self.bins:
+                rooms.append(-1 if id(target) in ruled_out else self._cheap_room(target))
+            self._rooms_by_signature[signature] = rooms
+        return rooms
+
+    def _rule_out(self, signature: str, target: _Target) -> None:
+        self._topology_refusals.setdefault(signature, set()).add(id(target))
+        rooms = self._rooms_by_signature.get(signature)
+        if rooms is not None and target.is_new:
+            rooms.set(target.position, -1)
+
+    def _refresh_rooms(self, target: _Target) -> None:
+        cheap = self._cheap_room(target)
+        self.rooms.set(target.position, target.cpu_room())
+        self.cheap_rooms.set(target.position, cheap)
+        for signature, rooms in self._rooms_by_signature.items():
+            ruled_out = id(target) in self._topology_refusals.get(signature, ())
+            rooms.set(target.position, -1 if ruled_out else cheap)
+
+    def _cheap_room(self, target: _Target) -> int:
+        """CPU room left in the target's cheapest option: what it takes without growing."""
+        assert target.pool is not None
+        matrix = self._matrix(target.pool)
+        prices = matrix.price[target.rows]
+        cheapest = target.rows[prices == prices.min()]
+        column = matrix.columns.get("cpu")
+        if column is None:
+            return 1 << 40
+        return int(matrix.net[cheapest, column].max()) - target.requests.get("cpu", 0)
 
     def _place_bulk(
         self,
@@ -636,7 +736,9 @@ class _Scheduler:
             count = min(int(takes.max()), len(pods))
             while count > 0:
                 keep = np.flatnonzero(takes >= count)
-                if _min_values_met(merged, [options[index] for index in keep.tolist()]):
+                if _min_values_met(
+                    merged, [options[index] for index in keep.tolist()]
+                ) and self._worth_growing(pool, target, rows[keep], option, requests, count):
                     break
                 count -= 1
             if count <= 0:
@@ -647,7 +749,7 @@ class _Scheduler:
                 rows[keep],
                 add_amounts(target.requests, {r: amount * count for r, amount in requests.items()}),
             )
-            self.rooms.set(target.position, target.cpu_room())
+            self._refresh_rooms(target)
             for pod in pods[:count]:
                 current = self._for(constraints, pod)
                 self._commit(current, target, ())
@@ -733,6 +835,13 @@ class _Scheduler:
                 topology_said_no = True
                 continue
             total = add_amounts(target.requests, requests)
+            # Room and price first, over every option at once: narrowing the zone
+            # afterwards only removes options, so it cannot make either better.
+            matrix = self._matrix(pool)
+            roomy = target.rows[(matrix.net[target.rows] >= matrix.vector(total)).all(axis=1)]
+            if len(roomy) == 0 or not self._worth_growing(pool, target, roomy, option, requests, 1):
+                too_full = True
+                continue
             for narrowed in self._narrowings(constraints, merged, admission):
                 options, rows = self._viable(
                     pool,
@@ -747,7 +856,7 @@ class _Scheduler:
                 # Options only ever shrink as pods join, so the bin's largest option,
                 # and with it the pool's reserved capacity, cannot grow: no limit check.
                 target.update(narrowed, options, rows, total)
-                self.rooms.set(target.position, target.cpu_room())
+                self._refresh_rooms(target)
                 self._commit(constraints, target, admission.allowed)
                 return _ACCEPTED
             too_full = True
@@ -807,18 +916,12 @@ class _Scheduler:
     ) -> tuple[list[InstanceType], npt.NDArray[np.intp]]:
         """The options (and their rows) that still fit ``requests``; labels rechecked only if narrowed."""
         matrix = self._matrix(pool)
-        keep = np.flatnonzero((matrix.net[rows] >= matrix.vector(requests)).all(axis=1))
+        fits_all = (matrix.net[rows] >= matrix.vector(requests)).all(axis=1)
+        if narrowed_further:
+            fits_all &= self._labels_allow(pool, requirements)[rows]
+        keep = np.flatnonzero(fits_all)
         viable = [options[index] for index in keep.tolist()]
         kept_rows = rows[keep]
-        if narrowed_further:
-            labelled = [
-                index
-                for index, instance_type in enumerate(viable)
-                if instance_type.requirements.intersects(requirements) is None
-                and instance_type.available_offerings(requirements)
-            ]
-            viable = [viable[index] for index in labelled]
-            kept_rows = kept_rows[np.asarray(labelled, dtype=np.intp)]
         if not _min_values_met(requirements, viable):
             return [], kept_rows[:0]
         return viable, kept_rows
@@ -831,10 +934,70 @@ class _Scheduler:
                 total = add_amounts(total, candidate.reserved)
         return total
 
+    def _labels_allow(self, pool: NodePoolCapacity, requirements: Requirements) -> npt.NDArray[np.bool_]:
+        """Per type of the pool: compatible with ``requirements`` and offered under them (cached)."""
+        key = (id(pool), str(requirements))
+        allowed = self._label_cache.get(key)
+        if allowed is None:
+            allowed = np.fromiter(
+                (
+                    t.requirements.intersects(requirements) is None
+                    and bool(t.available_offerings(requirements))
+                    for t in pool.instance_types
+                ),
+                dtype=np.bool_,
+                count=len(pool.instance_types),
+            )
+            if not len(allowed):
+                allowed = np.zeros(1, dtype=np.bool_)
+            self._label_cache[key] = allowed
+        return allowed
+
+    def _worth_growing(
+        self,
+        pool: NodePoolCapacity,
+        target: _Target,
+        rows: npt.NDArray[np.intp],
+        option: Requirements,
+        requests: ResourceAmounts,
+        count: int,
+    ) -> bool:
+        """Whether adding ``count`` pods here costs no more than fresh nodes for them.
+
+        First-fit alone keeps growing a NodeClaim towards the largest type, and
+        on a real catalog the largest types are rarely the cheapest per pod.
+        Adding pods is free while the cheapest option still fits them; once
+        they force a bigger type, the price step must not exceed what they
+        would cost on fresh nodes of the best type for them. So a NodeClaim
+        grows while growing is the cheaper way to place its next pods, and no
+        further.
+        """
+        matrix = self._matrix(pool)
+        before = float(matrix.price[target.rows].min()) if len(target.rows) else 0.0
+        after = float(matrix.price[rows].min())
+        if after <= before:
+            return True
+        return after - before <= self._alone(pool, option, requests, count)
+
+    def _alone(
+        self, pool: NodePoolCapacity, option: Requirements, requests: ResourceAmounts, count: int
+    ) -> float:
+        """The least ``count`` such pods cost on fresh nodes of the pool (see ``cost_alone``)."""
+        key = (id(pool), str(option), tuple(sorted(requests.items())), count)
+        price = self._alone_cache.get(key)
+        if price is None:
+            _, offered = self._compatible_types(
+                pool, self.pool_requirements[pool.nodepool.name].intersection(option)
+            )
+            matrix = self._matrix(pool)
+            price = matrix.cost_alone(self._rows_of(pool, offered), matrix.vector(requests), count)
+            self._alone_cache[key] = price
+        return price
+
     def _matrix(self, pool: NodePoolCapacity) -> _PoolMatrix:
         matrix = self._matrices.get(id(pool))
         if matrix is None:
-            matrix = _PoolMatrix(pool, self.resources)
+            matrix = _PoolMatrix(pool, self.resources, self.pool_requirements[pool.nodepool.name])
             self._matrices[id(pool)] = matrix
         return matrix
 
@@ -937,6 +1100,10 @@ class _Scheduler:
                 target.update(narrowed, options, rows, dict(requests))
                 target.headroom = self._most_room(pool, rows)
                 target.position = self.rooms.append(target.cpu_room())
+                cheap = self._cheap_room(target)
+                self.cheap_rooms.append(cheap)
+                for rooms_of_signature in self._rooms_by_signature.values():
+                    rooms_of_signature.append(cheap)
                 self.bins.append(target)
                 self.topology.add_target(target.name, {LABEL_HOSTNAME: target.name})
                 self._commit(constraints, target, admission.allowed)

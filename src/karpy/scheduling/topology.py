@@ -215,6 +215,26 @@ class Topology:
             term.topology_key for term, _ in self.inverse_terms(pod.metadata.namespace, pod.metadata.labels)
         }
 
+    def known_domain(self, target: str, key: str) -> str | None:
+        return self._target_domains.get(target, {}).get(key)
+
+    def allowed_anywhere(self, constraints: PodConstraints) -> dict[str, frozenset[str]] | None:
+        """Domains the pod could go to at all, per zone-like key (hostnames left out).
+
+        A target whose domain is known and not among these can be skipped
+        without the full admission; None means no domain at all.
+        """
+        keys = {s.topology_key for s in constraints.all_spread()}
+        keys.update(t.topology_key for t in constraints.all_affinity())
+        keys.discard(LABEL_HOSTNAME)
+        if not keys:
+            return {}
+        domains: dict[str, Domain] = {key: frozenset(self.universe.get(key, ())) for key in keys}
+        admission = self.admit(constraints, "", domains)
+        if not admission.ok:
+            return None
+        return {key: admission.allowed[key] for key in keys if key in admission.allowed}
+
     # -- admission -------------------------------------------------------------
 
     def admit(self, constraints: PodConstraints, target: str, domain_of: Mapping[str, Domain]) -> Admission:
