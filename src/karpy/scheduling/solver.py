@@ -342,6 +342,8 @@ class _Target:
     headroom: ResourceAmounts = field(default_factory=dict)
     # Position among the plan's new NodeClaims (its slot in the room index).
     position: int = -1
+    # The price of its cheapest option, kept with the room indexes.
+    cheapest_price: float = 0.0
     # Rows of ``options`` in the pool's matrix, kept in step with them.
     rows: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
@@ -432,6 +434,7 @@ class _Scheduler:
         self.cheap_rooms = _RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
         self._rooms_by_signature: dict[str, _RoomIndex] = {}
+        self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
         self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
         self._alone_cache: dict[tuple[int, str, tuple[tuple[str, int], ...], int], float] = {}
@@ -616,6 +619,8 @@ class _Scheduler:
             rooms.set(target.position, -1)
 
     def _refresh_rooms(self, target: _Target) -> None:
+        assert target.pool is not None
+        target.cheapest_price = float(self._matrix(target.pool).price[target.rows].min())
         cheap = self._cheap_room(target)
         self.rooms.set(target.position, target.cpu_room())
         self.cheap_rooms.set(target.position, cheap)
@@ -787,8 +792,12 @@ class _Scheduler:
         return keys
 
     def _admit(self, constraints: PodConstraints, target: _Target, requirements: Requirements) -> Admission:
-        keys = self._topology_keys(constraints)
-        keys.update(self.topology.inverse_keys(constraints))
+        # A pod asks target after target with nothing placed in between: its keys hold.
+        last_constraints, keys = self._last_keys
+        if last_constraints is not constraints:
+            keys = self._topology_keys(constraints)
+            keys.update(self.topology.inverse_keys(constraints))
+            self._last_keys = (constraints, keys)
         if not keys:
             return Admission()
         return self.topology.admit(constraints, target.name, self._domains(target, requirements, keys))
@@ -838,7 +847,10 @@ class _Scheduler:
             # Room and price first, over every option at once: narrowing the zone
             # afterwards only removes options, so it cannot make either better.
             matrix = self._matrix(pool)
-            roomy = target.rows[(matrix.net[target.rows] >= matrix.vector(total)).all(axis=1)]
+            roomy_mask: npt.NDArray[np.bool_] = np.asarray(
+                (matrix.net[target.rows] >= matrix.vector(total)).all(axis=1), dtype=np.bool_
+            )
+            roomy = target.rows[roomy_mask]
             if len(roomy) == 0 or not self._worth_growing(pool, target, roomy, option, requests, 1):
                 too_full = True
                 continue
@@ -850,6 +862,7 @@ class _Scheduler:
                     narrowed,
                     total,
                     narrowed_further=narrowed != target.requirements,
+                    fitting=roomy_mask,
                 )
                 if not options:
                     continue
@@ -892,6 +905,7 @@ class _Scheduler:
         return candidates
 
     def _commit(self, constraints: PodConstraints, target: _Target, keys: Iterable[str]) -> None:
+        self._last_keys = (None, set())
         # Tell the topology every domain the target is now committed to, whether this
         # pod narrowed it or the requirements fixed it from the start.
         for key in keys:
@@ -913,10 +927,17 @@ class _Scheduler:
         requests: ResourceAmounts,
         *,
         narrowed_further: bool = True,
+        fitting: npt.NDArray[np.bool_] | None = None,
     ) -> tuple[list[InstanceType], npt.NDArray[np.intp]]:
-        """The options (and their rows) that still fit ``requests``; labels rechecked only if narrowed."""
+        """The options (and their rows) that still fit ``requests``; labels rechecked only if narrowed.
+
+        ``fitting``, when the caller has it, is the fit of ``rows`` already worked out.
+        """
         matrix = self._matrix(pool)
-        fits_all = (matrix.net[rows] >= matrix.vector(requests)).all(axis=1)
+        if fitting is None:
+            fits_all = (matrix.net[rows] >= matrix.vector(requests)).all(axis=1)
+        else:
+            fits_all = fitting.copy()
         if narrowed_further:
             fits_all &= self._labels_allow(pool, requirements)[rows]
         keep = np.flatnonzero(fits_all)
@@ -973,7 +994,7 @@ class _Scheduler:
         further.
         """
         matrix = self._matrix(pool)
-        before = float(matrix.price[target.rows].min()) if len(target.rows) else 0.0
+        before = target.cheapest_price
         after = float(matrix.price[rows].min())
         if after <= before:
             return True
@@ -1099,6 +1120,7 @@ class _Scheduler:
                         continue
                 target.update(narrowed, options, rows, dict(requests))
                 target.headroom = self._most_room(pool, rows)
+                target.cheapest_price = float(self._matrix(pool).price[target.rows].min())
                 target.position = self.rooms.append(target.cpu_room())
                 cheap = self._cheap_room(target)
                 self.cheap_rooms.append(cheap)
