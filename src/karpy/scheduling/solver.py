@@ -437,7 +437,7 @@ class _Scheduler:
         self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
         self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
-        self._alone_cache: dict[tuple[int, str, tuple[tuple[str, int], ...], int], float] = {}
+        self._alone_cache: dict[tuple[int, int, tuple[tuple[str, int], ...], int], float] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -463,6 +463,7 @@ class _Scheduler:
         without inter-pod constraints are placed in bulk: as many as fit at
         once on each target, which is what first-fit would do one by one.
         """
+        self._alone_cache.clear()
         try:
             constraints: PodConstraints | None = pod_constraints(
                 pods[0], self.volume_terms.get(pods[0].key, ())
@@ -738,14 +739,34 @@ class _Scheduler:
                 takes = (np.maximum(room[:, requested], 0) // per_pod[requested]).min(axis=1)
             else:
                 takes = np.full(len(options), len(pods), dtype=np.int64)
-            count = min(int(takes.max()), len(pods))
-            while count > 0:
-                keep = np.flatnonzero(takes >= count)
-                if _min_values_met(
-                    merged, [options[index] for index in keep.tolist()]
-                ) and self._worth_growing(pool, target, rows[keep], option, requests, count):
+            # Between two distinct values of ``takes`` the surviving options, and so the
+            # price after, stay the same while fresh nodes for the pods only get dearer
+            # with their number: the most pods of each such range is the one to try.
+            count = 0
+            keep = np.flatnonzero(takes > 0)
+            # Options by how many pods they take, most first; the cheapest price among
+            # the first i of them is then what the NodeClaim costs holding takes[i] more.
+            order = np.argsort(-takes, kind="stable")
+            ranked_takes = takes[order]
+            cheapest = np.minimum.accumulate(matrix.price[rows][order])
+            checks_min_values = any(requirement.min_values for requirement in merged)
+            clipped = np.minimum(ranked_takes, len(pods))
+            # The last option of each run of equal counts: it has the most options behind it.
+            ends = np.append(np.flatnonzero(clipped[1:] != clipped[:-1]), len(clipped) - 1)
+            for index in ends.tolist():
+                most = int(clipped[index])
+                if most <= 0:
                     break
-                count -= 1
+                after = float(cheapest[index])
+                if after > target.cheapest_price and after - target.cheapest_price > self._alone(
+                    pool, option, requests, most
+                ):
+                    continue
+                keep = np.flatnonzero(takes >= most)
+                if checks_min_values and not _min_values_met(merged, [options[i] for i in keep.tolist()]):
+                    continue
+                count = most
+                break
             if count <= 0:
                 continue
             target.update(
@@ -1004,7 +1025,8 @@ class _Scheduler:
         self, pool: NodePoolCapacity, option: Requirements, requests: ResourceAmounts, count: int
     ) -> float:
         """The least ``count`` such pods cost on fresh nodes of the pool (see ``cost_alone``)."""
-        key = (id(pool), str(option), tuple(sorted(requests.items())), count)
+        # Within one group of alike pods ``option`` is one object: its id is a safe key.
+        key = (id(pool), id(option), tuple(sorted(requests.items())), count)
         price = self._alone_cache.get(key)
         if price is None:
             _, offered = self._compatible_types(
