@@ -582,6 +582,15 @@ class _Scheduler:
         asking only the last few NodeClaims keeps that from costing a pass over all.
         """
         yield from self.existing
+        yield from self._new_candidates(requests, cheap_rooms, ruled_out)
+
+    def _new_candidates(
+        self,
+        requests: ResourceAmounts,
+        cheap_rooms: _RoomIndex | None = None,
+        ruled_out: set[int] | None = None,
+    ) -> Iterator[_Target]:
+        """The plan's new NodeClaims worth asking, in first-fit order (see ``_candidates``)."""
         asked: set[int] = set()
         for target in self._bins_with_room(requests, 0, cheap_rooms or self.cheap_rooms):
             asked.add(target.position)
@@ -659,7 +668,7 @@ class _Scheduler:
                     plan.existing[pod.key] = target.name
                     self._place_on(self._for(constraints, pod), target, requests, plan)
                 remaining = remaining[count:]
-        for target in self._bins_with_room(requests):
+        for target in self._new_candidates(requests):
             if not remaining:
                 return []
             remaining = self._fill_bin(constraints, requests, target, remaining, plan)
