@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
-from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import (
@@ -29,12 +28,12 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.api.quantity import ResourceAmounts, format_amount
-from karpy.api.requirements import LABEL_NODEPOOL, Requirements
-from karpy.cloud.provider import CloudProvider, CloudProviderError
+from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.cloud.provider import CloudProvider
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import daemon_overhead, existing_capacity, nodepool_capacity
-from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan, solve
+from karpy.controllers.state import scheduling_snapshot
+from karpy.scheduling.solver import NewNodeClaim, Plan
 
 log = logging.getLogger("karpy.provisioning")
 
@@ -127,33 +126,8 @@ class Provisioner:
 
     def schedule(self, pods: list[Pod]) -> tuple[Plan, dict[str, NodePool]]:
         """Plan placements for ``pods`` against the current cluster (no writes)."""
-        nodepools = {pool.name: pool for pool in self.cluster.nodepools() if not pool.metadata.deleting}
-        daemonsets = list(self.cluster.daemonsets())
-        instance_types: dict[str, list[InstanceType]] = {}
-        overheads: dict[str, ResourceAmounts] = {}
-        type_overheads: dict[str, dict[str, ResourceAmounts]] = {}
-        pools: list[NodePoolCapacity] = []
-        for pool in nodepools.values():
-            try:
-                instance_types[pool.name] = self.cloud.get_instance_types(pool)
-            except CloudProviderError as error:
-                log.warning("NodePool %s has no instance types: %s", pool.name, error)
-                instance_types[pool.name] = []
-            overheads[pool.name], type_overheads[pool.name] = daemon_overhead(
-                pool, daemonsets, instance_types[pool.name]
-            )
-        for pool in nodepools.values():
-            pools.append(
-                nodepool_capacity(
-                    self.cluster,
-                    pool,
-                    instance_types[pool.name],
-                    overheads[pool.name],
-                    type_overheads[pool.name],
-                )
-            )
-        existing = existing_capacity(self.cluster, dict(instance_types), overheads)
-        return solve(pods, existing, pools, volume_terms(self.cluster, pods)), nodepools
+        snapshot = scheduling_snapshot(self.cluster, self.cloud)
+        return snapshot.solve(pods), snapshot.nodepools
 
     def provision(self) -> ProvisioningResult:
         self.passes += 1
@@ -192,26 +166,6 @@ class Provisioner:
         result.unschedulable = dict(plan.unschedulable)
         self.last = result
         return result
-
-
-def volume_terms(cluster: Cluster, pods: list[Pod]) -> dict[str, tuple[Requirements, ...]]:
-    """Per pod, the node affinity its bound persistent volumes impose (ANDed across volumes)."""
-    result: dict[str, tuple[Requirements, ...]] = {}
-    for pod in pods:
-        terms: tuple[Requirements, ...] = ()
-        for claim_name in pod.spec.claim_names:
-            claim = cluster.persistent_volume_claim(pod.metadata.namespace, claim_name)
-            volume = cluster.persistent_volume(claim.volume_name) if claim and claim.volume_name else None
-            if volume is None or not volume.node_terms:
-                continue
-            terms = (
-                volume.node_terms
-                if not terms
-                else tuple(a.intersection(b) for a in terms for b in volume.node_terms)
-            )
-        if terms:
-            result[pod.key] = terms
-    return result
 
 
 def describe_requests(requests: ResourceAmounts) -> str:

@@ -9,23 +9,30 @@ which is the root of consolidation churn in autoscalers that do.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from karpy.api.core import DaemonSet, Node
+from karpy.api.core import DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
-from karpy.api.taints import untolerated
+from karpy.api.taints import DISRUPTED_TAINT_KEY, untolerated
+from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import ClusterReader
 from karpy.scheduling.solver import (
     NODES_RESOURCE,
     POD_RESOURCE,
     ExistingCapacity,
     NodePoolCapacity,
+    Plan,
     max_capacity,
+    solve,
 )
+
+log = logging.getLogger("karpy.state")
 
 
 def daemon_overhead(
@@ -106,11 +113,14 @@ def existing_capacity(
     cluster: ClusterReader,
     instance_types: dict[str, Sequence[InstanceType]],
     overheads: dict[str, ResourceAmounts],
+    exclude: frozenset[str] = frozenset(),
 ) -> list[ExistingCapacity]:
     """Nodes and in-flight NodeClaims that pods can still be placed on.
 
     Nodes and NodeClaims being deleted are left out: their pods are about to
-    move, and counting them would hide the need for new capacity.
+    move, and counting them would hide the need for new capacity. So are the
+    NodeClaims named in ``exclude`` (and their nodes): disruption asks "where
+    would these pods go if those nodes were gone".
     """
     result: list[ExistingCapacity] = []
     claims_by_provider: dict[str, NodeClaim] = {}
@@ -122,11 +132,15 @@ def existing_capacity(
         claim = claims_by_provider.get(node.provider_id) if node.provider_id else None
         if claim is not None:
             registered.add(claim.name)
+            if claim.name in exclude:
+                continue
         if node.metadata.deleting or node.unschedulable or (claim is not None and claim.metadata.deleting):
             continue
+        if any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints):
+            continue  # on its way out
         result.append(_node_capacity(cluster, node, claim))
     for nodeclaim in cluster.nodeclaims():
-        if nodeclaim.name in registered or nodeclaim.metadata.deleting:
+        if nodeclaim.name in registered or nodeclaim.metadata.deleting or nodeclaim.name in exclude:
             continue
         pool = nodeclaim.nodepool
         if nodeclaim.status.allocatable:
@@ -182,3 +196,75 @@ def nodepool_capacity(
             for resource, limit in nodepool.limits.items()
         }
     return NodePoolCapacity(nodepool, instance_types, overhead, remaining, type_overhead or {})
+
+
+def volume_terms(cluster: ClusterReader, pods: Sequence[Pod]) -> dict[str, tuple[Requirements, ...]]:
+    """Per pod, the node affinity its bound persistent volumes impose (ANDed across volumes)."""
+    result: dict[str, tuple[Requirements, ...]] = {}
+    for pod in pods:
+        terms: tuple[Requirements, ...] = ()
+        for claim_name in pod.spec.claim_names:
+            claim = cluster.persistent_volume_claim(pod.metadata.namespace, claim_name)
+            volume = cluster.persistent_volume(claim.volume_name) if claim and claim.volume_name else None
+            if volume is None or not volume.node_terms:
+                continue
+            terms = (
+                volume.node_terms
+                if not terms
+                else tuple(a.intersection(b) for a in terms for b in volume.node_terms)
+            )
+        if terms:
+            result[pod.key] = terms
+    return result
+
+
+@dataclass(slots=True)
+class SchedulingSnapshot:
+    """Everything the scheduling core needs about the cluster, taken at one moment."""
+
+    cluster: ClusterReader
+    nodepools: dict[str, NodePool]
+    instance_types: dict[str, list[InstanceType]]
+    pools: list[NodePoolCapacity]
+    existing: list[ExistingCapacity]
+
+    def solve(self, pods: Sequence[Pod]) -> Plan:
+        return solve(pods, self.existing, self.pools, volume_terms(self.cluster, pods))
+
+
+def scheduling_snapshot(
+    cluster: ClusterReader, cloud: CloudProvider, exclude: frozenset[str] = frozenset()
+) -> SchedulingSnapshot:
+    """The cluster as the scheduling core sees it, without the NodeClaims in ``exclude``.
+
+    The provisioner and the disruption controller both build their view here,
+    so "where would these pods go" has one answer in both.
+    """
+    nodepools = {pool.name: pool for pool in cluster.nodepools() if not pool.metadata.deleting}
+    daemonsets = list(cluster.daemonsets())
+    instance_types: dict[str, list[InstanceType]] = {}
+    overheads: dict[str, ResourceAmounts] = {}
+    pools: list[NodePoolCapacity] = []
+    for pool in nodepools.values():
+        try:
+            instance_types[pool.name] = cloud.get_instance_types(pool)
+        except CloudProviderError as error:
+            log.warning("NodePool %s has no instance types: %s", pool.name, error)
+            instance_types[pool.name] = []
+        overheads[pool.name], type_overhead = daemon_overhead(pool, daemonsets, instance_types[pool.name])
+        pools.append(
+            nodepool_capacity(cluster, pool, instance_types[pool.name], overheads[pool.name], type_overhead)
+        )
+    existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
+    return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing)
+
+
+def launched_price(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> float:
+    """The hourly price of the offering a NodeClaim was launched on (0 if unknown)."""
+    for instance_type in instance_types:
+        if instance_type.name != nodeclaim.instance_type:
+            continue
+        for offering in instance_type.offerings:
+            if offering.zone == nodeclaim.zone and offering.capacity_type == nodeclaim.capacity_type:
+                return offering.price
+    return 0.0
