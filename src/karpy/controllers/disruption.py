@@ -1,36 +1,102 @@
-"""Disruption orchestration: carry out what the decision core decides.
+"""Disruption orchestration: carry out what the decision core decides, safely.
 
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
-known to become due) builds the candidates from the cluster, asks
-:mod:`karpy.disruption` for one decision and carries it out by deleting
-NodeClaims; the termination controller drains and removes them. Methods run
-in Karpenter's order and a pass stops at the first that acts.
+known to become due) builds the candidates from the cluster and asks
+:mod:`karpy.disruption` for one command, trying the methods in Karpenter's
+order and stopping at the first that acts:
+
+1. **emptiness** — empty nodes past consolidateAfter are deleted;
+2. **drift** — a drifted node is replaced: the pods' new home is simulated
+   and launched first;
+3. **consolidation** — underused nodes are deleted or replaced by one cheaper
+   NodeClaim (multi-node first, then single-node).
+
+A command is not carried out at once: it is re-checked after 15 s (the
+cluster may have changed: a pod landed on the empty node, a new pod needs the
+capacity), and dropped if it no longer holds. Then the candidates are tainted
+``karpenter.sh/disrupted:NoSchedule`` so nothing new lands on them, the
+replacements are launched, and only when every replacement is initialized are
+the candidates deleted (the termination controller drains them). If a
+replacement fails (it never launches or registers and its NodeClaim is
+deleted), the command is rolled back: the taints come off and the old nodes
+keep serving.
+
+Expiration is not here: in Karpenter v1 it is forceful and handled by the
+NodeClaim expiration controller, not subject to budgets.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from karpy.api.nodepool import REASON_EMPTY
-from karpy.controllers.interfaces import EVENT_NORMAL, Clock, Cluster
+from karpy.api.conditions import FALSE, TRUE, set_condition
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
+from karpy.api.nodepool import REASON_DRIFTED, REASON_EMPTY, NodePool
+from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
+from karpy.cloud.provider import CloudProvider, CloudProviderError
+from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
+from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
-from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness
+from karpy.controllers.state import launched_price, scheduling_snapshot
+from karpy.disruption.budgets import allowed_disruptions
+from karpy.disruption.drift import drift_reason, expires_at, is_expired
+from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
+from karpy.scheduling.solver import NewNodeClaim
 
 log = logging.getLogger("karpy.disruption")
 
 PASS_KEY = "pass"
 POLL_PERIOD = 10.0
+VALIDATION_DELAY = 15.0
+DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
+
+
+@dataclass(slots=True)
+class Command:
+    """One disruption: which NodeClaims go, why, and what is launched first."""
+
+    reason: str
+    candidates: list[str]
+    replacements: list[NewNodeClaim] = field(default_factory=list)
+    description: str = ""
+
+
+@dataclass(slots=True)
+class _Pending:
+    command: Command
+    validate_at: float
+
+
+@dataclass(slots=True)
+class _InFlight:
+    command: Command
+    replacement_names: list[str]
 
 
 class DisruptionController:
     name = "disruption"
 
-    def __init__(self, cluster: Cluster, clock: Clock, poll_period: float = POLL_PERIOD) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        clock: Clock,
+        cloud: CloudProvider | None = None,
+        poll_period: float = POLL_PERIOD,
+        validation_delay: float = VALIDATION_DELAY,
+    ) -> None:
         self.cluster = cluster
         self.clock = clock
+        self.cloud = cloud
         self.poll_period = poll_period
+        self.validation_delay = validation_delay
         self.last = EmptinessDecision()
+        self.blocked: dict[str, str] = {}
+        self.pending: _Pending | None = None
+        self.in_flight: _InFlight | None = None
+        self.executed: list[Command] = []
         self.passes = 0
 
     def watches(self) -> list[Watch]:
@@ -38,16 +104,21 @@ class DisruptionController:
 
     def _start(self, old: object | None, new: object | None) -> Iterable[str]:
         # The pass keeps itself going by requeueing; a change only makes sure it runs.
-        return [PASS_KEY] if old is None or new is None else []
+        if old is None or new is None or self.in_flight is not None:
+            return [PASS_KEY]
+        return []
+
+    # -- snapshot --------------------------------------------------------------
 
     def candidates(self) -> tuple[list[Candidate], dict[str, int], dict[str, int]]:
         candidates: list[Candidate] = []
         pool_sizes: dict[str, int] = {}
         disrupting: dict[str, int] = {}
+        tainted = set(self.in_flight.command.candidates) if self.in_flight else set()
         for nodeclaim in self.cluster.nodeclaims():
             pool_name = nodeclaim.nodepool
             pool_sizes[pool_name] = pool_sizes.get(pool_name, 0) + 1
-            if nodeclaim.metadata.deleting:
+            if nodeclaim.metadata.deleting or nodeclaim.name in tainted:
                 disrupting[pool_name] = disrupting.get(pool_name, 0) + 1
                 continue
             if not nodeclaim.initialized or not nodeclaim.status.node_name:
@@ -59,34 +130,251 @@ class DisruptionController:
             candidates.append(Candidate(nodeclaim, node, nodepool, self.cluster.pods_on_node(node.name)))
         return candidates, pool_sizes, disrupting
 
-    def decide(self) -> tuple[EmptinessDecision, bool]:
-        """The decision for the cluster as it is now (no writes), and whether any NodeClaim exists."""
+    # -- decisions -------------------------------------------------------------
+
+    def decide(self) -> tuple[Command | None, EmptinessDecision, bool]:
+        """The command the cluster calls for now (no writes), the emptiness view, and
+        whether any NodeClaim exists at all."""
+        now = self.clock.now()
         candidates, pool_sizes, disrupting = self.candidates()
-        return decide_emptiness(candidates, pool_sizes, disrupting, self.clock.now()), bool(pool_sizes)
+        emptiness = decide_emptiness(candidates, pool_sizes, disrupting, now)
+        self.blocked = dict(emptiness.blocked)
+        if emptiness.delete:
+            names = [candidate.nodeclaim.name for candidate in emptiness.delete]
+            return (
+                Command(REASON_EMPTY, names, description=f"delete empty {', '.join(names)}"),
+                emptiness,
+                True,
+            )
+        command = self._drift(candidates, pool_sizes, disrupting, now)
+        return command, emptiness, bool(pool_sizes)
+
+    def _blocking_pod(self, pods: Iterable[Pod]) -> str:
+        for pod in pods:
+            if reschedulable(pod) and pod.do_not_disrupt:
+                return f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}"
+        return ""
+
+    def _drift(
+        self,
+        candidates: list[Candidate],
+        pool_sizes: dict[str, int],
+        disrupting: dict[str, int],
+        now: float,
+    ) -> Command | None:
+        drifted = [c for c in candidates if c.nodeclaim.is_true(CONDITION_DRIFTED)]
+        for candidate in sorted(drifted, key=lambda c: c.nodeclaim.name):
+            name = candidate.nodeclaim.name
+            if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+                self.blocked[name] = f"node has {DO_NOT_DISRUPT_ANNOTATION}"
+                continue
+            blocker = self._blocking_pod(candidate.pods)
+            if blocker:
+                self.blocked[name] = blocker
+                continue
+            pool = candidate.nodepool
+            allowed = allowed_disruptions(
+                pool, REASON_DRIFTED, pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0), now
+            )
+            if allowed <= 0:
+                self.blocked[name] = (
+                    f"disruption budget of NodePool {pool.name} allows no more Drifted disruptions now"
+                )
+                continue
+            if self.cloud is None:
+                continue
+            pods = [pod for pod in candidate.pods if reschedulable(pod)]
+            plan = scheduling_snapshot(self.cluster, self.cloud, frozenset((name,))).solve(pods)
+            if plan.unschedulable:
+                key, reason = next(iter(sorted(plan.unschedulable.items())))
+                self.blocked[name] = f"pod {key} would not schedule elsewhere: {reason}"
+                continue
+            return Command(
+                REASON_DRIFTED,
+                [name],
+                list(plan.new_nodeclaims),
+                f"replace drifted {name} with {len(plan.new_nodeclaims)} new NodeClaims",
+            )
+        return None
+
+    # -- the pass --------------------------------------------------------------
 
     def reconcile(self, key: str) -> float | None:
         self.passes += 1
         now = self.clock.now()
-        decision, any_nodeclaims = self.decide()
-        self.last = decision
-        for candidate in decision.delete:
-            log.info("disrupting nodeclaim %s (%s): empty", candidate.nodeclaim.name, candidate.node.name)
-            self.cluster.record_event(
-                candidate.node, EVENT_NORMAL, "DisruptionTerminating", f"Disrupting Node: {REASON_EMPTY}"
-            )
-            self.cluster.record_event(
-                candidate.nodeclaim,
-                EVENT_NORMAL,
-                "DisruptionTerminating",
-                f"Disrupting NodeClaim: {REASON_EMPTY}",
-            )
-            self.cluster.delete(candidate.nodeclaim)
+        if self.in_flight is not None:
+            return self._follow(self.in_flight, now)
+        command, emptiness, any_nodeclaims = self.decide()
+        self.last = emptiness
+        if self.pending is not None:
+            pending = self.pending
+            if now < pending.validate_at:
+                return pending.validate_at - now
+            self.pending = None
+            if command is not None and set(command.candidates) == set(pending.command.candidates):
+                self._execute(command, now)
+                return 1.0 if self.in_flight else self.poll_period
+            log.info("disruption command no longer valid: %s", pending.command.description)
+        if command is not None:
+            self.pending = _Pending(command, now + self.validation_delay)
+            return self.validation_delay
         if not any_nodeclaims:
             return None  # nothing to watch over until a NodeClaim appears
-        if decision.next_due is not None:
-            return max(0.0, min(self.poll_period, decision.next_due - now))
+        if emptiness.next_due is not None:
+            return max(0.0, min(self.poll_period, emptiness.next_due - now))
         return self.poll_period
+
+    def _execute(self, command: Command, now: float) -> None:
+        log.info("disrupting (%s): %s", command.reason, command.description)
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None:
+                continue
+            self._taint(nodeclaim, add=True)
+            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+            message = f"Disrupting NodeClaim: {command.reason}"
+            self.cluster.record_event(nodeclaim, EVENT_NORMAL, "DisruptionTerminating", message)
+            if node is not None:
+                self.cluster.record_event(
+                    node, EVENT_NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.reason}"
+                )
+        if not command.replacements:
+            self._delete_candidates(command)
+            return
+        names: list[str] = []
+        for replacement in command.replacements:
+            nodepool = self.cluster.nodepool(replacement.nodepool)
+            if nodepool is None:
+                continue
+            created = self.cluster.create(build_nodeclaim(nodepool, replacement))
+            names.append(created.name)
+            self.cluster.record_event(
+                created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.reason}"
+            )
+        self.in_flight = _InFlight(command, names)
+
+    def _follow(self, in_flight: _InFlight, now: float) -> float | None:
+        """Wait for the replacements; delete the candidates once all are initialized."""
+        replacements = [self.cluster.nodeclaim(name) for name in in_flight.replacement_names]
+        if any(claim is None or claim.metadata.deleting for claim in replacements):
+            failed = [
+                name
+                for name, claim in zip(in_flight.replacement_names, replacements, strict=True)
+                if claim is None
+            ]
+            self._roll_back(in_flight.command, f"replacement {', '.join(failed) or 'NodeClaim'} failed")
+            self.in_flight = None
+            return self.poll_period
+        if all(claim is not None and claim.initialized for claim in replacements):
+            self._delete_candidates(in_flight.command)
+            self.in_flight = None
+            return self.poll_period
+        return 1.0
+
+    def _delete_candidates(self, command: Command) -> None:
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None or nodeclaim.metadata.deleting:
+                continue
+            try:
+                self.cluster.delete(nodeclaim)
+            except NotFoundError:
+                continue
+        self.executed.append(command)
+
+    def _roll_back(self, command: Command, why: str) -> None:
+        log.warning("disruption rolled back (%s): %s", command.description, why)
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None:
+                continue
+            self._taint(nodeclaim, add=False)
+            self.cluster.record_event(
+                nodeclaim, EVENT_WARNING, "DisruptionFailed", f"Disruption rolled back: {why}; the node stays"
+            )
+
+    def _taint(self, nodeclaim: NodeClaim, *, add: bool) -> None:
+        node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+        if node is None:
+            return
+        has = DISRUPTED_TAINT in node.taints
+        if add and not has:
+            self.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
+        elif not add and has:
+            self.cluster.update(
+                node.with_changes(taints=tuple(t for t in node.taints if t != DISRUPTED_TAINT))
+            )
 
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""
-        return self.decide()[0].has_work
+        if self.pending is not None or self.in_flight is not None:
+            return True
+        command, emptiness, _ = self.decide()
+        return command is not None or emptiness.has_work
+
+
+class NodeClaimDisruptionConditions:
+    """Marks NodeClaims Drifted (or not) and deletes expired ones.
+
+    Karpenter's nodeclaim disruption controller: drift is a condition the
+    disruption pass reads; expiration in v1 is forceful, so an expired
+    NodeClaim is deleted here directly, budgets notwithstanding.
+    """
+
+    name = "nodeclaim.disruption"
+
+    def __init__(self, cluster: Cluster, clock: Clock, cloud: CloudProvider | None = None) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self.cloud = cloud
+
+    def watches(self) -> list[Watch]:
+        return [Watch("NodeClaim", self._on_nodeclaim), Watch("NodePool", self._on_nodepool)]
+
+    def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
+        # On creation (to schedule its expiry) and once initialized (drift is judged from then on).
+        if not isinstance(new, NodeClaim):
+            return []
+        became_initialized = new.initialized and not (isinstance(old, NodeClaim) and old.initialized)
+        return [new.name] if old is None or became_initialized else []
+
+    def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
+        pool = new if isinstance(new, NodePool) else None
+        if pool is None:
+            return []
+        return [claim.name for claim in self.cluster.nodeclaims() if claim.nodepool == pool.name]
+
+    def reconcile(self, key: str) -> float | None:
+        nodeclaim = self.cluster.nodeclaim(key)
+        if nodeclaim is None or nodeclaim.metadata.deleting:
+            return None
+        now = self.clock.now()
+        if is_expired(nodeclaim, now):
+            log.info("nodeclaim %s expired", nodeclaim.name)
+            self.cluster.record_event(
+                nodeclaim, EVENT_NORMAL, "DisruptionTerminating", "Disrupting NodeClaim: Expired"
+            )
+            self.cluster.delete(nodeclaim)
+            return None
+        nodepool = self.cluster.nodepool(nodeclaim.nodepool)
+        if nodepool is not None and nodeclaim.initialized:
+            provider = ""
+            if self.cloud is not None:
+                try:
+                    provider = self.cloud.is_drifted(nodeclaim)
+                except CloudProviderError:
+                    provider = ""
+            reason, message = drift_reason(nodeclaim, nodepool, provider)
+            status = TRUE if reason else FALSE
+            conditions = set_condition(
+                nodeclaim.status.conditions, CONDITION_DRIFTED, status, now, reason, message
+            )
+            if conditions != nodeclaim.status.conditions:
+                if reason:
+                    self.cluster.record_event(nodeclaim, EVENT_NORMAL, "Drifted", message)
+                self.cluster.update(nodeclaim.with_status(conditions=conditions))
+        deadline = expires_at(nodeclaim)
+        return None if deadline is None else max(0.0, deadline - now)
+
+
+__all__ = ["Command", "DisruptionController", "NodeClaimDisruptionConditions", "launched_price"]

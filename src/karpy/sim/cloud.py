@@ -76,9 +76,18 @@ class LaunchError:
     end: float = float("inf")
 
 
+@dataclass(frozen=True, slots=True)
+class RegistrationFailure:
+    """Instances launched while ``start <= t < end`` never join the cluster (a broken AMI, say)."""
+
+    start: float = 0.0
+    end: float = float("inf")
+
+
 @dataclass(slots=True)
 class SimulatedCloudSettings:
     registration_delay: float = 30.0
+    registration_failures: list[RegistrationFailure] = field(default_factory=list)
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
 

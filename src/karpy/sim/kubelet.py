@@ -59,6 +59,11 @@ class SimulatedKubelet:
         return [Watch("Pod", self._on_pod)]
 
     def _on_launch(self, instance: Instance) -> None:
+        elapsed = instance.launched_at - self.cloud.start
+        if any(
+            failure.start <= elapsed < failure.end for failure in self.cloud.settings.registration_failures
+        ):
+            return  # this instance never boots into a node
         self.runtime.enqueue(
             self.name, f"register/{instance.provider_id}", self.cloud.settings.registration_delay
         )

@@ -17,6 +17,8 @@ applied at time zero, the run going on until the cluster is steady), or a
           - {instanceType: c5.large, zone: "*", capacityType: spot, from: 0s, until: 10m}
         launchErrors:                   # every launch fails in the window
           - {message: "RequestLimitExceeded", from: 0s, until: 30s}
+        registrationFailures:           # instances launched in the window never join
+          - {from: 5m, until: 40m}
       steps:
         - at: 0s
           apply: {files: [nodepool.yaml, app.yaml]}   # relative to the scenario
@@ -41,7 +43,7 @@ import yaml
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import KubernetesYAMLLoader, LoadResult, parse_document, parse_manifests
-from karpy.sim.cloud import CapacityFailure, LaunchError
+from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
@@ -69,6 +71,7 @@ class Scenario:
     registration_delay: float | None = None
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
+    registration_failures: list[RegistrationFailure] = field(default_factory=list)
     run_until_steady: bool = True
     source: str = ""
 
@@ -148,6 +151,10 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             scenario.registration_delay = _duration(cloud, "registrationDelay")
         scenario.capacity_failures = list(cloud.items("capacityFailures", _parse_failure))
         scenario.launch_errors = list(cloud.items("launchErrors", _parse_launch_error))
+        scenario.registration_failures = [
+            RegistrationFailure(failure.start, failure.end)
+            for failure in cloud.items("registrationFailures", _parse_launch_error)
+        ]
     except ManifestError as error:
         return scenario, [f"{label}: {error}"]
 

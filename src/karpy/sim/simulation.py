@@ -25,12 +25,13 @@ from karpy.api.core import POD_RUNNING, Deployment, Pod, ReplicaSet
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime, Watch
 from karpy.controllers.termination import Terminator
+from karpy.disruption.drift import expires_at
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
 from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
@@ -87,12 +88,13 @@ class Simulation:
         self.cluster.subscribe(self.recorder.on_change)
         cloud: CloudProvider = self.cloud
         self.provisioner = Provisioner(self.cluster, cloud, self.clock, self.settings.provisioning)
-        self.disruption = DisruptionController(self.cluster, self.clock)
+        self.disruption = DisruptionController(self.cluster, self.clock, cloud)
         for controller in (
             self.provisioner,
             NodeClaimLifecycle(self.cluster, cloud, self.clock),
             NodeClaimPodEvents(self.cluster, self.clock),
             Terminator(self.cluster, cloud, self.clock),
+            NodeClaimDisruptionConditions(self.cluster, self.clock, cloud),
             self.disruption,
             SimulatedKubeScheduler(self.cluster),
             SimulatedKubelet(self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet),
@@ -100,6 +102,7 @@ class Simulation:
         ):
             self.runtime.register(controller)
         self.driver: ScenarioDriver | None = None
+        self.end = self.clock.now()
 
     # -- writes from outside the controllers --------------------------------
 
@@ -150,6 +153,9 @@ class Simulation:
         for nodeclaim in self.cluster.nodeclaims():
             if nodeclaim.metadata.deleting or not nodeclaim.initialized:
                 return False
+            deadline = expires_at(nodeclaim)
+            if deadline is not None and deadline <= self.end:
+                return False  # it expires within the run: that is still to come
         return not self.disruption.has_work()
 
     def run_scenario(self, scenario: Scenario) -> None:
@@ -157,6 +163,7 @@ class Simulation:
             self.cloud.settings.registration_delay = scenario.registration_delay
         self.cloud.settings.capacity_failures.extend(scenario.capacity_failures)
         self.cloud.settings.launch_errors.extend(scenario.launch_errors)
+        self.cloud.settings.registration_failures.extend(scenario.registration_failures)
         self.driver = ScenarioDriver(self, scenario.steps)
         self.runtime.register(self.driver)
         for index, step in enumerate(scenario.steps):
@@ -166,6 +173,7 @@ class Simulation:
     def run(self, duration: float, *, until_steady: bool = True) -> None:
         """Run for at most ``duration`` seconds of cluster time from now."""
         end = self.clock.now() + duration
+        self.end = end
         while True:
             self.runtime.run_due()
             if until_steady and self.steady():

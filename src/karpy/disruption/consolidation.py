@@ -1,0 +1,672 @@
+"""Consolidation: removing or shrinking nodes whose pods fit somewhere cheaper.
+
+After emptiness (and drift), Karpenter looks for nodes that are not empty
+but underused: a node whose pods would fit on the rest of the cluster can be
+deleted, and a node whose pods would fit on one cheaper new node can be
+replaced by it. This module makes that decision as a pure function of a
+snapshot (the candidates, the capacity of every other node, what each
+NodePool can launch, prices, budgets and the time); the controller supplies
+the snapshot, validates the command after its TTL and carries it out.
+
+What makes a node a candidate (Karpenter v1):
+
+* its NodeClaim is initialized and not being deleted, its NodePool's policy
+  is ``WhenEmptyOrUnderutilized`` and ``consolidateAfter`` is not ``Never``;
+* ``consolidateAfter`` has elapsed since the later of its initialization and
+  its last pod event (:func:`~karpy.disruption.emptiness.empty_since`, the
+  same clock emptiness uses), which is Karpenter's ``Consolidatable``
+  condition;
+* the node is not annotated ``karpenter.sh/do-not-disrupt: "true"`` and none
+  of its reschedulable pods blocks eviction: a pod annotated
+  ``karpenter.sh/do-not-disrupt``, a pod with no controller owner (nothing
+  would recreate it), or a pod whose PodDisruptionBudget allows no disruption
+  right now (the caller works that out; it needs every PDB and pod);
+* the price of its launched offering is known (Karpenter gives up on a
+  command whose candidate price it cannot look up).
+
+Every node left out gets a reason in ``blocked``, so the controller can
+publish ``Unconsolidatable`` events.
+
+Candidates are tried cheapest to disrupt first. The disruption cost is
+Karpenter's: each reschedulable pod costs
+``clamp(1 + priority / 2**25 + pod-deletion-cost / 2**27, -10, 10)`` (about 1
+for an ordinary pod), and the sum is scaled by the fraction of the node's
+lifetime left before ``expireAfter`` (a node about to expire anyway is cheap
+to disrupt now). Ties go by NodeClaim name so the order, and therefore the
+decision, is the same on every run. (Karpenter sums over every pod of the
+node, DaemonSet pods included; counting only the pods that would move ranks
+nodes the same way up to the per-node DaemonSet constant and says what the
+cost is about.)
+
+Simulating a removal runs the provisioning solver on the candidates'
+reschedulable pods against every other node's capacity and the NodePools.
+The result is usable only if every pod is placed, no pod lands on a node that
+is not initialized yet (as in Karpenter, the simulation must not count on
+capacity that may never come), and at most one new NodeClaim is needed: zero
+means **delete**, one means **replace** if it is cheaper.
+
+"Cheaper" follows Karpenter's ``RemoveInstanceTypeOptionsByPriceAndMinValues``:
+each instance type of the replacement is priced at its *worst launch price*,
+the most expensive available offering it has under the replacement's
+requirements in the capacity type it would launch with (spot if the
+requirements allow spot and the type has spot offerings, else on-demand),
+because the cloud provider may launch any of them. Types whose worst launch
+price is not below the candidates' price are dropped; what is left must still
+satisfy ``minValues``; if nothing is left there is no command. A replacement
+for an on-demand node that may be spot is then pinned to spot, since it was
+priced as spot: if spot capacity runs out the launch fails and the node stays
+rather than being replaced by a dearer on-demand node.
+
+Spot candidates are special. A replacement priced by its cheapest type would
+be launched by price *and availability*, may come up as a pricier type of
+the list, and would be replaced again at once: churn that ends on the least
+available (most interrupted) spot pools. So when every candidate is spot and
+the replacement may be spot, Karpenter replaces only if spot-to-spot
+consolidation is switched on (``spot_to_spot``, off by default, like its
+feature gate), and for a single node only if at least
+:data:`MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT` (15) cheaper types remain; the
+replacement then offers just the 15 cheapest (more only if ``minValues``
+needs them), so whatever launches is among them and is not itself replaced
+straight away. Otherwise a spot node can only be deleted.
+
+On top of Karpenter's strict "cheaper", a replacement must save at least
+:data:`MIN_SAVINGS_FRACTION` (1%) of the candidates' price at its worst
+launch price. Price noise of a fraction of a percent (a spot price moving,
+two generations priced almost alike) is then not enough to launch a node and
+drain another, which users report as consolidation loops. Deletes need no
+margin: they save a whole node.
+
+Multi-node consolidation comes first. Candidates that budgets allow (each
+NodePool's allowance is spent in disruption-cost order) are taken in that
+order, at most :data:`MAX_MULTI_NODE_CANDIDATES` (100), and a binary search
+finds the largest prefix of at least two that can go at once: their pods fit
+on the remaining capacity plus at most one new NodeClaim cheaper than the sum
+of their prices. The search assumes that if the first N can go so can fewer,
+which is usually but not always true; Karpenter accepts the same
+approximation for a logarithmic number of simulations. A replacement that
+offers a type of one of the nodes it replaces must also be cheaper than that
+node (Karpenter's ``filterOutSameType``): otherwise keeping that node and
+deleting the others disrupts fewer pods for the same saving.
+
+Single-node consolidation then tries each non-empty candidate in
+disruption-cost order (empty ones are emptiness' business, under its own
+budget) and returns the first valid command. Each attempt that fails leaves a
+reason in ``unconsolidatable``.
+
+Simulations are many and small (a thousand candidates of ten pods each), so
+the fixed cost of a solve, which grows with the number of existing nodes and
+of the pods bound to them, would dominate. :class:`RemovalSimulator` builds
+what every simulation shares once: when the pods that move have no inter-pod
+terms (spread, affinity, anti-affinity, host ports), a node's bound pods can
+only matter through their own anti-affinity or host ports, so nodes whose
+pods have neither are handed to the solver without their pods, and dropped
+altogether when none of the moving pods would fit in what they have free.
+That changes no placement, only the time it takes to find it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.instancetype import InstanceType
+from karpy.api.nodeclaim import CONDITION_INITIALIZED
+from karpy.api.nodepool import REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED
+from karpy.api.quantity import ResourceAmounts, fits
+from karpy.api.requirements import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    Requirement,
+    Requirements,
+)
+from karpy.disruption.emptiness import Candidate, empty_since, is_empty, reschedulable
+from karpy.scheduling.solver import (
+    ExistingCapacity,
+    NewNodeClaim,
+    NodePoolCapacity,
+    Plan,
+    pod_requests,
+    solve,
+)
+
+# Karpenter's MinInstanceTypesForSpotToSpotConsolidation.
+MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT = 15
+# Karpenter's cap on the batch multi-node consolidation considers.
+MAX_MULTI_NODE_CANDIDATES = 100
+# A replacement must be at least this much cheaper (fraction of the price it replaces).
+MIN_SAVINGS_FRACTION = 0.01
+POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+# Karpenter's per-pod eviction cost: 1 + priority / 2**25 + deletion cost / 2**27, clamped.
+_PRIORITY_SCALE = 2.0**25
+_DELETION_COST_SCALE = 2.0**27
+_POD_COST_BOUND = 10.0
+# Launch precedence of capacity types, as in Karpenter's WorstLaunchPrice.
+_LAUNCH_PRECEDENCE = (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND)
+
+# The hourly price of a candidate's launched offering: by NodeClaim name, or a
+# function of the candidate (None when it cannot be told).
+PriceOf = Mapping[str, float] | Callable[[Candidate], float | None]
+
+
+@dataclass(slots=True)
+class ConsolidationCommand:
+    """Delete ``candidates``, after launching ``replacement`` if there is one."""
+
+    candidates: list[Candidate]
+    replacement: NewNodeClaim | None
+    savings_per_hour: float
+    description: str
+    reason: str = REASON_UNDERUTILIZED
+    # Candidates that were not considered, and why (NodeClaim name -> reason).
+    blocked: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_delete(self) -> bool:
+        return self.replacement is None
+
+    @property
+    def nodeclaim_names(self) -> list[str]:
+        return [candidate.nodeclaim.name for candidate in self.candidates]
+
+
+@dataclass(slots=True)
+class CandidateSelection:
+    """The nodes consolidation may disrupt, cheapest to disrupt first, and the others."""
+
+    eligible: list[Candidate] = field(default_factory=list)
+    # The launched offering's hourly price of every eligible candidate, by NodeClaim name.
+    prices: dict[str, float] = field(default_factory=dict)
+    blocked: dict[str, str] = field(default_factory=dict)
+    # When the next candidate whose consolidateAfter has not elapsed becomes one.
+    next_due: float | None = None
+
+
+@dataclass(slots=True)
+class ConsolidationDecision:
+    command: ConsolidationCommand | None = None
+    # Nodes not considered, and why (policy, annotation, pods, budget, not due yet).
+    blocked: dict[str, str] = field(default_factory=dict)
+    # Nodes single-node consolidation tried and could not remove, and why.
+    unconsolidatable: dict[str, str] = field(default_factory=dict)
+    next_due: float | None = None
+
+
+# -- candidates ----------------------------------------------------------------
+
+
+def eviction_cost(pod: Pod) -> float:
+    """Karpenter's cost of evicting one pod: about 1, more for priority and deletion cost."""
+    cost = 1.0
+    deletion_cost = pod.metadata.annotations.get(POD_DELETION_COST_ANNOTATION)
+    if deletion_cost is not None:
+        try:
+            value = float(deletion_cost)
+        except ValueError:
+            value = 0.0
+        if math.isfinite(value):
+            cost += value / _DELETION_COST_SCALE
+    cost += pod.spec.priority / _PRIORITY_SCALE
+    return min(_POD_COST_BOUND, max(-_POD_COST_BOUND, cost))
+
+
+def lifetime_remaining(candidate: Candidate, now: float) -> float:
+    """The fraction of the NodeClaim's ``expireAfter`` still ahead of it, 1 without one."""
+    expire_after = candidate.nodeclaim.spec.expire_after
+    created = candidate.nodeclaim.metadata.creation_timestamp
+    if expire_after is None or expire_after <= 0 or created is None:
+        return 1.0
+    return min(1.0, max(0.0, (expire_after - (now - created)) / expire_after))
+
+
+def disruption_cost(candidate: Candidate, now: float) -> float:
+    """What disrupting the node costs: its reschedulable pods' eviction costs, scaled by lifetime left."""
+    pods_cost = sum(eviction_cost(pod) for pod in candidate.pods if reschedulable(pod))
+    return pods_cost * lifetime_remaining(candidate, now)
+
+
+def disruption_order(candidates: Sequence[Candidate], now: float) -> list[Candidate]:
+    """Cheapest to disrupt first, ties by NodeClaim name."""
+    return sorted(candidates, key=lambda c: (disruption_cost(c, now), c.nodeclaim.name))
+
+
+def eviction_blocker(candidate: Candidate, pdb_blocked: Mapping[str, str]) -> str | None:
+    """Why the node's pods cannot be evicted, or None if they can."""
+    if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return f"node has {DO_NOT_DISRUPT_ANNOTATION}"
+    for pod in sorted(candidate.pods, key=lambda pod: pod.key):
+        if not reschedulable(pod):
+            continue
+        if pod.do_not_disrupt:
+            return f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}"
+        if pod.metadata.controller is None:
+            return f"pod {pod.key} has no controller owner to recreate it"
+        pdb_reason = pdb_blocked.get(pod.key)
+        if pdb_reason is not None:
+            return f"pod {pod.key}: {pdb_reason}"
+    return None
+
+
+def _price_table(candidates: Sequence[Candidate], price_of: PriceOf) -> dict[str, float | None]:
+    if isinstance(price_of, Mapping):
+        return {c.nodeclaim.name: price_of.get(c.nodeclaim.name) for c in candidates}
+    return {c.nodeclaim.name: price_of(c) for c in candidates}
+
+
+def consolidation_candidates(
+    candidates: Sequence[Candidate],
+    price_of: PriceOf,
+    pdb_blocked: Mapping[str, str],
+    now: float,
+) -> CandidateSelection:
+    """Which nodes consolidation may disrupt now (in disruption order), and why not the others."""
+    selection = CandidateSelection()
+    prices = _price_table(candidates, price_of)
+    for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
+        name = candidate.nodeclaim.name
+        pool = candidate.nodepool
+        disruption = pool.disruption
+        if candidate.nodeclaim.metadata.deleting or candidate.node.metadata.deleting:
+            selection.blocked[name] = "node is being deleted"
+            continue
+        if not candidate.nodeclaim.is_true(CONDITION_INITIALIZED):
+            selection.blocked[name] = "node is not initialized yet"
+            continue
+        if disruption.consolidate_after is None:
+            selection.blocked[name] = (
+                f"NodePool {pool.name} has consolidation disabled (consolidateAfter: Never)"
+            )
+            continue
+        if disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+            selection.blocked[name] = (
+                f"NodePool {pool.name} consolidates only empty nodes ({disruption.consolidation_policy})"
+            )
+            continue
+        due = empty_since(candidate) + disruption.consolidate_after
+        if due > now:
+            selection.blocked[name] = f"consolidateAfter has not elapsed (consolidatable in {due - now:.0f}s)"
+            selection.next_due = due if selection.next_due is None else min(selection.next_due, due)
+            continue
+        blocker = eviction_blocker(candidate, pdb_blocked)
+        if blocker is not None:
+            selection.blocked[name] = blocker
+            continue
+        price = prices[name]
+        if price is None or not math.isfinite(price):
+            selection.blocked[name] = f"the price of its offering ({_offering_label(candidate)}) is unknown"
+            continue
+        selection.eligible.append(candidate)
+        selection.prices[name] = price
+    selection.eligible = disruption_order(selection.eligible, now)
+    return selection
+
+
+# -- simulation ----------------------------------------------------------------
+
+
+def _has_inter_pod_terms(pod: Pod) -> bool:
+    spec = pod.spec
+    return bool(
+        spec.pod_affinity or spec.pod_anti_affinity or spec.topology_spread_constraints or spec.host_ports
+    )
+
+
+def _constrains_neighbours(pod: Pod) -> bool:
+    """Whether a bound pod can keep another pod off its node (anti-affinity, host ports)."""
+    return bool(pod.spec.pod_anti_affinity or pod.spec.host_ports)
+
+
+class RemovalSimulator:
+    """Where the pods of some nodes would go if those nodes went away.
+
+    Built once per decision from every node's capacity and the NodePools, then
+    asked about many sets of candidates; see the module docstring for what it
+    precomputes and why that leaves the solver's answer unchanged.
+    """
+
+    def __init__(
+        self,
+        capacity: Sequence[ExistingCapacity],
+        pools: Sequence[NodePoolCapacity],
+        volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+    ) -> None:
+        self.capacity = sorted(capacity, key=lambda item: item.name)
+        self.pools = list(pools)
+        self.volume_terms = volume_terms or {}
+        self.uninitialized = frozenset(item.name for item in self.capacity if item.in_flight)
+        # Each node as the solver needs to see it when the moving pods have no inter-pod
+        # terms: without its pods if none of them constrains its neighbours.
+        self._lean = [
+            (
+                item,
+                None
+                if any(_constrains_neighbours(pod) for pod in item.pods)
+                else dataclasses.replace(item, pods=()),
+            )
+            for item in self.capacity
+        ]
+
+    def simulate(self, removed: Sequence[Candidate]) -> Plan:
+        gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
+        pods = [pod for c in removed for pod in c.pods if reschedulable(pod)]
+        return solve(pods, self._existing_for(pods, gone), self.pools, self.volume_terms)
+
+    def _existing_for(self, pods: Sequence[Pod], gone: set[str]) -> list[ExistingCapacity]:
+        if any(_has_inter_pod_terms(pod) for pod in pods):
+            return [item for item in self.capacity if item.name not in gone]
+        shapes: list[ResourceAmounts] = []
+        for pod in pods:
+            requests = pod_requests(pod)
+            if requests not in shapes:
+                shapes.append(requests)
+        existing: list[ExistingCapacity] = []
+        for item, lean in self._lean:
+            if item.name in gone:
+                continue
+            if lean is None:
+                existing.append(item)
+            elif any(fits(shape, item.available) for shape in shapes):
+                existing.append(lean)
+        return existing
+
+
+# -- pricing -------------------------------------------------------------------
+
+
+def worst_launch_price(instance_type: InstanceType, requirements: Requirements) -> float:
+    """The most the type may cost when launched under ``requirements`` (inf if it cannot be).
+
+    As Karpenter: among available offerings the requirements admit, those of
+    the capacity type that would be launched (reserved, then spot, then
+    on-demand), and of those the most expensive.
+    """
+    offerings = instance_type.available_offerings(requirements)
+    for capacity_type in _LAUNCH_PRECEDENCE:
+        prices = [offering.price for offering in offerings if offering.capacity_type == capacity_type]
+        if prices:
+            return max(prices)
+    return math.inf
+
+
+def cheapest_price(instance_type: InstanceType, requirements: Requirements) -> float:
+    offering = instance_type.cheapest_offering(requirements)
+    return offering.price if offering is not None else math.inf
+
+
+def _min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
+    for requirement in requirements:
+        if requirement.min_values is None:
+            continue
+        values = {
+            value
+            for instance_type in options
+            if (value := instance_type.requirements.get(requirement.key).any()) is not None
+            and requirement.has(value)
+        }
+        if len(values) < requirement.min_values:
+            return False
+    return True
+
+
+def _fewest_meeting_min_values(requirements: Requirements, options: Sequence[InstanceType]) -> int:
+    for end in range(1, len(options) + 1):
+        if _min_values_met(requirements, options[:end]):
+            return end
+    return len(options)
+
+
+def _candidate_capacity_type(candidate: Candidate) -> str:
+    return candidate.nodeclaim.capacity_type or candidate.node.metadata.labels.get(LABEL_CAPACITY_TYPE, "")
+
+
+def _candidate_instance_type(candidate: Candidate) -> str:
+    return candidate.nodeclaim.instance_type or candidate.node.metadata.labels.get(LABEL_INSTANCE_TYPE, "")
+
+
+def _offering_label(candidate: Candidate) -> str:
+    parts = (
+        _candidate_instance_type(candidate),
+        candidate.nodeclaim.zone,
+        _candidate_capacity_type(candidate),
+    )
+    return ", ".join(part for part in parts if part) or "no labels"
+
+
+def _priced_below(
+    options: Sequence[InstanceType], requirements: Requirements, ceiling: float
+) -> list[InstanceType]:
+    return [t for t in options if worst_launch_price(t, requirements) < ceiling]
+
+
+def _cheaper_replacement(
+    claim: NewNodeClaim, removed: Sequence[Candidate], removed_price: float, spot_to_spot: bool
+) -> NewNodeClaim | str:
+    """The replacement narrowed to options cheaper than ``removed_price``, or why there is none."""
+    requirements = claim.requirements.copy()
+    capacity_types = requirements.get(LABEL_CAPACITY_TYPE)
+    ceiling = removed_price * (1.0 - MIN_SAVINGS_FRACTION)
+    all_spot = all(_candidate_capacity_type(c) == CAPACITY_TYPE_SPOT for c in removed)
+    spot_only = Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", (CAPACITY_TYPE_SPOT,))
+    if all_spot and capacity_types.has(CAPACITY_TYPE_SPOT):
+        if not spot_to_spot:
+            return (
+                "spot-to-spot consolidation is disabled: a spot node can be deleted but not replaced by spot"
+            )
+        requirements.add(spot_only)
+        options = _priced_below(claim.instance_types, requirements, ceiling)
+    else:
+        options = _priced_below(claim.instance_types, requirements, ceiling)
+        if capacity_types.has(CAPACITY_TYPE_SPOT) and capacity_types.has(CAPACITY_TYPE_ON_DEMAND):
+            # Priced as spot, so launched as spot or not at all.
+            requirements.add(spot_only)
+    if not options:
+        return f"no replacement is at least {MIN_SAVINGS_FRACTION:.0%} cheaper than ${removed_price:.4f}/h"
+    if not _min_values_met(requirements, options):
+        return "the cheaper replacement options do not satisfy minValues"
+    options.sort(key=lambda t: (cheapest_price(t, requirements), t.name))
+    if all_spot and capacity_types.has(CAPACITY_TYPE_SPOT) and len(removed) == 1:
+        if len(options) < MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT:
+            return (
+                f"spot-to-spot consolidation needs {MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT} cheaper "
+                f"instance types, found {len(options)}"
+            )
+        keep = max(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT, _fewest_meeting_min_values(requirements, options))
+        options = options[:keep]
+    return _narrowed(claim, requirements, options)
+
+
+def _narrowed(claim: NewNodeClaim, requirements: Requirements, options: list[InstanceType]) -> NewNodeClaim:
+    previous = (
+        requirements.get(LABEL_INSTANCE_TYPE).min_values if LABEL_INSTANCE_TYPE in requirements else None
+    )
+    if previous is not None and previous > len(options):
+        previous = None
+    requirements.add(
+        Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", [t.name for t in options], previous)
+    )
+    return dataclasses.replace(claim, requirements=requirements, instance_types=options)
+
+
+def _without_same_types(
+    claim: NewNodeClaim, removed: Sequence[Candidate], prices: Mapping[str, float]
+) -> NewNodeClaim | str:
+    """Karpenter's ``filterOutSameType`` for multi-node replacements.
+
+    If the replacement may be a type one of the removed nodes already is,
+    it must be cheaper than the cheapest such node; otherwise keeping that
+    node and deleting the rest does as well with fewer pods disrupted.
+    """
+    by_type: dict[str, float] = {}
+    for candidate in removed:
+        type_name = _candidate_instance_type(candidate)
+        price = prices[candidate.nodeclaim.name]
+        by_type[type_name] = min(price, by_type.get(type_name, math.inf))
+    ceiling = min((by_type[t.name] for t in claim.instance_types if t.name in by_type), default=math.inf)
+    if math.isinf(ceiling):
+        return claim
+    options = _priced_below(claim.instance_types, claim.requirements, ceiling)
+    if not options or not _min_values_met(claim.requirements, options):
+        return "the replacement is no cheaper than one of the nodes it replaces"
+    return _narrowed(claim, claim.requirements.copy(), options)
+
+
+# -- commands ------------------------------------------------------------------
+
+
+def _names(candidates: Sequence[Candidate], shown: int = 3) -> str:
+    names = [c.nodeclaim.name for c in candidates]
+    text = ", ".join(names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _describe_removed(candidates: Sequence[Candidate], total: float) -> str:
+    if len(candidates) == 1:
+        return f"{candidates[0].nodeclaim.name} ({_candidate_instance_type(candidates[0])}, ${total:.2f}/h)"
+    return f"{len(candidates)} nodes ({_names(candidates)}, ${total:.2f}/h)"
+
+
+def _evaluate(
+    removed: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    spot_to_spot: bool,
+) -> ConsolidationCommand | str:
+    """The command that removes exactly ``removed``, or why there is none."""
+    plan = simulator.simulate(removed)
+    if plan.unschedulable:
+        key = min(plan.unschedulable)
+        more = len(plan.unschedulable) - 1
+        return f"pod {key} would not schedule: {plan.unschedulable[key]}" + (
+            f" (and {more} more)" if more else ""
+        )
+    waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
+    if waiting:
+        return f"its pods would need node {waiting[0]}, which is not initialized yet"
+    total = sum(prices[c.nodeclaim.name] for c in removed)
+    if not plan.new_nodeclaims:
+        description = (
+            f"delete {_describe_removed(removed, total)}"
+            if len(removed) == 1
+            else f"delete {len(removed)} nodes ({_names(removed)}) saving ${total:.2f}/h"
+        )
+        return ConsolidationCommand(list(removed), None, total, description)
+    if len(plan.new_nodeclaims) > 1:
+        return f"removing it needs {len(plan.new_nodeclaims)} new nodes"
+    replacement = _cheaper_replacement(plan.new_nodeclaims[0], removed, total, spot_to_spot)
+    if isinstance(replacement, NewNodeClaim) and len(removed) > 1:
+        replacement = _without_same_types(replacement, removed, prices)
+    if isinstance(replacement, str):
+        return replacement
+    worst = max(worst_launch_price(t, replacement.requirements) for t in replacement.instance_types)
+    first = replacement.instance_types[0]
+    others = len(replacement.instance_types) - 1
+    description = (
+        f"replace {_describe_removed(removed, total)} with a {first.name} "
+        f"(${worst_launch_price(first, replacement.requirements):.2f}/h)"
+        + (f" or one of {others} other cheaper types" if others else "")
+        + f", saving at least ${total - worst:.2f}/h"
+    )
+    return ConsolidationCommand(list(removed), replacement, total - worst, description)
+
+
+def consolidate_multi(
+    candidates: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    allowed: Mapping[str, int],
+    *,
+    spot_to_spot: bool = False,
+) -> ConsolidationCommand | None:
+    """The largest prefix (2..100) of ``candidates`` that can be removed at once, by binary search.
+
+    ``candidates`` in disruption order (see :func:`consolidation_candidates`);
+    each NodePool contributes no more than ``allowed`` of them.
+    """
+    left = dict(allowed)
+    batchable: list[Candidate] = []
+    for candidate in candidates:
+        pool = candidate.nodepool.name
+        if left.get(pool, 0) <= 0:
+            continue
+        left[pool] -= 1
+        batchable.append(candidate)
+    batchable = batchable[:MAX_MULTI_NODE_CANDIDATES]
+    best: ConsolidationCommand | None = None
+    low, high = 2, len(batchable)
+    while low <= high:
+        middle = (low + high) // 2
+        result = _evaluate(batchable[:middle], simulator, prices, spot_to_spot)
+        if isinstance(result, ConsolidationCommand):
+            best = result
+            low = middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def consolidate_single(
+    candidates: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    allowed: Mapping[str, int],
+    *,
+    spot_to_spot: bool = False,
+) -> tuple[ConsolidationCommand | None, dict[str, str]]:
+    """The first candidate, in the given order, that can be deleted or replaced alone.
+
+    Returns the command (or None) and, for each candidate tried in vain, why.
+    """
+    unconsolidatable: dict[str, str] = {}
+    for candidate in candidates:
+        if allowed.get(candidate.nodepool.name, 0) <= 0 or is_empty(candidate):
+            continue
+        result = _evaluate([candidate], simulator, prices, spot_to_spot)
+        if isinstance(result, ConsolidationCommand):
+            return result, unconsolidatable
+        unconsolidatable[candidate.nodeclaim.name] = result
+    return None, unconsolidatable
+
+
+def decide_consolidation(
+    candidates: Sequence[Candidate],
+    other_capacity: Sequence[ExistingCapacity],
+    pools: Sequence[NodePoolCapacity],
+    price_of: PriceOf,
+    allowed: Mapping[str, int],
+    pdb_blocked: Mapping[str, str],
+    now: float,
+    spot_to_spot: bool = False,
+    volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+) -> ConsolidationDecision:
+    """Multi-node consolidation, then single-node: the command to run now, if any.
+
+    ``other_capacity`` is every node's and in-flight NodeClaim's capacity as
+    the provisioner sees it (candidates included: each simulation leaves out
+    the ones it removes; nodes already being disrupted must be left out by
+    the caller). ``allowed`` is how many more nodes of each NodePool may be
+    disrupted for Underutilized; a NodePool missing from it gets none.
+    """
+    selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
+    decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
+    for candidate in selection.eligible:
+        pool = candidate.nodepool.name
+        if allowed.get(pool, 0) <= 0:
+            decision.blocked[candidate.nodeclaim.name] = (
+                f"disruption budget of NodePool {pool} allows no more {REASON_UNDERUTILIZED} disruptions now"
+            )
+    eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
+    simulator = RemovalSimulator(other_capacity, pools, volume_terms)
+    command = consolidate_multi(eligible, simulator, selection.prices, allowed, spot_to_spot=spot_to_spot)
+    if command is None:
+        command, decision.unconsolidatable = consolidate_single(
+            eligible, simulator, selection.prices, allowed, spot_to_spot=spot_to_spot
+        )
+    if command is not None:
+        command.blocked = dict(decision.blocked)
+    decision.command = command
+    return decision
