@@ -268,3 +268,14 @@ spec:
     simulation.run(600)
     assert running_pods(simulation) == 1
     assert [claim.zone for claim in claims(simulation)] == ["us-east-1c"]
+
+
+def test_a_nodeclaim_that_cannot_launch_for_five_minutes_is_deleted_and_retried() -> None:
+    simulation = Simulation()
+    simulation.cloud.settings.launch_errors.append(LaunchError("RequestLimitExceeded", 0.0, 8 * 60.0))
+    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.run(20 * 60)
+    reasons = [event.reason for event in simulation.cluster.events]
+    assert "FailedLaunch" in reasons
+    assert running_pods(simulation) == 1
+    assert len(simulation.recorder.nodeclaims) >= 2

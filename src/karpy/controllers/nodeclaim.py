@@ -13,10 +13,11 @@ One reconcile moves a NodeClaim as far as the world lets it:
 - **initialize**: the Node is Ready, its startup taints are gone and every
   resource the NodeClaim asked for is allocatable.
 
-Liveness, as in Karpenter: a NodeClaim that has not registered within 15
-minutes of launch is deleted, so a broken instance does not hold pods
-hostage. A second controller here records each NodeClaim's last pod event
-(a pod bound to or leaving its node); consolidateAfter is measured from it.
+Liveness, as in Karpenter: a NodeClaim not launched within 5 minutes of its
+creation, or not registered within 15 minutes of launch, is deleted, so a
+broken launch or instance does not hold pods hostage. A second controller
+here records each NodeClaim's last pod event (a pod bound to or leaving its
+node); consolidateAfter is measured from it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from karpy.controllers.runtime import Watch
 log = logging.getLogger("karpy.nodeclaim")
 
 REGISTRATION_TTL = 15 * 60.0
+LAUNCH_TTL = 5 * 60.0
 LAUNCH_RETRY = 5.0
 RECHECK = 1.0
 
@@ -96,10 +98,20 @@ class NodeClaimLifecycle:
             return None
         now = self.clock.now()
         if not nodeclaim.launched:
+            created = nodeclaim.metadata.creation_timestamp or now
+            if now - created >= LAUNCH_TTL:
+                self.cluster.record_event(
+                    nodeclaim,
+                    EVENT_WARNING,
+                    "FailedLaunch",
+                    f"Not launched within {LAUNCH_TTL / 60:.0f}m; deleting the NodeClaim",
+                )
+                self.cluster.delete(nodeclaim)
+                return None
             try:
                 launched = self._launch(nodeclaim, now)
             except CloudProviderError:
-                return LAUNCH_RETRY
+                return min(LAUNCH_RETRY, max(0.0, created + LAUNCH_TTL - now))
             if launched is None:
                 return None
             nodeclaim = launched
