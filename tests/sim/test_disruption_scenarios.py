@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.support import DATA
 
+from karpy.api.core import Pod
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -78,3 +79,64 @@ def test_a_node_expires_at_expire_after_and_its_pods_move_to_a_replacement() -> 
     assert len(records) >= 2
     assert app_pods_running(simulation) == 3
     assert "Disrupting NodeClaim: Expired" in {event.message for event in simulation.cluster.events}
+
+
+def test_a_twenty_percent_budget_lets_at_most_two_of_ten_nodes_go_at_once() -> None:
+    simulation = run(SCENARIOS / "budgets" / "scenario-twenty-percent.yaml")
+    deletions = [r.deleted_at for r in simulation.recorder.nodeclaims.values()]
+    assert len(deletions) == 10 and all(moment is not None for moment in deletions)
+    # At no moment were more than two NodeClaims of the pool being disrupted.
+    assert max(simulation.disruption_peak.values()) <= 2
+    assert max(simulation.disruption_peak.values()) == 2
+
+
+def test_a_zero_budget_in_a_schedule_window_blocks_inside_it_and_not_after() -> None:
+    simulation = run(SCENARIOS / "budgets" / "scenario-window.yaml")
+    deleted = [r.deleted_at for r in simulation.recorder.nodeclaims.values()]
+    assert deleted and all(moment is not None for moment in deleted)
+    # Emptied at 00:10, kept through the 00:00–02:00 window, gone soon after it.
+    assert all(
+        2 * 3600 <= moment - simulation.clock.start < 2 * 3600 + 30 * 60 for moment in deleted if moment
+    )
+
+
+def test_do_not_disrupt_pods_are_never_evicted_and_a_drain_never_breaks_a_pdb() -> None:
+    scenario, problems = load_inputs([SCENARIOS / "blockers" / "scenario.yaml"])
+    assert problems.errors == []
+    simulation = Simulation()
+    violations: list[str] = []
+    evicted: list[str] = []
+    settled: list[bool] = []
+
+    def watch(kind: str, old: object | None, new: object | None) -> None:
+        if kind != "Pod":
+            return
+        pods = list(simulation.cluster.pods())
+        healthy = sum(
+            1
+            for p in pods
+            if p.metadata.labels.get("app") == "api" and p.phase == "Running" and not p.metadata.deleting
+        )
+        if healthy == 3:
+            settled.append(True)  # all replicas ran once: from now on the PDB holds
+        if settled and healthy < 2:
+            violations.append(
+                f"{simulation.clock.now() - simulation.clock.start:.0f}s: {healthy} api pods healthy"
+            )
+        if isinstance(new, Pod) and new.do_not_disrupt and new.metadata.deleting:
+            evicted.append(new.key)
+
+    simulation.cluster.subscribe(watch)
+    simulation.run_scenario(scenario)
+    assert violations == []
+    assert evicted == []
+    web_node = {p.node_name for p in simulation.pods() if p.metadata.labels.get("app") == "web"}
+    assert len(web_node) == 1
+    claims = {claim.status.node_name: claim for claim in simulation.nodeclaims()}
+    # The web node is still the original, drifted one: blocked, not replaced.
+    web_claim = claims[next(iter(web_node))]
+    assert web_claim.is_true("Drifted")
+    assert "do-not-disrupt" in simulation.disruption.blocked[web_claim.name]
+    # The api node was replaced.
+    api_nodes = {p.node_name for p in simulation.pods() if p.metadata.labels.get("app") == "api"}
+    assert all(claims[name].metadata.labels.get("generation") == "2" for name in api_nodes)

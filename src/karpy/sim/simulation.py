@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from karpy.api.core import POD_RUNNING, Deployment, Pod, ReplicaSet
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
@@ -102,7 +103,23 @@ class Simulation:
         ):
             self.runtime.register(controller)
         self.driver: ScenarioDriver | None = None
+        # The most NodeClaims of each NodePool disrupted at one moment (deleting,
+        # or tainted for a disruption in flight): what budgets must bound.
+        self.disruption_peak: dict[str, int] = {}
+        self.cluster.subscribe(self._track_disruption)
         self.end = self.clock.now()
+
+    def _track_disruption(self, kind: str, old: object | None, new: object | None) -> None:
+        if kind not in ("NodeClaim", "Node"):
+            return
+        counts: dict[str, int] = {}
+        for claim in self.cluster.nodeclaims():
+            node = self.cluster.node(claim.status.node_name) if claim.status.node_name else None
+            tainted = node is not None and any(t.key == DISRUPTED_TAINT_KEY for t in node.taints)
+            if claim.metadata.deleting or tainted:
+                counts[claim.nodepool] = counts.get(claim.nodepool, 0) + 1
+        for pool, count in counts.items():
+            self.disruption_peak[pool] = max(self.disruption_peak.get(pool, 0), count)
 
     # -- writes from outside the controllers --------------------------------
 
