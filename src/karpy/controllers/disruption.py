@@ -97,6 +97,7 @@ class DisruptionController:
         self.pending: _Pending | None = None
         self.in_flight: _InFlight | None = None
         self.executed: list[Command] = []
+        self._reported: dict[str, str] = {}
         self.passes = 0
 
     def watches(self) -> list[Watch]:
@@ -206,6 +207,7 @@ class DisruptionController:
             return self._follow(self.in_flight, now)
         command, emptiness, any_nodeclaims = self.decide()
         self.last = emptiness
+        self._report_blocked()
         if self.pending is not None:
             pending = self.pending
             if now < pending.validate_at:
@@ -223,6 +225,20 @@ class DisruptionController:
         if emptiness.next_due is not None:
             return max(0.0, min(self.poll_period, emptiness.next_due - now))
         return self.poll_period
+
+    def _report_blocked(self) -> None:
+        """One Event per NodeClaim and reason it is not disrupted for (not one per pass)."""
+        for name, reason in sorted(self.blocked.items()):
+            if self._reported.get(name) == reason:
+                continue
+            self._reported[name] = reason
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is not None:
+                self.cluster.record_event(
+                    nodeclaim, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt: {reason}"
+                )
+        for name in [name for name in self._reported if name not in self.blocked]:
+            del self._reported[name]
 
     def _execute(self, command: Command, now: float) -> None:
         log.info("disrupting (%s): %s", command.reason, command.description)

@@ -219,6 +219,15 @@ def summary_lines(simulation: Simulation) -> list[str]:
         lines.append(f"  unschedulable pods   {len(stuck)}")
         for key, reason in sorted(stuck.items()):
             lines.append(f"    {key}: {reason}")
+    blocked = {
+        name: reason
+        for name, reason in simulation.disruption.blocked.items()
+        if simulation.cluster.nodeclaim(name) is not None
+    }
+    if blocked:
+        lines.append(f"  not disrupted        {len(blocked)}")
+        for name, reason in sorted(blocked.items()):
+            lines.append(f"    {name}: {reason}")
     if simulation.runtime.errors:
         lines.append(f"  controller errors    {len(simulation.runtime.errors)}")
         lines.extend(f"    {error}" for error in simulation.runtime.errors[:10])
