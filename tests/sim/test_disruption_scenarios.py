@@ -140,3 +140,27 @@ def test_do_not_disrupt_pods_are_never_evicted_and_a_drain_never_breaks_a_pdb() 
     # The api node was replaced.
     api_nodes = {p.node_name for p in simulation.pods() if p.metadata.labels.get("app") == "api"}
     assert all(claims[name].metadata.labels.get("generation") == "2" for name in api_nodes)
+
+
+def test_underused_nodes_are_consolidated_but_not_before_consolidate_after() -> None:
+    simulation = run(SCENARIOS / "consolidation" / "scenario.yaml")
+    records = sorted(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
+    first = records[0]
+    assert first.deleted_at is not None
+    # Scaled down at 5m; consolidateAfter 10m: untouched at 14m (9 minutes on), gone soon after 15m.
+    assert first.deleted_at - simulation.clock.start >= 15 * 60
+    replacement = records[1]
+    assert replacement.price_per_hour < first.price_per_hour
+    assert replacement.ready_at is not None and replacement.ready_at <= first.deleted_at
+    assert app_pods_running(simulation) == 3
+    assert sum(1 for r in records if r.deleted_at is None) == 1
+
+
+def test_consolidation_does_not_run_away_while_a_deployment_scales_up_and_down() -> None:
+    simulation = run(SCENARIOS / "consolidation" / "scenario-flapping.yaml")
+    launched = [r for r in simulation.recorder.nodeclaims.values() if r.launched_at is not None]
+    # Waves every 6 minutes, consolidateAfter 10m: the node is never idle long enough
+    # to be consolidated, so no launch/terminate loop, DaemonSet and all.
+    assert len(launched) <= 2
+    assert sum(1 for r in launched if r.deleted_at is not None) <= 1
+    assert app_pods_running(simulation) == 12

@@ -34,14 +34,21 @@ from dataclasses import dataclass, field
 from karpy.api.conditions import FALSE, TRUE, set_condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
-from karpy.api.nodepool import REASON_DRIFTED, REASON_EMPTY, NodePool
+from karpy.api.nodepool import (
+    REASON_DRIFTED,
+    REASON_EMPTY,
+    REASON_UNDERUTILIZED,
+    WHEN_EMPTY_OR_UNDERUTILIZED,
+    NodePool,
+)
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import launched_price, scheduling_snapshot
+from karpy.controllers.state import launched_price, pdb_blocked_pods, scheduling_snapshot, volume_terms
 from karpy.disruption.budgets import allowed_disruptions
+from karpy.disruption.consolidation import decide_consolidation
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.scheduling.solver import NewNodeClaim
@@ -52,6 +59,13 @@ PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
+# Reasons a node is not a consolidation candidate *yet*: not worth an Event.
+_TRANSIENT = (
+    "node is being deleted",
+    "node is not initialized",
+    "consolidateAfter has not elapsed",
+    "NodePool ",
+)
 
 
 @dataclass(slots=True)
@@ -86,6 +100,7 @@ class DisruptionController:
         cloud: CloudProvider | None = None,
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
+        spot_to_spot: bool = False,
     ) -> None:
         self.cluster = cluster
         self.clock = clock
@@ -97,6 +112,9 @@ class DisruptionController:
         self.pending: _Pending | None = None
         self.in_flight: _InFlight | None = None
         self.executed: list[Command] = []
+        self.unconsolidatable: dict[str, str] = {}
+        self.consolidation_due: float | None = None
+        self.spot_to_spot = spot_to_spot
         self._reported: dict[str, str] = {}
         self.passes = 0
 
@@ -148,7 +166,66 @@ class DisruptionController:
                 True,
             )
         command = self._drift(candidates, pool_sizes, disrupting, now)
+        if command is None:
+            command = self._consolidate(candidates, pool_sizes, disrupting, now)
         return command, emptiness, bool(pool_sizes)
+
+    def _consolidate(
+        self,
+        candidates: list[Candidate],
+        pool_sizes: dict[str, int],
+        disrupting: dict[str, int],
+        now: float,
+    ) -> Command | None:
+        self.unconsolidatable = {}
+        self.consolidation_due = None
+        if self.cloud is None:
+            return None
+        underused = [
+            c
+            for c in candidates
+            if c.nodepool.disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
+            and c.nodepool.disruption.consolidate_after is not None
+        ]
+        if not underused:
+            return None
+        snapshot = scheduling_snapshot(self.cluster, self.cloud)
+        prices = {
+            c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
+            for c in underused
+        }
+        allowed = {
+            name: allowed_disruptions(
+                pool, REASON_UNDERUTILIZED, pool_sizes.get(name, 0), disrupting.get(name, 0), now
+            )
+            for name, pool in snapshot.nodepools.items()
+        }
+        pods = [pod for c in underused for pod in c.pods if reschedulable(pod)]
+        decision = decide_consolidation(
+            underused,
+            snapshot.existing,
+            snapshot.pools,
+            {name: price for name, price in prices.items() if price > 0},
+            allowed,
+            pdb_blocked_pods(self.cluster),
+            now,
+            self.spot_to_spot,
+            volume_terms(self.cluster, pods),
+        )
+        for name, reason in decision.blocked.items():
+            if not reason.startswith(_TRANSIENT):
+                self.blocked.setdefault(name, reason)
+        self.unconsolidatable = dict(decision.unconsolidatable)
+        self.consolidation_due = decision.next_due
+        command = decision.command
+        if command is None:
+            return None
+        return Command(
+            REASON_UNDERUTILIZED,
+            command.nodeclaim_names,
+            [command.replacement] if command.replacement is not None else [],
+            command.description,
+        )
 
     def _blocking_pod(self, pods: Iterable[Pod]) -> str:
         for pod in pods:
@@ -222,8 +299,9 @@ class DisruptionController:
             return self.validation_delay
         if not any_nodeclaims:
             return None  # nothing to watch over until a NodeClaim appears
-        if emptiness.next_due is not None:
-            return max(0.0, min(self.poll_period, emptiness.next_due - now))
+        dues = [due for due in (emptiness.next_due, self.consolidation_due) if due is not None]
+        if dues:
+            return max(0.0, min(self.poll_period, min(dues) - now))
         return self.poll_period
 
     def _report_blocked(self) -> None:
@@ -326,7 +404,7 @@ class DisruptionController:
         if self.pending is not None or self.in_flight is not None:
             return True
         command, emptiness, _ = self.decide()
-        return command is not None or emptiness.has_work
+        return command is not None or emptiness.has_work or self.consolidation_due is not None
 
 
 class NodeClaimDisruptionConditions:

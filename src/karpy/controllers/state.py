@@ -259,6 +259,21 @@ def scheduling_snapshot(
     return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing)
 
 
+def pdb_blocked_pods(cluster: ClusterReader) -> dict[str, str]:
+    """Pods a PodDisruptionBudget would not let be evicted now, with the budget's name."""
+    pods = [pod for pod in cluster.pods() if not pod.is_terminal]
+    blocked: dict[str, str] = {}
+    for budget in cluster.pod_disruption_budgets():
+        matching = [pod for pod in pods if budget.selects(pod)]
+        healthy = sum(1 for pod in matching if pod.phase == "Running" and not pod.metadata.deleting)
+        if budget.disruptions_allowed(healthy, len(matching)) > 0:
+            continue
+        name = f"{budget.metadata.namespace}/{budget.metadata.name}"
+        for pod in matching:
+            blocked[pod.key] = f"PodDisruptionBudget {name} allows no disruption now"
+    return blocked
+
+
 def launched_price(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> float:
     """The hourly price of the offering a NodeClaim was launched on (0 if unknown)."""
     for instance_type in instance_types:

@@ -101,7 +101,16 @@ terms (spread, affinity, anti-affinity, host ports), a node's bound pods can
 only matter through their own anti-affinity or host ports, so nodes whose
 pods have neither are handed to the solver without their pods, and dropped
 altogether when none of the moving pods would fit in what they have free.
-That changes no placement, only the time it takes to find it.
+And since the solver offers existing nodes to pods first-fit in name order,
+when no bound pod anywhere has anti-affinity and the moving pods have no node
+constraints, it stops once the untainted nodes so far could each hold a
+number of copies of the largest moving pod (largest in every resource) that
+adds up to the number of pods: a pod that went past them all would have
+found each of them holding at least that many pods already, so the nodes
+after them are never reached and are left out. None of this changes a
+placement, only the time it takes to find it: the solver's set-up is per
+existing node, and on a 1,000-node cluster it is most of the cost of a
+ten-pod simulation.
 """
 
 from __future__ import annotations
@@ -350,6 +359,11 @@ class RemovalSimulator:
             )
             for item in self.capacity
         ]
+        # Without anti-affinity anywhere, a bound pod cannot keep a moving pod off any
+        # node but its own (host ports): first-fit never looks past a node that takes them all.
+        self._first_fit_stops = not any(
+            pod.spec.pod_anti_affinity for item in self.capacity for pod in item.pods
+        )
 
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
         gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
@@ -364,6 +378,15 @@ class RemovalSimulator:
             requests = pod_requests(pod)
             if requests not in shapes:
                 shapes.append(requests)
+        # The largest pod in every resource: a node that holds k of those holds at
+        # least k of the moving pods however first-fit fills it.
+        largest: ResourceAmounts | None = None
+        if self._first_fit_stops and not any(self._has_node_terms(pod) for pod in pods):
+            largest = {}
+            for shape in shapes:
+                for resource, amount in shape.items():
+                    largest[resource] = max(largest.get(resource, 0), amount)
+        room_for = 0
         existing: list[ExistingCapacity] = []
         for item, lean in self._lean:
             if item.name in gone:
@@ -372,7 +395,33 @@ class RemovalSimulator:
                 existing.append(item)
             elif any(fits(shape, item.available) for shape in shapes):
                 existing.append(lean)
+            else:
+                continue
+            if largest is not None and not item.taints:
+                room_for += _how_many(largest, item.available)
+                if room_for >= len(pods):
+                    # First-fit offers existing nodes in name order; a pod that got
+                    # past all of these would mean each holds at least its share.
+                    break
         return existing
+
+    def _has_node_terms(self, pod: Pod) -> bool:
+        spec = pod.spec
+        return bool(
+            spec.node_selector
+            or spec.required_node_terms
+            or spec.preferred_node_terms
+            or self.volume_terms.get(pod.key)
+        )
+
+
+def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
+    """How many pods of ``requests`` fit in ``room`` (a large number if nothing is requested)."""
+    count = 1 << 30
+    for resource, amount in requests.items():
+        if amount > 0:
+            count = min(count, max(0, room.get(resource, 0)) // amount)
+    return count
 
 
 # -- pricing -------------------------------------------------------------------

@@ -228,6 +228,15 @@ def summary_lines(simulation: Simulation) -> list[str]:
         lines.append(f"  not disrupted        {len(blocked)}")
         for name, reason in sorted(blocked.items()):
             lines.append(f"    {name}: {reason}")
+    kept = {
+        name: reason
+        for name, reason in simulation.disruption.unconsolidatable.items()
+        if simulation.cluster.nodeclaim(name) is not None and name not in blocked
+    }
+    if kept:
+        lines.append(f"  not consolidated     {len(kept)}")
+        for name, reason in sorted(kept.items()):
+            lines.append(f"    {name}: {reason}")
     if simulation.runtime.errors:
         lines.append(f"  controller errors    {len(simulation.runtime.errors)}")
         lines.extend(f"    {error}" for error in simulation.runtime.errors[:10])

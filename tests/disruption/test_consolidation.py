@@ -1,0 +1,486 @@
+"""Consolidation decisions: which underused nodes go, what replaces them, and why others stay."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from tests.support import make_instance_type, make_nodepool, make_pod
+
+from karpy.api.conditions import Condition
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
+from karpy.api.instancetype import InstanceType
+from karpy.api.meta import ObjectMeta, OwnerReference
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodepool import NodeClassRef, NodePool
+from karpy.api.quantity import ResourceAmounts
+from karpy.api.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+    Requirements,
+)
+from karpy.api.taints import Taint
+from karpy.disruption.consolidation import (
+    MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT,
+    ConsolidationDecision,
+    RemovalSimulator,
+    consolidate_single,
+    consolidation_candidates,
+    decide_consolidation,
+    disruption_order,
+    worst_launch_price,
+)
+from karpy.disruption.emptiness import Candidate, reschedulable
+from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, solve
+
+NOW = 100_000.0
+GIB = 1024**3
+SMALL = make_instance_type("small.2x", 2, 8, 0.10)
+ARM = make_instance_type("arm.4x", 4, 16, 0.15, arch="arm64")
+LARGE = make_instance_type("large.4x", 4, 16, 0.18)
+XLARGE = make_instance_type("xlarge.8x", 8, 32, 0.36)
+TYPES = [SMALL, ARM, LARGE, XLARGE]
+BY_NAME = {t.name: t for t in TYPES}
+ON_DEMAND_ONLY = "      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"
+
+
+def owned(pod: Pod, kind: str = "ReplicaSet") -> Pod:
+    owner = OwnerReference("apps/v1", kind, "owner", controller=True)
+    return pod.with_changes(metadata=pod.metadata.with_changes(owner_references=(owner,)))
+
+
+def app_pod(name: str, cpu: str = "1") -> Pod:
+    return owned(make_pod(name, cpu, "1Gi"))
+
+
+class Cluster:
+    """Nodes, their NodeClaims and pods, and the capacity view the provisioner would build."""
+
+    def __init__(self, nodepool: NodePool | None = None, types: list[InstanceType] | None = None) -> None:
+        self.nodepool = nodepool or make_nodepool("default", template_spec=ON_DEMAND_ONLY)
+        self.types = types or TYPES
+        self.candidates: list[Candidate] = []
+        self.capacity: list[ExistingCapacity] = []
+        self.prices: dict[str, float] = {}
+
+    def add(
+        self,
+        name: str,
+        instance_type: InstanceType,
+        pods: list[Pod],
+        *,
+        capacity_type: str = "on-demand",
+        candidate: bool = True,
+        initialized_at: float = 0.0,
+        node_annotations: dict[str, str] | None = None,
+        in_flight: bool = False,
+    ) -> Candidate:
+        labels = {
+            LABEL_NODEPOOL: self.nodepool.name,
+            LABEL_INSTANCE_TYPE: instance_type.name,
+            LABEL_CAPACITY_TYPE: capacity_type,
+            LABEL_ZONE: "zone-a",
+        }
+        claim = NodeClaim(
+            metadata=ObjectMeta(name=name, labels=dict(labels), creation_timestamp=initialized_at),
+            spec=NodeClaimSpec(node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default")),
+            status=NodeClaimStatus(
+                node_name=name,
+                conditions=(Condition(CONDITION_INITIALIZED, "True", last_transition_time=initialized_at),),
+            ),
+        )
+        node = Node(
+            metadata=ObjectMeta(name=name, labels=dict(labels), annotations=node_annotations or {}),
+            allocatable=dict(instance_type.allocatable),
+        )
+        used: ResourceAmounts = {"pods": len(pods)}
+        for pod in pods:
+            for resource, amount in pod.spec.requests.items():
+                used[resource] = used.get(resource, 0) + amount
+        available = {r: a - used.get(r, 0) for r, a in instance_type.allocatable.items()}
+        self.capacity.append(
+            ExistingCapacity(
+                name=name,
+                nodepool=self.nodepool.name,
+                requirements=Requirements.from_labels(labels),
+                taints=(),
+                available=available,
+                in_flight=in_flight,
+                pods=tuple(pods),
+            )
+        )
+        offering = instance_type.cheapest_offering(Requirements.from_labels(labels))
+        assert offering is not None
+        self.prices[name] = offering.price
+        result = Candidate(claim, node, self.nodepool, tuple(pods))
+        if candidate:
+            self.candidates.append(result)
+        return result
+
+    def pools(self) -> list[NodePoolCapacity]:
+        return [NodePoolCapacity(self.nodepool, self.types)]
+
+    def decide(
+        self,
+        *,
+        allowed: int = 10,
+        pdb_blocked: dict[str, str] | None = None,
+        spot_to_spot: bool = False,
+        now: float = NOW,
+    ) -> ConsolidationDecision:
+        return decide_consolidation(
+            self.candidates,
+            self.capacity,
+            self.pools(),
+            self.prices,
+            {self.nodepool.name: allowed},
+            pdb_blocked or {},
+            now,
+            spot_to_spot=spot_to_spot,
+        )
+
+
+def test_an_underused_node_whose_pods_fit_elsewhere_is_deleted() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    cluster.add("node-b", LARGE, [app_pod("b1")], candidate=False)
+    decision = cluster.decide()
+    command = decision.command
+    assert command is not None
+    assert command.is_delete
+    assert command.nodeclaim_names == ["node-a"]
+    assert command.reason == "Underutilized"
+    assert command.savings_per_hour == pytest.approx(0.18)
+    assert command.description == "delete node-a (large.4x, $0.18/h)"
+
+
+def test_a_node_is_replaced_by_a_cheaper_type_keeping_only_cheaper_options() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    command = cluster.decide().command
+    assert command is not None and command.replacement is not None
+    names = [t.name for t in command.replacement.instance_types]
+    assert names == ["small.2x", "arm.4x"]
+    assert command.replacement.requirements.get(LABEL_INSTANCE_TYPE).has("small.2x")
+    assert not command.replacement.requirements.get(LABEL_INSTANCE_TYPE).has("large.4x")
+    # Priced at the worst launch price of the dearest option kept.
+    assert command.savings_per_hour == pytest.approx(0.18 - 0.15)
+    assert command.description.startswith("replace node-a (large.4x, $0.18/h) with a small.2x ($0.10/h)")
+
+
+def test_an_on_demand_node_may_be_replaced_by_spot_and_the_replacement_is_pinned_to_spot() -> None:
+    cluster = Cluster(nodepool=make_nodepool("default"))
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    command = cluster.decide().command
+    assert command is not None and command.replacement is not None
+    capacity_types = command.replacement.requirements.get(LABEL_CAPACITY_TYPE)
+    assert capacity_types.has("spot") and not capacity_types.has("on-demand")
+    # Same type as spot is cheaper than on-demand, so it stays an option.
+    assert "large.4x" in [t.name for t in command.replacement.instance_types]
+
+
+def spot_catalog(count: int) -> list[InstanceType]:
+    cheap = [make_instance_type(f"cheap-{i:02d}.2x", 2, 8, 0.05 + 0.001 * i) for i in range(count)]
+    return [*cheap, XLARGE]
+
+
+def test_a_spot_node_is_not_replaced_by_spot_by_default() -> None:
+    cluster = Cluster(nodepool=make_nodepool("default"), types=spot_catalog(20))
+    cluster.add("node-a", XLARGE, [app_pod("a1")], capacity_type="spot")
+    decision = cluster.decide()
+    assert decision.command is None
+    assert "spot-to-spot consolidation is disabled" in decision.unconsolidatable["node-a"]
+
+
+def test_a_spot_node_is_replaced_by_spot_with_the_setting_and_enough_cheaper_types() -> None:
+    cluster = Cluster(nodepool=make_nodepool("default"), types=spot_catalog(20))
+    cluster.add("node-a", XLARGE, [app_pod("a1")], capacity_type="spot")
+    command = cluster.decide(spot_to_spot=True).command
+    assert command is not None and command.replacement is not None
+    names = [t.name for t in command.replacement.instance_types]
+    # Only the cheapest 15, so whatever launches is not itself replaced at once.
+    assert names == [f"cheap-{i:02d}.2x" for i in range(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT)]
+    assert not command.replacement.requirements.get(LABEL_CAPACITY_TYPE).has("on-demand")
+
+
+def test_spot_to_spot_needs_fifteen_cheaper_types() -> None:
+    cluster = Cluster(nodepool=make_nodepool("default"), types=spot_catalog(14))
+    cluster.add("node-a", XLARGE, [app_pod("a1")], capacity_type="spot")
+    decision = cluster.decide(spot_to_spot=True)
+    assert decision.command is None
+    assert "needs 15 cheaper instance types, found 14" in decision.unconsolidatable["node-a"]
+
+
+def test_a_spot_node_whose_pods_fit_elsewhere_is_still_deleted() -> None:
+    cluster = Cluster(nodepool=make_nodepool("default"))
+    cluster.add("node-a", LARGE, [app_pod("a1")], capacity_type="spot")
+    cluster.add("node-b", LARGE, [], candidate=False)
+    command = cluster.decide().command
+    assert command is not None and command.is_delete
+
+
+def test_three_half_empty_nodes_consolidate_into_fewer() -> None:
+    cluster = Cluster()
+    for index in range(3):
+        cluster.add(f"node-{index}", LARGE, [app_pod(f"p{index}", "2")])
+    command = cluster.decide().command
+    assert command is not None and command.replacement is not None
+    # All three would need two new nodes (the solver will not grow one to xlarge.8x
+    # when a small.2x and an arm.4x cost less), which consolidation does not do; the
+    # first two fit on node-2 plus one small node: three nodes become two.
+    assert command.nodeclaim_names == ["node-0", "node-1"]
+    assert len(command.replacement.pods) == 1
+    # large.4x is being removed, so a large.4x replacement would have to beat its price.
+    assert [t.name for t in command.replacement.instance_types] == ["small.2x", "arm.4x"]
+    assert command.savings_per_hour == pytest.approx(2 * 0.18 - 0.15)
+    assert command.description.startswith("replace 2 nodes (node-0, node-1, $0.36/h) with a small.2x")
+
+
+def test_several_nodes_whose_pods_fit_elsewhere_are_deleted_together() -> None:
+    cluster = Cluster()
+    for index in range(3):
+        cluster.add(f"node-{index}", SMALL, [app_pod(f"p{index}")])
+    cluster.add("big", XLARGE, [app_pod("big-1", "4")], candidate=False)
+    command = cluster.decide().command
+    assert command is not None and command.is_delete
+    assert command.nodeclaim_names == ["node-0", "node-1", "node-2"]
+    assert command.description == "delete 3 nodes (node-0, node-1, node-2) saving $0.30/h"
+
+
+def test_a_multi_node_replacement_of_a_type_being_removed_must_be_cheaper_than_that_node() -> None:
+    # Both pods fit one small.2x, which is no cheaper than the small.2x it would
+    # replace: keeping that one and deleting the other disrupts fewer pods.
+    cluster = Cluster(types=[SMALL, LARGE])
+    cluster.add("node-0", SMALL, [app_pod("p0")])
+    cluster.add("node-1", SMALL, [app_pod("p1")])
+    command = cluster.decide().command
+    assert command is not None and command.is_delete
+    assert command.nodeclaim_names == ["node-0"]
+
+
+def with_annotations(pod: Pod, annotations: dict[str, str]) -> Pod:
+    return pod.with_changes(metadata=pod.metadata.with_changes(annotations=annotations))
+
+
+@pytest.mark.parametrize(
+    ("pod", "pdb_blocked", "reason"),
+    [
+        (
+            with_annotations(app_pod("web-1"), {DO_NOT_DISRUPT_ANNOTATION: "true"}),
+            {},
+            "pod default/web-1 has karpenter.sh/do-not-disrupt",
+        ),
+        (make_pod("web-1"), {}, "pod default/web-1 has no controller owner"),
+        (
+            app_pod("web-1"),
+            {"default/web-1": "PodDisruptionBudget default/web allows no disruption"},
+            "pod default/web-1: PodDisruptionBudget default/web allows no disruption",
+        ),
+    ],
+)
+def test_pods_that_cannot_be_evicted_block_the_node(
+    pod: Pod, pdb_blocked: dict[str, str], reason: str
+) -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [pod])
+    cluster.add("node-b", LARGE, [], candidate=False)
+    decision = cluster.decide(pdb_blocked=pdb_blocked)
+    assert decision.command is None
+    assert decision.blocked["node-a"].startswith(reason)
+
+
+def test_daemonset_and_finished_pods_do_not_block() -> None:
+    cluster = Cluster()
+    daemon = owned(make_pod("agent"), kind="DaemonSet")
+    finished = make_pod("job").with_changes(phase="Succeeded")
+    cluster.add("node-a", LARGE, [app_pod("a1"), daemon, finished])
+    cluster.add("node-b", LARGE, [], candidate=False)
+    command = cluster.decide().command
+    assert command is not None and command.nodeclaim_names == ["node-a"]
+
+
+def test_a_do_not_disrupt_node_is_blocked() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [app_pod("a1")], node_annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+    cluster.add("node-b", LARGE, [], candidate=False)
+    decision = cluster.decide()
+    assert decision.command is None
+    assert decision.blocked == {"node-a": "node has karpenter.sh/do-not-disrupt"}
+
+
+def test_a_node_is_not_a_candidate_before_consolidate_after_has_elapsed() -> None:
+    cluster = Cluster(
+        nodepool=make_nodepool(
+            "default", spec="  disruption: {consolidateAfter: 10m}", template_spec=ON_DEMAND_ONLY
+        )
+    )
+    cluster.add("node-a", LARGE, [app_pod("a1")], initialized_at=NOW - 60)
+    cluster.add("node-b", LARGE, [], candidate=False)
+    decision = cluster.decide()
+    assert decision.command is None
+    assert decision.blocked["node-a"] == "consolidateAfter has not elapsed (consolidatable in 540s)"
+    assert decision.next_due == NOW + 540
+    assert cluster.decide(now=NOW + 540).command is not None
+
+
+def test_when_empty_and_never_policies_exclude_the_node() -> None:
+    for spec, reason in [
+        ("  disruption: {consolidationPolicy: WhenEmpty}", "consolidates only empty nodes (WhenEmpty)"),
+        ("  disruption: {consolidateAfter: Never}", "consolidation disabled (consolidateAfter: Never)"),
+    ]:
+        cluster = Cluster(nodepool=make_nodepool("default", spec=spec, template_spec=ON_DEMAND_ONLY))
+        cluster.add("node-a", LARGE, [app_pod("a1")])
+        decision = cluster.decide()
+        assert decision.command is None
+        assert reason in decision.blocked["node-a"]
+
+
+def test_a_budget_of_zero_allows_nothing() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    cluster.add("node-b", LARGE, [app_pod("b1")])
+    decision = cluster.decide(allowed=0)
+    assert decision.command is None
+    assert set(decision.blocked) == {"node-a", "node-b"}
+    assert "disruption budget of NodePool default" in decision.blocked["node-a"]
+
+
+def test_a_budget_caps_how_many_nodes_multi_node_consolidation_takes() -> None:
+    cluster = Cluster()
+    for index in range(4):
+        cluster.add(f"node-{index}", SMALL, [app_pod(f"p{index}")])
+    cluster.add("big", XLARGE, [], candidate=False)
+    command = cluster.decide(allowed=2).command
+    assert command is not None and command.is_delete
+    assert command.nodeclaim_names == ["node-0", "node-1"]
+
+
+def test_a_replacement_only_half_a_percent_cheaper_is_not_worth_it() -> None:
+    current = make_instance_type("current.4x", 4, 16, 0.100)
+    almost = make_instance_type("almost.4x", 4, 16, 0.0995)
+    cluster = Cluster(types=[current, almost])
+    cluster.add("node-a", current, [app_pod("a1", "3")])
+    decision = cluster.decide()
+    assert decision.command is None
+    assert "at least 1% cheaper" in decision.unconsolidatable["node-a"]
+    # Two percent is enough.
+    cheaper = make_instance_type("cheaper.4x", 4, 16, 0.098)
+    cluster = Cluster(types=[current, cheaper])
+    cluster.add("node-a", current, [app_pod("a1", "3")])
+    assert cluster.decide().command is not None
+
+
+def test_pods_are_not_moved_onto_a_node_that_is_not_initialized() -> None:
+    cluster = Cluster(types=[LARGE])
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    cluster.add("node-b", LARGE, [], candidate=False, in_flight=True)
+    decision = cluster.decide()
+    assert decision.command is None
+    assert "node-b, which is not initialized yet" in decision.unconsolidatable["node-a"]
+
+
+def test_empty_nodes_are_left_to_emptiness_by_single_node_consolidation() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [])
+    selection = consolidation_candidates(cluster.candidates, cluster.prices, {}, NOW)
+    simulator = RemovalSimulator(cluster.capacity, cluster.pools())
+    command, reasons = consolidate_single(selection.eligible, simulator, selection.prices, {"default": 1})
+    assert command is None and reasons == {}
+
+
+def test_an_unknown_price_blocks_the_node() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    del cluster.prices["node-a"]
+    decision = cluster.decide()
+    assert decision.command is None
+    assert "price of its offering" in decision.blocked["node-a"]
+
+
+def test_disruption_order_is_fewest_and_lowest_priority_pods_first_then_name() -> None:
+    cluster = Cluster()
+    busy = cluster.add("a-busy", LARGE, [app_pod("a1"), app_pod("a2")])
+    quiet = cluster.add("z-quiet", LARGE, [app_pod("z1")])
+    tied = cluster.add("m-tied", LARGE, [app_pod("m1")])
+    low = app_pod("low")
+    low = low.with_changes(spec=dataclasses.replace(low.spec, priority=-(2**26)))
+    cheap = cluster.add("y-low-priority", LARGE, [low])
+    assert disruption_order([busy, quiet, tied, cheap], NOW) == [cheap, tied, quiet, busy]
+
+
+def test_the_worst_launch_price_prefers_spot_and_takes_its_dearest_zone() -> None:
+    requirements = Requirements.from_labels({})
+    assert worst_launch_price(LARGE, requirements) == pytest.approx(0.18 * 0.4)
+    on_demand = Requirements.from_labels({LABEL_CAPACITY_TYPE: "on-demand"})
+    assert worst_launch_price(LARGE, on_demand) == pytest.approx(0.18)
+
+
+def test_the_decision_does_not_depend_on_input_order() -> None:
+    def build(seed: int) -> ConsolidationDecision:
+        cluster = Cluster()
+        specs = [(f"node-{i}", SMALL if i % 2 else LARGE, [app_pod(f"p{i}")]) for i in range(8)]
+        random.Random(seed).shuffle(specs)
+        for name, instance_type, pods in specs:
+            cluster.add(name, instance_type, pods)
+        return cluster.decide()
+
+    first = build(1)
+    assert first.command is not None
+    for seed in range(2, 6):
+        other = build(seed)
+        assert other.command is not None
+        assert other.command.description == first.command.description
+        assert other.command.nodeclaim_names == first.command.nodeclaim_names
+        assert other.blocked == first.blocked
+
+
+ANTI_AFFINITY = """  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector: {matchLabels: {app: web}}
+          topologyKey: topology.kubernetes.io/zone"""
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_removal_simulator_places_pods_exactly_as_a_full_solve(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = Cluster(types=[SMALL, LARGE, XLARGE])
+    for index in range(rng.randint(5, 25)):
+        instance_type = rng.choice([SMALL, LARGE, XLARGE])
+        room = instance_type.allocatable["cpu"]
+        pods: list[Pod] = []
+        for pod_index in range(rng.randint(0, 6)):
+            cpu = rng.choice([250, 500, 1000])
+            if cpu > room:
+                break
+            room -= cpu
+            roll = rng.random()
+            extra = ""
+            if roll < 0.1:
+                extra = ANTI_AFFINITY if seed % 2 else "  nodeSelector: {kubernetes.io/arch: amd64}"
+            pod = owned(
+                make_pod(f"n{index}-p{pod_index}", f"{cpu}m", "1Gi", extra_spec=extra, labels="{app: web}")
+            )
+            if 0.1 <= roll < 0.15:
+                pod = pod.with_changes(spec=dataclasses.replace(pod.spec, host_ports=(8080,)))
+            pods.append(pod)
+        cluster.add(f"node-{index:02d}", instance_type, pods)
+    tainted = rng.randrange(len(cluster.capacity))
+    cluster.capacity[tainted] = dataclasses.replace(
+        cluster.capacity[tainted], taints=(Taint("dedicated", "NoSchedule", "batch"),)
+    )
+    simulator = RemovalSimulator(cluster.capacity, cluster.pools())
+    batches = [[c] for c in cluster.candidates] + [cluster.candidates[:2], cluster.candidates[:5]]
+    for batch in batches:
+        gone = {c.node.name for c in batch}
+        pods = [pod for c in batch for pod in c.pods if reschedulable(pod)]
+        full = solve(pods, [item for item in cluster.capacity if item.name not in gone], cluster.pools())
+        lean = simulator.simulate(batch)
+        assert lean.existing == full.existing
+        assert lean.unschedulable == full.unschedulable
+        assert [sorted(p.key for p in claim.pods) for claim in lean.new_nodeclaims] == [
+            sorted(p.key for p in claim.pods) for claim in full.new_nodeclaims
+        ]
