@@ -391,17 +391,7 @@ class _Scheduler:
         self.volume_terms = volume_terms or {}
         self.pools = sorted(pools, key=lambda pool: (-(pool.nodepool.weight or 0), pool.nodepool.name))
         self.pool_requirements = {pool.nodepool.name: self._pool_requirements(pool) for pool in self.pools}
-        universe: dict[str, set[str]] = {}
-        for pool in self.pools:
-            base = self.pool_requirements[pool.nodepool.name]
-            for instance_type in pool.instance_types:
-                for requirement in instance_type.requirements:
-                    if requirement.complement or not base.get(requirement.key).has_intersection(requirement):
-                        continue
-                    universe.setdefault(requirement.key, set()).update(
-                        value for value in requirement.values if base.get(requirement.key).has(value)
-                    )
-        self.topology = Topology(universe)
+        self.topology = Topology(discover=self._offered_values)
         self.existing: list[_Target] = []
         for capacity in sorted(existing, key=lambda capacity: capacity.name):
             blocking = tuple(
@@ -445,6 +435,23 @@ class _Scheduler:
             | set(requested_resources)
         )
         self._matrices: dict[int, _PoolMatrix] = {}
+
+    def _offered_values(self, key: str) -> set[str]:
+        """Every value of ``key`` (a zone, say) some pool's instance types can be launched with.
+
+        Asked for only for the keys pods' topology constraints use, so a plan
+        without zonal constraints never scans the catalog for zones.
+        """
+        values: set[str] = set()
+        for pool in self.pools:
+            allowed = self.pool_requirements[pool.nodepool.name].get(key)
+            for instance_type in pool.instance_types:
+                if key not in instance_type.requirements:
+                    continue
+                requirement = instance_type.requirements[key]
+                if not requirement.complement:
+                    values.update(value for value in requirement.values if allowed.has(value))
+        return values
 
     @staticmethod
     def _pool_requirements(pool: NodePoolCapacity) -> Requirements:
@@ -806,9 +813,9 @@ class _Scheduler:
                 continue
             requirement = requirements.get(key) if key in requirements else None
             if requirement is None:
-                domains[key] = frozenset(self.topology.universe.get(key, ())) if target.is_new else None
+                domains[key] = frozenset(self.topology.domains(key)) if target.is_new else None
                 continue
-            possible = frozenset(v for v in self.topology.universe.get(key, ()) if requirement.has(v))
+            possible = frozenset(v for v in self.topology.domains(key) if requirement.has(v))
             if not requirement.complement:
                 possible = frozenset(v for v in requirement.values if requirement.has(v))
             domains[key] = next(iter(possible)) if len(possible) == 1 and not target.is_new else possible

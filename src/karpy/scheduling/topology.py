@@ -29,7 +29,7 @@ rather than a scan of every pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
@@ -89,9 +89,16 @@ class Admission:
 
 
 class Topology:
-    def __init__(self, universe: Mapping[str, Iterable[str]]) -> None:
-        # Every known domain per key (zones offered, labels of existing nodes).
-        self.universe: dict[str, set[str]] = {key: set(values) for key, values in universe.items()}
+    def __init__(
+        self,
+        universe: Mapping[str, Iterable[str]] | None = None,
+        discover: Callable[[str], Iterable[str]] | None = None,
+    ) -> None:
+        # Every known domain per key (zones offered, labels of existing nodes);
+        # ``discover`` supplies a key's offered values the first time it is asked.
+        self.universe: dict[str, set[str]] = {key: set(values) for key, values in (universe or {}).items()}
+        self._discover = discover
+        self._discovered: set[str] = set()
         self._placed: dict[str, list[_Placed]] = {}
         self._target_domains: dict[str, dict[str, str]] = {}
         self._counters: dict[str, _Counter] = {}
@@ -106,6 +113,14 @@ class Topology:
         self._inverse_cache: dict[
             tuple[str, frozenset[tuple[str, str]]], tuple[int, list[tuple[AffinityTerm, dict[str, int]]]]
         ] = {}
+
+    def domains(self, key: str) -> set[str]:
+        """Every domain known for ``key``."""
+        if key not in self._discovered:
+            self._discovered.add(key)
+            if self._discover is not None:
+                self.universe.setdefault(key, set()).update(self._discover(key))
+        return self.universe.setdefault(key, set())
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -229,7 +244,7 @@ class Topology:
         keys.discard(LABEL_HOSTNAME)
         if not keys:
             return {}
-        domains: dict[str, Domain] = {key: frozenset(self.universe.get(key, ())) for key in keys}
+        domains: dict[str, Domain] = {key: frozenset(self.domains(key)) for key in keys}
         admission = self.admit(constraints, "", domains)
         if not admission.ok:
             return None
@@ -253,7 +268,7 @@ class Topology:
                 if term.selects.matches_labels(namespace, labels):
                     # The first of a self-affine group may start anywhere, but somewhere
                     # definite: the rest of the group must be able to follow it.
-                    occupied = set(self.universe.get(term.topology_key, ()))
+                    occupied = set(self.domains(term.topology_key))
                     if term.topology_key == LABEL_HOSTNAME:
                         occupied.add(target)
                 else:
@@ -358,7 +373,7 @@ class Topology:
         self._restrict(admission, key, target, domain_of, allowed, "topology spread")
 
     def _eligible(self, key: str, constraints: PodConstraints, spread: SpreadConstraint) -> set[str]:
-        domains = set(self.universe.get(key, ()))
+        domains = set(self.domains(key))
         if spread.honor_node_affinity:
             options = constraints.node_options()
             domains = {domain for domain in domains if any(option.get(key).has(domain) for option in options)}
