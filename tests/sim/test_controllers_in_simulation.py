@@ -279,3 +279,46 @@ def test_a_nodeclaim_that_cannot_launch_for_five_minutes_is_deleted_and_retried(
     assert "FailedLaunch" in reasons
     assert running_pods(simulation) == 1
     assert len(simulation.recorder.nodeclaims) >= 2
+
+
+def test_capacity_errors_fall_back_to_another_spot_offering_before_on_demand() -> None:
+    simulation = Simulation()
+    # The cheapest spot offering fails; other spot offerings still have capacity.
+    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.cloud.settings.capacity_failures.append(
+        CapacityFailure(instance_type="c5.large", capacity_type="spot")
+    )
+    simulation.run(900)
+    assert running_pods(simulation) == 1
+    launched = [claim for claim in claims(simulation)]
+    assert all(claim.capacity_type == "spot" for claim in launched)
+    assert all(claim.instance_type != "c5.large" for claim in launched)
+
+
+def test_termination_grace_period_bounds_a_drain_a_pdb_would_block() -> None:
+    budget = """
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: app, namespace: default}
+spec: {minAvailable: 2, selector: {matchLabels: {app: app}}}
+"""
+    pool = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      terminationGracePeriod: 2m
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large, c5.xlarge]}]
+"""
+    simulation = started(pool, deployment(replicas=2), budget)
+    simulation.run(120, until_steady=False)
+    claim = claims(simulation)[0]
+    assert claim.spec.termination_grace_period == 120.0
+    simulation.cluster.delete(claim)
+    simulation.run(60, until_steady=False)
+    assert simulation.cluster.nodeclaim(claim.name) is not None  # the PDB holds the drain
+    simulation.run(10 * 60)
+    assert simulation.cluster.nodeclaim(claim.name) is None  # forced once the grace period ran out

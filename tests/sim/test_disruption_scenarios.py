@@ -164,3 +164,15 @@ def test_consolidation_does_not_run_away_while_a_deployment_scales_up_and_down()
     assert len(launched) <= 2
     assert sum(1 for r in launched if r.deleted_at is not None) <= 1
     assert app_pods_running(simulation) == 12
+
+
+def test_a_node_class_change_reported_by_the_cloud_drifts_and_replaces_the_node() -> None:
+    simulation = run(SCENARIOS / "nodeclass-drift" / "scenario.yaml")
+    records = sorted(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
+    assert len(records) == 2
+    assert records[0].deleted_at is not None and records[1].deleted_at is None
+    assert any(
+        event.reason == "Drifted" and "changed since the instance was launched" in event.message
+        for event in simulation.cluster.events
+    )
+    assert app_pods_running(simulation) == 2

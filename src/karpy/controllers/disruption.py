@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from karpy.api.conditions import FALSE, TRUE, set_condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
+from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import (
     REASON_DRIFTED,
     REASON_EMPTY,
@@ -423,7 +424,23 @@ class NodeClaimDisruptionConditions:
         self.cloud = cloud
 
     def watches(self) -> list[Watch]:
-        return [Watch("NodeClaim", self._on_nodeclaim), Watch("NodePool", self._on_nodepool)]
+        return [
+            Watch("NodeClaim", self._on_nodeclaim),
+            Watch("NodePool", self._on_nodepool),
+            Watch(EC2_KIND, self._on_node_class),
+            Watch(KWOK_KIND, self._on_node_class),
+        ]
+
+    def _on_node_class(self, old: object | None, new: object | None) -> Iterable[str]:
+        changed = new if new is not None else old
+        if not isinstance(changed, EC2NodeClass | KWOKNodeClass):
+            return []
+        return [
+            claim.name
+            for claim in self.cluster.nodeclaims()
+            if claim.spec.node_class_ref.kind == changed.kind
+            and claim.spec.node_class_ref.name == changed.name
+        ]
 
     def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
         # On creation (to schedule its expiry) and once initialized (drift is judged from then on).

@@ -19,6 +19,7 @@ the controllers can tell:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +104,8 @@ class Instance:
     price: float
     launched_at: float
     labels: dict[str, str]
+    # What the node class said at launch: a change to it drifts the instance.
+    node_class_digest: str = ""
 
 
 class SimulatedCloud:
@@ -256,6 +259,7 @@ class SimulatedCloud:
             price=price,
             launched_at=self.clock.now(),
             labels=labels,
+            node_class_digest=node_class_digest(node_class),
         )
         self.instances[provider_id] = instance
         for listener in self.launch_listeners:
@@ -290,6 +294,16 @@ class SimulatedCloud:
         return [self.get(provider_id) for provider_id in sorted(self.instances)]
 
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        """The node class changed since launch (new AMI selection, subnets, security groups...)."""
+        instance = self.instances.get(nodeclaim.status.provider_id)
+        if instance is None or not instance.node_class_digest:
+            return ""
+        try:
+            node_class = self.node_class(nodeclaim.spec.node_class_ref)
+        except NodeClassNotReadyError:
+            return ""
+        if node_class_digest(node_class) != instance.node_class_digest:
+            return f"{node_class.kind} {node_class.name} changed since the instance was launched"
         return ""
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
@@ -307,3 +321,13 @@ class SimulatedCloud:
 
 
 _EMPTY_SPEC = NodeClaimSpec(node_class_ref=NodeClassRef("", "", ""))
+
+
+def node_class_digest(node_class: NodeClass) -> str:
+    """A digest of a node class' spec (its metadata left out)."""
+    spec = {name: value for name, value in _fields(node_class) if name not in ("metadata", "converted_from")}
+    return hashlib.sha256(repr(sorted(spec.items())).encode()).hexdigest()[:16]
+
+
+def _fields(obj: object) -> list[tuple[str, object]]:
+    return [(field_.name, getattr(obj, field_.name)) for field_ in dataclasses.fields(obj)]  # type: ignore[arg-type]
