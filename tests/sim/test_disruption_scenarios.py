@@ -176,3 +176,15 @@ def test_a_node_class_change_reported_by_the_cloud_drifts_and_replaces_the_node(
         for event in simulation.cluster.events
     )
     assert app_pods_running(simulation) == 2
+
+
+def test_consolidation_never_evicts_a_do_not_disrupt_pod() -> None:
+    simulation = run(SCENARIOS / "consolidation" / "scenario-do-not-disrupt.yaml")
+    records = list(simulation.recorder.nodeclaims.values())
+    assert len(records) == 1 and records[0].deleted_at is None
+    name = records[0].name
+    assert "do-not-disrupt" in simulation.disruption.blocked[name]
+    assert any(
+        event.reason == "DisruptionBlocked" and event.name == name for event in simulation.cluster.events
+    )
+    assert app_pods_running(simulation) == 3
