@@ -1192,31 +1192,34 @@ class _Prices:
     """
 
     def __init__(self) -> None:
-        self._ranked: dict[tuple[int, str, str], list[InstanceType]] = {}
+        self._ranks: dict[tuple[int, str, str], npt.NDArray[np.intp]] = {}
 
     def ranked(
-        self, pool: NodePoolCapacity, options: Sequence[InstanceType], requirements: Requirements
+        self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp], requirements: Requirements
     ) -> list[InstanceType]:
-        """``options`` cheapest first (then by name): the pool's ranking, filtered."""
+        """The options at ``rows`` of the pool, cheapest first (then by name)."""
         key = (id(pool), str(requirements.get(LABEL_ZONE)), str(requirements.get(LABEL_CAPACITY_TYPE)))
-        ranking = self._ranked.get(key)
-        if ranking is None:
+        rank = self._ranks.get(key)
+        if rank is None:
 
-            def price(instance_type: InstanceType) -> tuple[float, str]:
+            def price(row: int) -> tuple[float, str]:
+                instance_type = pool.instance_types[row]
                 offerings = instance_type.available_offerings(requirements)
                 return (min((offering.price for offering in offerings), default=0.0), instance_type.name)
 
-            ranking = sorted(pool.instance_types, key=price)
-            self._ranked[key] = ranking
-        chosen = {id(instance_type) for instance_type in options}
-        return [instance_type for instance_type in ranking if id(instance_type) in chosen]
+            order = sorted(range(len(pool.instance_types)), key=price)
+            rank = np.empty(max(1, len(order)), dtype=np.intp)
+            rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order), dtype=np.intp)
+            self._ranks[key] = rank
+        ordered = rows[np.argsort(rank[rows], kind="stable")]
+        return [pool.instance_types[row] for row in ordered.tolist()]
 
 
 def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
     pool = target.pool
     assert pool is not None
     requirements = target.requirements
-    ranked = prices.ranked(pool, target.options, requirements)
+    ranked = prices.ranked(pool, target.rows, requirements)
     kept = ranked[:MAX_INSTANCE_TYPES]
     if not _min_values_met(requirements, kept):
         # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
