@@ -875,13 +875,9 @@ class _Scheduler:
         for option in constraints.node_options():
             if target.requirements.compatible(option) is not None:
                 continue
-            merged = target.requirements.intersection(option)
-            admission = self._admit(constraints, target, merged)
-            if not admission.ok:
-                topology_said_no = True
-                continue
             total = add_amounts(target.requests, requests)
-            # Room and price first, over every option at once: narrowing the zone
+            # Room and price first, over every option at once (and before the dearer
+            # topology check, since most refusals are here): narrowing the zone
             # afterwards only removes options, so it cannot make either better.
             matrix = self._matrix(pool)
             roomy_mask: npt.NDArray[np.bool_] = np.asarray(
@@ -890,6 +886,11 @@ class _Scheduler:
             roomy = target.rows[roomy_mask]
             if len(roomy) == 0 or not self._worth_growing(pool, target, roomy, option, requests, 1):
                 too_full = True
+                continue
+            merged = target.requirements.intersection(option)
+            admission = self._admit(constraints, target, merged)
+            if not admission.ok:
+                topology_said_no = True
                 continue
             for narrowed in self._narrowings(constraints, merged, admission):
                 options, rows = self._viable(
