@@ -330,7 +330,7 @@ class _Target:
     taints: tuple[Taint, ...]
     pool: NodePoolCapacity | None = None
     available: ResourceAmounts | None = None  # existing capacity
-    options: list[InstanceType] = field(default_factory=list)  # new NodeClaims
+
     requests: ResourceAmounts = field(default_factory=dict)
     reserved: ResourceAmounts = field(default_factory=dict)
     pods: list[Pod] = field(default_factory=list)
@@ -351,21 +351,23 @@ class _Target:
     def is_new(self) -> bool:
         return self.available is None
 
+    @property
+    def options(self) -> list[InstanceType]:
+        """A new NodeClaim's instance-type options (its ``rows`` of the pool)."""
+        assert self.pool is not None
+        types = self.pool.instance_types
+        return [types[row] for row in self.rows.tolist()]
+
     def update(
-        self,
-        requirements: Requirements,
-        options: list[InstanceType],
-        rows: npt.NDArray[np.intp],
-        requests: ResourceAmounts,
+        self, requirements: Requirements, rows: npt.NDArray[np.intp], requests: ResourceAmounts
     ) -> None:
         pool = self.pool
         assert pool is not None
         self.requirements = requirements
-        self.options = options
         self.rows = rows
         self.requests = requests
         # Only a pool with limits needs to know the most this bin can add to its usage.
-        self.reserved = max_capacity(options) if pool.remaining is not None else {}
+        self.reserved = max_capacity(self.options) if pool.remaining is not None else {}
 
     def cpu_room(self) -> int:
         return self.headroom.get("cpu", 0) - self.requests.get("cpu", 0)
@@ -735,16 +737,10 @@ class _Scheduler:
                 continue
             merged = target.requirements.intersection(option)
             narrowed_further = merged != target.requirements
-            options, rows = target.options, target.rows
+            rows = target.rows
             if narrowed_further:
-                labelled = [
-                    index
-                    for index, t in enumerate(options)
-                    if t.requirements.intersects(merged) is None and t.available_offerings(merged)
-                ]
-                options = [options[index] for index in labelled]
-                rows = rows[np.asarray(labelled, dtype=np.intp)]
-            if not options:
+                rows = rows[self._labels_allow(pool, merged)[rows]]
+            if len(rows) == 0:
                 continue
             # How many more alike pods each option takes: the fewest over the requested resources.
             matrix = self._matrix(pool)
@@ -754,7 +750,7 @@ class _Scheduler:
             if requested.any():
                 takes = (np.maximum(room[:, requested], 0) // per_pod[requested]).min(axis=1)
             else:
-                takes = np.full(len(options), len(pods), dtype=np.int64)
+                takes = np.full(len(rows), len(pods), dtype=np.int64)
             # Between two distinct values of ``takes`` the surviving options, and so the
             # price after, stay the same while fresh nodes for the pods only get dearer
             # with their number: the most pods of each such range is the one to try.
@@ -779,7 +775,7 @@ class _Scheduler:
                 ):
                     continue
                 keep = np.flatnonzero(takes >= most)
-                if checks_min_values and not _min_values_met(merged, [options[i] for i in keep.tolist()]):
+                if checks_min_values and not _min_values_met(merged, self._types(pool, rows[keep])):
                     continue
                 count = most
                 break
@@ -787,7 +783,6 @@ class _Scheduler:
                 continue
             target.update(
                 merged,
-                [options[index] for index in keep.tolist()],
                 rows[keep],
                 add_amounts(target.requests, {r: amount * count for r, amount in requests.items()}),
             )
@@ -893,20 +888,19 @@ class _Scheduler:
                 topology_said_no = True
                 continue
             for narrowed in self._narrowings(constraints, merged, admission):
-                options, rows = self._viable(
+                rows = self._viable(
                     pool,
-                    target.options,
                     target.rows,
                     narrowed,
                     total,
                     narrowed_further=narrowed != target.requirements,
                     fitting=roomy_mask,
                 )
-                if not options:
+                if len(rows) == 0:
                     continue
                 # Options only ever shrink as pods join, so the bin's largest option,
                 # and with it the pool's reserved capacity, cannot grow: no limit check.
-                target.update(narrowed, options, rows, total)
+                target.update(narrowed, rows, total)
                 self._refresh_rooms(target)
                 self._commit(constraints, target, admission.allowed)
                 return _ACCEPTED
@@ -959,15 +953,14 @@ class _Scheduler:
     def _viable(
         self,
         pool: NodePoolCapacity,
-        options: Sequence[InstanceType],
         rows: npt.NDArray[np.intp],
         requirements: Requirements,
         requests: ResourceAmounts,
         *,
         narrowed_further: bool = True,
         fitting: npt.NDArray[np.bool_] | None = None,
-    ) -> tuple[list[InstanceType], npt.NDArray[np.intp]]:
-        """The options (and their rows) that still fit ``requests``; labels rechecked only if narrowed.
+    ) -> npt.NDArray[np.intp]:
+        """The options (rows of the pool) that still fit ``requests``; labels rechecked only if narrowed.
 
         ``fitting``, when the caller has it, is the fit of ``rows`` already worked out.
         """
@@ -978,12 +971,17 @@ class _Scheduler:
             fits_all = fitting.copy()
         if narrowed_further:
             fits_all &= self._labels_allow(pool, requirements)[rows]
-        keep = np.flatnonzero(fits_all)
-        viable = [options[index] for index in keep.tolist()]
-        kept_rows = rows[keep]
-        if not _min_values_met(requirements, viable):
-            return [], kept_rows[:0]
-        return viable, kept_rows
+        kept_rows = rows[fits_all]
+        if any(requirement.min_values for requirement in requirements) and not _min_values_met(
+            requirements, self._types(pool, kept_rows)
+        ):
+            return kept_rows[:0]
+        return kept_rows
+
+    @staticmethod
+    def _types(pool: NodePoolCapacity, rows: npt.NDArray[np.intp]) -> list[InstanceType]:
+        types = pool.instance_types
+        return [types[row] for row in rows.tolist()]
 
     def _reserved_in_pool(self, pool: NodePoolCapacity) -> ResourceAmounts:
         """What the bins opened in ``pool`` so far may add to its usage, at most."""
@@ -1114,9 +1112,8 @@ class _Scheduler:
             matrix = self._matrix(pool)
             offered_rows = self._rows_of(pool, offered)
             fitting_at = np.flatnonzero((matrix.net[offered_rows] >= matrix.vector(requests)).all(axis=1))
-            fitting = [offered[index] for index in fitting_at.tolist()]
             fitting_rows = offered_rows[fitting_at]
-            if not fitting:
+            if len(fitting_rows) == 0:
                 largest = max(offered, key=_capacity_key)
                 short = exceeded_resources(add_amounts(requests, pool.overhead(largest)), largest.allocatable)
                 reason = (
@@ -1131,13 +1128,14 @@ class _Scheduler:
                 continue
             reserved_elsewhere = self._reserved_in_pool(pool) if pool.remaining is not None else {}
             for narrowed in self._narrowings(constraints, merged, admission):
-                options, rows = self._viable(
-                    pool, fitting, fitting_rows, narrowed, requests, narrowed_further=narrowed != merged
+                rows = self._viable(
+                    pool, fitting_rows, narrowed, requests, narrowed_further=narrowed != merged
                 )
-                if not options:
+                if len(rows) == 0:
                     reason = "no instance type is offered in the domain its topology constraints allow"
                     continue
                 if pool.remaining is not None:
+                    options = self._types(pool, rows)
                     within_at = [
                         index
                         for index, t in enumerate(options)
@@ -1157,7 +1155,7 @@ class _Scheduler:
                     if not _min_values_met(narrowed, options):
                         reason = "the instance types within the NodePool's limits do not satisfy minValues"
                         continue
-                target.update(narrowed, options, rows, dict(requests))
+                target.update(narrowed, rows, dict(requests))
                 target.headroom = self._most_room(pool, rows)
                 target.cheapest_price = float(self._matrix(pool).price[target.rows].min())
                 target.position = self.rooms.append(target.cpu_room())
