@@ -429,7 +429,7 @@ class _Scheduler:
         self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
         self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
-        self._alone_cache: dict[tuple[int, int, tuple[tuple[str, int], ...], int], float] = {}
+        self._alone_cache: dict[tuple[int, int, int, int], float] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -1040,8 +1040,9 @@ class _Scheduler:
         self, pool: NodePoolCapacity, option: Requirements, requests: ResourceAmounts, count: int
     ) -> float:
         """The least ``count`` such pods cost on fresh nodes of the pool (see ``cost_alone``)."""
-        # Within one group of alike pods ``option`` is one object: its id is a safe key.
-        key = (id(pool), id(option), tuple(sorted(requests.items())), count)
+        # Within one group of alike pods ``option`` and ``requests`` are one object each,
+        # alive all along: their ids are safe keys (the cache is emptied per group).
+        key = (id(pool), id(option), id(requests), count)
         price = self._alone_cache.get(key)
         if price is None:
             _, offered = self._compatible_types(

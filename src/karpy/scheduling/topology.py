@@ -108,6 +108,7 @@ class Topology:
         # Counters by one label their selector requires, so a placed pod is only
         # matched against the counters that could count it.
         self._counter_index: dict[tuple[str, str], list[_Counter]] = {}
+        self._identities: dict[tuple[int, str], tuple[PodSelector, str]] = {}
         self._unindexed: list[_Counter] = []
         # Anti-affinity terms of placed pods that select a given kind of pod.
         self._inverse_cache: dict[
@@ -204,7 +205,15 @@ class Topology:
         return cached[1]
 
     def _counter(self, key: str, selects: PodSelector) -> _Counter:
-        identity = _selector_key(key, selects)
+        # The same selector object is asked about again and again (once per target a
+        # pod tries); its identity string is worked out once. The object is kept with
+        # it, so a recycled id can never stand for another selector.
+        cached = self._identities.get((id(selects), key))
+        if cached is not None and cached[0] is selects:
+            identity = cached[1]
+        else:
+            identity = _selector_key(key, selects)
+            self._identities[(id(selects), key)] = (selects, identity)
         counter = self._counters.get(identity)
         if counter is None:
             counter = _Counter(key, selects)
