@@ -140,6 +140,7 @@ from karpy.scheduling.solver import (
     NewNodeClaim,
     NodePoolCapacity,
     Plan,
+    min_values_met,
     pod_requests,
     solve,
 )
@@ -447,24 +448,9 @@ def cheapest_price(instance_type: InstanceType, requirements: Requirements) -> f
     return offering.price if offering is not None else math.inf
 
 
-def _min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
-    for requirement in requirements:
-        if requirement.min_values is None:
-            continue
-        values = {
-            value
-            for instance_type in options
-            if (value := instance_type.requirements.get(requirement.key).any()) is not None
-            and requirement.has(value)
-        }
-        if len(values) < requirement.min_values:
-            return False
-    return True
-
-
 def _fewest_meeting_min_values(requirements: Requirements, options: Sequence[InstanceType]) -> int:
     for end in range(1, len(options) + 1):
-        if _min_values_met(requirements, options[:end]):
+        if min_values_met(requirements, options[:end]):
             return end
     return len(options)
 
@@ -515,7 +501,7 @@ def _cheaper_replacement(
             requirements.add(spot_only)
     if not options:
         return f"no replacement is at least {MIN_SAVINGS_FRACTION:.0%} cheaper than ${removed_price:.4f}/h"
-    if not _min_values_met(requirements, options):
+    if not min_values_met(requirements, options):
         return "the cheaper replacement options do not satisfy minValues"
     options.sort(key=lambda t: (cheapest_price(t, requirements), t.name))
     if all_spot and capacity_types.has(CAPACITY_TYPE_SPOT) and len(removed) == 1:
@@ -559,7 +545,7 @@ def _without_same_types(
     if math.isinf(ceiling):
         return claim
     options = _priced_below(claim.instance_types, claim.requirements, ceiling)
-    if not options or not _min_values_met(claim.requirements, options):
+    if not options or not min_values_met(claim.requirements, options):
         return "the replacement is no cheaper than one of the nodes it replaces"
     return _narrowed(claim, claim.requirements.copy(), options)
 

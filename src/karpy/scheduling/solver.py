@@ -185,7 +185,8 @@ def _blocking_taint(taints: Iterable[Taint], constraints: PodConstraints) -> Tai
     return None
 
 
-def _min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
+def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
+    """Whether ``options`` offer as many distinct values as each requirement's minValues asks."""
     for requirement in requirements:
         if requirement.min_values is None:
             continue
@@ -775,7 +776,7 @@ class _Scheduler:
                 ):
                     continue
                 keep = np.flatnonzero(takes >= most)
-                if checks_min_values and not _min_values_met(merged, self._types(pool, rows[keep])):
+                if checks_min_values and not min_values_met(merged, self._types(pool, rows[keep])):
                     continue
                 count = most
                 break
@@ -972,7 +973,7 @@ class _Scheduler:
         if narrowed_further:
             fits_all &= self._labels_allow(pool, requirements)[rows]
         kept_rows = rows[fits_all]
-        if any(requirement.min_values for requirement in requirements) and not _min_values_met(
+        if any(requirement.min_values for requirement in requirements) and not min_values_met(
             requirements, self._types(pool, kept_rows)
         ):
             return kept_rows[:0]
@@ -1153,7 +1154,7 @@ class _Scheduler:
                         )
                         continue
                     options, rows = within, rows[np.asarray(within_at, dtype=np.intp)]
-                    if not _min_values_met(narrowed, options):
+                    if not min_values_met(narrowed, options):
                         reason = "the instance types within the NodePool's limits do not satisfy minValues"
                         continue
                 target.update(narrowed, rows, dict(requests))
@@ -1221,11 +1222,11 @@ def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
     requirements = target.requirements
     ranked = prices.ranked(pool, target.rows, requirements)
     kept = ranked[:MAX_INSTANCE_TYPES]
-    if not _min_values_met(requirements, kept):
+    if not min_values_met(requirements, kept):
         # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
         for end in range(MAX_INSTANCE_TYPES + 1, len(ranked) + 1):
             kept = ranked[:end]
-            if _min_values_met(requirements, kept):
+            if min_values_met(requirements, kept):
                 break
     requirements = requirements.copy()
     previous = (
