@@ -6,6 +6,8 @@
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md).
 - ``karpy validate PATH ...``: check manifests without running anything.
+- ``karpy crds``: print the CustomResourceDefinitions karpy needs in a real
+  cluster, for ``karpy crds | kubectl apply -f -`` (docs/crds.md).
 
 Bad input is reported as one line per problem (file, object, field) on
 standard error and the exit status is 2; the valid objects of the same run
@@ -24,6 +26,7 @@ from pathlib import Path
 from karpy import __version__
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
+from karpy.kube.crds import all_crds, render_yaml
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_files, load_inputs
 from karpy.sim.simulation import Simulation
@@ -53,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
     validate.add_argument("paths", nargs="+", type=Path)
+    commands.add_parser("crds", help="print the CRDs (karpy crds | kubectl apply -f -)")
     return parser
 
 
@@ -121,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "simulate":
         return simulate(args)
+    if args.command == "crds":
+        sys.stdout.write(render_yaml(all_crds()))
+        return EXIT_OK
     return validate(args)
 
 

@@ -1,0 +1,828 @@
+"""CustomResourceDefinitions for the objects karpy reads and writes in a real cluster.
+
+``karpy run`` works against a real API server, and an API server knows a kind
+only once its CRD is installed. These are the CRDs of Karpenter's API as karpy
+speaks it: ``NodePool`` and ``NodeClaim`` in ``karpenter.sh/v1``, ``EC2NodeClass``
+in ``karpenter.k8s.aws/v1`` and ``KWOKNodeClass`` in ``karpenter.kwok.sh/v1alpha1``.
+``karpy crds`` prints them as YAML, for ``karpy crds | kubectl apply -f -``.
+
+They are written by hand from the facts of Karpenter's own CRDs (group, names,
+scope, field names, defaults, enums, patterns, CEL rules and printer columns)
+rather than generated from Go types, because karpy's API model is Python; the
+schemas cover in full the fields ``karpy.api`` reads, so the API server rejects
+what karpy would reject (an unknown consolidationPolicy, a weight of 200, a
+budget of 110%) and fills in the same defaults (consolidationPolicy
+WhenEmptyOrUnderutilized, consolidateAfter 0s, budgets ``[{nodes: 10%}]``,
+expireAfter 720h). Free-form parts that karpy does not interpret (an
+EC2NodeClass's blockDeviceMappings, metadataOptions, userData...) are kept as
+written with ``x-kubernetes-preserve-unknown-fields``, so a manifest written for
+Karpenter applies unchanged. Every kind has a status subresource (controllers
+write status through ``/status`` and users cannot overwrite it with a spec
+update) and Karpenter's printer columns, so ``kubectl get nodeclaims`` shows
+TYPE, CAPACITY, ZONE, NODE, READY and AGE, and ``kubectl get nodepools`` shows
+NODECLASS, NODES, READY and AGE (``-o wide`` adds the priority-1 columns).
+
+**v1beta1 is rejected, with a message that says how to convert.** Karpenter
+converted v1beta1 objects with a conversion webhook. A webhook needs a serving
+certificate the API server trusts and an endpoint that is up whenever anyone
+reads or writes these kinds (when it is down, even listing NodePools fails):
+a heavy requirement for a first install and a way to break a cluster that a
+CRD alone cannot. So the CRDs store and prefer ``v1`` only. ``v1beta1`` is
+still *served* (conversion strategy ``None``, marked deprecated), with a schema
+whose one CEL rule always fails: a v1beta1 create or update is refused by the
+API server with a message naming the version and pointing at ``karpy validate``
+and docs/crds.md, where the field-by-field conversion is written out. (Not
+serving v1beta1 at all would also reject such a manifest, but with kubectl's
+"no matches for kind ... ensure CRDs are installed first", which is wrong about
+the cause and says nothing about the fix.) Offline, ``karpy simulate`` and
+``karpy validate`` still read v1beta1 files and convert them
+(``karpy.api.nodepool.convert_v1beta1``), noting each conversion. The price of
+serving v1beta1 is that a client reading through ``v1beta1`` gets the stored
+v1 object relabelled, since strategy ``None`` only rewrites ``apiVersion``; no
+supported client reads these kinds at v1beta1, and none can write them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, KWOK_GROUP, KWOK_KIND
+from karpy.api.nodepool import (
+    CONSOLIDATION_POLICIES,
+    DEFAULT_BUDGET_NODES,
+    DISRUPTION_REASONS,
+    GROUP,
+    WHEN_EMPTY_OR_UNDERUTILIZED,
+)
+from karpy.api.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+)
+
+Schema = dict[str, Any]
+CRD = dict[str, Any]
+
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CATEGORY = "karpenter"
+V1 = "v1"
+V1BETA1 = "v1beta1"
+KWOK_VERSION = "v1alpha1"
+
+DEFAULT_CONSOLIDATE_AFTER = "0s"
+DEFAULT_EXPIRE_AFTER = "720h"
+MAX_REQUIREMENTS = 100
+MAX_BUDGETS = 50
+MAX_SELECTOR_TERMS = 30
+
+# Patterns, as Karpenter writes them.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
+DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
+BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
+BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
+BUDGET_SCHEDULE_PATTERN = (
+    r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
+)
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?)?$"
+
+REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022")
+
+# Labels under kubernetes.io that a NodePool may set or require (the rest of the
+# domain belongs to the kubelet and to Kubernetes itself).
+_KUBERNETES_IO_ALLOWED = (
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/windows-build",
+)
+
+V1BETA1_WARNING = "{group}/v1beta1 {kind} is not accepted; rewrite it as {group}/v1 (see `karpy validate`)"
+V1BETA1_MESSAGE = (
+    "{kind} {group}/v1beta1 is not accepted: karpy's CRDs store {group}/v1 only and run no "
+    "conversion webhook. Rewrite the manifest as {group}/v1 (`karpy validate FILE` reads "
+    "v1beta1 and notes each conversion; docs/crds.md lists the field changes)"
+)
+
+
+# --- schema building blocks -------------------------------------------------------------------
+
+
+def _string(**extra: Any) -> Schema:
+    return {"type": "string", **extra}
+
+
+def _string_map(**extra: Any) -> Schema:
+    return {"type": "object", "additionalProperties": {"type": "string"}, **extra}
+
+
+def _quantity() -> Schema:
+    return {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+    }
+
+
+def _resource_list(description: str) -> Schema:
+    return {"type": "object", "description": description, "additionalProperties": _quantity()}
+
+
+def _rule(rule: str, message: str) -> dict[str, str]:
+    return {"rule": rule, "message": message}
+
+
+def _domain(variable: str) -> str:
+    """CEL for the prefix (DNS part) of a label key."""
+    return f'{variable}.find("^([^/]+)")'
+
+
+def _label_key_rules(variable: str) -> list[dict[str, str]]:
+    """Karpenter's restrictions on label keys, for one key held in ``variable``."""
+    allowed = ", ".join(f'"{key}"' for key in _KUBERNETES_IO_ALLOWED)
+    domain = _domain(variable)
+    return [
+        _rule(
+            f'{variable} in [{allowed}] || {domain}.endsWith("node.kubernetes.io")'
+            f' || {domain}.endsWith("node-restriction.kubernetes.io")'
+            f' || !{domain}.endsWith("kubernetes.io")',
+            'label domain "kubernetes.io" is restricted',
+        ),
+        _rule(
+            f'{domain}.endsWith("kops.k8s.io") || !{domain}.endsWith("k8s.io")',
+            'label domain "k8s.io" is restricted',
+        ),
+        _rule(
+            f'{variable} in ["{LABEL_CAPACITY_TYPE}", "{LABEL_NODEPOOL}"] || !{domain}.endsWith("{GROUP}")',
+            f'label domain "{GROUP}" is restricted',
+        ),
+        _rule(f'{variable} != "{LABEL_NODEPOOL}"', f'label "{LABEL_NODEPOOL}" is restricted'),
+        _rule(f'{variable} != "kubernetes.io/hostname"', 'label "kubernetes.io/hostname" is restricted'),
+    ]
+
+
+def _for_all_keys(rules: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The same rules, applied to every key of a map (``self``) rather than to ``x``."""
+    return [_rule(f"self.all(x, {item['rule']})", item["message"]) for item in rules]
+
+
+def _requirements(*, restrict_keys: bool) -> Schema:
+    """A NodeSelectorRequirementWithMinValues list, as a NodePool or NodeClaim holds it."""
+    key: Schema = _string(maxLength=316, pattern=LABEL_KEY_PATTERN)
+    if restrict_keys:
+        key["x-kubernetes-validations"] = _label_key_rules("self")
+    return {
+        "type": "array",
+        "description": "Node selector requirements that every node launched satisfies.",
+        "maxItems": MAX_REQUIREMENTS,
+        "items": {
+            "type": "object",
+            "required": ["key", "operator"],
+            "properties": {
+                "key": key,
+                "operator": _string(enum=list(REQUIREMENT_OPERATORS)),
+                "values": {
+                    "type": "array",
+                    "items": _string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                    "x-kubernetes-list-type": "atomic",
+                },
+                "minValues": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 50,
+                    "description": "The least number of distinct values this key must keep open.",
+                },
+            },
+        },
+        "x-kubernetes-validations": [
+            _rule(
+                "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+                "requirements with operator 'In' must have a value defined",
+            ),
+            _rule(
+                "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt') ? "
+                "(x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+            ),
+            _rule(
+                "self.all(x, (x.operator == 'In' && has(x.minValues)) ? "
+                "x.values.size() >= x.minValues : true)",
+                "requirements with 'minValues' must have at least that many values specified "
+                "in the 'values' field",
+            ),
+        ],
+    }
+
+
+def _taints(description: str) -> Schema:
+    return {
+        "type": "array",
+        "description": description,
+        "items": {
+            "type": "object",
+            "required": ["key", "effect"],
+            "properties": {
+                "key": _string(minLength=1, pattern=LABEL_KEY_PATTERN),
+                "value": _string(pattern=LABEL_VALUE_PATTERN),
+                "effect": _string(enum=list(TAINT_EFFECTS)),
+                "timeAdded": _string(format="date-time"),
+            },
+        },
+    }
+
+
+def _node_class_ref(*, immutable_group_and_kind: bool) -> Schema:
+    schema: Schema = {
+        "type": "object",
+        "description": "The provider node class the nodes are launched with.",
+        "required": ["group", "kind", "name"],
+        "properties": {
+            "group": _string(
+                pattern="^[^/]*$",
+                **{"x-kubernetes-validations": [_rule("self != ''", "group may not be empty")]},
+            ),
+            "kind": _string(**{"x-kubernetes-validations": [_rule("self != ''", "kind may not be empty")]}),
+            "name": _string(**{"x-kubernetes-validations": [_rule("self != ''", "name may not be empty")]}),
+        },
+    }
+    if immutable_group_and_kind:
+        schema["x-kubernetes-validations"] = [
+            _rule("self.group == oldSelf.group", "nodeClassRef.group is immutable"),
+            _rule("self.kind == oldSelf.kind", "nodeClassRef.kind is immutable"),
+        ]
+    return schema
+
+
+def _claim_spec_properties(*, in_nodepool: bool) -> Schema:
+    """The NodeClaim spec fields a NodePool's template and a NodeClaim share."""
+    return {
+        "nodeClassRef": _node_class_ref(immutable_group_and_kind=in_nodepool),
+        "requirements": _requirements(restrict_keys=in_nodepool),
+        "taints": _taints("Taints put on every node; pods must tolerate them to schedule."),
+        "startupTaints": _taints(
+            "Taints put on new nodes and expected to be removed by another controller once the node "
+            "is ready; pods need not tolerate them."
+        ),
+        "expireAfter": _string(
+            default=DEFAULT_EXPIRE_AFTER,
+            pattern=DURATION_OR_NEVER_PATTERN,
+            description="How long a node lives before it is replaced (forcefully); Never disables it.",
+        ),
+        "terminationGracePeriod": _string(
+            pattern=DURATION_PATTERN,
+            description="The longest a node drains before it is deleted, PodDisruptionBudgets or not.",
+        ),
+    }
+
+
+def _conditions() -> Schema:
+    return {
+        "type": "array",
+        "description": "The object's conditions (Ready and those it is the conjunction of).",
+        "items": {
+            "type": "object",
+            "required": ["lastTransitionTime", "status", "type"],
+            "properties": {
+                "type": _string(maxLength=316, pattern=CONDITION_TYPE_PATTERN),
+                "status": _string(enum=["True", "False", "Unknown"]),
+                "reason": _string(maxLength=1024, pattern=CONDITION_REASON_PATTERN),
+                "message": _string(maxLength=32768),
+                "lastTransitionTime": _string(format="date-time"),
+                "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+            },
+        },
+    }
+
+
+def _ready_column() -> Schema:
+    return {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'}
+
+
+def _age_column() -> Schema:
+    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def _label_column(name: str, label: str, *, priority: int = 0) -> Schema:
+    escaped = label.replace(".", r"\.")
+    column: Schema = {"name": name, "type": "string", "jsonPath": f".metadata.labels.{escaped}"}
+    if priority:
+        column["priority"] = priority
+    return column
+
+
+def _object_schema(description: str, spec: Schema, status: Schema) -> Schema:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "apiVersion": _string(),
+            "kind": _string(),
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def _v1beta1_rejected(kind: str, group: str) -> dict[str, Any]:
+    """A served, never-stored v1beta1 whose schema refuses every write, with a message that says why."""
+    message = V1BETA1_MESSAGE.format(kind=kind, group=group)
+    warning = V1BETA1_WARNING.format(kind=kind, group=group)  # the API server allows 256 characters
+    return {
+        "name": V1BETA1,
+        "served": True,
+        "storage": False,
+        "deprecated": True,
+        "deprecationWarning": warning,
+        "schema": {
+            "openAPIV3Schema": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "x-kubernetes-validations": [_rule("false", message)],
+            }
+        },
+        "subresources": {"status": {}},
+    }
+
+
+def _crd(
+    *,
+    group: str,
+    kind: str,
+    plural: str,
+    versions: list[dict[str, Any]],
+    short_names: Iterable[str] = (),
+    categories: Iterable[str] = (CATEGORY,),
+) -> CRD:
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": kind.lower(),
+        "categories": list(categories),
+    }
+    if short_names:
+        names["shortNames"] = list(short_names)
+    return {
+        "apiVersion": CRD_API_VERSION,
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": names,
+            "scope": "Cluster",
+            "versions": versions,
+        },
+    }
+
+
+def _version(name: str, schema: Schema, columns: list[Schema]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": schema},
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": columns,
+    }
+
+
+# --- the CRDs ---------------------------------------------------------------------------------
+
+
+def nodepool_crd() -> CRD:
+    """``nodepools.karpenter.sh``: what nodes may be launched, and how they are disrupted."""
+    budget: Schema = {
+        "type": "object",
+        "required": ["nodes"],
+        "properties": {
+            "nodes": _string(
+                default=DEFAULT_BUDGET_NODES,
+                pattern=BUDGET_NODES_PATTERN,
+                description="How many of the pool's nodes may be disrupted at once: a count or a "
+                "percentage (rounded up).",
+            ),
+            "schedule": _string(
+                pattern=BUDGET_SCHEDULE_PATTERN,
+                description="A cron schedule (UTC) at which the budget becomes active; needs duration.",
+            ),
+            "duration": _string(
+                pattern=BUDGET_DURATION_PATTERN,
+                description="How long the budget stays active after each schedule hit (minutes, hours).",
+            ),
+            "reasons": {
+                "type": "array",
+                "description": "The disruption reasons the budget applies to; all when omitted.",
+                "items": _string(enum=list(DISRUPTION_REASONS)),
+            },
+        },
+    }
+    disruption: Schema = {
+        "type": "object",
+        "description": "When and how fast the pool's nodes are disrupted.",
+        "default": {"consolidateAfter": DEFAULT_CONSOLIDATE_AFTER},
+        "required": ["consolidateAfter"],
+        "properties": {
+            "consolidationPolicy": _string(
+                default=WHEN_EMPTY_OR_UNDERUTILIZED,
+                enum=list(CONSOLIDATION_POLICIES),
+                description="Which nodes consolidation may remove: only empty ones, or also "
+                "underutilized ones.",
+            ),
+            "consolidateAfter": _string(
+                pattern=DURATION_OR_NEVER_PATTERN,
+                description="How long a node must have had no pod scheduled or removed before "
+                "consolidation considers it; Never disables consolidation.",
+            ),
+            "budgets": {
+                "type": "array",
+                "description": "Limits on how many nodes are disrupted at once; the most restrictive "
+                "active budget wins.",
+                "default": [{"nodes": DEFAULT_BUDGET_NODES}],
+                "maxItems": MAX_BUDGETS,
+                "items": budget,
+                "x-kubernetes-validations": [
+                    _rule(
+                        "self.all(x, has(x.schedule) == has(x.duration))",
+                        "'schedule' must be set with 'duration'",
+                    )
+                ],
+            },
+        },
+    }
+    template: Schema = {
+        "type": "object",
+        "description": "What every NodeClaim of the pool is stamped from.",
+        "required": ["spec"],
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "labels": {
+                        "type": "object",
+                        "maxProperties": 100,
+                        "additionalProperties": _string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                        "x-kubernetes-validations": _for_all_keys(_label_key_rules("x")),
+                    },
+                    "annotations": _string_map(),
+                },
+            },
+            "spec": {
+                "type": "object",
+                "required": ["nodeClassRef", "requirements"],
+                "properties": _claim_spec_properties(in_nodepool=True),
+            },
+        },
+    }
+    spec: Schema = {
+        "type": "object",
+        "required": ["template"],
+        "properties": {
+            "template": template,
+            "disruption": disruption,
+            "limits": _resource_list("Caps on the resources of all the pool's nodes together."),
+            "weight": {
+                "type": "integer",
+                "format": "int32",
+                "minimum": 1,
+                "maximum": 100,
+                "description": "Orders NodePools: a higher weight is tried first.",
+            },
+        },
+    }
+    status: Schema = {
+        "type": "object",
+        "properties": {
+            "conditions": _conditions(),
+            "resources": _resource_list("The resources of the pool's nodes, and their count (nodes)."),
+            "nodeClassObservedGeneration": {"type": "integer", "format": "int64"},
+        },
+    }
+    columns = [
+        {"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"},
+        {"name": "Nodes", "type": "string", "jsonPath": ".status.resources.nodes"},
+        _ready_column(),
+        _age_column(),
+        {"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1},
+        {"name": "CPU", "type": "string", "jsonPath": ".status.resources.cpu", "priority": 1},
+        {"name": "Memory", "type": "string", "jsonPath": ".status.resources.memory", "priority": 1},
+    ]
+    schema = _object_schema("A NodePool: the nodes karpy may launch for pending pods.", spec, status)
+    schema["required"] = ["spec"]
+    return _crd(
+        group=GROUP,
+        kind="NodePool",
+        plural="nodepools",
+        versions=[_version(V1, schema, columns), _v1beta1_rejected("NodePool", GROUP)],
+    )
+
+
+def nodeclaim_crd() -> CRD:
+    """``nodeclaims.karpenter.sh``: one request for one node, written by the provisioner."""
+    spec: Schema = {
+        "type": "object",
+        "required": ["nodeClassRef", "requirements"],
+        "properties": {
+            **_claim_spec_properties(in_nodepool=False),
+            "resources": {
+                "type": "object",
+                "properties": {"requests": _resource_list("The summed requests of the planned pods.")},
+            },
+        },
+        "x-kubernetes-validations": [_rule("self == oldSelf", "spec is immutable")],
+    }
+    status: Schema = {
+        "type": "object",
+        "properties": {
+            "nodeName": _string(description="The Node that registered for this NodeClaim."),
+            "providerID": _string(description="The cloud provider's id of the instance."),
+            "imageID": _string(description="The image the instance was launched from."),
+            "capacity": _resource_list("The launched instance type's capacity."),
+            "allocatable": _resource_list("The launched instance type's allocatable resources."),
+            "conditions": _conditions(),
+            "lastPodEventTime": _string(
+                format="date-time",
+                description="When a pod was last scheduled to or removed from the node.",
+            ),
+        },
+    }
+    columns = [
+        _label_column("Type", LABEL_INSTANCE_TYPE),
+        _label_column("Capacity", LABEL_CAPACITY_TYPE),
+        _label_column("Zone", LABEL_ZONE),
+        {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
+        _ready_column(),
+        _age_column(),
+        {"name": "ImageID", "type": "string", "jsonPath": ".status.imageID", "priority": 1},
+        {"name": "ID", "type": "string", "jsonPath": ".status.providerID", "priority": 1},
+        _label_column("NodePool", LABEL_NODEPOOL, priority=1),
+        {"name": "NodeClass", "type": "string", "jsonPath": ".spec.nodeClassRef.name", "priority": 1},
+        {
+            "name": "Drifted",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Drifted")].status',
+            "priority": 1,
+        },
+    ]
+    schema = _object_schema("A NodeClaim: one request for one node.", spec, status)
+    schema["required"] = ["spec"]
+    return _crd(
+        group=GROUP,
+        kind="NodeClaim",
+        plural="nodeclaims",
+        versions=[_version(V1, schema, columns), _v1beta1_rejected("NodeClaim", GROUP)],
+    )
+
+
+def _selector_terms(description: str, id_pattern: str, *, extra: Schema | None = None) -> Schema:
+    """Subnet, security group or AMI selector terms: ORed terms whose fields are ANDed."""
+    fields = "'tags', 'id', 'name'" + (", 'alias'" if extra and "alias" in extra else "")
+    has_any = "has(x.tags) || has(x.id) || has(x.name)" + (
+        " || has(x.alias)" if extra and "alias" in extra else ""
+    )
+    properties: Schema = {
+        "tags": _string_map(
+            maxProperties=20,
+            **{
+                "x-kubernetes-validations": [
+                    _rule(
+                        "self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported"
+                    )
+                ]
+            },
+        ),
+        "id": _string(pattern=id_pattern),
+        "name": _string(),
+        **(extra or {}),
+    }
+    return {
+        "type": "array",
+        "description": description,
+        "minItems": 1,
+        "maxItems": MAX_SELECTOR_TERMS,
+        "items": {"type": "object", "properties": properties},
+        "x-kubernetes-validations": [
+            _rule(f"self.all(x, {has_any})", f"expected at least one, got none, [{fields}]"),
+            _rule(
+                "!self.exists(x, has(x.id) && (has(x.tags) || has(x.name)))",
+                "'id' is mutually exclusive, cannot be set with a combination of other fields",
+            ),
+        ],
+    }
+
+
+def ec2nodeclass_crd() -> CRD:
+    """``ec2nodeclasses.karpenter.k8s.aws``: where and how AWS instances launch."""
+    ami_terms = _selector_terms(
+        "AMI selector terms; an alias (family@version) stands alone.",
+        "ami-[0-9a-z]+",
+        extra={
+            "alias": _string(maxLength=30, pattern=r"^[a-zA-Z0-9]+@.+$"),
+            "owner": _string(),
+            "ssmParameter": _string(),
+        },
+    )
+    ami_terms["x-kubernetes-validations"].append(
+        _rule(
+            "!self.exists(x, has(x.alias) && (has(x.tags) || has(x.id) || has(x.name) || has(x.owner)))",
+            "'alias' is mutually exclusive, cannot be set with a combination of other fields",
+        )
+    )
+    ami_terms["x-kubernetes-validations"].append(
+        _rule(
+            "!(self.exists(x, has(x.alias)) && self.size() != 1)",
+            "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+        )
+    )
+    kubelet: Schema = {
+        "type": "object",
+        "description": "Kubelet settings of the launched nodes (karpy reads the fields listed; "
+        "the others are kept for the provider).",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "maxPods": {"type": "integer", "format": "int32", "minimum": 0},
+            "podsPerCore": {"type": "integer", "format": "int32", "minimum": 0},
+            "kubeReserved": _resource_list("Resources reserved for Kubernetes system components."),
+            "systemReserved": _resource_list("Resources reserved for OS system daemons."),
+            "evictionHard": _string_map(),
+            "evictionSoft": _string_map(),
+            "evictionSoftGracePeriod": _string_map(),
+            "clusterDNS": {"type": "array", "items": _string()},
+        },
+    }
+    free_form = {"x-kubernetes-preserve-unknown-fields": True}
+    spec: Schema = {
+        "type": "object",
+        "required": ["amiSelectorTerms", "securityGroupSelectorTerms", "subnetSelectorTerms"],
+        "properties": {
+            "subnetSelectorTerms": _selector_terms(
+                "Subnet selector terms: the subnets (and so the zones) nodes launch in.",
+                "subnet-[0-9a-z]+",
+            ),
+            "securityGroupSelectorTerms": _selector_terms("Security group selector terms.", "sg-[0-9a-z]+"),
+            "amiSelectorTerms": ami_terms,
+            "amiFamily": _string(enum=list(AMI_FAMILIES)),
+            "role": _string(
+                description="The IAM role of the nodes (karpy or Karpenter makes the instance profile).",
+                **{
+                    "x-kubernetes-validations": [
+                        _rule("self != ''", "role cannot be empty"),
+                        _rule("self == oldSelf", "immutable field changed"),
+                    ]
+                },
+            ),
+            "instanceProfile": _string(
+                description="An existing instance profile, instead of role.",
+                **{"x-kubernetes-validations": [_rule("self != ''", "instanceProfile cannot be empty")]},
+            ),
+            "tags": _string_map(
+                **{
+                    "x-kubernetes-validations": [
+                        _rule("self.all(k, k != '')", "empty tag keys aren't supported"),
+                        _rule(
+                            "self.all(k, k != 'eks:eks-cluster-name')",
+                            "tag contains a restricted tag matching eks:eks-cluster-name",
+                        ),
+                        _rule(
+                            "self.all(k, !k.startsWith('kubernetes.io/cluster') )",
+                            "tag contains a restricted tag matching kubernetes.io/cluster/",
+                        ),
+                        _rule(
+                            "self.all(k, k != 'karpenter.sh/nodepool')",
+                            "tag contains a restricted tag matching karpenter.sh/nodepool",
+                        ),
+                        _rule(
+                            "self.all(k, k !='karpenter.sh/nodeclaim')",
+                            "tag contains a restricted tag matching karpenter.sh/nodeclaim",
+                        ),
+                        _rule(
+                            "self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')",
+                            "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",
+                        ),
+                    ]
+                },
+            ),
+            "kubelet": kubelet,
+            "userData": _string(),
+            "context": _string(),
+            "detailedMonitoring": {"type": "boolean"},
+            "associatePublicIPAddress": {"type": "boolean"},
+            "instanceStorePolicy": _string(enum=["RAID0"]),
+            "blockDeviceMappings": {
+                "type": "array",
+                "maxItems": 50,
+                "items": {"type": "object", **free_form},
+            },
+            "metadataOptions": {
+                "type": "object",
+                **free_form,
+                "default": {
+                    "httpEndpoint": "enabled",
+                    "httpProtocolIPv6": "disabled",
+                    "httpPutResponseHopLimit": 1,
+                    "httpTokens": "required",
+                },
+            },
+            "capacityReservationSelectorTerms": {
+                "type": "array",
+                "items": {"type": "object", **free_form},
+            },
+        },
+        "x-kubernetes-validations": [
+            _rule(
+                "(has(self.role) && !has(self.instanceProfile))"
+                " || (!has(self.role) && has(self.instanceProfile))",
+                "must specify exactly one of ['role', 'instanceProfile']",
+            ),
+            _rule(
+                "(has(oldSelf.role) && has(self.role)) || (has(oldSelf.instanceProfile) && "
+                "has(self.instanceProfile))",
+                "changing from 'instanceProfile' to 'role' is not supported. You must delete and "
+                "recreate this node class if you want to change this.",
+            ),
+            _rule(
+                "has(self.amiFamily) || self.amiSelectorTerms.exists(x, has(x.alias))",
+                "amiFamily is required when amiSelectorTerms has no alias",
+            ),
+        ],
+    }
+    status: Schema = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "conditions": _conditions(),
+            "instanceProfile": _string(),
+            "subnets": {"type": "array", "items": {"type": "object", **free_form}},
+            "securityGroups": {"type": "array", "items": {"type": "object", **free_form}},
+            "amis": {"type": "array", "items": {"type": "object", **free_form}},
+        },
+    }
+    columns = [
+        _ready_column(),
+        _age_column(),
+        {"name": "Role", "type": "string", "jsonPath": ".spec.role", "priority": 1},
+    ]
+    schema = _object_schema(
+        "An EC2NodeClass: AWS settings of the nodes of NodePools that use it.", spec, status
+    )
+    schema["required"] = ["spec"]
+    return _crd(
+        group=EC2_GROUP,
+        kind=EC2_KIND,
+        plural="ec2nodeclasses",
+        short_names=("ec2nc", "ec2ncs"),
+        versions=[_version(V1, schema, columns), _v1beta1_rejected(EC2_KIND, EC2_GROUP)],
+    )
+
+
+def kwoknodeclass_crd() -> CRD:
+    """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class; its spec is empty."""
+    spec: Schema = {"type": "object", "description": "Empty: kwok nodes need no provider settings."}
+    status: Schema = {"type": "object", "properties": {"conditions": _conditions()}}
+    schema = _object_schema("A KWOKNodeClass: nodes are fake Node objects in the cluster.", spec, status)
+    return _crd(
+        group=KWOK_GROUP,
+        kind=KWOK_KIND,
+        plural="kwoknodeclasses",
+        versions=[_version(KWOK_VERSION, schema, [_ready_column(), _age_column()])],
+    )
+
+
+def all_crds() -> list[CRD]:
+    """Every CRD karpy needs, node classes first (NodePools refer to them)."""
+    return [ec2nodeclass_crd(), kwoknodeclass_crd(), nodepool_crd(), nodeclaim_crd()]
+
+
+def render_yaml(crds: Iterable[CRD]) -> str:
+    """The CRDs as one multi-document YAML stream, each document starting with ``---``."""
+    documents = [
+        yaml.safe_dump(copy.deepcopy(crd), sort_keys=False, default_flow_style=False, width=1000)
+        for crd in crds
+    ]
+    return "".join(f"---\n{document}" for document in documents)

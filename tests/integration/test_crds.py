@@ -1,0 +1,196 @@
+"""karpy's CRDs against a real API server: installed, defaulted, validated, printed by kubectl.
+
+The CRDs are applied once for the module with ``kubectl apply -f -`` (the output of
+``karpy crds``) and deleted at the end, with the objects the tests made, since the
+control plane is shared by the whole session. Each test checks what a user would
+see: the seed manifests accepted unchanged, Karpenter's defaults filled in by the
+API server, bad values refused by schema and CEL validation, a v1beta1 manifest
+refused with a message that says how to convert it, and ``kubectl get``'s columns.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.integration.conftest import ControlPlane
+
+from karpy.kube.crds import all_crds, render_yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_V1 = REPO / "tests" / "data" / "seed-v1"
+SEED_V1BETA1_NODEPOOL = REPO / "src" / "karpy" / "sim" / "scenarios" / "seed" / "nodepool.yaml"
+
+KWOK_NODE_CLASS = """\
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: it-crds}
+"""
+
+NODECLAIM = """\
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: it-crds-abcde
+  labels:
+    karpenter.sh/nodepool: default
+    node.kubernetes.io/instance-type: c5.large
+    karpenter.sh/capacity-type: spot
+    topology.kubernetes.io/zone: us-east-1a
+spec:
+  requirements:
+    - {key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}
+  nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: it-crds}
+  resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
+
+
+def nodepool(name: str, spec_lines: str = "") -> str:
+    return f"""\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+{spec_lines}  template:
+    spec:
+      requirements: []
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: it-crds}}
+"""
+
+
+def kubectl_failing(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
+    """Run kubectl expecting it to fail; return its standard error."""
+    result = subprocess.run(
+        [plane.kubectl_path, "--kubeconfig", str(plane.kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0, f"kubectl {' '.join(args)} succeeded:\n{result.stdout}"
+    return result.stderr
+
+
+def header(table: str) -> list[str]:
+    return table.splitlines()[0].split()
+
+
+@pytest.fixture(scope="module")
+def crds(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    names = [crd["metadata"]["name"] for crd in all_crds()]
+    control_plane.kubectl("apply", "-f", "-", stdin=render_yaml(all_crds()))
+    control_plane.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
+    )
+    yield control_plane
+    for kind in ("nodeclaims", "nodepools", "ec2nodeclasses", "kwoknodeclasses"):
+        control_plane.kubectl("delete", kind, "--all", "--ignore-not-found", "--wait=true")
+    control_plane.kubectl("delete", "crd", *names, "--ignore-not-found", "--wait=true")
+
+
+def test_seed_v1_manifests_are_accepted_and_defaulted(crds: ControlPlane) -> None:
+    crds.kubectl("apply", "-f", str(SEED_V1 / "ec2nodeclass.yaml"), "-f", str(SEED_V1 / "nodepool.yaml"))
+
+    assert header(crds.kubectl("get", "nodepools")) == ["NAME", "NODECLASS", "NODES", "READY", "AGE"]
+    assert header(crds.kubectl("get", "nodepools", "-o", "wide")) == [
+        *["NAME", "NODECLASS", "NODES", "READY", "AGE"],
+        *["WEIGHT", "CPU", "MEMORY"],
+    ]
+    pool = json.loads(crds.kubectl("get", "nodepool", "default", "-o", "json"))
+    assert pool["apiVersion"] == "karpenter.sh/v1"
+    assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}]
+    assert pool["spec"]["disruption"]["consolidateAfter"] == "30s"  # as written
+    node_class = json.loads(crds.kubectl("get", "ec2nodeclass", "default", "-o", "json"))
+    assert node_class["spec"]["amiSelectorTerms"] == [{"alias": "al2@latest"}]
+    assert node_class["spec"]["metadataOptions"]["httpTokens"] == "required"
+
+
+def test_a_minimal_nodepool_gets_every_karpenter_default(crds: ControlPlane) -> None:
+    crds.kubectl("apply", "-f", "-", stdin=KWOK_NODE_CLASS + "---\n" + nodepool("it-crds-minimal"))
+    spec = json.loads(crds.kubectl("get", "nodepool", "it-crds-minimal", "-o", "json"))["spec"]
+    assert spec["disruption"] == {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": [{"nodes": "10%"}],
+    }
+    assert spec["template"]["spec"]["expireAfter"] == "720h"
+
+
+def test_v1beta1_nodepool_is_rejected_with_how_to_convert(crds: ControlPlane) -> None:
+    error = kubectl_failing(crds, "create", "-f", str(SEED_V1BETA1_NODEPOOL))
+    assert "karpenter.sh/v1beta1 is not accepted" in error
+    assert "karpy validate" in error
+    assert "karpenter.sh/v1" in error
+
+
+@pytest.mark.parametrize(
+    ("spec_lines", "expected"),
+    [
+        ("  disruption: {consolidationPolicy: Sometimes, consolidateAfter: 0s}\n", "Sometimes"),
+        ("  weight: 200\n", "spec.weight"),
+        ('  disruption: {consolidateAfter: 0s, budgets: [{nodes: "110%"}]}\n', "budgets[0].nodes"),
+        (
+            '  disruption: {consolidateAfter: 0s, budgets: [{nodes: "1", schedule: "@daily"}]}\n',
+            "'schedule' must be set with 'duration'",
+        ),
+    ],
+    ids=["unknown-consolidation-policy", "weight-200", "budget-110-percent", "schedule-without-duration"],
+)
+def test_invalid_v1_nodepool_is_rejected(crds: ControlPlane, spec_lines: str, expected: str) -> None:
+    error = kubectl_failing(crds, "create", "-f", "-", stdin=nodepool("it-crds-invalid", spec_lines))
+    assert "is invalid" in error
+    assert expected in error
+
+
+def test_restricted_requirement_key_is_rejected_by_cel(crds: ControlPlane) -> None:
+    manifest = nodepool("it-crds-hostname").replace(
+        "requirements: []", "requirements: [{key: kubernetes.io/hostname, operator: Exists}]"
+    )
+    error = kubectl_failing(crds, "create", "-f", "-", stdin=manifest)
+    assert 'label "kubernetes.io/hostname" is restricted' in error
+
+
+def test_nodeclaim_columns_status_subresource_and_immutable_spec(crds: ControlPlane) -> None:
+    crds.kubectl("apply", "-f", "-", stdin=KWOK_NODE_CLASS + "---\n" + NODECLAIM)
+    table = crds.kubectl("get", "nodeclaims")
+    assert header(table) == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    assert table.splitlines()[1].split()[:4] == ["it-crds-abcde", "c5.large", "spot", "us-east-1a"]
+
+    status = {
+        "status": {
+            "nodeName": "it-crds-node",
+            "providerID": "kwok://it-crds-node",
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Ready",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                }
+            ],
+        }
+    }
+    crds.kubectl(
+        "patch",
+        "nodeclaim",
+        "it-crds-abcde",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+    row = crds.kubectl("get", "nodeclaims", "--no-headers").split()
+    assert row[:6] == ["it-crds-abcde", "c5.large", "spot", "us-east-1a", "it-crds-node", "True"]
+    wide = crds.kubectl("get", "nodeclaims", "-o", "wide")
+    assert header(wide)[7:] == ["IMAGEID", "ID", "NODEPOOL", "NODECLASS", "DRIFTED"]
+
+    error = kubectl_failing(
+        crds, "patch", "nodeclaim", "it-crds-abcde", "--type=merge", "-p", '{"spec":{"expireAfter":"1h"}}'
+    )
+    assert "spec is immutable" in error
