@@ -639,8 +639,6 @@ class _Scheduler:
             rooms.set(target.position, -1)
 
     def _refresh_rooms(self, target: _Target) -> None:
-        assert target.pool is not None
-        target.cheapest_price = float(self._matrix(target.pool).price[target.rows].min())
         cheap = self._cheap_room(target)
         self.rooms.set(target.position, target.cpu_room())
         self.cheap_rooms.set(target.position, cheap)
@@ -649,11 +647,16 @@ class _Scheduler:
             rooms.set(target.position, -1 if ruled_out else cheap)
 
     def _cheap_room(self, target: _Target) -> int:
-        """CPU room left in the target's cheapest option: what it takes without growing."""
+        """CPU room left in the target's cheapest option: what it takes without growing.
+
+        Also keeps ``target.cheapest_price`` up to date, from the same prices.
+        """
         assert target.pool is not None
         matrix = self._matrix(target.pool)
         prices = matrix.price[target.rows]
-        cheapest = target.rows[prices == prices.min()]
+        lowest = prices.min()
+        target.cheapest_price = float(lowest)
+        cheapest = target.rows[prices == lowest]
         column = matrix.columns.get("cpu")
         if column is None:
             return 1 << 40
@@ -1159,9 +1162,8 @@ class _Scheduler:
                         continue
                 target.update(narrowed, rows, dict(requests))
                 target.headroom = self._most_room(pool, rows)
-                target.cheapest_price = float(self._matrix(pool).price[target.rows].min())
-                target.position = self.rooms.append(target.cpu_room())
                 cheap = self._cheap_room(target)
+                target.position = self.rooms.append(target.cpu_room())
                 self.cheap_rooms.append(cheap)
                 for rooms_of_signature in self._rooms_by_signature.values():
                     rooms_of_signature.append(cheap)
