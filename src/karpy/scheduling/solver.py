@@ -1134,7 +1134,12 @@ class _Scheduler:
             reserved_elsewhere = self._reserved_in_pool(pool) if pool.remaining is not None else {}
             for narrowed in self._narrowings(constraints, merged, admission):
                 rows = self._viable(
-                    pool, fitting_rows, narrowed, requests, narrowed_further=narrowed != merged
+                    pool,
+                    fitting_rows,
+                    narrowed,
+                    requests,
+                    narrowed_further=narrowed != merged,
+                    fitting=np.ones(len(fitting_rows), dtype=np.bool_),  # worked out just above
                 )
                 if len(rows) == 0:
                     reason = "no instance type is offered in the domain its topology constraints allow"

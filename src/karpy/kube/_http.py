@@ -1,0 +1,160 @@
+"""The HTTP edge of the real-cluster adapter: bytes in, plain dicts out.
+
+lightkube knows how to reach an API server from a kubeconfig (the server's
+address, its CA, client certificates, tokens and exec plugins), and that is
+all karpy takes from it: the connection. Requests are built by hand on the
+HTTP client lightkube configured, and bodies are encoded and decoded with
+orjson into plain dicts, for three reasons:
+
+- karpy's records are parsed from plain mappings (``karpy.api``'s parsers read
+  YAML and the API server's JSON alike), so decoding into lightkube's model
+  classes first would only be a detour that costs time and memory on every
+  pod of a large cluster;
+- the CRD kinds (NodeClaim, NodePool, the node classes) need no generated
+  resource classes this way, and the same code lists and watches all kinds;
+- keeping the server's own dict of each object is what lets the adapter write
+  minimal patches for objects it does not own (see ``_encode``).
+
+lightkube has no type stubs, so every untyped call is wrapped here in a small
+function with a precise signature, and nothing else in ``karpy.kube`` touches
+lightkube's client objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from lightkube import Client, KubeConfig
+
+JSON = dict[str, Any]
+
+CONTENT_JSON = "application/json"
+CONTENT_MERGE_PATCH = "application/merge-patch+json"
+
+HTTP_NOT_FOUND = 404
+HTTP_CONFLICT = 409
+HTTP_GONE = 410
+HTTP_UNPROCESSABLE = 422
+HTTP_TOO_MANY_REQUESTS = 429
+
+# Seconds to wait for an ordinary request (a write, a page of a list).
+REQUEST_TIMEOUT = 30.0
+
+
+class ApiStatusError(Exception):
+    """The API server answered with an error status (or a watch sent an ERROR event)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+def decode_json(content: bytes) -> JSON:
+    value = orjson.loads(content) if content else {}
+    return value if isinstance(value, dict) else {}
+
+
+def status_error(code: int, content: bytes) -> ApiStatusError:
+    """An error from a response body, which is a metav1.Status when the server wrote it."""
+    try:
+        status = decode_json(content)
+    except orjson.JSONDecodeError:
+        status = {}
+    message = status.get("message")
+    reason = status.get("reason")
+    return ApiStatusError(
+        int(status.get("code") or code),
+        reason if isinstance(reason, str) else "",
+        message if isinstance(message, str) else content[:200].decode(errors="replace"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    status: int
+    body: JSON
+
+
+class ApiTransport:
+    """Requests to one API server, over the HTTP client lightkube configures from a kubeconfig."""
+
+    def __init__(self, client: Client) -> None:
+        self._lightkube = client
+        # lightkube's sync client keeps its configured HTTP client as ``_client._client``.
+        self._http: Any = client._client._client
+        self._open_streams: set[Any] = set()
+        self._streams_lock = threading.Lock()
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path | None = None) -> ApiTransport:
+        config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
+        return cls(Client(config, field_manager="karpy"))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = CONTENT_JSON,
+    ) -> ApiResponse:
+        """One request; an error status raises :class:`ApiStatusError`."""
+        content = orjson.dumps(body) if body is not None else None
+        headers = {"Accept": CONTENT_JSON}
+        if content is not None:
+            headers["Content-Type"] = content_type
+        response = self._http.request(
+            method,
+            path,
+            params=dict(params or {}),
+            content=content,
+            headers=headers,
+            timeout=REQUEST_TIMEOUT,
+        )
+        status = int(response.status_code)
+        data: bytes = response.content
+        if status >= 400:
+            raise status_error(status, data)
+        return ApiResponse(status, decode_json(data))
+
+    @contextlib.contextmanager
+    def stream_lines(
+        self, path: str, params: Mapping[str, str], read_timeout: float
+    ) -> Iterator[Iterator[bytes]]:
+        """The lines of a streaming response (a watch); an error status raises ApiStatusError."""
+        request = self._http.build_request(
+            "GET", path, params=dict(params), headers={"Accept": CONTENT_JSON}, timeout=read_timeout
+        )
+        response = self._http.send(request, stream=True)
+        with self._streams_lock:
+            self._open_streams.add(response)
+        try:
+            status = int(response.status_code)
+            if status >= 400:
+                raise status_error(status, response.read())
+            yield (line.encode() if isinstance(line, str) else line for line in response.iter_lines())
+        finally:
+            with self._streams_lock:
+                self._open_streams.discard(response)
+            response.close()
+
+    def interrupt_streams(self) -> None:
+        """Close every open stream, so the threads reading them wake up (used to stop)."""
+        with self._streams_lock:
+            streams = list(self._open_streams)
+        for response in streams:
+            with contextlib.suppress(Exception):
+                response.close()
+
+    def close(self) -> None:
+        self.interrupt_streams()
+        self._lightkube.close()
