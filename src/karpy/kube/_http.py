@@ -23,6 +23,7 @@ lightkube's client objects.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -152,6 +153,13 @@ class ApiTransport:
         with self._streams_lock:
             streams = list(self._open_streams)
         for response in streams:
+            # Closing a response does not wake a thread blocked reading its socket;
+            # shutting the socket down does.
+            with contextlib.suppress(Exception):
+                network_stream = response.extensions.get("network_stream")
+                sock = network_stream.get_extra_info("socket") if network_stream is not None else None
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(Exception):
                 response.close()
 

@@ -1,0 +1,218 @@
+"""karpy's slim records back to the API server's JSON, without losing what they leave out.
+
+The records in ``karpy.api`` keep only what the controllers act on: a Node
+record has no ``status.nodeInfo`` or addresses, a Pod record no containers.
+Writing a record back whole would therefore erase everything it does not hold.
+So what is written depends on who owns the object:
+
+- **NodeClaims are karpy's own.** Every field of a NodeClaim is one the record
+  holds, so the object can be written whole from the record
+  (:func:`nodeclaim_to_dict`). Even so an update starts from the server's own
+  dict of the object: metadata fields karpy does not model (managedFields,
+  generation, ...) are kept, and the spec is re-encoded only when the record's
+  spec differs from the stored one, so that a CRD-defaulted or differently
+  ordered spec is not rewritten (NodeClaim specs are immutable: a rewrite that
+  only reorders values would be refused).
+- **Nodes and Pods belong to the kubelet, the scheduler and their owners.**
+  karpy changes a few fields of them: labels, annotations and finalizers, a
+  Node's taints and ``unschedulable``. For those a JSON merge patch of exactly
+  the changed fields is computed by diffing the new record against the stored
+  dict (:func:`node_merge_patch`, :func:`pod_merge_patch`). A merge patch
+  replaces a list whole, so the taints list is rebuilt from the stored taint
+  dicts that remain (keeping their ``timeAdded``) plus the new ones. A Pod's
+  phase is never written: in a real cluster that is the kubelet's.
+
+Every function here is pure (dicts in, dicts out) and is unit tested without
+a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from karpy.api._reader import FieldReader
+from karpy.api.conditions import Condition
+from karpy.api.core import Node, Pod
+from karpy.api.duration import format_duration
+from karpy.api.meta import ObjectMeta, format_timestamp
+from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodepool import API_VERSION_V1
+from karpy.api.quantity import ResourceAmounts, format_amount
+from karpy.api.taints import Taint
+
+JSON = dict[str, Any]
+
+# The metadata fields karpy's records model and an update may change.
+_WRITABLE_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
+# The NodeClaim status fields the record holds (others a server may add are kept).
+_NODECLAIM_STATUS_FIELDS = (
+    "nodeName",
+    "providerID",
+    "imageID",
+    "capacity",
+    "allocatable",
+    "conditions",
+    "lastPodEventTime",
+)
+
+
+def resources_to_dict(amounts: ResourceAmounts) -> dict[str, str]:
+    return {name: format_amount(name, amount) for name, amount in sorted(amounts.items())}
+
+
+def metadata_to_dict(meta: ObjectMeta) -> JSON:
+    """ObjectMeta as the API server writes it; a ``generateName`` without a name stays one."""
+    result: JSON = dict(meta.to_dict())
+    if not meta.name:
+        result.pop("name", None)
+    if meta.generate_name:
+        result["generateName"] = meta.generate_name
+    if meta.generation:
+        result["generation"] = meta.generation
+    return result
+
+
+def condition_to_dict(condition: Condition) -> JSON:
+    return dict(condition.to_dict())
+
+
+def nodeclaim_spec_to_dict(spec: NodeClaimSpec) -> JSON:
+    result: JSON = {
+        "nodeClassRef": spec.node_class_ref.to_dict(),
+        "requirements": [requirement.to_node_selector_requirement() for requirement in spec.requirements],
+        "resources": {"requests": resources_to_dict(spec.requests)},
+        "expireAfter": format_duration(spec.expire_after),
+    }
+    if spec.taints:
+        result["taints"] = [taint.to_dict() for taint in spec.taints]
+    if spec.startup_taints:
+        result["startupTaints"] = [taint.to_dict() for taint in spec.startup_taints]
+    if spec.termination_grace_period is not None:
+        result["terminationGracePeriod"] = format_duration(spec.termination_grace_period)
+    return result
+
+
+def nodeclaim_status_to_dict(status: NodeClaimStatus) -> JSON:
+    result: JSON = {}
+    if status.node_name:
+        result["nodeName"] = status.node_name
+    if status.provider_id:
+        result["providerID"] = status.provider_id
+    if status.image_id:
+        result["imageID"] = status.image_id
+    if status.capacity:
+        result["capacity"] = resources_to_dict(status.capacity)
+    if status.allocatable:
+        result["allocatable"] = resources_to_dict(status.allocatable)
+    if status.conditions:
+        result["conditions"] = [condition_to_dict(condition) for condition in status.conditions]
+    if status.last_pod_event_time is not None:
+        result["lastPodEventTime"] = format_timestamp(status.last_pod_event_time)
+    return result
+
+
+def nodeclaim_to_dict(claim: NodeClaim) -> JSON:
+    """The whole NodeClaim, as ``kubectl get nodeclaim -o json`` would show it."""
+    result: JSON = {
+        "apiVersion": API_VERSION_V1,
+        "kind": "NodeClaim",
+        "metadata": metadata_to_dict(claim.metadata),
+        "spec": nodeclaim_spec_to_dict(claim.spec),
+    }
+    status = nodeclaim_status_to_dict(claim.status)
+    if status:
+        result["status"] = status
+    return result
+
+
+def node_to_dict(node: Node) -> JSON:
+    """A Node to create: metadata and the spec karpy models (the kubelet fills the status)."""
+    spec: JSON = {}
+    if node.provider_id:
+        spec["providerID"] = node.provider_id
+    if node.taints:
+        spec["taints"] = [taint.to_dict() for taint in node.taints]
+    if node.unschedulable:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata_to_dict(node.metadata), "spec": spec}
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def merged_metadata(stored: Mapping[str, Any], meta: ObjectMeta) -> JSON:
+    """The stored metadata with the fields karpy writes taken from ``meta`` (for a PUT)."""
+    result: JSON = dict(stored)
+    written = metadata_to_dict(meta)
+    for field in _WRITABLE_METADATA:
+        if field in written:
+            result[field] = written[field]
+        else:
+            result.pop(field, None)
+    return result
+
+
+def merged_nodeclaim_status(stored: Mapping[str, Any], status: NodeClaimStatus) -> JSON:
+    """The stored status with every field the record holds taken from ``status``."""
+    result: JSON = {key: value for key, value in stored.items() if key not in _NODECLAIM_STATUS_FIELDS}
+    result.update(nodeclaim_status_to_dict(status))
+    return result
+
+
+def _map_patch(old: Mapping[str, str], new: Mapping[str, str]) -> JSON:
+    """A merge patch turning ``old`` into ``new``: changed keys set, removed keys null."""
+    patch: JSON = {key: value for key, value in new.items() if old.get(key) != value}
+    patch.update({key: None for key in old if key not in new})
+    return patch
+
+
+def metadata_merge_patch(stored: Mapping[str, Any], meta: ObjectMeta) -> JSON:
+    """The metadata part of a merge patch from the stored object to ``meta`` ({} if unchanged)."""
+    old = ObjectMeta.parse(FieldReader(_mapping(stored.get("metadata"))), namespaced=False)
+    patch: JSON = {}
+    labels = _map_patch(old.labels, meta.labels)
+    if labels:
+        patch["labels"] = labels
+    annotations = _map_patch(old.annotations, meta.annotations)
+    if annotations:
+        patch["annotations"] = annotations
+    if old.finalizers != meta.finalizers:
+        patch["finalizers"] = list(meta.finalizers) if meta.finalizers else None
+    return {"metadata": patch} if patch else {}
+
+
+def _taint_of(raw: Mapping[str, Any]) -> Taint | None:
+    try:
+        return Taint.parse(FieldReader(raw))
+    except ValueError:
+        return None
+
+
+def node_merge_patch(stored: Mapping[str, Any], node: Node) -> JSON:
+    """A merge patch of the labels, annotations, finalizers, taints and unschedulable that changed."""
+    patch = metadata_merge_patch(stored, node.metadata)
+    old = Node.parse(FieldReader(stored))
+    spec: JSON = {}
+    if old.taints != node.taints:
+        stored_taints = [
+            taint for taint in _mapping(stored.get("spec")).get("taints") or () if isinstance(taint, Mapping)
+        ]
+        taints: list[JSON] = []
+        for taint in node.taints:
+            kept = next((dict(raw) for raw in stored_taints if _taint_of(raw) == taint), None)
+            taints.append(kept if kept is not None else dict(taint.to_dict()))
+        spec["taints"] = taints or None
+    if old.unschedulable != node.unschedulable:
+        spec["unschedulable"] = True if node.unschedulable else None
+    if node.provider_id and old.provider_id != node.provider_id:
+        spec["providerID"] = node.provider_id
+    if spec:
+        patch["spec"] = spec
+    return patch
+
+
+def pod_merge_patch(stored: Mapping[str, Any], pod: Pod) -> JSON:
+    """A merge patch of a Pod's labels, annotations and finalizers (the rest is not karpy's)."""
+    return metadata_merge_patch(stored, pod.metadata)

@@ -1,0 +1,79 @@
+"""Where each kind karpy reads lives on the API server, and how to name its objects.
+
+One small table instead of generated resource classes: the adapter lists,
+watches and writes every kind over the same few URL shapes
+(``/api/v1/pods``, ``/apis/karpenter.sh/v1/nodeclaims``, with
+``/namespaces/NS`` for a namespaced object), and parses each object with the
+parser :data:`karpy.api.manifest.PARSERS` registers for its apiVersion and kind,
+so a kind is added here by one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, KWOK_GROUP, KWOK_KIND
+from karpy.api.nodepool import API_VERSION_V1
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    kind: str
+    api_version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def _prefix(self) -> str:
+        return f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
+
+    def collection_path(self, namespace: str = "") -> str:
+        """The list (and watch) URL: all namespaces unless ``namespace`` is given."""
+        if self.namespaced and namespace:
+            return f"{self._prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{self._prefix}/{self.plural}"
+
+    def object_path(self, namespace: str, name: str, subresource: str = "") -> str:
+        path = f"{self.collection_path(namespace)}/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+    def key(self, namespace: str, name: str) -> str:
+        """The cache key: ``namespace/name`` for namespaced kinds, ``name`` otherwise."""
+        return f"{namespace}/{name}" if self.namespaced else name
+
+
+POD = ResourceType("Pod", "v1", "pods", namespaced=True)
+NODE = ResourceType("Node", "v1", "nodes", namespaced=False)
+NODECLAIM = ResourceType("NodeClaim", API_VERSION_V1, "nodeclaims", namespaced=False)
+NODEPOOL = ResourceType("NodePool", API_VERSION_V1, "nodepools", namespaced=False)
+EC2_NODE_CLASS = ResourceType(EC2_KIND, f"{EC2_GROUP}/v1", "ec2nodeclasses", namespaced=False)
+KWOK_NODE_CLASS = ResourceType(KWOK_KIND, f"{KWOK_GROUP}/v1alpha1", "kwoknodeclasses", namespaced=False)
+DAEMONSET = ResourceType("DaemonSet", "apps/v1", "daemonsets", namespaced=True)
+POD_DISRUPTION_BUDGET = ResourceType(
+    "PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", namespaced=True
+)
+PERSISTENT_VOLUME_CLAIM = ResourceType(
+    "PersistentVolumeClaim", "v1", "persistentvolumeclaims", namespaced=True
+)
+PERSISTENT_VOLUME = ResourceType("PersistentVolume", "v1", "persistentvolumes", namespaced=False)
+EVENT = ResourceType("Event", "v1", "events", namespaced=True)
+
+#: The kinds KubeCluster keeps informer caches of.
+WATCHED_TYPES: tuple[ResourceType, ...] = (
+    POD,
+    NODE,
+    NODECLAIM,
+    NODEPOOL,
+    EC2_NODE_CLASS,
+    KWOK_NODE_CLASS,
+    DAEMONSET,
+    POD_DISRUPTION_BUDGET,
+    PERSISTENT_VOLUME_CLAIM,
+    PERSISTENT_VOLUME,
+)
+
+TYPES_BY_KIND: dict[str, ResourceType] = {resource.kind: resource for resource in WATCHED_TYPES}

@@ -1,0 +1,606 @@
+"""KubeCluster: the controllers' Cluster protocol over a real kube-apiserver.
+
+``karpy simulate`` runs the controllers against ``InMemoryCluster``; ``karpy
+run`` runs the same controllers against this class. Both implement
+:class:`karpy.controllers.interfaces.Cluster` and raise the same typed errors,
+and both announce every change to subscribers as ``(kind, old, new)``, so a
+controller cannot tell them apart except by timing.
+
+**Reads come from informer caches.** One :class:`~karpy.kube._informer.Informer`
+per kind (Pods, Nodes, NodeClaims, NodePools, both node classes, DaemonSets,
+PodDisruptionBudgets, PersistentVolumeClaims and PersistentVolumes) lists and
+watches in a background thread and hands objects to this class, which keeps,
+under one lock, the server's dict of each object, the record parsed from it
+(with the parser :data:`karpy.api.manifest.PARSERS` registers for its
+apiVersion and kind), and the same indexes as the in-memory store: pods by
+node name and unbound pods. A read never makes a request. After a 410 Gone
+the informer lists again and this class diffs the list against its cache, so
+objects that appeared, changed or vanished during the gap are announced like
+any other change.
+
+**Writes go over HTTP, checked against the caller's resourceVersion.** A
+caller's stale object gets a 409 from the server and a
+:class:`~karpy.controllers.interfaces.ConflictError` here, exactly as the
+in-memory store raises it. A write returns the object the server answered
+with (its resourceVersion is fresh); the cache is *not* updated from the
+answer but from the watch event that follows, so the cache never goes back in
+time, at the price that a read right after a write may still see the old
+object (a controller then gets a ConflictError on its next write and retries
+from fresh state, which it must handle anyway). How each kind is written:
+
+- NodeClaims (karpy's own) are written whole from the record: a PUT of the
+  object when metadata or spec changed, then a PUT of the ``/status``
+  subresource when the status changed, with the resourceVersion the first
+  answer returned. The controllers change spec-side and status fields in one
+  ``update()`` (a launch sets labels and status together); the CRD has a
+  status subresource, so a PUT of the object ignores its status and a PUT of
+  ``/status`` ignores everything else. Two requests are the price; a conflict
+  on the second (someone wrote in between) raises ConflictError with the first
+  one applied, which a reconcile that retries from fresh state handles.
+- Nodes and Pods (not karpy's) are written with JSON merge patches of exactly
+  the fields karpy changed (see :mod:`karpy.kube._encode`), carrying
+  ``metadata.resourceVersion`` as a precondition, so nothing karpy's slim
+  records leave out (a Node's nodeInfo, a Pod's containers) is lost.
+- Other kinds get a metadata merge patch (labels, annotations, finalizers).
+
+Change notifications are delivered from the informer threads, one at a time
+(a dispatch lock serializes them across kinds), never while the cache lock is
+held, so a listener may read the cluster. A listener that drives a
+:class:`karpy.controllers.runtime.Runtime` from another thread must hand the
+notification over (a queue), since the Runtime is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.core import (
+    DaemonSet,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+)
+from karpy.api.manifest import PARSERS
+from karpy.api.meta import ObjectMeta, format_timestamp
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodepool import NodePool
+from karpy.controllers.interfaces import (
+    AlreadyExistsError,
+    Clock,
+    ConflictError,
+    EvictionRefusedError,
+    KubeError,
+    NotFoundError,
+)
+from karpy.kube._encode import (
+    merged_metadata,
+    merged_nodeclaim_status,
+    metadata_merge_patch,
+    node_merge_patch,
+    node_to_dict,
+    nodeclaim_spec_to_dict,
+    nodeclaim_to_dict,
+    pod_merge_patch,
+)
+from karpy.kube._http import (
+    CONTENT_MERGE_PATCH,
+    HTTP_CONFLICT,
+    HTTP_NOT_FOUND,
+    HTTP_TOO_MANY_REQUESTS,
+    JSON,
+    ApiStatusError,
+    ApiTransport,
+)
+from karpy.kube._informer import EVENT_DELETED, Informer
+from karpy.kube._resources import EVENT, POD, TYPES_BY_KIND, WATCHED_TYPES, ResourceType
+
+log = logging.getLogger("karpy.kube.cluster")
+
+T = TypeVar("T")
+Listener = Callable[[str, object | None, object | None], None]
+
+EVENT_SOURCE = "karpy"
+# Events are recorded in this namespace for cluster-scoped objects (Nodes, NodeClaims).
+EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
+# How many distinct events are remembered to count repeats (then the memory starts over).
+MAX_REMEMBERED_EVENTS = 4096
+_DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+
+def _meta_of(obj: object) -> ObjectMeta:
+    meta = getattr(obj, "metadata", None)
+    if not isinstance(meta, ObjectMeta):
+        raise TypeError(f"not a Kubernetes object: {obj!r}")
+    return meta
+
+
+def _resource_of(obj: object) -> ResourceType:
+    kind = getattr(obj, "kind", None)
+    resource = TYPES_BY_KIND.get(kind) if isinstance(kind, str) else None
+    if resource is None:
+        raise TypeError(f"KubeCluster does not handle {kind!r} objects")
+    return resource
+
+
+def _raw_meta(raw: JSON) -> JSON:
+    meta = raw.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _raw_version(raw: JSON) -> str:
+    return str(_raw_meta(raw).get("resourceVersion") or "")
+
+
+def _raw_key(resource: ResourceType, raw: JSON) -> str:
+    meta = _raw_meta(raw)
+    return resource.key(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _copy(raw: JSON) -> JSON:
+    copied = orjson.loads(orjson.dumps(raw))
+    assert isinstance(copied, dict)
+    return copied
+
+
+def parse_record(resource: ResourceType, raw: JSON) -> object:
+    """The karpy record of a server object (raises ManifestError if it cannot be read)."""
+    parser = PARSERS[(resource.api_version, resource.kind)]
+    return parser(FieldReader(raw), resource.api_version)
+
+
+class KubeCluster:
+    """Implements karpy.controllers.interfaces.Cluster over a kube-apiserver."""
+
+    def __init__(
+        self,
+        transport: ApiTransport,
+        *,
+        clock: Clock | None = None,
+        kinds: Iterable[ResourceType] = WATCHED_TYPES,
+    ) -> None:
+        self._transport = transport
+        self.clock: Clock = clock if clock is not None else WallClock()
+        self._lock = threading.RLock()
+        self._dispatch_lock = threading.Lock()
+        self._resources = {resource.kind: resource for resource in kinds}
+        self._raw: dict[str, dict[str, JSON]] = {kind: {} for kind in self._resources}
+        self._records: dict[str, dict[str, object]] = {kind: {} for kind in self._resources}
+        self._pods_by_node: dict[str, set[str]] = {}
+        self._unbound_pods: set[str] = set()
+        self._listeners: list[Listener] = []
+        self._informers = {
+            kind: Informer(transport, resource, self) for kind, resource in self._resources.items()
+        }
+        self._event_counts: dict[tuple[str, ...], tuple[str, int]] = {}
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path | None = None, *, clock: Clock | None = None) -> KubeCluster:
+        """A cluster for the kubeconfig at ``path`` (``$KUBECONFIG`` or in-cluster config when None)."""
+        return cls(ApiTransport.from_kubeconfig(path), clock=clock)
+
+    # -- lifecycle --------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the informers (again after :meth:`stop`, resuming from where they were)."""
+        for informer in self._informers.values():
+            informer.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the informers; the caches keep their contents."""
+        for informer in self._informers.values():
+            informer.stop()
+        self._transport.interrupt_streams()
+        deadline = time.monotonic() + timeout
+        for informer in self._informers.values():
+            informer.join(max(0.0, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        self.stop()
+        self._transport.close()
+
+    def __enter__(self) -> KubeCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def synced(self) -> bool:
+        """Whether every informer has completed its first list."""
+        return all(informer.synced.is_set() for informer in self._informers.values())
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for informer in self._informers.values():
+            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def relists_after_gone(self, kind: str) -> int:
+        """How many times the ``kind`` informer listed again after a 410 Gone."""
+        return self._informers[kind].relists_after_gone
+
+    # -- subscriptions ----------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _announce(self, kind: str, changes: list[tuple[object | None, object | None]]) -> None:
+        if not changes:
+            return
+        with self._dispatch_lock:
+            for old, new in changes:
+                for listener in list(self._listeners):
+                    try:
+                        listener(kind, old, new)
+                    except Exception:  # a listener's bug must not stop the informer
+                        log.exception("change listener failed for %s", kind)
+
+    # -- the informers' sink ---------------------------------------------
+
+    def replace(self, resource: ResourceType, items: list[JSON]) -> None:
+        changes: list[tuple[object | None, object | None]] = []
+        with self._lock:
+            table = self._raw[resource.kind]
+            seen: set[str] = set()
+            for item in items:
+                key = _raw_key(resource, item)
+                seen.add(key)
+                stored = table.get(key)
+                if stored is not None and _raw_version(stored) == _raw_version(item):
+                    continue
+                changes.append(self._store(resource, key, item))
+            for key in [key for key in table if key not in seen]:
+                changes.append(self._store(resource, key, None))
+        self._announce(resource.kind, [change for change in changes if change != (None, None)])
+
+    def apply(self, resource: ResourceType, event_type: str, obj: JSON) -> None:
+        key = _raw_key(resource, obj)
+        with self._lock:
+            change = self._store(resource, key, None if event_type == EVENT_DELETED else obj)
+        if change != (None, None):
+            self._announce(resource.kind, [change])
+
+    def _store(
+        self, resource: ResourceType, key: str, raw: JSON | None
+    ) -> tuple[object | None, object | None]:
+        kind = resource.kind
+        old = self._records[kind].get(key)
+        new: object | None = None
+        if raw is not None:
+            try:
+                new = parse_record(resource, raw)
+            except (ManifestError, ValueError) as error:
+                log.warning("%s %s cannot be read, ignored: %s", kind, key, error)
+        if new is None:
+            self._raw[kind].pop(key, None)
+            self._records[kind].pop(key, None)
+        else:
+            assert raw is not None
+            self._raw[kind][key] = raw
+            self._records[kind][key] = new
+        if kind == POD.kind:
+            self._index_pod(key, old, new)
+        return old, new
+
+    def _index_pod(self, key: str, old: object | None, new: object | None) -> None:
+        if isinstance(old, Pod):
+            if old.spec.node_name:
+                on_node = self._pods_by_node.get(old.spec.node_name)
+                if on_node is not None:
+                    on_node.discard(key)
+                    if not on_node:
+                        del self._pods_by_node[old.spec.node_name]
+            self._unbound_pods.discard(key)
+        if isinstance(new, Pod):
+            if new.spec.node_name:
+                self._pods_by_node.setdefault(new.spec.node_name, set()).add(key)
+            elif not new.is_terminal:
+                self._unbound_pods.add(key)
+
+    # -- ClusterReader ----------------------------------------------------
+
+    def _all(self, kind: str) -> list[Any]:
+        with self._lock:
+            return list(self._records.get(kind, {}).values())
+
+    def _get(self, kind: str, key: str) -> object | None:
+        with self._lock:
+            return self._records.get(kind, {}).get(key)
+
+    def raw(self, kind: str, key: str) -> JSON | None:
+        """A copy of the server's dict of a cached object (``namespace/name`` or ``name``)."""
+        with self._lock:
+            stored = self._raw.get(kind, {}).get(key)
+            return _copy(stored) if stored is not None else None
+
+    def pods(self) -> Iterable[Pod]:
+        return self._all("Pod")
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        found = self._get("Pod", f"{namespace}/{name}")
+        return found if isinstance(found, Pod) else None
+
+    def pods_on_node(self, node_name: str) -> list[Pod]:
+        with self._lock:
+            table = self._records["Pod"]
+            return [table[key] for key in sorted(self._pods_by_node.get(node_name, ()))]  # type: ignore[misc]
+
+    def pending_pods(self) -> list[Pod]:
+        with self._lock:
+            table = self._records["Pod"]
+            return [table[key] for key in sorted(self._unbound_pods)]  # type: ignore[misc]
+
+    def nodes(self) -> Iterable[Node]:
+        return self._all("Node")
+
+    def node(self, name: str) -> Node | None:
+        found = self._get("Node", name)
+        return found if isinstance(found, Node) else None
+
+    def nodeclaims(self) -> Iterable[NodeClaim]:
+        return self._all("NodeClaim")
+
+    def nodeclaim(self, name: str) -> NodeClaim | None:
+        found = self._get("NodeClaim", name)
+        return found if isinstance(found, NodeClaim) else None
+
+    def nodepools(self) -> Iterable[NodePool]:
+        return self._all("NodePool")
+
+    def nodepool(self, name: str) -> NodePool | None:
+        found = self._get("NodePool", name)
+        return found if isinstance(found, NodePool) else None
+
+    def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
+        found = self._get(kind, name)
+        if isinstance(found, EC2NodeClass | KWOKNodeClass) and found.group == group:
+            return found
+        return None
+
+    def daemonsets(self) -> Iterable[DaemonSet]:
+        return self._all("DaemonSet")
+
+    def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
+        return self._all("PodDisruptionBudget")
+
+    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        found = self._get("PersistentVolumeClaim", f"{namespace}/{name}")
+        return found if isinstance(found, PersistentVolumeClaim) else None
+
+    def persistent_volume(self, name: str) -> PersistentVolume | None:
+        found = self._get("PersistentVolume", name)
+        return found if isinstance(found, PersistentVolume) else None
+
+    # -- HTTP -------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+        on_conflict: type[KubeError] = ConflictError,
+    ) -> JSON:
+        try:
+            return self._transport.request(method, path, body=body, content_type=content_type).body
+        except ApiStatusError as error:
+            if error.code == HTTP_CONFLICT:
+                raise on_conflict(error.message) from error
+            if error.code == HTTP_NOT_FOUND:
+                raise NotFoundError(error.message) from error
+            if error.code == HTTP_TOO_MANY_REQUESTS:
+                raise EvictionRefusedError(error.message) from error
+            raise KubeError(str(error)) from error
+
+    def _decode(self, resource: ResourceType, body: JSON, like: T) -> T:
+        body.setdefault("apiVersion", resource.api_version)
+        body.setdefault("kind", resource.kind)
+        record = parse_record(resource, body)
+        if not isinstance(record, type(like)):
+            raise TypeError(f"the server answered a {type(record).__name__} for a {type(like).__name__}")
+        return record
+
+    def _current(self, resource: ResourceType, meta: ObjectMeta) -> JSON:
+        """The server's dict of an object: from the cache, else fetched (404 → NotFoundError)."""
+        stored = self.raw(resource.kind, resource.key(meta.namespace, meta.name))
+        if stored is not None:
+            return stored
+        return self._call("GET", resource.object_path(meta.namespace, meta.name))
+
+    # -- ClusterWriter ----------------------------------------------------
+
+    def create(self, obj: T) -> T:
+        resource = _resource_of(obj)
+        meta = _meta_of(obj)
+        if isinstance(obj, NodeClaim):
+            body = nodeclaim_to_dict(obj)
+        elif isinstance(obj, Node):
+            body = node_to_dict(obj)
+        else:
+            raise TypeError(f"KubeCluster does not create {resource.kind} objects")
+        body.pop("status", None)  # the status subresource ignores it on create; an update sets it
+        metadata = body["metadata"]
+        for server_owned in (
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "generation",
+        ):
+            metadata.pop(server_owned, None)
+        created = self._call(
+            "POST", resource.collection_path(meta.namespace), body, on_conflict=AlreadyExistsError
+        )
+        if isinstance(obj, NodeClaim) and obj.status != NodeClaim.parse(FieldReader(created)).status:
+            # A status given at creation is written the way an update writes it.
+            stored = self._decode(resource, created, obj)
+            return self.update(  # type: ignore[return-value]
+                obj.with_metadata(
+                    name=stored.metadata.name,
+                    uid=stored.metadata.uid,
+                    resource_version=stored.metadata.resource_version,
+                )
+            )
+        return self._decode(resource, created, obj)
+
+    def update(self, obj: T) -> T:
+        resource = _resource_of(obj)
+        meta = _meta_of(obj)
+        current = self._current(resource, meta)
+        if isinstance(obj, NodeClaim):
+            return self._update_nodeclaim(resource, current, obj)  # type: ignore[return-value]
+        if isinstance(obj, Node):
+            patch = node_merge_patch(current, obj)
+        elif isinstance(obj, Pod):
+            patch = pod_merge_patch(current, obj)
+        else:
+            patch = metadata_merge_patch(current, meta)
+        if not patch and (not meta.resource_version or meta.resource_version == _raw_version(current)):
+            return self._decode(resource, current, obj)  # nothing to write, as the apiserver would do
+        if meta.resource_version:
+            patch.setdefault("metadata", {})["resourceVersion"] = meta.resource_version
+        patched = self._call(
+            "PATCH",
+            resource.object_path(meta.namespace, meta.name),
+            patch,
+            content_type=CONTENT_MERGE_PATCH,
+        )
+        return self._decode(resource, patched, obj)
+
+    def _update_nodeclaim(self, resource: ResourceType, current: JSON, claim: NodeClaim) -> NodeClaim:
+        stored = NodeClaim.parse(FieldReader(current))
+        meta = claim.metadata
+        path = resource.object_path("", meta.name)
+        main = _copy(current)
+        main["metadata"] = merged_metadata(_raw_meta(current), meta)
+        if claim.spec != stored.spec:
+            main["spec"] = nodeclaim_spec_to_dict(claim.spec)
+        main_changed = main["metadata"] != _raw_meta(current) or claim.spec != stored.spec
+        status_changed = claim.status != stored.status
+        version = meta.resource_version
+        if not main_changed and not status_changed:
+            if not version or version == _raw_version(current):
+                return stored
+            main_changed = True  # let the server refuse the stale resourceVersion
+        answer: JSON | None = None
+        if main_changed:
+            self._set_version(main, version)
+            answer = self._call("PUT", path, main)
+            version = _raw_version(answer)
+            answer_meta = _raw_meta(answer)
+            if answer_meta.get("deletionTimestamp") and not answer_meta.get("finalizers"):
+                return self._decode(resource, answer, claim)  # the last finalizer went: it is gone
+        if status_changed:
+            base = answer if answer is not None else _copy(current)
+            status = base.get("status")
+            base["status"] = merged_nodeclaim_status(status if isinstance(status, dict) else {}, claim.status)
+            self._set_version(base, version)
+            answer = self._call("PUT", f"{path}/status", base)
+        assert answer is not None
+        return self._decode(resource, answer, claim)
+
+    @staticmethod
+    def _set_version(body: JSON, version: str) -> None:
+        metadata = body.setdefault("metadata", {})
+        if version:
+            metadata["resourceVersion"] = version
+        else:
+            metadata.pop("resourceVersion", None)
+
+    def delete(self, obj: object) -> None:
+        resource = _resource_of(obj)
+        meta = _meta_of(obj)
+        self._call("DELETE", resource.object_path(meta.namespace, meta.name), _DELETE_OPTIONS)
+
+    def bind(self, pod: Pod, node_name: str) -> None:
+        meta = pod.metadata
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta.name, "namespace": meta.namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        self._call("POST", POD.object_path(meta.namespace, meta.name, "binding"), binding)
+
+    def evict(self, pod: Pod) -> None:
+        meta = pod.metadata
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta.name, "namespace": meta.namespace},
+        }
+        self._call("POST", POD.object_path(meta.namespace, meta.name, "eviction"), eviction)
+
+    def record_event(self, obj: object, event_type: str, reason: str, message: str) -> None:
+        """Record a core/v1 Event; a repeat of the same event raises its count (best effort)."""
+        try:
+            self._record_event(obj, event_type, reason, message)
+        except Exception as error:  # events are informational: never fail a reconcile for one
+            log.warning("recording event %s %s failed: %s", reason, message, error)
+
+    def _record_event(self, obj: object, event_type: str, reason: str, message: str) -> None:
+        resource = _resource_of(obj)
+        meta = _meta_of(obj)
+        namespace = meta.namespace or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
+        now = format_timestamp(self.clock.now())
+        identity = (resource.kind, meta.namespace, meta.name, meta.uid, event_type, reason, message)
+        remembered = self._event_counts.get(identity)
+        if remembered is not None:
+            name, count = remembered
+            try:
+                self._call(
+                    "PATCH",
+                    EVENT.object_path(namespace, name),
+                    {"count": count + 1, "lastTimestamp": now},
+                    content_type=CONTENT_MERGE_PATCH,
+                )
+            except NotFoundError:
+                pass  # expired (events live an hour by default): record it anew
+            else:
+                self._event_counts[identity] = (name, count + 1)
+                return
+        involved: JSON = {
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "name": meta.name,
+            "uid": meta.uid,
+            "resourceVersion": meta.resource_version,
+        }
+        if meta.namespace:
+            involved["namespace"] = meta.namespace
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.name}.", "namespace": namespace},
+            "involvedObject": involved,
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": EVENT_SOURCE},
+        }
+        created = self._call("POST", EVENT.collection_path(namespace), event)
+        if len(self._event_counts) >= MAX_REMEMBERED_EVENTS:
+            self._event_counts.clear()
+        self._event_counts[identity] = (str(_raw_meta(created).get("name") or ""), 1)
