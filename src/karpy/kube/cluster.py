@@ -63,18 +63,13 @@ import orjson
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.core import (
-    DaemonSet,
     Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
     Pod,
-    PodDisruptionBudget,
 )
 from karpy.api.manifest import PARSERS
 from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
-from karpy.api.nodepool import NodePool
+from karpy.controllers.cache import TypedReads
 from karpy.controllers.interfaces import (
     AlreadyExistsError,
     Clock,
@@ -164,7 +159,7 @@ def parse_record(resource: ResourceType, raw: JSON) -> object:
     return parser(FieldReader(raw), resource.api_version)
 
 
-class KubeCluster:
+class KubeCluster(TypedReads):
     """Implements karpy.controllers.interfaces.Cluster over a kube-apiserver."""
 
     def __init__(
@@ -331,13 +326,6 @@ class KubeCluster:
             stored = self._raw.get(kind, {}).get(key)
             return _copy(stored) if stored is not None else None
 
-    def pods(self) -> Iterable[Pod]:
-        return self._all("Pod")
-
-    def pod(self, namespace: str, name: str) -> Pod | None:
-        found = self._get("Pod", f"{namespace}/{name}")
-        return found if isinstance(found, Pod) else None
-
     def pods_on_node(self, node_name: str) -> list[Pod]:
         with self._lock:
             table = self._records["Pod"]
@@ -347,47 +335,6 @@ class KubeCluster:
         with self._lock:
             table = self._records["Pod"]
             return [table[key] for key in sorted(self._unbound_pods)]  # type: ignore[misc]
-
-    def nodes(self) -> Iterable[Node]:
-        return self._all("Node")
-
-    def node(self, name: str) -> Node | None:
-        found = self._get("Node", name)
-        return found if isinstance(found, Node) else None
-
-    def nodeclaims(self) -> Iterable[NodeClaim]:
-        return self._all("NodeClaim")
-
-    def nodeclaim(self, name: str) -> NodeClaim | None:
-        found = self._get("NodeClaim", name)
-        return found if isinstance(found, NodeClaim) else None
-
-    def nodepools(self) -> Iterable[NodePool]:
-        return self._all("NodePool")
-
-    def nodepool(self, name: str) -> NodePool | None:
-        found = self._get("NodePool", name)
-        return found if isinstance(found, NodePool) else None
-
-    def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
-        found = self._get(kind, name)
-        if isinstance(found, EC2NodeClass | KWOKNodeClass) and found.group == group:
-            return found
-        return None
-
-    def daemonsets(self) -> Iterable[DaemonSet]:
-        return self._all("DaemonSet")
-
-    def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
-        return self._all("PodDisruptionBudget")
-
-    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
-        found = self._get("PersistentVolumeClaim", f"{namespace}/{name}")
-        return found if isinstance(found, PersistentVolumeClaim) else None
-
-    def persistent_volume(self, name: str) -> PersistentVolume | None:
-        found = self._get("PersistentVolume", name)
-        return found if isinstance(found, PersistentVolume) else None
 
     # -- HTTP -------------------------------------------------------------
 

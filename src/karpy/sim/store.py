@@ -28,19 +28,13 @@ from typing import Any, TypeVar
 
 from karpy.api.core import (
     POD_RUNNING,
-    DaemonSet,
     Deployment,
-    Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     ReplicaSet,
 )
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
-from karpy.api.nodepool import NodePool
+from karpy.controllers.cache import TypedReads
 from karpy.controllers.interfaces import (
     AlreadyExistsError,
     Clock,
@@ -91,7 +85,7 @@ def _with_meta(obj: T, meta: ObjectMeta) -> T:
     return dataclasses.replace(obj, metadata=meta)  # type: ignore[type-var]
 
 
-class InMemoryCluster:
+class InMemoryCluster(TypedReads):
     """Implements karpy.controllers.interfaces.Cluster over dictionaries."""
 
     def __init__(self, clock: Clock) -> None:
@@ -120,6 +114,12 @@ class InMemoryCluster:
 
     def get(self, kind: str, key: str) -> Any | None:
         return self._objects.get(kind, {}).get(key)
+
+    def _all(self, kind: str) -> Iterable[Any]:
+        return self.objects(kind)
+
+    def _get(self, kind: str, key: str) -> object | None:
+        return self.get(kind, key)
 
     def _store(self, kind: str, key: str, obj: object | None) -> None:
         table = self._objects.setdefault(kind, {})
@@ -305,13 +305,6 @@ class InMemoryCluster:
 
     # -- ClusterReader ---------------------------------------------------
 
-    def pods(self) -> Iterable[Pod]:
-        return self.objects("Pod")
-
-    def pod(self, namespace: str, name: str) -> Pod | None:
-        found = self.get("Pod", f"{namespace}/{name}")
-        return found if isinstance(found, Pod) else None
-
     def pods_on_node(self, node_name: str) -> list[Pod]:
         table = self._objects.get("Pod", {})
         return [table[key] for key in sorted(self._pods_by_node.get(node_name, ()))]
@@ -320,49 +313,8 @@ class InMemoryCluster:
         table = self._objects.get("Pod", {})
         return [table[key] for key in sorted(self._unbound_pods)]
 
-    def nodes(self) -> Iterable[Node]:
-        return self.objects("Node")
-
-    def node(self, name: str) -> Node | None:
-        found = self.get("Node", name)
-        return found if isinstance(found, Node) else None
-
-    def nodeclaims(self) -> Iterable[NodeClaim]:
-        return self.objects("NodeClaim")
-
-    def nodeclaim(self, name: str) -> NodeClaim | None:
-        found = self.get("NodeClaim", name)
-        return found if isinstance(found, NodeClaim) else None
-
-    def nodepools(self) -> Iterable[NodePool]:
-        return self.objects("NodePool")
-
-    def nodepool(self, name: str) -> NodePool | None:
-        found = self.get("NodePool", name)
-        return found if isinstance(found, NodePool) else None
-
-    def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
-        found = self.get(kind, name)
-        if isinstance(found, EC2NodeClass | KWOKNodeClass) and found.group == group:
-            return found
-        return None
-
-    def daemonsets(self) -> Iterable[DaemonSet]:
-        return self.objects("DaemonSet")
-
     def deployments(self) -> Iterable[Deployment]:
         return self.objects("Deployment")
 
     def replicasets(self) -> Iterable[ReplicaSet]:
         return self.objects("ReplicaSet")
-
-    def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
-        return self.objects("PodDisruptionBudget")
-
-    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
-        found = self.get("PersistentVolumeClaim", f"{namespace}/{name}")
-        return found if isinstance(found, PersistentVolumeClaim) else None
-
-    def persistent_volume(self, name: str) -> PersistentVolume | None:
-        found = self.get("PersistentVolume", name)
-        return found if isinstance(found, PersistentVolume) else None

@@ -1,0 +1,79 @@
+"""Typed reads over a cache of Kubernetes objects kept by kind and key.
+
+Both implementations of :class:`~karpy.controllers.interfaces.ClusterReader`
+(the simulator's in-memory store and the real cluster's informer caches)
+hold their objects the same way: by kind, then by ``namespace/name`` (or
+``name`` for cluster-scoped kinds). The typed accessors the controllers call
+are therefore one piece of code over two primitives, ``_all(kind)`` and
+``_get(kind, key)``, which each cache provides (with its own locking).
+The pod indexes (by node, unbound) stay with each cache: how they are kept
+up to date is the cache's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from karpy.api.core import DaemonSet, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodepool import NodePool
+
+
+class TypedReads:
+    """The typed half of ClusterReader, over ``_all`` and ``_get``."""
+
+    def _all(self, kind: str) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def _get(self, kind: str, key: str) -> object | None:
+        raise NotImplementedError
+
+    def pods(self) -> Iterable[Pod]:
+        return self._all("Pod")
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        found = self._get("Pod", f"{namespace}/{name}")
+        return found if isinstance(found, Pod) else None
+
+    def nodes(self) -> Iterable[Node]:
+        return self._all("Node")
+
+    def node(self, name: str) -> Node | None:
+        found = self._get("Node", name)
+        return found if isinstance(found, Node) else None
+
+    def nodeclaims(self) -> Iterable[NodeClaim]:
+        return self._all("NodeClaim")
+
+    def nodeclaim(self, name: str) -> NodeClaim | None:
+        found = self._get("NodeClaim", name)
+        return found if isinstance(found, NodeClaim) else None
+
+    def nodepools(self) -> Iterable[NodePool]:
+        return self._all("NodePool")
+
+    def nodepool(self, name: str) -> NodePool | None:
+        found = self._get("NodePool", name)
+        return found if isinstance(found, NodePool) else None
+
+    def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
+        found = self._get(kind, name)
+        if isinstance(found, EC2NodeClass | KWOKNodeClass) and found.group == group:
+            return found
+        return None
+
+    def daemonsets(self) -> Iterable[DaemonSet]:
+        return self._all("DaemonSet")
+
+    def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
+        return self._all("PodDisruptionBudget")
+
+    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        found = self._get("PersistentVolumeClaim", f"{namespace}/{name}")
+        return found if isinstance(found, PersistentVolumeClaim) else None
+
+    def persistent_volume(self, name: str) -> PersistentVolume | None:
+        found = self._get("PersistentVolume", name)
+        return found if isinstance(found, PersistentVolume) else None
