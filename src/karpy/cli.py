@@ -6,6 +6,8 @@
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md).
 - ``karpy validate PATH ...``: check manifests without running anything.
+- ``karpy run [--kubeconfig PATH]``: run the controllers against a real
+  cluster, launching kwok nodes (docs/run.md); stops on SIGTERM or SIGINT.
 - ``karpy crds``: print the CustomResourceDefinitions karpy needs in a real
   cluster, for ``karpy crds | kubectl apply -f -`` (docs/crds.md).
 
@@ -57,6 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check manifests")
     validate.add_argument("paths", nargs="+", type=Path)
     commands.add_parser("crds", help="print the CRDs (karpy crds | kubectl apply -f -)")
+    run_command = commands.add_parser("run", help="run karpy against a real cluster (kwok nodes)")
+    run_command.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration)"
+    )
+    run_command.add_argument(
+        "--registration-delay",
+        default="0s",
+        help="time between a launch and its kwok Node's creation (default 0s)",
+    )
+    run_command.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     return parser
 
 
@@ -116,6 +128,18 @@ def validate(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if loaded.errors else EXIT_OK
 
 
+def run_against_cluster(args: argparse.Namespace) -> int:
+    from karpy.run import RunSettings, run  # the real-cluster stack is loaded only when it runs
+
+    try:
+        delay = parse_duration(args.registration_delay)
+    except DurationError as problem:
+        print(f"karpy: --registration-delay: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    run(args.kubeconfig, settings=RunSettings(registration_delay=delay))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -125,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "simulate":
         return simulate(args)
+    if args.command == "run":
+        return run_against_cluster(args)
     if args.command == "crds":
         sys.stdout.write(render_yaml(all_crds()))
         return EXIT_OK

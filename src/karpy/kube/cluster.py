@@ -87,6 +87,7 @@ from karpy.kube._encode import (
     nodeclaim_spec_to_dict,
     nodeclaim_to_dict,
     pod_merge_patch,
+    resources_to_dict,
 )
 from karpy.kube._http import (
     CONTENT_MERGE_PATCH,
@@ -384,7 +385,16 @@ class KubeCluster(TypedReads):
             body = node_to_dict(obj)
         else:
             raise TypeError(f"KubeCluster does not create {resource.kind} objects")
-        body.pop("status", None)  # the status subresource ignores it on create; an update sets it
+        body.pop("status", None)
+        if isinstance(obj, Node):
+            # A Node's status is accepted on create (a kubelet registers that way), and a
+            # Node must have its capacity from the start: written afterwards through
+            # nodes/status it races whoever else fills a capacity-less Node in.
+            body["status"] = {
+                "capacity": resources_to_dict(obj.capacity),
+                "allocatable": resources_to_dict(obj.allocatable),
+            }
+        # A NodeClaim's status subresource ignores status on create; an update sets it below.
         metadata = body["metadata"]
         for server_owned in (
             "resourceVersion",

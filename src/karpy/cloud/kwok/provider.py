@@ -1,0 +1,285 @@
+"""KwokCloudProvider: "instances" that are Node objects, for a real control plane with no cloud.
+
+Karpenter's kwok provider launches nothing: creating an instance for a NodeClaim
+means creating the Node object the instance's kubelet would register, annotated
+so that kwok (here: :mod:`karpy.cloud.kwok.fake_kubelet`) keeps it Ready and runs
+the pods bound to it. This module is that provider for ``karpy run``. It lets the
+real kube-apiserver, kube-scheduler and kube-controller-manager see exactly what
+they would see on a cloud, while nothing costs money and a node joins in well
+under a second.
+
+Why Node objects and not a private table of instances: the Node *is* the whole
+state of a kwok instance, so the provider keeps no state of its own that a
+restart could lose; ``get`` and ``list`` read the Nodes carrying the
+``kwok://`` providerID prefix, and ``delete`` deletes the Node.
+
+What it offers is the bundled AWS catalog (every type, every zone), so plans and
+prices match what the simulator and Karpenter on AWS would produce. ``create``
+chooses the way the simulated cloud does: spot whenever the NodeClaim allows it
+and a spot offering is available, on-demand otherwise, and within that capacity
+type the cheapest offering (ties broken by type name, then zone).
+
+The Node is created the way a kubelet registers: the instance type's labels,
+the zone and capacity type, the NodeClaim's labels and ``kubernetes.io/hostname``;
+the NodeClaim's taints and startup taints plus ``karpenter.sh/unregistered``
+(which the NodeClaim lifecycle controller lifts on registration). A Node's
+capacity and allocatable live in its status, which the cluster writer sends
+with the Node in one request, as a kubelet registers (written afterwards, it
+would race the fake kubelet, which fills in a default capacity for a Node it
+sees without one).
+
+An optional ``registration_delay`` postpones the Node's creation, as an instance
+takes time to boot; the delay runs on a timer thread so ``create`` never blocks
+the reconcile loop. While a creation is pending, ``get`` and ``delete`` know the
+instance from the pending table (``delete`` cancels the timer).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+from dataclasses import dataclass
+
+from karpy.api.core import Node
+from karpy.api.instancetype import InstanceType
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodeclass import KWOKNodeClass
+from karpy.api.nodepool import NodeClassRef, NodePool
+from karpy.api.requirements import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+)
+from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
+from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
+from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
+from karpy.cloud.provider import (
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+    RepairPolicy,
+)
+from karpy.controllers.interfaces import AlreadyExistsError, Cluster, NotFoundError
+
+log = logging.getLogger("karpy.cloud.kwok")
+
+PROVIDER_ID_PREFIX = "kwok://"
+KWOK_IMAGE_ID = "kwok"
+
+
+# Creates a Node with its status (capacity, allocatable) in one request.
+def provider_id_for(name: str) -> str:
+    return f"{PROVIDER_ID_PREFIX}{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class KwokLaunch:
+    """What ``create`` chose for a NodeClaim: the Node it makes, and the type behind it."""
+
+    node: Node
+    instance_type: InstanceType
+    labels: dict[str, str]
+
+
+class KwokCloudProvider:
+    name = "kwok"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        registration_delay: float = 0.0,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.registration_delay = registration_delay
+        self.catalog = catalog or load_catalog()
+        self.instance_types = [
+            instance_type_from_entry(entry, self.catalog.region, self.catalog.zones)
+            for entry in self.catalog.entries
+        ]
+        self._types_by_name = {instance_type.name: instance_type for instance_type in self.instance_types}
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[KwokLaunch, threading.Timer]] = {}
+
+    # -- node classes ------------------------------------------------------
+
+    def _check_node_class(self, ref: NodeClassRef) -> None:
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        if node_class is None:
+            raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} ({ref.group}) not found")
+        if not isinstance(node_class, KWOKNodeClass):
+            raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} is not a KWOKNodeClass")
+
+    # -- CloudProvider -----------------------------------------------------
+
+    def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        self._check_node_class(nodepool.template.node_class_ref)
+        return self.instance_types
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        name = nodeclaim.metadata.name
+        with self._lock:
+            pending = self._pending.get(name)
+        if pending is not None:
+            return self._hydrate(name, nodeclaim.spec, pending[0])
+        existing = self.cluster.node(name)
+        if existing is not None and existing.provider_id == provider_id_for(name):
+            return self._hydrate_node(existing, nodeclaim.spec)
+        self._check_node_class(nodeclaim.spec.node_class_ref)
+        launch = self._choose(nodeclaim)
+        if self.registration_delay > 0:
+            timer = threading.Timer(self.registration_delay, self._create_delayed, args=(name,))
+            timer.daemon = True
+            with self._lock:
+                self._pending[name] = (launch, timer)
+            timer.start()
+        else:
+            self._create_node(launch.node)
+        return self._hydrate(name, nodeclaim.spec, launch)
+
+    def _choose(self, nodeclaim: NodeClaim) -> KwokLaunch:
+        requirements = nodeclaim.requirement_set()
+        offerings = [
+            (offering.price, instance_type.name, offering.zone, instance_type, offering.capacity_type)
+            for instance_type in self.instance_types
+            if instance_type.requirements.intersects(requirements) is None
+            for offering in instance_type.available_offerings(requirements)
+        ]
+        if not offerings:
+            raise InsufficientCapacityError(
+                f"no available offering satisfies the requirements of NodeClaim {nodeclaim.name}"
+            )
+        capacity_type = (
+            CAPACITY_TYPE_SPOT
+            if any(offered == CAPACITY_TYPE_SPOT for *_, offered in offerings)
+            else CAPACITY_TYPE_ON_DEMAND
+        )
+        _, _, zone, instance_type, _ = min(
+            (item for item in offerings if item[4] == capacity_type), key=lambda item: item[:3]
+        )
+        labels = instance_type.requirements.labels(include_well_known=True)
+        labels[LABEL_ZONE] = zone
+        labels[LABEL_CAPACITY_TYPE] = capacity_type
+        node_labels = {**labels, **nodeclaim.metadata.labels, LABEL_HOSTNAME: nodeclaim.name}
+        taints = (
+            *nodeclaim.spec.taints,
+            *nodeclaim.spec.startup_taints,
+            Taint(UNREGISTERED_TAINT_KEY, NO_EXECUTE),
+        )
+        node = Node(
+            metadata=ObjectMeta(
+                name=nodeclaim.name,
+                labels=node_labels,
+                annotations={FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE},
+            ),
+            provider_id=provider_id_for(nodeclaim.name),
+            taints=taints,
+            capacity=dict(instance_type.capacity),
+            allocatable=dict(instance_type.allocatable),
+        )
+        return KwokLaunch(node=node, instance_type=instance_type, labels=labels)
+
+    def _create_delayed(self, name: str) -> None:
+        with self._lock:
+            pending = self._pending.pop(name, None)
+        if pending is None:
+            return  # deleted while it was booting
+        try:
+            self._create_node(pending[0].node)
+        except Exception:  # a timer thread has nobody to raise to; the registration TTL catches it
+            log.exception("creating kwok Node %s failed", name)
+
+    def _create_node(self, node: Node) -> None:
+        try:
+            self.cluster.create(node)
+        except AlreadyExistsError:
+            log.info("kwok Node %s already exists", node.name)
+            return
+        log.info("created kwok Node %s", node.name)
+
+    def _hydrate(self, name: str, spec: NodeClaimSpec, launch: KwokLaunch) -> NodeClaim:
+        return NodeClaim(
+            metadata=ObjectMeta(name=name, labels=dict(launch.labels)),
+            spec=spec,
+            status=NodeClaimStatus(
+                provider_id=provider_id_for(name),
+                image_id=KWOK_IMAGE_ID,
+                capacity=dict(launch.instance_type.capacity),
+                allocatable=dict(launch.instance_type.allocatable),
+            ),
+        )
+
+    def _hydrate_node(self, node: Node, spec: NodeClaimSpec) -> NodeClaim:
+        instance_type = self._types_by_name.get(node.metadata.labels.get(LABEL_INSTANCE_TYPE, ""))
+        labels = dict(instance_type.requirements.labels(include_well_known=True)) if instance_type else {}
+        for key in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
+            if key in node.metadata.labels:
+                labels[key] = node.metadata.labels[key]
+        capacity = dict(instance_type.capacity) if instance_type else dict(node.capacity)
+        allocatable = dict(instance_type.allocatable) if instance_type else dict(node.allocatable)
+        return NodeClaim(
+            metadata=ObjectMeta(name=node.name, labels=labels),
+            spec=spec,
+            status=NodeClaimStatus(
+                provider_id=node.provider_id,
+                image_id=KWOK_IMAGE_ID,
+                capacity=capacity,
+                allocatable=allocatable,
+            ),
+        )
+
+    def delete(self, nodeclaim: NodeClaim) -> None:
+        name = self._name_of(nodeclaim.status.provider_id) or nodeclaim.name
+        with self._lock:
+            pending = self._pending.pop(name, None)
+        if pending is not None:
+            pending[1].cancel()
+            return
+        node = self.cluster.node(name)
+        if node is None:
+            node = Node(metadata=ObjectMeta(name=name))  # maybe not in the cache yet: ask the server
+        elif node.metadata.deleting:
+            return
+        try:
+            self.cluster.delete(node)
+        except NotFoundError as error:
+            raise NodeClaimNotFoundError(f"kwok Node {name!r} not found") from error
+
+    def get(self, provider_id: str) -> NodeClaim:
+        name = self._name_of(provider_id)
+        with self._lock:
+            pending = self._pending.get(name) if name else None
+        if pending is not None:
+            return self._hydrate(name, _EMPTY_SPEC, pending[0])
+        node = self.cluster.node(name) if name else None
+        if node is None or node.provider_id != provider_id:
+            raise NodeClaimNotFoundError(f"instance {provider_id!r} not found")
+        return self._hydrate_node(node, _EMPTY_SPEC)
+
+    def list(self) -> builtins.list[NodeClaim]:
+        nodes = sorted(
+            (node for node in self.cluster.nodes() if node.provider_id.startswith(PROVIDER_ID_PREFIX)),
+            key=lambda node: node.name,
+        )
+        return [self._hydrate_node(node, _EMPTY_SPEC) for node in nodes]
+
+    def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        return ""
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
+        return [RepairPolicy("Ready", "False", 30 * 60.0), RepairPolicy("Ready", "Unknown", 30 * 60.0)]
+
+    @staticmethod
+    def _name_of(provider_id: str) -> str:
+        return (
+            provider_id.removeprefix(PROVIDER_ID_PREFIX) if provider_id.startswith(PROVIDER_ID_PREFIX) else ""
+        )
+
+
+_EMPTY_SPEC = NodeClaimSpec(node_class_ref=NodeClassRef("", "", ""))
