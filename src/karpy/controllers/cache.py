@@ -16,9 +16,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from karpy.api.core import DaemonSet, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget
+from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodePool
+
+
+def object_kind(obj: object) -> str:
+    kind = getattr(obj, "kind", None)
+    if not isinstance(kind, str):
+        raise TypeError(f"not a Kubernetes object: {obj!r}")
+    return kind
+
+
+def object_meta(obj: object) -> ObjectMeta:
+    meta = getattr(obj, "metadata", None)
+    if not isinstance(meta, ObjectMeta):
+        raise TypeError(f"not a Kubernetes object: {obj!r}")
+    return meta
+
+
+def object_key(obj: object) -> str:
+    """``namespace/name``, or ``name`` for cluster-scoped objects: the caches' key."""
+    meta = object_meta(obj)
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 class TypedReads:

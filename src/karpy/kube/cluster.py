@@ -70,6 +70,7 @@ from karpy.api.manifest import PARSERS
 from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import NodeClaim
 from karpy.controllers.cache import TypedReads
+from karpy.controllers.cache import object_meta as _meta_of
 from karpy.controllers.interfaces import (
     AlreadyExistsError,
     Clock,
@@ -117,13 +118,6 @@ _DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPoli
 class WallClock:
     def now(self) -> float:
         return time.time()
-
-
-def _meta_of(obj: object) -> ObjectMeta:
-    meta = getattr(obj, "metadata", None)
-    if not isinstance(meta, ObjectMeta):
-        raise TypeError(f"not a Kubernetes object: {obj!r}")
-    return meta
 
 
 def _resource_of(obj: object) -> ResourceType:

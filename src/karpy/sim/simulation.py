@@ -26,6 +26,7 @@ from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.cloud.provider import CloudProvider
+from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
@@ -39,7 +40,7 @@ from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
 from karpy.sim.recorder import Recorder
 from karpy.sim.scenario import Scenario, Step
 from karpy.sim.scheduler import SimulatedKubeScheduler
-from karpy.sim.store import InMemoryCluster, object_key, object_kind, object_meta
+from karpy.sim.store import InMemoryCluster
 from karpy.sim.workloads import SimulatedWorkloadControllers
 
 log = logging.getLogger("karpy.sim")

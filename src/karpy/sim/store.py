@@ -34,7 +34,7 @@ from karpy.api.core import (
     ReplicaSet,
 )
 from karpy.api.meta import ObjectMeta
-from karpy.controllers.cache import TypedReads
+from karpy.controllers.cache import TypedReads, object_key, object_kind, object_meta
 from karpy.controllers.interfaces import (
     AlreadyExistsError,
     Clock,
@@ -60,25 +60,6 @@ class Event:
     kind: str
     namespace: str
     name: str
-
-
-def object_kind(obj: object) -> str:
-    kind = getattr(obj, "kind", None)
-    if not isinstance(kind, str):
-        raise TypeError(f"not a Kubernetes object: {obj!r}")
-    return kind
-
-
-def object_meta(obj: object) -> ObjectMeta:
-    meta = getattr(obj, "metadata", None)
-    if not isinstance(meta, ObjectMeta):
-        raise TypeError(f"not a Kubernetes object: {obj!r}")
-    return meta
-
-
-def object_key(obj: object) -> str:
-    meta = object_meta(obj)
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 def _with_meta(obj: T, meta: ObjectMeta) -> T:
