@@ -556,12 +556,7 @@ class _Scheduler:
                 elif signature:
                     self._rule_out(signature, target)
             if not placed:
-                for pool in self.pools:
-                    reason = self._open_bin(pool, current, requests)
-                    if reason is None:
-                        placed = True
-                        break
-                    reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
+                placed = self._open_in_first_pool(current, requests, reasons)
             if not placed:
                 return pods[index:]
             reasons.clear()
@@ -688,14 +683,7 @@ class _Scheduler:
         while remaining:
             first = remaining[0]
             current = self._for(constraints, first)
-            opened = False
-            for pool in self.pools:
-                reason = self._open_bin(pool, current, requests)
-                if reason is None:
-                    opened = True
-                    break
-                reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
-            if not opened:
+            if not self._open_in_first_pool(current, requests, reasons):
                 return remaining
             reasons.clear()
             self._note_placed(current, first, plan)
@@ -1088,6 +1076,17 @@ class _Scheduler:
             cached = (compatible, [t for t in compatible if t.available_offerings(requirements)])
             self._type_cache[key] = cached
         return cached
+
+    def _open_in_first_pool(
+        self, constraints: PodConstraints, requests: ResourceAmounts, reasons: list[str]
+    ) -> bool:
+        """Open a NodeClaim in the first pool (by weight) that takes the pod; else say why each cannot."""
+        for pool in self.pools:
+            reason = self._open_bin(pool, constraints, requests)
+            if reason is None:
+                return True
+            reasons.append(f"NodePool {pool.nodepool.name}: {reason}")
+        return False
 
     def _open_bin(
         self, pool: NodePoolCapacity, constraints: PodConstraints, requests: ResourceAmounts
