@@ -27,6 +27,8 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 
+from karpy.kube.crds import all_crds, render_yaml
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "control-plane"
 FAKE_KUBELET_MODULE = "karpy.cloud.kwok.fake_kubelet"
@@ -211,3 +213,18 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
         wait_until(has_service_account, timeout=30, what=f"ServiceAccount {name}/default")
         yield name
         client.delete(Namespace, name)
+
+
+def install_crds(plane: ControlPlane) -> list[str]:
+    """Apply karpy's CRDs (idempotent) and wait until they are Established; their names."""
+    names = [crd["metadata"]["name"] for crd in all_crds()]
+    plane.kubectl("apply", "-f", "-", stdin=render_yaml(all_crds()))
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+    return names
+
+
+@pytest.fixture(scope="module")
+def crds(control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with karpy's CRDs installed (left installed for later modules)."""
+    install_crds(control_plane)
+    return control_plane

@@ -16,9 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.conftest import ControlPlane
-
-from karpy.kube.crds import all_crds, render_yaml
+from tests.integration.conftest import ControlPlane, install_crds
 
 pytestmark = pytest.mark.integration
 
@@ -83,11 +81,7 @@ def header(table: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def crds(control_plane: ControlPlane) -> Iterator[ControlPlane]:
-    names = [crd["metadata"]["name"] for crd in all_crds()]
-    control_plane.kubectl("apply", "-f", "-", stdin=render_yaml(all_crds()))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
-    )
+    names = install_crds(control_plane)
     yield control_plane
     for kind in ("nodeclaims", "nodepools", "ec2nodeclasses", "kwoknodeclasses"):
         control_plane.kubectl("delete", kind, "--all", "--ignore-not-found", "--wait=true")

@@ -26,7 +26,6 @@ from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, EvictionRe
 from karpy.kube._http import ApiTransport
 from karpy.kube._resources import POD
 from karpy.kube.cluster import KubeCluster
-from karpy.kube.crds import all_crds, render_yaml
 
 from .conftest import ControlPlane, wait_until
 
@@ -49,16 +48,6 @@ class Recorder:
     def changes(self, kind: str) -> list[tuple[object | None, object | None]]:
         with self._lock:
             return [(old, new) for changed, old, new in self._changes if changed == kind]
-
-
-@pytest.fixture(scope="module")
-def crds(control_plane: ControlPlane) -> ControlPlane:
-    names = [crd["metadata"]["name"] for crd in all_crds()]
-    control_plane.kubectl("apply", "-f", "-", stdin=render_yaml(all_crds()))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
-    )
-    return control_plane
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from karpy.kube.crds import all_crds, render_yaml
 from karpy.run import run
 
 from .conftest import ControlPlane, wait_until
@@ -87,16 +86,6 @@ def deployment_manifest(namespace: str) -> str:
             },
         }
     )
-
-
-@pytest.fixture(scope="module")
-def crds(control_plane: ControlPlane) -> ControlPlane:
-    names = [crd["metadata"]["name"] for crd in all_crds()]
-    control_plane.kubectl("apply", "-f", "-", stdin=render_yaml(all_crds()))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
-    )
-    return control_plane
 
 
 @pytest.fixture
