@@ -271,3 +271,204 @@ def single_resource_bound(pods: Sequence[Pod], pools: Sequence[NodePoolCapacity]
         if amount > 0 and unit_prices:
             best = max(best, amount * min(unit_prices))
     return best
+
+
+def _undominated(columns: Sequence[Column]) -> list[Column]:
+    """The columns no other column beats: none as cheap with at least as much of every resource.
+
+    A node of a dominated type holds nothing that a node of the type
+    dominating it could not hold for no more money, so leaving dominated
+    types out changes no optimum below; it only makes the pricing step cheaper.
+    """
+    kept: list[Column] = []
+    for column in sorted(columns, key=lambda column: (column.price, [-amount for amount in column.usable])):
+        if any(
+            other.price <= column.price
+            and all(mine <= theirs for mine, theirs in zip(column.usable, other.usable, strict=True))
+            for other in kept
+        ):
+            continue
+        kept.append(column)
+    return kept
+
+
+def _most_of(vector: Sequence[float], usable: Sequence[float]) -> int:
+    """How many pods of ``vector`` one node of ``usable`` holds (the pods row included)."""
+    return min(int(room // amount + 1e-9) for room, amount in zip(usable, vector, strict=True) if amount > 0)
+
+
+def _best_pattern(
+    values: Sequence[float], vectors: Sequence[Sequence[float]], usable: Sequence[float], upper: Sequence[int]
+) -> tuple[float, list[int]]:
+    """The most valuable set of pods one node of ``usable`` holds: an integer knapsack in three dimensions.
+
+    Returns an upper bound on the best value (HiGHS' dual bound, so that the
+    bound built from it stays valid even if the search stopped early) and the
+    best pattern found (pods per class).
+    """
+    count = len(values)
+    lp = highspy.HighsLp()
+    lp.num_col_ = count
+    lp.num_row_ = len(usable)
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_ = np.array(values, dtype=np.float64)
+    lp.col_lower_ = np.zeros(count, dtype=np.float64)
+    lp.col_upper_ = np.array(upper, dtype=np.float64)
+    lp.row_lower_ = np.full(len(usable), -highspy.kHighsInf, dtype=np.float64)
+    lp.row_upper_ = np.array(usable, dtype=np.float64)
+    starts, indices, entries = [0], [], []
+    for resource in range(len(usable)):
+        for index, vector in enumerate(vectors):
+            if vector[resource]:
+                indices.append(index)
+                entries.append(vector[resource])
+        starts.append(len(indices))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
+    lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
+    lp.a_matrix_.value_ = np.array(entries, dtype=np.float64)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * count
+    with _quiet_stdout():
+        highs = highspy.Highs()  # type: ignore[no-untyped-call]
+    highs.silent()
+    highs.setOptionValue("mip_rel_gap", 0.0)
+    highs.passModel(lp)
+    highs.run()
+    info = highs.getInfo()
+    pattern = [round(value) for value in highs.getSolution().col_value]
+    return max(float(info.mip_dual_bound), float(info.objective_function_value)), pattern
+
+
+def _master(
+    patterns: Sequence[Sequence[int]], prices: Sequence[float], counts: Sequence[int]
+) -> tuple[float, list[float], list[float]]:
+    """The restricted configuration LP: its optimum, the class rows' duals and the patterns' node counts."""
+    lp = highspy.HighsLp()
+    lp.num_col_ = len(patterns)
+    lp.num_row_ = len(counts)
+    lp.col_cost_ = np.array(prices, dtype=np.float64)
+    lp.col_lower_ = np.zeros(len(patterns), dtype=np.float64)
+    lp.col_upper_ = np.full(len(patterns), highspy.kHighsInf, dtype=np.float64)
+    lp.row_lower_ = np.array(counts, dtype=np.float64)
+    lp.row_upper_ = np.full(len(counts), highspy.kHighsInf, dtype=np.float64)
+    starts, indices, entries = [0], [], []
+    for pattern in patterns:
+        for index, pods in enumerate(pattern):
+            if pods:
+                indices.append(index)
+                entries.append(float(pods))
+        starts.append(len(indices))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
+    lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
+    lp.a_matrix_.value_ = np.array(entries, dtype=np.float64)
+    with _quiet_stdout():
+        highs = highspy.Highs()  # type: ignore[no-untyped-call]
+    highs.silent()
+    highs.passModel(lp)
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError("the configuration LP was not solved")
+    solution = highs.getSolution()
+    return (
+        float(highs.getInfo().objective_function_value),
+        [max(0.0, dual) for dual in solution.row_dual],
+        list(solution.col_value),
+    )
+
+
+def configuration_lower_bound(
+    pods: Sequence[Pod], pools: Sequence[NodePoolCapacity], *, max_rounds: int = 200
+) -> LowerBound:
+    """The tightest bound here: the configuration LP (Gilmore and Gomory's relaxation of bin packing).
+
+    A *pattern* is one node of a type with a whole number of pods of each
+    request class that fit it together. Variables: ``λ_p ≥ 0`` nodes of
+    pattern ``p`` (continuous). Minimise Σ price_p·λ_p subject to
+    Σ_p pods_cp·λ_p ≥ n_c per class. Every plan is such a set of patterns
+    with whole λ, so the LP's optimum is a lower bound; unlike the
+    assignment LP, it knows that pods are indivisible within a node (a
+    512Mi pod and a 256Mi pod cannot share a node with 700Mi free). Only
+    the number of nodes per pattern is relaxed, which at thousands of pods
+    costs a fraction of a node per pattern: this bound is close to the true
+    optimum.
+
+    There are far too many patterns to list, so they are generated
+    (column generation): solve the LP over the patterns known, take the
+    class rows' duals π (what one more pod of each class is worth), and ask
+    each type for its most valuable pattern, an integer knapsack solved by
+    HiGHS; a pattern worth more than its type's price improves the LP and
+    joins it. Every round also yields a valid bound (Farley's): with
+    κ = max_t value_t / price_t ≥ 1, π/κ is a feasible dual, so
+    optimum ≥ (restricted optimum)/κ. The best such bound is returned, and
+    it equals the LP's optimum once no pattern improves it.
+    """
+    columns = _undominated(lp_columns(pools))
+    needed = demand(pods)
+    fitting = {
+        vector: count
+        for vector, count in request_classes(pods).items()
+        if any(_fits(vector, column.usable) for column in columns)
+    }
+    if not fitting:
+        return LowerBound(0.0, (), needed)
+    vectors = list(fitting)
+    counts = [fitting[vector] for vector in vectors]
+    upper = [
+        [
+            min(count, _most_of(vector, column.usable)) if _fits(vector, column.usable) else 0
+            for vector, count in zip(vectors, counts, strict=True)
+        ]
+        for column in columns
+    ]
+    patterns: list[list[int]] = []
+    pattern_columns: list[int] = []
+    for column_index, limits in enumerate(upper):
+        for class_index, most in enumerate(limits):
+            if most:
+                pattern = [0] * len(vectors)
+                pattern[class_index] = most
+                patterns.append(pattern)
+                pattern_columns.append(column_index)
+    best = 0.0
+    nodes: list[float] = []
+    for _ in range(max_rounds):
+        restricted, duals, nodes = _master(patterns, [columns[i].price for i in pattern_columns], counts)
+        ratio = 1.0
+        added = 0
+        for column_index, column in enumerate(columns):
+            # No pattern of this type can be worth more than its resources at the best value per unit.
+            ceiling = min(
+                (
+                    column.usable[resource]
+                    * max(
+                        dual / vector[resource]
+                        for dual, vector in zip(duals, vectors, strict=True)
+                        if vector[resource] > 0
+                    )
+                    for resource in range(len(RESOURCE_SCALES))
+                    if any(vector[resource] > 0 for vector in vectors)
+                ),
+                default=0.0,
+            )
+            if ceiling <= column.price:
+                continue
+            value, pattern = _best_pattern(duals, vectors, column.usable, upper[column_index])
+            ratio = max(ratio, value / column.price)
+            if sum(dual * pods for dual, pods in zip(duals, pattern, strict=True)) > column.price * (
+                1 + 1e-7
+            ):
+                patterns.append(pattern)
+                pattern_columns.append(column_index)
+                added += 1
+        best = max(best, restricted / ratio)
+        if added == 0 or restricted <= best * (1 + 1e-6):
+            break
+    per_type: dict[int, float] = {}
+    for column_index, count in zip(pattern_columns, nodes, strict=True):
+        per_type[column_index] = per_type.get(column_index, 0.0) + count
+    return LowerBound(
+        best,
+        _largest([columns[i] for i in per_type], list(per_type.values())),
+        needed,
+    )

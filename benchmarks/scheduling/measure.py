@@ -40,7 +40,11 @@ from enum import StrEnum
 from multiprocessing.connection import Connection
 
 from benchmarks.scheduling.checks import plan_violations
-from benchmarks.scheduling.lower_bound import assignment_lower_bound, lp_lower_bound
+from benchmarks.scheduling.lower_bound import (
+    assignment_lower_bound,
+    configuration_lower_bound,
+    lp_lower_bound,
+)
 from benchmarks.scheduling.workloads import (
     DEFAULT_SEED,
     catalog_pools,
@@ -105,6 +109,8 @@ class Result:
     lower_bound_nodes: str = ""
     assignment_bound: float | None = None  # the assignment LP's price
     assignment_bound_nodes: str = ""
+    configuration_bound: float | None = None  # the configuration LP's price
+    configuration_bound_nodes: str = ""
     error: str = ""
 
     @property
@@ -123,6 +129,11 @@ class Result:
         """(plan price − assignment LP bound) / assignment LP bound."""
         return self._gap(self.assignment_bound)
 
+    @property
+    def configuration_gap(self) -> float | None:
+        """(plan price − configuration LP bound) / configuration LP bound."""
+        return self._gap(self.configuration_bound)
+
     def _gap(self, bound: float | None) -> float | None:
         if bound is None or bound <= 0 or self.error:
             return None
@@ -134,6 +145,7 @@ class Result:
         data["pods_per_second"] = self.pods_per_second
         data["gap"] = self.gap
         data["assignment_gap"] = self.assignment_gap
+        data["configuration_gap"] = self.configuration_gap
         return data
 
 
@@ -212,6 +224,9 @@ def measure_case(case: Case) -> Result:
         assignment = assignment_lower_bound(placed, pools)
         result.assignment_bound = assignment.price
         result.assignment_bound_nodes = assignment.describe()
+        configuration = configuration_lower_bound(placed, pools)
+        result.configuration_bound = configuration.price
+        result.configuration_bound_nodes = configuration.describe()
     return result
 
 

@@ -15,7 +15,12 @@ from collections import Counter
 from collections.abc import Mapping
 
 from benchmarks.scheduling.checks import plan_violations
-from benchmarks.scheduling.lower_bound import assignment_lower_bound, lp_lower_bound, single_resource_bound
+from benchmarks.scheduling.lower_bound import (
+    assignment_lower_bound,
+    configuration_lower_bound,
+    lp_lower_bound,
+    single_resource_bound,
+)
 from benchmarks.scheduling.measure import Case, Suite, measure_case, plan_price
 from benchmarks.scheduling.report import judge_targets, lp_table, speed_table
 from benchmarks.scheduling.workloads import (
@@ -125,8 +130,11 @@ def test_lp_bounds_are_ordered_below_the_plan_price() -> None:
         aggregate = lp_lower_bound(pods, pools).price
         assignment = assignment_lower_bound(pods, pools).price
         assert 0 < single <= aggregate * (1 + 1e-9)
+        configuration = configuration_lower_bound(pods, pools).price
         assert aggregate <= assignment * (1 + 1e-9)
-        assert assignment <= plan_price(plan) * (1 + 1e-9)
+        # The configuration LP is the tightest: its patterns are the assignment LP's with whole pods.
+        assert assignment <= configuration * (1 + 1e-6)
+        assert configuration <= plan_price(plan) * (1 + 1e-9)
 
 
 def test_each_suite_measures_its_smallest_case_end_to_end() -> None:
@@ -142,6 +150,7 @@ def test_each_suite_measures_its_smallest_case_end_to_end() -> None:
     assert catalog.tracemalloc_peak_bytes is not None and catalog.peak_rss_bytes is not None
     assert bounded.gap is not None and bounded.gap >= 0
     assert bounded.assignment_gap is not None and 0 <= bounded.assignment_gap <= bounded.gap
+    assert bounded.configuration_gap is not None and 0 <= bounded.configuration_gap <= bounded.assignment_gap
     assert len(speed_table([karpenter])) == 3
     assert "generic" in lp_table([bounded])[2]
     verdicts = {verdict.name: verdict.verdict for verdict in judge_targets([karpenter, catalog, bounded])}

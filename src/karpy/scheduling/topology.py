@@ -232,6 +232,22 @@ class Topology:
                 self._unindexed.append(counter)
         return counter
 
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether any constraint met so far counts or repels a pod like this.
+
+        Every spread and affinity selector a pod was checked against has a
+        counter, and every placed pod's anti-affinity is kept, so after a
+        solve this tells whether moving such a pod between nodes could change
+        another pod's verdict.
+        """
+        if any(counter.selects.matches_labels(namespace, labels) for counter in self._counters.values()):
+            return True
+        return any(
+            term.selects.matches_labels(namespace, labels)
+            for terms in self._anti_by_target.values()
+            for term in terms
+        )
+
     def inverse_keys(self, constraints: PodConstraints) -> set[str]:
         """Keys of anti-affinity held by placed pods that select this pod."""
         pod = constraints.pod
