@@ -45,6 +45,8 @@ import numpy.typing as npt
 # Greedy packing is sensitive to it, and no one value is best for every workload, so
 # callers try a few (see :func:`pack`) and keep the cheapest plan.
 CHUNK_DIVISORS = (1, 2, 4)
+# Types kept per class: those cheapest per pod of that class alone.
+TYPES_PER_CLASS = 4
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -111,6 +113,10 @@ def pack(
     value = per_pod.min(axis=0)
     if not bool(np.isfinite(value).all()):
         return None
+    # The few types cheapest per pod for some class are where good patterns are; the
+    # others only slow every round down (a catalog priced by size has hundreds).
+    shortlist = np.unique(np.argsort(per_pod, axis=0, kind="stable")[:TYPES_PER_CLASS].ravel())
+    types, capacity, price = types[shortlist], capacity[shortlist], price[shortlist]
     remaining = counts.astype(np.int64).copy()
     # Each type's current proposal (types × classes), refilled only where stale.
     proposals = np.zeros((len(types), len(counts)), dtype=np.int64)
