@@ -550,6 +550,14 @@ class _Scheduler:
         signature = _topology_signature(constraints) if not retry_topology else ""
         out_for_topology = self._topology_refusals.setdefault(signature, set()) if signature else set()
         rooms = self._signature_rooms(signature) if signature else None
+        # A pod that repels its own kind per node closes its node to the rest of its group:
+        # say so at once rather than have the next pod ask and be refused.
+        pod = constraints.pod
+        excludes_itself = bool(signature) and any(
+            term.topology_key == LABEL_HOSTNAME
+            and term.selects.matches_labels(pod.metadata.namespace, pod.metadata.labels)
+            for term in constraints.anti_affinity
+        )
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
@@ -565,6 +573,8 @@ class _Scheduler:
                 if verdict is _ACCEPTED:
                     if not target.is_new:
                         plan.existing[pod.key] = target.name
+                    elif excludes_itself:
+                        self._rule_out(signature, target)
                     placed = True
                     break
                 if verdict is _REFUSED:
@@ -573,6 +583,8 @@ class _Scheduler:
                     self._rule_out(signature, target)
             if not placed:
                 placed = self._open_in_first_pool(current, requests, reasons)
+                if placed and excludes_itself:
+                    self._rule_out(signature, self.bins[-1])
             if not placed:
                 return pods[index:]
             reasons.clear()
@@ -1342,8 +1354,8 @@ class _Prices:
 
     def ranked(
         self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp], requirements: Requirements
-    ) -> list[InstanceType]:
-        """The options at ``rows`` of the pool, cheapest first (then by name)."""
+    ) -> npt.NDArray[np.intp]:
+        """The options at ``rows`` of the pool, cheapest first (then by name), as rows."""
         key = (id(pool), str(requirements.get(LABEL_ZONE)), str(requirements.get(LABEL_CAPACITY_TYPE)))
         rank = self._ranks.get(key)
         if rank is None:
@@ -1357,8 +1369,8 @@ class _Prices:
             rank = np.empty(max(1, len(order)), dtype=np.intp)
             rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order), dtype=np.intp)
             self._ranks[key] = rank
-        ordered = rows[np.argsort(rank[rows], kind="stable")]
-        return [pool.instance_types[row] for row in ordered.tolist()]
+        ordered: npt.NDArray[np.intp] = rows[np.argsort(rank[rows], kind="stable")]
+        return ordered
 
 
 def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
@@ -1366,11 +1378,13 @@ def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
     assert pool is not None
     requirements = target.requirements
     ranked = prices.ranked(pool, target.rows, requirements)
-    kept = ranked[:MAX_INSTANCE_TYPES]
-    if not min_values_met(requirements, kept):
+    types = pool.instance_types
+    kept = [types[row] for row in ranked[:MAX_INSTANCE_TYPES].tolist()]
+    if len(ranked) > MAX_INSTANCE_TYPES and not min_values_met(requirements, kept):
         # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
-        for end in range(MAX_INSTANCE_TYPES + 1, len(ranked) + 1):
-            kept = ranked[:end]
+        every = [types[row] for row in ranked.tolist()]
+        for end in range(MAX_INSTANCE_TYPES + 1, len(every) + 1):
+            kept = every[:end]
             if min_values_met(requirements, kept):
                 break
     requirements = requirements.copy()
