@@ -355,6 +355,11 @@ class _Target:
     cheapest_price: float = 0.0
     # Rows of ``options`` in the pool's matrix, kept in step with them.
     rows: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    # The matrix's rows and prices at ``rows``, and ``requests`` as a vector: worked out
+    # when first needed after an update (most bins are asked far more often than joined).
+    net: npt.NDArray[np.int64] | None = None
+    prices: npt.NDArray[np.float64] | None = None
+    demand: npt.NDArray[np.int64] | None = None
 
     @property
     def is_new(self) -> bool:
@@ -375,6 +380,7 @@ class _Target:
         self.requirements = requirements
         self.rows = rows
         self.requests = requests
+        self.net = self.prices = self.demand = None
         # Only a pool with limits needs to know the most this bin can add to its usage.
         self.reserved = max_capacity(self.options) if pool.remaining is not None else {}
 
@@ -439,6 +445,7 @@ class _Scheduler:
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
         self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
         self._alone_cache: dict[tuple[int, int, int, int], float] = {}
+        self._vector_cache: dict[tuple[int, int], tuple[ResourceAmounts, npt.NDArray[np.int64]]] = {}
         self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
         self.resources = sorted(
             {POD_RESOURCE}
@@ -484,6 +491,7 @@ class _Scheduler:
         once on each target, which is what first-fit would do one by one.
         """
         self._alone_cache.clear()
+        self._vector_cache.clear()
         try:
             constraints: PodConstraints | None = pod_constraints(
                 pods[0], self.volume_terms.get(pods[0].key, ())
@@ -611,7 +619,7 @@ class _Scheduler:
         """Existing capacity, then new NodeClaims whose cheapest option has room, then
         the most recent NodeClaims that could take the pod by growing to a bigger type.
 
-        Growing is weighed against a NodeClaim of the pod's own (``_worth_growing``);
+        Growing is weighed against a NodeClaim of the pod's own (``_alone``);
         asking only the last few NodeClaims keeps that from costing a pass over all.
         """
         yield from self.existing
@@ -890,18 +898,26 @@ class _Scheduler:
         for option in constraints.node_options():
             if target.requirements.compatible(option) is not None:
                 continue
-            total = add_amounts(target.requests, requests)
             # Room and price first, over every option at once (and before the dearer
             # topology check, since most refusals are here): narrowing the zone
             # afterwards only removes options, so it cannot make either better.
             matrix = self._matrix(pool)
-            roomy_mask: npt.NDArray[np.bool_] = np.asarray(
-                (matrix.net[target.rows] >= matrix.vector(total)).all(axis=1), dtype=np.bool_
-            )
-            roomy = target.rows[roomy_mask]
-            if len(roomy) == 0 or not self._worth_growing(pool, target, roomy, option, requests, 1):
+            if target.net is None or target.prices is None or target.demand is None:
+                target.net = matrix.net[target.rows]
+                target.prices = matrix.price[target.rows]
+                target.demand = matrix.vector(target.requests)
+            demand = target.demand + self._vector(matrix, requests)
+            roomy_mask: npt.NDArray[np.bool_] = np.asarray((target.net >= demand).all(axis=1), dtype=np.bool_)
+            if not roomy_mask.any():
                 too_full = True
                 continue
+            after = float(target.prices[roomy_mask].min())
+            if after > target.cheapest_price and after - target.cheapest_price > self._alone(
+                pool, option, requests, 1
+            ):
+                too_full = True
+                continue
+            total = add_amounts(target.requests, requests)
             merged = target.requirements.intersection(option)
             admission = self._admit(constraints, target, merged)
             if not admission.ok:
@@ -921,6 +937,7 @@ class _Scheduler:
                 # Options only ever shrink as pods join, so the bin's largest option,
                 # and with it the pool's reserved capacity, cannot grow: no limit check.
                 target.update(narrowed, rows, total)
+                target.demand = demand
                 self._refresh_rooms(target)
                 self._commit(constraints, target, admission.allowed)
                 return _ACCEPTED
@@ -1030,36 +1047,28 @@ class _Scheduler:
             self._label_cache[key] = allowed
         return allowed
 
-    def _worth_growing(
-        self,
-        pool: NodePoolCapacity,
-        target: _Target,
-        rows: npt.NDArray[np.intp],
-        option: Requirements,
-        requests: ResourceAmounts,
-        count: int,
-    ) -> bool:
-        """Whether adding ``count`` pods here costs no more than fresh nodes for them.
-
-        First-fit alone keeps growing a NodeClaim towards the largest type, and
-        on a real catalog the largest types are rarely the cheapest per pod.
-        Adding pods is free while the cheapest option still fits them; once
-        they force a bigger type, the price step must not exceed what they
-        would cost on fresh nodes of the best type for them. So a NodeClaim
-        grows while growing is the cheaper way to place its next pods, and no
-        further.
-        """
-        matrix = self._matrix(pool)
-        before = target.cheapest_price
-        after = float(matrix.price[rows].min())
-        if after <= before:
-            return True
-        return after - before <= self._alone(pool, option, requests, count)
+    def _vector(self, matrix: _PoolMatrix, requests: ResourceAmounts) -> npt.NDArray[np.int64]:
+        """``requests`` as a row of ``matrix`` (cached per group: alike pods share one dict)."""
+        key = (id(matrix), id(requests))
+        cached = self._vector_cache.get(key)
+        if cached is None or cached[0] is not requests:
+            cached = (requests, matrix.vector(requests))
+            self._vector_cache[key] = cached
+        return cached[1]
 
     def _alone(
         self, pool: NodePoolCapacity, option: Requirements, requests: ResourceAmounts, count: int
     ) -> float:
-        """The least ``count`` such pods cost on fresh nodes of the pool (see ``cost_alone``)."""
+        """The least ``count`` such pods cost on fresh nodes of the pool (see ``cost_alone``).
+
+        This is what a NodeClaim's growth is weighed against. First-fit alone
+        keeps growing a NodeClaim towards the largest type, and on a real
+        catalog the largest types are rarely the cheapest per pod. Adding pods
+        is free while the cheapest option still fits them; once they force a
+        bigger type, the price step must not exceed what they would cost on
+        fresh nodes of the best type for them. So a NodeClaim grows while
+        growing is the cheaper way to place its next pods, and no further.
+        """
         # Within one group of alike pods ``option`` and ``requests`` are one object each,
         # alive all along: their ids are safe keys (the cache is emptied per group).
         key = (id(pool), id(option), id(requests), count)
