@@ -188,6 +188,15 @@ def _fits(vector: Sequence[float], usable: Sequence[float]) -> bool:
     return all(amount <= room for amount, room in zip(vector, usable, strict=True))
 
 
+def _placeable_classes(pods: Sequence[Pod], columns: Sequence[Column]) -> dict[tuple[float, ...], int]:
+    """The request classes of ``pods`` that fit some column (no plan can place the others either)."""
+    return {
+        vector: count
+        for vector, count in request_classes(pods).items()
+        if any(_fits(vector, column.usable) for column in columns)
+    }
+
+
 def assignment_lower_bound(pods: Sequence[Pod], pools: Sequence[NodePoolCapacity]) -> LowerBound:
     """A tighter valid bound: the LP relaxation of assigning pods to instance types, type by type.
 
@@ -204,11 +213,7 @@ def assignment_lower_bound(pods: Sequence[Pod], pools: Sequence[NodePoolCapacity
     """
     columns = lp_columns(pools)
     needed = demand(pods)
-    classes = {
-        vector: count
-        for vector, count in request_classes(pods).items()
-        if any(_fits(vector, column.usable) for column in columns)
-    }
+    classes = _placeable_classes(pods, columns)
     if not classes:
         return LowerBound(0.0, (), needed)
     resources = len(RESOURCE_SCALES)
@@ -405,11 +410,7 @@ def configuration_lower_bound(
     """
     columns = _undominated(lp_columns(pools))
     needed = demand(pods)
-    fitting = {
-        vector: count
-        for vector, count in request_classes(pods).items()
-        if any(_fits(vector, column.usable) for column in columns)
-    }
+    fitting = _placeable_classes(pods, columns)
     if not fitting:
         return LowerBound(0.0, (), needed)
     vectors = list(fitting)
