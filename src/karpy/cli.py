@@ -8,6 +8,8 @@
 - ``karpy validate PATH ...``: check manifests without running anything.
 - ``karpy run [--kubeconfig PATH]``: run the controllers against a real
   cluster, launching kwok nodes (docs/run.md); stops on SIGTERM or SIGINT.
+  Replicas elect a leader through a Lease; one that loses its lease exits
+  with status 1, to be restarted as a standby.
 - ``karpy crds``: print the CustomResourceDefinitions karpy needs in a real
   cluster, for ``karpy crds | kubectl apply -f -`` (docs/crds.md).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,12 +32,15 @@ from karpy import __version__
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.kube.crds import all_crds, render_yaml
+from karpy.logs import configure as configure_logging
+from karpy.settings import SettingsError, add_run_options, run_options
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_files, load_inputs
 from karpy.sim.simulation import Simulation
 from karpy.sim.validation import validate_references
 
 EXIT_OK = 0
+EXIT_LEADERSHIP_LOST = 1
 EXIT_BAD_INPUT = 2
 
 
@@ -65,10 +71,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     run_command.add_argument(
         "--registration-delay",
-        default="0s",
-        help="time between a launch and its kwok Node's creation (default 0s)",
+        help="time between a launch and its kwok Node's creation"
+        " (default: $KARPY_REGISTRATION_DELAY, else 0s)",
     )
-    run_command.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
+    run_command.add_argument(
+        "--disable-leader-election",
+        nargs="?",
+        const="true",
+        metavar="BOOL",
+        help="reconcile without holding the lease (default: $DISABLE_LEADER_ELECTION, else false)",
+    )
+    run_command.add_argument(
+        "--leader-election-name",
+        help="the Lease to elect a leader with (default: $LEADER_ELECTION_NAME, else karpy-leader-election)",
+    )
+    run_command.add_argument(
+        "--leader-election-namespace",
+        help="the Lease's namespace (default: $LEADER_ELECTION_NAMESPACE, else the pod's, else kube-system)",
+    )
+    add_run_options(run_command)
+    run_command.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level debug")
     return parser
 
 
@@ -129,14 +151,41 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def run_against_cluster(args: argparse.Namespace) -> int:
-    from karpy.run import RunSettings, run  # the real-cluster stack is loaded only when it runs
+    # The real-cluster stack is loaded only when it runs.
+    from karpy.controllers.provisioning import ProvisioningSettings
+    from karpy.kube.leader import LeadershipLostError, election_config
+    from karpy.observability import ObservabilitySettings
+    from karpy.run import RunSettings, run
 
     try:
-        delay = parse_duration(args.registration_delay)
-    except DurationError as problem:
-        print(f"karpy: --registration-delay: {problem}", file=sys.stderr)
+        options = run_options(args, os.environ, verbose=args.verbose)
+    except SettingsError as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    run(args.kubeconfig, settings=RunSettings(registration_delay=delay))
+    configure_logging(options.log_level, options.log_format)
+    try:
+        election = election_config(
+            disable=args.disable_leader_election,
+            name=args.leader_election_name,
+            namespace=args.leader_election_namespace,
+            environ=os.environ,
+        )
+    except ValueError as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        settings = RunSettings(
+            provisioning=ProvisioningSettings(options.batch_idle_duration, options.batch_max_duration),
+            registration_delay=options.registration_delay,
+            leader_election=election,
+            observability=ObservabilitySettings(options.metrics_port, options.health_probe_port),
+            cluster_name=options.cluster_name,
+            tune_gc=True,
+        )
+        run(args.kubeconfig, settings=settings)
+    except LeadershipLostError as lost:
+        print(f"karpy: {lost}; exiting", file=sys.stderr)
+        return EXIT_LEADERSHIP_LOST
     return EXIT_OK
 
 

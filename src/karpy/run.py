@@ -28,11 +28,27 @@ twice. So the informers start first, :func:`run` waits until every one has
 listed once, and only then does the loop start; the notifications of the
 initial lists, queued meanwhile, give every controller its first keys.
 
+**Only the leader reconciles.** With leader election on (``karpy run``'s
+default; see :mod:`karpy.kube.leader`), every replica starts its informers
+and keeps its caches synced, but the loop reconciles only once this replica
+holds the Lease. A standby drains the notifications into the Runtime all the
+same, which only marks keys due (a key queued twice is kept once, so the
+backlog is bounded by the number of objects, not the wait), so a new leader
+reconciles everything at once from warm caches. The loop checks leadership
+before every pass; once it is lost (the renew deadline passed, or someone
+else holds the lease) :func:`run` raises
+:class:`~karpy.kube.leader.LeadershipLostError` and ``karpy run`` exits with
+status 1, as controller-runtime's manager does, so that the pod restarts as a
+fresh standby rather than acting on a lease it no longer holds. A reconcile
+in progress when the deadline passes still finishes; it has what is left of
+the lease duration after the renew deadline (5 s by default) before anyone
+else may start.
+
 **Shutdown** is cooperative: ``stop.set()`` from another thread, or SIGTERM or
 SIGINT when :func:`run` runs on the main thread, ends the loop after the
-reconcile in progress; the informers are then stopped and the connection
-closed. Nothing is rolled back: NodeClaims and Nodes stay, and the next start
-picks them up from the caches.
+reconcile in progress; the lease is then released (if held), the informers
+stopped and the connection closed. Nothing is rolled back: NodeClaims and
+Nodes stay, and the next start picks them up from the caches.
 
 Reconcile errors are logged and recorded by the Runtime, which retries the key
 a second later; one failing reconcile never stops the others.
@@ -40,6 +56,7 @@ a second later; one failing reconcile never stops the others.
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import signal
@@ -53,12 +70,16 @@ from types import FrameType
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.karpenter_metrics import MeteredCloudProvider, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime
 from karpy.controllers.termination import Terminator
 from karpy.kube._http import ApiTransport
 from karpy.kube.cluster import KubeCluster, WallClock
+from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
+from karpy.logs import about
+from karpy.observability import ObservabilitySettings, RunObservability
 
 log = logging.getLogger("karpy.run")
 
@@ -75,6 +96,35 @@ class RunSettings:
     registration_delay: float = 0.0
     # How long to wait for the informers' first lists before giving up.
     sync_timeout: float = 60.0
+    # The Lease to hold before reconciling; None: this is the only replica (no election).
+    leader_election: LeaderElectionConfig | None = None
+    # /metrics, /healthz and /readyz (none unless ports are given; ``karpy run`` gives 8080 and 8081).
+    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
+    # The cluster's name (CLUSTER_NAME), for the logs.
+    cluster_name: str = ""
+    # Tune the garbage collector for a cache-sized heap (``tune_gc``): the whole
+    # process's setting, so only ``karpy run`` itself asks for it.
+    tune_gc: bool = False
+
+
+# The cyclic collector's first-generation threshold while karpy runs (CPython's is 700).
+GC_THRESHOLD = 100_000
+
+
+def tune_gc() -> None:
+    """Make the garbage collector cheap for a process whose heap is mostly a cache.
+
+    Filling the informer caches allocates millions of objects that live as long
+    as the process, and the cyclic collector, run every 700 allocations, walks
+    them again and again finding nothing; the cache records hold no cycles
+    karpy relies on the collector for. What is allocated by start-up (modules,
+    the instance catalog) is frozen out of its view, and its first generation
+    waits for 100,000 allocations. Measured by ``python -m benchmarks.decode``
+    (see benchmarks/README.md).
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 class CacheSyncTimeoutError(RuntimeError):
@@ -113,16 +163,25 @@ class Runner:
             registration_delay=self.settings.registration_delay,
         )
         self.runtime = Runtime(self.clock)
+        self.observability = RunObservability(self.settings.observability, lambda: self.cluster.synced)
+        metrics = self.observability.metrics
+        election = self.settings.leader_election
+        self.elector = LeaderElector(transport, election) if election is not None else None
         self.changes: queue.Queue[Change] = queue.Queue()
         self.cluster.subscribe(self._hand_over)
-        cloud: CloudProvider = self.cloud
+
+        def cloud(controller: str) -> CloudProvider:
+            # Each controller's calls are counted under its name (karpenter_cloudprovider_*).
+            return MeteredCloudProvider(self.cloud, metrics, controller)
+
         for controller in (
-            Provisioner(self.cluster, cloud, self.clock, self.settings.provisioning),
-            NodeClaimLifecycle(self.cluster, cloud, self.clock),
+            Provisioner(self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics),
+            NodeClaimLifecycle(self.cluster, cloud("nodeclaim.lifecycle"), self.clock, metrics),
             NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud, self.clock),
-            NodeClaimDisruptionConditions(self.cluster, self.clock, cloud),
-            DisruptionController(self.cluster, self.clock, cloud),
+            Terminator(self.cluster, cloud("termination"), self.clock, metrics),
+            NodeClaimDisruptionConditions(self.cluster, self.clock, cloud("nodeclaim.disruption"), metrics),
+            DisruptionController(self.cluster, self.clock, cloud("disruption"), metrics=metrics),
+            *metrics_controllers(self.cluster, self.clock, metrics),
         ):
             self.runtime.register(controller)
 
@@ -131,19 +190,32 @@ class Runner:
         self.changes.put((kind, old, new))
 
     def run(self, stop: threading.Event, started: threading.Event | None = None) -> None:
+        log.info(
+            "starting",
+            extra=about(cluster=self.settings.cluster_name) if self.settings.cluster_name else None,
+        )
+        self.observability.start()  # probes answer while the caches list
         self.cluster.start()
+        if self.elector is not None:
+            self.elector.start()
         try:
-            if not self._wait_for_sync(stop):
+            if not self._wait_for_sync(stop) or not self._wait_for_leadership(stop):
                 return
             log.info("caches synced, controllers running")
+            # Instances a previous leader launched and left booting get their Nodes.
+            self.cloud.resume_boots()
             if started is not None:
                 started.set()
             while not stop.is_set():
                 self._drain()
+                self._check_leadership()
                 self.runtime.run_due()
                 self._wait(self._idle_seconds())
         finally:
+            if self.elector is not None:
+                self.elector.stop()  # releases the lease if held, so a standby takes over at once
             self.cluster.stop()
+            self.observability.stop()
             log.info(
                 "stopped after %d reconciles (%d failed)", self.runtime.reconciles, len(self.runtime.errors)
             )
@@ -158,7 +230,26 @@ class Runner:
                 raise CacheSyncTimeoutError(f"caches not synced after {self.settings.sync_timeout:g}s")
         return not stop.is_set()
 
+    def _wait_for_leadership(self, stop: threading.Event) -> bool:
+        if self.elector is None:
+            return True
+        log.info("caches synced, waiting for lease %s", self.elector.lease_name)
+        while not self.elector.wait_for_leadership(MAX_IDLE_WAIT):
+            if stop.is_set():
+                return False
+            if self.elector.lost.is_set():
+                raise LeadershipLostError(f"the election for lease {self.elector.lease_name} failed")
+            self._drain()  # marks keys due, reconciles nothing
+        return not stop.is_set()
+
+    def _check_leadership(self) -> None:
+        if self.elector is not None and not self.elector.is_leader():
+            raise LeadershipLostError(
+                f"lost lease {self.elector.lease_name} (identity {self.elector.identity})"
+            )
+
     def _drain(self) -> None:
+        self.observability.turn(self.cluster.synced)  # every loop turn passes here
         while True:
             try:
                 kind, old, new = self.changes.get_nowait()
@@ -198,6 +289,8 @@ def run(
     transport = ApiTransport.from_kubeconfig(kubeconfig)
     try:
         runner = Runner(transport, settings)
+        if runner.settings.tune_gc:
+            tune_gc()  # after the Runner: the catalog it loaded is frozen too
         with _stop_on_signals(stop):
             runner.run(stop, started)
     finally:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from benchmarks.decode import list_body
+from benchmarks.decode import measure as measure_decode
 from benchmarks.scheduling.checks import plan_violations
 from benchmarks.scheduling.lower_bound import (
     assignment_lower_bound,
@@ -155,3 +157,8 @@ def test_each_suite_measures_its_smallest_case_end_to_end() -> None:
     assert "generic" in lp_table([bounded])[2]
     verdicts = {verdict.name: verdict.verdict for verdict in judge_targets([karpenter, catalog, bounded])}
     assert verdicts["speed"] == "NOT RUN" and verdicts["memory"] == "NOT RUN"
+
+
+def test_the_decode_benchmark_fills_a_cache_under_karpys_gc_setting() -> None:
+    seconds, collections, _, peak, cached = measure_decode("karpy", list_body(200))
+    assert cached == 200 and seconds > 0 and peak > 0 and collections >= 0

@@ -198,6 +198,7 @@ def test_nodeclaim_create_update_status_conflict_and_events(
         # Events about a cluster-scoped object go to "default"; a repeat raises the count.
         for _ in range(2):
             kube.record_event(cached, EVENT_NORMAL, "Launched", "launched for the test")
+        assert kube.flush_events(30), "the events were not sent"
         events = json.loads(
             crds.kubectl(
                 "get",

@@ -6,6 +6,7 @@ import dataclasses
 
 from karpy.api.manifest import LoadedObject, parse_manifests
 from karpy.api.nodeclaim import NodeClaim
+from karpy.controllers.disruption import DISRUPTED_TAINT
 from karpy.sim.cloud import CapacityFailure, LaunchError
 from karpy.sim.simulation import Simulation
 
@@ -322,3 +323,36 @@ spec:
     assert simulation.cluster.nodeclaim(claim.name) is not None  # the PDB holds the drain
     simulation.run(10 * 60)
     assert simulation.cluster.nodeclaim(claim.name) is None  # forced once the grace period ran out
+
+
+def test_deleting_a_nodepool_terminates_its_nodeclaims() -> None:
+    # NodeClaims are owned by their NodePool: the garbage collector's cascade deletes
+    # them, and termination drains and removes them as for any other deletion.
+    simulation = started(nodepool(), deployment(replicas=3))
+    simulation.run(120, until_steady=False)
+    assert running_pods(simulation) == 3
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    assert all(
+        [(owner.kind, owner.name, owner.uid) for owner in claim.metadata.owner_references]
+        == [("NodePool", "default", pool.metadata.uid)]
+        for claim in claims(simulation)
+    )
+    simulation.cluster.delete(pool)
+    simulation.run(600, until_steady=False)
+    assert claims(simulation) == []
+    assert list(simulation.cluster.nodes()) == []
+
+
+def test_a_left_over_disrupted_taint_is_removed() -> None:
+    # A replica that lost its leadership mid-command leaves the taint on a node whose
+    # NodeClaim nobody deletes; the next disruption pass takes it off.
+    simulation = started(nodepool(disruption="consolidateAfter: Never"), deployment(replicas=3))
+    simulation.run(120, until_steady=False)
+    node = next(iter(simulation.cluster.nodes()))
+    simulation.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
+    assert DISRUPTED_TAINT in simulation.cluster.node(node.name).taints  # type: ignore[union-attr]
+    simulation.run(30, until_steady=False)
+    tainted = [n.name for n in simulation.cluster.nodes() if DISRUPTED_TAINT in n.taints]
+    assert tainted == []
+    assert len(claims(simulation)) >= 1 and all(not claim.metadata.deleting for claim in claims(simulation))

@@ -13,10 +13,13 @@ order and stopping at the first that acts:
 
 A command is not carried out at once: it is re-checked after 15 s (the
 cluster may have changed: a pod landed on the empty node, a new pod needs the
-capacity), and dropped if it no longer holds. Then the candidates are tainted
-``karpenter.sh/disrupted:NoSchedule`` so nothing new lands on them, the
-replacements are launched, and only when every replacement is initialized are
-the candidates deleted (the termination controller drains them). If a
+capacity), and dropped if it no longer holds. An empty node that a budget
+held back has been re-checked by then, pass after pass, so when the budget
+frees up it goes without a fresh wait (see ``_checked_while_waiting``).
+Then the candidates are tainted ``karpenter.sh/disrupted:NoSchedule`` so
+nothing new lands on them, the replacements are launched, and only when every
+replacement is initialized are the candidates deleted (the termination
+controller drains them). If a
 replacement fails (it never launches or registers and its NodeClaim is
 deleted), the command is rolled back: the taints come off and the old nodes
 keep serving.
@@ -45,6 +48,7 @@ from karpy.api.nodepool import (
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
+from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import launched_price, pdb_blocked_pods, scheduling_snapshot, volume_terms
@@ -52,6 +56,7 @@ from karpy.disruption.budgets import allowed_disruptions
 from karpy.disruption.consolidation import decide_consolidation
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
+from karpy.logs import about
 from karpy.scheduling.solver import NewNodeClaim
 
 log = logging.getLogger("karpy.disruption")
@@ -102,10 +107,12 @@ class DisruptionController:
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
         spot_to_spot: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
         self.cluster = cluster
         self.clock = clock
         self.cloud = cloud
+        self.metrics = metrics if metrics is not None else Metrics()
         self.poll_period = poll_period
         self.validation_delay = validation_delay
         self.last = EmptinessDecision()
@@ -117,6 +124,12 @@ class DisruptionController:
         self.consolidation_due: float | None = None
         self.spot_to_spot = spot_to_spot
         self._reported: dict[str, str] = {}
+        # Empty nodes past consolidateAfter, by NodeClaim name: (when it became due,
+        # the first pass that saw it due). Kept while the first stays the same.
+        self._watched_empty: dict[str, tuple[float, float]] = {}
+        # NodeClaims this controller deleted: marked for deletion even before the cache
+        # shows their deletionTimestamp.
+        self._deleted: set[str] = set()
         self.passes = 0
 
     def watches(self) -> list[Watch]:
@@ -283,8 +296,10 @@ class DisruptionController:
         now = self.clock.now()
         if self.in_flight is not None:
             return self._follow(self.in_flight, now)
+        self._untaint_leftovers()
         command, emptiness, any_nodeclaims = self.decide()
         self.last = emptiness
+        self._watch_empty(emptiness, now)
         self._report_blocked()
         if self.pending is not None:
             pending = self.pending
@@ -296,6 +311,9 @@ class DisruptionController:
                 return 1.0 if self.in_flight else self.poll_period
             log.info("disruption command no longer valid: %s", pending.command.description)
         if command is not None:
+            if self._checked_while_waiting(command, now):
+                self._execute(command, now)
+                return 1.0 if self.in_flight else self.poll_period
             self.pending = _Pending(command, now + self.validation_delay)
             return self.validation_delay
         if not any_nodeclaims:
@@ -304,6 +322,59 @@ class DisruptionController:
         if dues:
             return max(0.0, min(self.poll_period, min(dues) - now))
         return self.poll_period
+
+    def _untaint_leftovers(self) -> None:
+        """Remove the disrupted taint from nodes no disruption is under way for.
+
+        The taint is put on when a command executes and stays until the node is
+        gone; with no command in flight, a node that has it while its NodeClaim
+        is not being deleted was left behind: by a replica that lost its
+        leadership (or crashed) mid-command, or by a rollback that failed. Left
+        alone, the node would take no new pods for ever. Karpenter clears such
+        taints on every disruption pass too.
+        """
+        existing: set[str] = set()
+        for nodeclaim in self.cluster.nodeclaims():
+            existing.add(nodeclaim.name)
+            if nodeclaim.metadata.deleting or nodeclaim.name in self._deleted:
+                continue
+            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+            if node is not None and DISRUPTED_TAINT in node.taints:
+                log.info("removing a left-over disrupted taint", extra=about(nodeclaim, node))
+                self._taint(nodeclaim, add=False)
+        self._deleted &= existing
+
+    def _watch_empty(self, emptiness: EmptinessDecision, now: float) -> None:
+        """Note which empty nodes are due now, keeping when each was first seen due with this due time."""
+        watched: dict[str, tuple[float, float]] = {}
+        for name, due_at in emptiness.due_at.items():
+            previous = self._watched_empty.get(name)
+            watched[name] = previous if previous is not None and previous[0] == due_at else (due_at, now)
+        self._watched_empty = watched
+
+    def _checked_while_waiting(self, command: Command, now: float) -> bool:
+        """Whether an emptiness command's re-check has in effect been done already.
+
+        The re-check asks: is every candidate still empty and still due
+        ``validation_delay`` after it was first found so? A node the budget held
+        back was found so when it became due, and every pass that looked since
+        saw the same due time, which a pod landing on it (or leaving it) would
+        have moved on. Once that has lasted ``validation_delay``, a fresh
+        wait would only re-ask a question already answered. Karpenter waits
+        anew for every emptiness command, so with the default budget (one node
+        at a time in a small pool) karpy removes a set of empty nodes one
+        re-check earlier per node. Pending pods make it wait as usual: one of
+        them may be about to land on the node.
+        """
+        if command.reason != REASON_EMPTY:
+            return False
+        if any(pod.is_provisionable() for pod in self.cluster.pending_pods()):
+            return False
+        for name in command.candidates:
+            watched = self._watched_empty.get(name)
+            if watched is None or watched[1] + self.validation_delay > now:
+                return False
+        return True
 
     def _report_blocked(self) -> None:
         """One Event per NodeClaim and reason it is not disrupted for (not one per pass)."""
@@ -343,6 +414,7 @@ class DisruptionController:
                 continue
             created = self.cluster.create(build_nodeclaim(nodepool, replacement))
             names.append(created.name)
+            self.metrics.nodeclaim_created(created, command.reason)
             self.cluster.record_event(
                 created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.reason}"
             )
@@ -375,6 +447,8 @@ class DisruptionController:
                 self.cluster.delete(nodeclaim)
             except NotFoundError:
                 continue
+            self._deleted.add(name)
+            self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
         self.executed.append(command)
 
     def _roll_back(self, command: Command, why: str) -> None:
@@ -418,10 +492,17 @@ class NodeClaimDisruptionConditions:
 
     name = "nodeclaim.disruption"
 
-    def __init__(self, cluster: Cluster, clock: Clock, cloud: CloudProvider | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        clock: Clock,
+        cloud: CloudProvider | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.cluster = cluster
         self.clock = clock
         self.cloud = cloud
+        self.metrics = metrics if metrics is not None else Metrics()
 
     def watches(self) -> list[Watch]:
         return [
@@ -461,11 +542,12 @@ class NodeClaimDisruptionConditions:
             return None
         now = self.clock.now()
         if is_expired(nodeclaim, now):
-            log.info("nodeclaim %s expired", nodeclaim.name)
+            log.info("nodeclaim %s expired", nodeclaim.name, extra=about(nodeclaim, controller=self.name))
             self.cluster.record_event(
                 nodeclaim, EVENT_NORMAL, "DisruptionTerminating", "Disrupting NodeClaim: Expired"
             )
             self.cluster.delete(nodeclaim)
+            self.metrics.nodeclaim_disrupted(nodeclaim, REASON_EXPIRED)
             return None
         nodepool = self.cluster.nodepool(nodeclaim.nodepool)
         if nodepool is not None and nodeclaim.initialized:

@@ -46,7 +46,9 @@ from karpy.controllers.interfaces import (
     Clock,
     Cluster,
 )
+from karpy.controllers.karpenter_metrics import REASON_INSUFFICIENT_CAPACITY, REASON_LIVENESS, Metrics
 from karpy.controllers.runtime import Watch
+from karpy.logs import about
 
 log = logging.getLogger("karpy.nodeclaim")
 
@@ -64,10 +66,13 @@ def _nodeclaim_names(old: object | None, new: object | None) -> Iterable[str]:
 class NodeClaimLifecycle:
     name = "nodeclaim.lifecycle"
 
-    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+    def __init__(
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, metrics: Metrics | None = None
+    ) -> None:
         self.cluster = cluster
         self.cloud = cloud
         self.clock = clock
+        self.metrics = metrics if metrics is not None else Metrics()
 
     def watches(self) -> list[Watch]:
         return [Watch("NodeClaim", _nodeclaim_names), Watch("Node", self._on_node)]
@@ -107,6 +112,7 @@ class NodeClaimLifecycle:
                     f"Not launched within {LAUNCH_TTL / 60:.0f}m; deleting the NodeClaim",
                 )
                 self.cluster.delete(nodeclaim)
+                self.metrics.nodeclaim_disrupted(nodeclaim, REASON_LIVENESS)
                 return None
             try:
                 launched = self._launch(nodeclaim, now)
@@ -128,6 +134,7 @@ class NodeClaimLifecycle:
                         f"Node did not register within {REGISTRATION_TTL / 60:.0f}m; deleting the NodeClaim",
                     )
                     self.cluster.delete(nodeclaim)
+                    self.metrics.nodeclaim_disrupted(nodeclaim, REASON_LIVENESS)
                     return None
                 # The Node's arrival wakes this up earlier; this is the liveness deadline.
                 return since + REGISTRATION_TTL - now
@@ -147,8 +154,14 @@ class NodeClaimLifecycle:
             launched = self.cloud.create(nodeclaim)
         except InsufficientCapacityError as error:
             self.cluster.record_event(nodeclaim, EVENT_WARNING, "InsufficientCapacityError", str(error))
-            log.warning("nodeclaim %s: insufficient capacity: %s", nodeclaim.name, error)
+            log.warning(
+                "nodeclaim %s: insufficient capacity: %s",
+                nodeclaim.name,
+                error,
+                extra=about(nodeclaim, controller=self.name),
+            )
             self.cluster.delete(nodeclaim)
+            self.metrics.nodeclaim_disrupted(nodeclaim, REASON_INSUFFICIENT_CAPACITY)
             return None
         except CloudProviderError as error:
             self.cluster.record_event(nodeclaim, EVENT_WARNING, "LaunchFailed", str(error))
@@ -158,7 +171,12 @@ class NodeClaimLifecycle:
             # Writing an unchanged status would wake this controller again at once.
             if conditions != nodeclaim.status.conditions:
                 self.cluster.update(nodeclaim.with_status(conditions=conditions))
-            log.warning("nodeclaim %s: launch failed: %s", nodeclaim.name, error)
+            log.warning(
+                "nodeclaim %s: launch failed: %s",
+                nodeclaim.name,
+                error,
+                extra=about(nodeclaim, controller=self.name),
+            )
             raise
         labels = dict(nodeclaim.metadata.labels)
         labels.update(launched.metadata.labels)
@@ -186,6 +204,7 @@ class NodeClaimLifecycle:
             stored.capacity_type,
             stored.zone,
             stored.status.provider_id,
+            extra=about(stored, controller=self.name),
         )
         self.cluster.record_event(
             stored,

@@ -19,9 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
-from karpy.api.meta import ObjectMeta
+from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import (
+    API_VERSION_V1,
     NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION,
     NODEPOOL_HASH_VERSION_ANNOTATION,
@@ -31,8 +32,10 @@ from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster
+from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import scheduling_snapshot
+from karpy.logs import about, named
 from karpy.scheduling.solver import NewNodeClaim, Plan
 
 log = logging.getLogger("karpy.provisioning")
@@ -64,11 +67,13 @@ class Provisioner:
         cloud: CloudProvider,
         clock: Clock,
         settings: ProvisioningSettings | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud
         self.clock = clock
         self.settings = settings or ProvisioningSettings()
+        self.metrics = metrics if metrics is not None else Metrics()
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self.last = ProvisioningResult()
@@ -136,10 +141,13 @@ class Provisioner:
         if not pods:
             self.last = result
             return result
-        plan, nodepools = self.schedule(pods)
+        with self.metrics.scheduling(self.name, len(pods)) as simulation:
+            plan, nodepools = self.schedule(pods)
+            simulation.left(len(plan.unschedulable))
         for new in plan.new_nodeclaims:
             nodeclaim = self.cluster.create(build_nodeclaim(nodepools[new.nodepool], new))
             result.created.append(nodeclaim.name)
+            self.metrics.nodeclaim_created(nodeclaim)
             log.info(
                 "created nodeclaim %s for %d pods (%s; %d instance types from $%.4f/h)",
                 nodeclaim.name,
@@ -147,6 +155,7 @@ class Provisioner:
                 describe_requests(new.requests),
                 len(new.instance_types),
                 new.price,
+                extra=about(nodeclaim, NodePool=named(new.nodepool), controller=self.name),
             )
             self.cluster.record_event(
                 nodeclaim,
@@ -181,6 +190,13 @@ def build_nodeclaim(nodepool: NodePool, new: NewNodeClaim) -> NodeClaim:
     annotations = dict(template.annotations)
     annotations[NODEPOOL_HASH_ANNOTATION] = nodepool.template_hash()
     annotations[NODEPOOL_HASH_VERSION_ANNOTATION] = NODEPOOL_HASH_VERSION
+    # Owned by its NodePool, as Karpenter's are: deleting the NodePool then deletes its
+    # NodeClaims (the garbage collector's cascade), which drain and terminate as usual.
+    owners = (
+        (OwnerReference(API_VERSION_V1, "NodePool", nodepool.name, nodepool.metadata.uid),)
+        if nodepool.metadata.uid
+        else ()
+    )
     return NodeClaim(
         metadata=ObjectMeta(
             name="",
@@ -188,6 +204,7 @@ def build_nodeclaim(nodepool: NodePool, new: NewNodeClaim) -> NodeClaim:
             labels=labels,
             annotations=annotations,
             finalizers=(TERMINATION_FINALIZER,),
+            owner_references=owners,
         ),
         spec=NodeClaimSpec(
             node_class_ref=template.node_class_ref,

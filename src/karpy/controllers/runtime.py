@@ -14,6 +14,15 @@ get the same result every time, and a crash between two lines is handled by
 idempotence alone. The real runtime drives the same queue from a thread that
 sleeps until ``next_due()`` or a change notification, whichever comes first;
 the simulator jumps its virtual clock to ``next_due()`` instead.
+
+A reconcile that raises is logged as an error and retried a second later,
+except for a stale write: a :class:`~karpy.controllers.interfaces.ConflictError`
+(409: it wrote an object that changed since its cache saw it) or a
+:class:`~karpy.controllers.interfaces.NotFoundError` (404: the object went
+meanwhile, say a NodeClaim whose last finalizer another reconcile already
+lifted). That is the ordinary price of optimistic concurrency against caches
+that trail the server, not a failure: it is logged at debug level and retried
+from fresh state shortly after (a warning only when one key keeps at it).
 """
 
 from __future__ import annotations
@@ -24,9 +33,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from karpy.controllers.interfaces import Clock
+from karpy.controllers.interfaces import Clock, ConflictError, NotFoundError
+from karpy.logs import about
 
 log = logging.getLogger("karpy.runtime")
+
+# A stale write (409 Conflict, 404 Not Found) is retried this soon (then twice as
+# late each time in a row, up to STALE_RETRY_MAX): by then the watch has usually
+# brought the object's fresh state into the cache the reconcile reads.
+STALE_RETRY = 0.1
+STALE_RETRY_MAX = 2.0
+# Stale writes in a row on one key after which it is worth a warning: the cache is not catching up.
+STALE_WRITES_WORTH_A_WARNING = 10
 
 # (old, new): ``old`` is None on creation, ``new`` is None on removal.
 ChangeMapper = Callable[[object | None, object | None], Iterable[str]]
@@ -69,6 +87,8 @@ class Runtime:
         self._sequence = 0
         self.reconciles = 0
         self.errors: list[str] = []
+        self.stale_writes = 0
+        self._stale_in_a_row: dict[tuple[str, str], int] = {}
 
     def register(self, controller: Controller) -> None:
         if controller.name in self._controllers:
@@ -122,9 +142,24 @@ class Runtime:
         controller = self._controllers[name]
         try:
             requeue = controller.reconcile(key)
+        except (ConflictError, NotFoundError) as error:
+            requeue = self._stale_write(name, key, error)
         except Exception as error:  # a reconcile error must not stop the other controllers
-            log.exception("reconcile %s %s failed", name, key)
+            log.exception("reconcile %s %s failed", name, key, extra=about(controller=name, key=key))
             self.errors.append(f"{name} {key}: {type(error).__name__}: {error}")
             requeue = 1.0
+        else:
+            self._stale_in_a_row.pop((name, key), None)
         if requeue is not None:
             self.enqueue(name, key, requeue)
+
+    def _stale_write(self, name: str, key: str, error: ConflictError | NotFoundError) -> float:
+        """The object changed or went since the cache saw it. Not a failure: retry from fresh state."""
+        self.stale_writes += 1
+        in_a_row = self._stale_in_a_row.get((name, key), 0) + 1
+        self._stale_in_a_row[(name, key)] = in_a_row
+        if in_a_row % STALE_WRITES_WORTH_A_WARNING == 0:
+            log.warning("reconcile %s %s: %d stale writes in a row: %s", name, key, in_a_row, error)
+        else:
+            log.debug("reconcile %s %s: stale write, retrying from fresh state: %s", name, key, error)
+        return min(STALE_RETRY * 2.0 ** (in_a_row - 1), STALE_RETRY_MAX)

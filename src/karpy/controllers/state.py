@@ -19,7 +19,7 @@ from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
-from karpy.api.taints import DISRUPTED_TAINT_KEY, untolerated
+from karpy.api.taints import DISRUPTED_TAINT_KEY, UNREGISTERED_TAINT_KEY, untolerated
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import ClusterReader
 from karpy.scheduling.solver import (
@@ -121,6 +121,14 @@ def existing_capacity(
     move, and counting them would hide the need for new capacity. So are the
     NodeClaims named in ``exclude`` (and their nodes): disruption asks "where
     would these pods go if those nodes were gone".
+
+    A Node still tainted ``karpenter.sh/unregistered`` and matching no
+    launched NodeClaim is left out too. Its instance was created, but the
+    NodeClaim's launch is not in the cache yet (a watch event behind, or the
+    replica that launched it died before recording it): that NodeClaim is
+    counted below as in flight, and counting the Node as well would count the
+    same capacity twice and leave pods pending. Only a NodeClaim registers a
+    Node, so with none no pod could ever run there anyway.
     """
     result: list[ExistingCapacity] = []
     claims_by_provider: dict[str, NodeClaim] = {}
@@ -134,6 +142,8 @@ def existing_capacity(
             registered.add(claim.name)
             if claim.name in exclude:
                 continue
+        elif any(taint.key == UNREGISTERED_TAINT_KEY for taint in node.taints):
+            continue
         if node.metadata.deleting or node.unschedulable or (claim is not None and claim.metadata.deleting):
             continue
         if any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints):

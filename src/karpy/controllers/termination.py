@@ -33,7 +33,9 @@ from karpy.controllers.interfaces import (
     EvictionRefusedError,
     NotFoundError,
 )
+from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.runtime import Watch
+from karpy.logs import about
 
 log = logging.getLogger("karpy.termination")
 
@@ -54,10 +56,13 @@ def drain_order(pod: Pod) -> int:
 class Terminator:
     name = "termination"
 
-    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+    def __init__(
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, metrics: Metrics | None = None
+    ) -> None:
         self.cluster = cluster
         self.cloud = cloud
         self.clock = clock
+        self.metrics = metrics if metrics is not None else Metrics()
 
     def watches(self) -> list[Watch]:
         return [Watch("NodeClaim", self._on_nodeclaim), Watch("Pod", self._on_pod)]
@@ -94,7 +99,10 @@ class Terminator:
         if TERMINATION_FINALIZER in nodeclaim.metadata.finalizers:
             remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
             self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
-        log.info("terminated nodeclaim %s", nodeclaim.name)
+            self.metrics.nodeclaim_terminated(nodeclaim)
+        log.info(
+            "terminated nodeclaim %s", nodeclaim.name, extra=about(nodeclaim, node, controller=self.name)
+        )
         self.cluster.record_event(
             nodeclaim, EVENT_NORMAL, "Terminated", "Instance deleted, NodeClaim removed"
         )

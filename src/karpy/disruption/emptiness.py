@@ -37,6 +37,9 @@ class EmptinessDecision:
     blocked: dict[str, str] = field(default_factory=dict)
     # Due but held back by a budget: they go on a later pass.
     deferred: list[str] = field(default_factory=list)
+    # Every due candidate (to delete now or deferred): when it became due, that is,
+    # when it had been empty for consolidateAfter. A pod event moves this on.
+    due_at: dict[str, float] = field(default_factory=dict)
     # When the next not-yet-due empty node becomes due, if any.
     next_due: float | None = None
 
@@ -84,6 +87,7 @@ def decide_emptiness(
         if when > now:
             decision.next_due = when if decision.next_due is None else min(decision.next_due, when)
             continue
+        decision.due_at[name] = when
         due.setdefault(candidate.nodepool.name, []).append(candidate)
     for pool_name, pool_candidates in sorted(due.items()):
         pool = pool_candidates[0].nodepool

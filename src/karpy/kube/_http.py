@@ -38,6 +38,7 @@ JSON = dict[str, Any]
 CONTENT_JSON = "application/json"
 CONTENT_MERGE_PATCH = "application/merge-patch+json"
 
+HTTP_FORBIDDEN = 403
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
 HTTP_GONE = 410
@@ -51,11 +52,14 @@ REQUEST_TIMEOUT = 30.0
 class ApiStatusError(Exception):
     """The API server answered with an error status (or a watch sent an ERROR event)."""
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
         super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
+        # The types of the Status's details.causes (e.g. "NamespaceTerminating"),
+        # which the JSON calls "reason".
+        self.causes = causes
 
 
 def decode_json(content: bytes) -> JSON:
@@ -71,10 +75,17 @@ def status_error(code: int, content: bytes) -> ApiStatusError:
         status = {}
     message = status.get("message")
     reason = status.get("reason")
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
     return ApiStatusError(
         int(status.get("code") or code),
         reason if isinstance(reason, str) else "",
         message if isinstance(message, str) else content[:200].decode(errors="replace"),
+        tuple(
+            str(cause["reason"])
+            for cause in causes or ()
+            if isinstance(cause, dict) and isinstance(cause.get("reason"), str)
+        ),
     )
 
 
@@ -107,6 +118,7 @@ class ApiTransport:
         params: Mapping[str, str] | None = None,
         body: object = None,
         content_type: str = CONTENT_JSON,
+        timeout: float = REQUEST_TIMEOUT,
     ) -> ApiResponse:
         """One request; an error status raises :class:`ApiStatusError`."""
         content = orjson.dumps(body) if body is not None else None
@@ -119,7 +131,7 @@ class ApiTransport:
             params=dict(params or {}),
             content=content,
             headers=headers,
-            timeout=REQUEST_TIMEOUT,
+            timeout=timeout,
         )
         status = int(response.status_code)
         data: bytes = response.content

@@ -43,6 +43,12 @@ from fresh state, which it must handle anyway). How each kind is written:
   records leave out (a Node's nodeInfo, a Pod's containers) is lost.
 - Other kinds get a metadata merge patch (labels, annotations, finalizers).
 
+A 403 whose Status names the cause ``NamespaceTerminating`` (a namespace
+being deleted accepts nothing new) raises :class:`NamespaceTerminatingError`;
+an eviction refused that way is no failure (the pod goes with its namespace).
+Events are sent from a thread of their own (:mod:`karpy.kube._events`), so a
+reconcile never waits for one; :meth:`KubeCluster.stop` sends what is queued.
+
 Change notifications are delivered from the informer threads, one at a time
 (a dispatch lock serializes them across kinds), never while the cache lock is
 held, so a listener may read the cluster. A listener that drives a
@@ -90,9 +96,11 @@ from karpy.kube._encode import (
     pod_merge_patch,
     resources_to_dict,
 )
+from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import (
     CONTENT_MERGE_PATCH,
     HTTP_CONFLICT,
+    HTTP_FORBIDDEN,
     HTTP_NOT_FOUND,
     HTTP_TOO_MANY_REQUESTS,
     JSON,
@@ -112,7 +120,15 @@ EVENT_SOURCE = "karpy"
 EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
 # How many distinct events are remembered to count repeats (then the memory starts over).
 MAX_REMEMBERED_EVENTS = 4096
+# How long ``stop`` waits for queued events to be sent.
+EVENT_FLUSH_TIMEOUT = 5.0
+# The Status cause of a 403 for a write into a namespace being deleted.
+CAUSE_NAMESPACE_TERMINATING = "NamespaceTerminating"
 _DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+
+
+class NamespaceTerminatingError(KubeError):
+    """403: the namespace is being deleted, so nothing new may be created in it (an Eviction included)."""
 
 
 class WallClock:
@@ -178,6 +194,7 @@ class KubeCluster(TypedReads):
             kind: Informer(transport, resource, self) for kind, resource in self._resources.items()
         }
         self._event_counts: dict[tuple[str, ...], tuple[str, int]] = {}
+        self._events = EventSender(self._send_event, name="kube-events")
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, *, clock: Clock | None = None) -> KubeCluster:
@@ -199,10 +216,17 @@ class KubeCluster(TypedReads):
         deadline = time.monotonic() + timeout
         for informer in self._informers.values():
             informer.join(max(0.0, deadline - time.monotonic()))
+        # Events still queued go out while the connection is there.
+        self._events.flush(min(EVENT_FLUSH_TIMEOUT, max(0.0, deadline - time.monotonic())))
 
     def close(self) -> None:
         self.stop()
+        self._events.close(EVENT_FLUSH_TIMEOUT)
         self._transport.close()
+
+    def flush_events(self, timeout: float = EVENT_FLUSH_TIMEOUT) -> bool:
+        """Wait until every event recorded so far was sent; False if ``timeout`` passed first."""
+        return self._events.flush(timeout)
 
     def __enter__(self) -> KubeCluster:
         self.start()
@@ -351,7 +375,32 @@ class KubeCluster(TypedReads):
                 raise NotFoundError(error.message) from error
             if error.code == HTTP_TOO_MANY_REQUESTS:
                 raise EvictionRefusedError(error.message) from error
+            if error.code == HTTP_FORBIDDEN and CAUSE_NAMESPACE_TERMINATING in error.causes:
+                raise NamespaceTerminatingError(error.message) from error
             raise KubeError(str(error)) from error
+
+    def _remember_created(self, resource: ResourceType, created: JSON) -> None:
+        """Put an object this process just created into the cache, unless the watch was first.
+
+        The controllers read only the cache. A NodeClaim created for pending pods
+        reaches it through the watch, usually within milliseconds; but with the
+        watch slow, in backoff or relisting, the next provisioning pass would see
+        the pods still pending and no NodeClaim in flight for them, and launch
+        again. Karpenter's cluster state takes in its own creations for the same
+        reason. Only an absent key is written: anything the watch delivered is
+        at least as new. The watch's own ADDED then replaces this copy.
+        """
+        raw = dict(created)
+        raw.setdefault("apiVersion", resource.api_version)
+        raw.setdefault("kind", resource.kind)
+        key = _raw_key(resource, raw)
+        with self._lock:
+            records = self._records.get(resource.kind)
+            if records is None or key in records:
+                return
+            change = self._store(resource, key, raw)
+        if change != (None, None):
+            self._announce(resource.kind, [change])
 
     def _decode(self, resource: ResourceType, body: JSON, like: T) -> T:
         body.setdefault("apiVersion", resource.api_version)
@@ -401,6 +450,7 @@ class KubeCluster(TypedReads):
         created = self._call(
             "POST", resource.collection_path(meta.namespace), body, on_conflict=AlreadyExistsError
         )
+        self._remember_created(resource, created)
         if isinstance(obj, NodeClaim) and obj.status != NodeClaim.parse(FieldReader(created)).status:
             # A status given at creation is written the way an update writes it.
             stored = self._decode(resource, created, obj)
@@ -493,26 +543,43 @@ class KubeCluster(TypedReads):
         self._call("POST", POD.object_path(meta.namespace, meta.name, "binding"), binding)
 
     def evict(self, pod: Pod) -> None:
+        """Evict through the Eviction API.
+
+        In a namespace being deleted the server refuses any eviction (403
+        NamespaceTerminating), but the namespace controller is deleting every
+        pod there anyway: the pod is on its way out, so that is no failure.
+        The drain waits for it to go, as ``kubectl drain`` does.
+        """
         meta = pod.metadata
         eviction = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": meta.name, "namespace": meta.namespace},
         }
-        self._call("POST", POD.object_path(meta.namespace, meta.name, "eviction"), eviction)
+        try:
+            self._call("POST", POD.object_path(meta.namespace, meta.name, "eviction"), eviction)
+        except NamespaceTerminatingError:
+            log.debug("pod %s/%s goes with its namespace: no eviction needed", meta.namespace, meta.name)
 
     def record_event(self, obj: object, event_type: str, reason: str, message: str) -> None:
-        """Record a core/v1 Event; a repeat of the same event raises its count (best effort)."""
-        try:
-            self._record_event(obj, event_type, reason, message)
-        except Exception as error:  # events are informational: never fail a reconcile for one
-            log.warning("recording event %s %s failed: %s", reason, message, error)
+        """Record a core/v1 Event; a repeat of the same event raises its count (best effort).
 
-    def _record_event(self, obj: object, event_type: str, reason: str, message: str) -> None:
+        The Event is sent from a thread of its own (see :mod:`karpy.kube._events`),
+        so this returns at once; :meth:`flush_events` waits for it.
+        """
+        self._events.submit(PendingEvent(obj, event_type, reason, message, self.clock.now()))
+
+    def _send_event(self, event: PendingEvent) -> None:
+        try:
+            self._record_event(event.obj, event.event_type, event.reason, event.message, event.at)
+        except NamespaceTerminatingError:
+            pass  # an Event about an object of a namespace being deleted: nobody will read it
+
+    def _record_event(self, obj: object, event_type: str, reason: str, message: str, at: float) -> None:
         resource = _resource_of(obj)
         meta = _meta_of(obj)
         namespace = meta.namespace or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
-        now = format_timestamp(self.clock.now())
+        now = format_timestamp(at)
         identity = (resource.kind, meta.namespace, meta.name, meta.uid, event_type, reason, message)
         remembered = self._event_counts.get(identity)
         if remembered is not None:

@@ -29,6 +29,7 @@ from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
+from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime, Watch
@@ -78,7 +79,7 @@ class ScenarioDriver:
 
 
 class Simulation:
-    def __init__(self, settings: SimulationSettings | None = None) -> None:
+    def __init__(self, settings: SimulationSettings | None = None, metrics: Metrics | None = None) -> None:
         self.settings = settings or SimulationSettings()
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster(self.clock)
@@ -88,21 +89,38 @@ class Simulation:
         self.recorder.cloud = self.cloud
         self.cluster.subscribe(self.runtime.on_change)
         self.cluster.subscribe(self.recorder.on_change)
-        cloud: CloudProvider = self.cloud
-        self.provisioner = Provisioner(self.cluster, cloud, self.clock, self.settings.provisioning)
-        self.disruption = DisruptionController(self.cluster, self.clock, cloud)
+        # Karpenter's metrics are recorded only when the caller asks for them (to read them).
+        self.metrics = metrics if metrics is not None else Metrics()
+
+        def cloud_for(controller: str) -> CloudProvider:
+            return (
+                self.cloud if metrics is None else MeteredCloudProvider(self.cloud, self.metrics, controller)
+            )
+
+        self.provisioner = Provisioner(
+            self.cluster, cloud_for("provisioning"), self.clock, self.settings.provisioning, self.metrics
+        )
+        self.disruption = DisruptionController(
+            self.cluster, self.clock, cloud_for("disruption"), metrics=self.metrics
+        )
         for controller in (
             self.provisioner,
-            NodeClaimLifecycle(self.cluster, cloud, self.clock),
+            NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
             NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud, self.clock),
-            NodeClaimDisruptionConditions(self.cluster, self.clock, cloud),
+            Terminator(self.cluster, cloud_for("termination"), self.clock, self.metrics),
+            NodeClaimDisruptionConditions(
+                self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
+            ),
             self.disruption,
             SimulatedKubeScheduler(self.cluster),
             SimulatedKubelet(self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet),
             SimulatedWorkloadControllers(self.cluster),
         ):
             self.runtime.register(controller)
+        if metrics is not None:
+            for recorder in metrics_controllers(self.cluster, self.clock, self.metrics):
+                self.runtime.register(recorder)
+            self.metrics.cluster_state_synced.set(1)  # the in-memory store is its own cache
         self.driver: ScenarioDriver | None = None
         # The most NodeClaims of each NodePool disrupted at one moment (deleting,
         # or tainted for a disruption in flight): what budgets must bound.

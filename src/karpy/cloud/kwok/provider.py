@@ -31,7 +31,14 @@ sees without one).
 An optional ``registration_delay`` postpones the Node's creation, as an instance
 takes time to boot; the delay runs on a timer thread so ``create`` never blocks
 the reconcile loop. While a creation is pending, ``get`` and ``delete`` know the
-instance from the pending table (``delete`` cancels the timer).
+instance from the pending table (``delete`` cancels the timer). That table is
+the one piece of state a process can lose: when the replica that launched an
+instance stops while it boots (a leader change), the next replica's ``get``
+finds neither a Node nor a pending entry. The launched NodeClaim still says
+what was launched (its providerID, its instance-type, zone and capacity-type
+labels, its Launched time), so the instance is *adopted*: its boot is resumed
+for what is left of the delay, instead of the instance being reported gone and
+launched again.
 """
 
 from __future__ import annotations
@@ -39,12 +46,19 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from karpy.api.core import Node
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodeclaim import (
+    CONDITION_LAUNCHED,
+    CONDITION_REGISTERED,
+    NodeClaim,
+    NodeClaimSpec,
+    NodeClaimStatus,
+)
 from karpy.api.nodeclass import KWOKNodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
@@ -133,15 +147,52 @@ class KwokCloudProvider:
             return self._hydrate_node(existing, nodeclaim.spec)
         self._check_node_class(nodeclaim.spec.node_class_ref)
         launch = self._choose(nodeclaim)
-        if self.registration_delay > 0:
-            timer = threading.Timer(self.registration_delay, self._create_delayed, args=(name,))
+        self._boot(name, launch, self.registration_delay)
+        return self._hydrate(name, nodeclaim.spec, launch)
+
+    def _boot(self, name: str, launch: KwokLaunch, delay: float) -> None:
+        """Create the launch's Node after ``delay`` seconds (at once if none)."""
+        if delay > 0:
+            timer = threading.Timer(delay, self._create_delayed, args=(name,))
             timer.daemon = True
             with self._lock:
                 self._pending[name] = (launch, timer)
             timer.start()
         else:
             self._create_node(launch.node)
-        return self._hydrate(name, nodeclaim.spec, launch)
+
+    def resume_boots(self) -> builtins.list[str]:
+        """Adopt every instance another process launched and left booting (see above).
+
+        Called once the caches are synced and this process leads; returns the
+        names of the NodeClaims whose boot was resumed.
+        """
+        resumed = []
+        for claim in self.cluster.nodeclaims():
+            name = self._name_of(claim.status.provider_id)
+            with self._lock:
+                pending = name in self._pending
+            if name and not pending and self.cluster.node(name) is None and self._adopt(name, claim):
+                resumed.append(name)
+        return sorted(resumed)
+
+    def _adopt(self, name: str, claim: NodeClaim) -> bool:
+        """Resume the boot of the instance of a launched, unregistered NodeClaim with no Node."""
+        if claim.metadata.deleting or claim.is_true(CONDITION_REGISTERED):
+            return False
+        launched = claim.condition(CONDITION_LAUNCHED)
+        labels = claim.metadata.labels
+        instance_type = self._types_by_name.get(labels.get(LABEL_INSTANCE_TYPE, ""))
+        zone, capacity_type = labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE)
+        if launched is None or launched.status != "True" or instance_type is None:
+            return False
+        if not zone or not capacity_type:
+            return False
+        launch = self._launch(claim, instance_type, zone, capacity_type)
+        left = launched.last_transition_time + self.registration_delay - time.time()
+        log.info("resuming the boot of kwok instance %s (%.0fs left)", name, max(0.0, left))
+        self._boot(name, launch, left)
+        return True
 
     def _choose(self, nodeclaim: NodeClaim) -> KwokLaunch:
         requirements = nodeclaim.requirement_set()
@@ -163,6 +214,12 @@ class KwokCloudProvider:
         _, _, zone, instance_type, _ = min(
             (item for item in offerings if item[4] == capacity_type), key=lambda item: item[:3]
         )
+        return self._launch(nodeclaim, instance_type, zone, capacity_type)
+
+    def _launch(
+        self, nodeclaim: NodeClaim, instance_type: InstanceType, zone: str, capacity_type: str
+    ) -> KwokLaunch:
+        """The Node that an instance of ``instance_type`` in ``zone`` registers for ``nodeclaim``."""
         labels = instance_type.requirements.labels(include_well_known=True)
         labels[LABEL_ZONE] = zone
         labels[LABEL_CAPACITY_TYPE] = capacity_type

@@ -1,0 +1,551 @@
+"""``karpy run`` at scale: 1,000 pending pods against a real control plane.
+
+The issue's goal: with 1,000 pending pods, every NodeClaim they need is
+created within the provisioning batch window plus 5 s, and karpy's memory
+stays well inside what Karpenter allows itself (its own scale test bounds
+the controller at 260 MB for 1,000 pods).
+
+What runs: the integration tests' control plane (etcd, kube-apiserver,
+kube-scheduler, kube-controller-manager; ``scripts/control-plane``) with the
+fake kubelet, unless ``--kubeconfig`` names a cluster to use instead; karpy's
+CRDs; and ``karpy run`` as a process of its own, so that its peak resident
+memory (``VmHWM`` in ``/proc/PID/status``, the high-water mark the kernel
+keeps) is karpy's alone. Then a KWOKNodeClass, a NodePool and the pods:
+
+- ``--workload deployment`` (the default): one Deployment of ``--pods``
+  replicas. The ReplicaSet controller creates the pods at its own pace (its
+  client is rate-limited to about 20 requests a second), so they arrive over
+  most of a minute, and karpy's batches close every ``batchMaxDuration``
+  (10 s) while they keep coming: the realistic case.
+- ``--workload pods``: bare pods created by this script, many requests at a
+  time, so that nearly all of them are pending together and land in one or
+  two batches: the worst case for one provisioning pass.
+
+Two watches of the script's own (not karpy's) record when each pod and each
+NodeClaim appeared, on this machine's clock. The figures:
+
+- **last pod created -> last NodeClaim created**: from the moment the last
+  pod appeared to the moment the last NodeClaim did; the goal is at most the
+  batch window (the batch closes ``batchIdleDuration`` after the last pod,
+  1 s) plus 5 s;
+- **first pod created -> all pods Running**, through registration (the
+  ``--registration-delay`` of the kwok provider: 0 s by default, as kwok
+  nodes join at once; a real instance takes tens of seconds) and binding;
+- **karpy peak RSS**, and the NodeClaims by instance type.
+
+Run: ``python -m benchmarks.run_scale [--pods 1000] [--workload deployment|pods]
+[--registration-delay 0s] [--kubeconfig FILE] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from karpy.kube._http import ApiStatusError, ApiTransport
+from karpy.kube.crds import all_crds, render_yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONTROL_PLANE = REPO / "scripts" / "control-plane"
+BIN = Path(sys.executable).parent
+
+NAMESPACE = "karpy-scale"
+POOL = "karpy-scale"
+APP = "scale"
+BATCH_IDLE = 1.0
+BATCH_MAX = 10.0
+GOAL_AFTER_BATCH = 5.0
+# Pod creations in flight at once for ``--workload pods``.
+CREATORS = 16
+INSTANCE_FAMILIES = ["c5", "m5", "r5"]
+
+
+def log(message: str) -> None:
+    print(f"[run_scale] {message}", file=sys.stderr, flush=True)
+
+
+# -- the cluster ---------------------------------------------------------------------
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    found = BIN / "kubectl"
+    command = str(found) if found.exists() else (shutil.which("kubectl") or "kubectl")
+    result = subprocess.run(
+        [command, "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+@contextlib.contextmanager
+def control_plane(kubeconfig: Path | None) -> Iterator[Path]:
+    """The cluster to run against: ``kubeconfig``, or a fresh control plane with the fake kubelet."""
+    if kubeconfig is not None:
+        yield kubeconfig
+        return
+    state_dir = Path(tempfile.gettempdir()) / f"karpy-run-scale-{os.getpid()}"
+    env = {
+        **os.environ,
+        "KARPY_CONTROL_PLANE_DIR": str(state_dir),
+        "KARPY_CONTROL_PLANE_OWNER": str(os.getpid()),
+    }
+    log("starting a control plane (scripts/control-plane up)")
+    subprocess.run([str(CONTROL_PLANE), "build"], env=env, check=True)
+    up = subprocess.run([str(CONTROL_PLANE), "up"], env=env, capture_output=True, text=True, check=False)
+    try:
+        if up.returncode != 0:
+            raise RuntimeError(f"scripts/control-plane up failed:\n{up.stderr}")
+        config = state_dir / "kubeconfig"
+        with (state_dir / "logs" / "fake-kubelet.log").open("wb") as output:
+            kubelet = subprocess.Popen(
+                [sys.executable, "-m", "karpy.cloud.kwok.fake_kubelet", "--kubeconfig", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        # `down` stops every process recorded in pids/.
+        (state_dir / "pids" / "fake-kubelet").write_text(f"{kubelet.pid} karpy.cloud.kwok.fake_kubelet\n")
+        yield config
+    finally:
+        subprocess.run([str(CONTROL_PLANE), "down"], env=env, capture_output=True, check=False)
+
+
+def install_crds(kubeconfig: Path) -> None:
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=render_yaml(all_crds()))
+    names = [f"crd/{crd['metadata']['name']}" for crd in all_crds()]
+    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *names)
+
+
+@dataclass
+class KarpyProcess:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def memory(self) -> dict[str, int]:
+        """VmHWM (peak) and VmRSS (now) of the process, in kB."""
+        figures: dict[str, int] = {}
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        for line in status.splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                figures[key] = int(value.split()[0])
+        return figures
+
+
+@contextlib.contextmanager
+def karpy_run(kubeconfig: Path, registration_delay: float, log_dir: Path) -> Iterator[KarpyProcess]:
+    """``karpy run`` as a process of its own, until it logs that its controllers run."""
+    log_path = log_dir / "karpy-run.log"
+    log(f"karpy run logs to {log_path}")
+    command = [
+        str(BIN / "karpy"),
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--registration-delay",
+        f"{registration_delay:g}s",
+        "--batch-idle-duration",
+        f"{BATCH_IDLE:g}s",
+        "--batch-max-duration",
+        f"{BATCH_MAX:g}s",
+        # One replica: no lease to wait for; any free ports for /metrics and the probes.
+        "--disable-leader-election",
+        "--metrics-port",
+        "0",
+        "--health-probe-port",
+        "0",
+    ]
+    with log_path.open("wb") as output:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
+    karpy = KarpyProcess(process, log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while "controllers running" not in log_path.read_text(errors="replace"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"karpy run did not start:\n{log_path.read_text(errors='replace')[-3000:]}"
+                )
+            time.sleep(0.1)
+        yield karpy
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+# -- what is watched -------------------------------------------------------------------
+
+
+class Arrivals:
+    """A watch of one collection in a thread: when each object first appeared, and its last state."""
+
+    def __init__(self, kubeconfig: Path, path: str, params: dict[str, str]) -> None:
+        self._transport = ApiTransport.from_kubeconfig(kubeconfig)
+        self._path = path
+        self._params = {**params, "watch": "true", "timeoutSeconds": "3600"}
+        self._lock = threading.Lock()
+        self.first_seen: dict[str, float] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
+        self._opened = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Arrivals:
+        self._thread.start()
+        if not self._opened.wait(30):
+            raise RuntimeError(f"the watch of {self._path} did not open")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._transport.close()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        with (
+            contextlib.suppress(Exception),  # cut at the end
+            self._transport.stream_lines(self._path, self._params, 4000) as lines,
+        ):
+            self._opened.set()
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                name = (obj.get("metadata") or {}).get("name")
+                if not name or event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+                    continue
+                now = time.time()
+                with self._lock:
+                    self.first_seen.setdefault(name, now)
+                    if event["type"] == "DELETED":
+                        self.objects.pop(name, None)
+                    else:
+                        self.objects[name] = obj
+
+    def snapshot(self) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+        with self._lock:
+            return dict(self.first_seen), dict(self.objects)
+
+
+# -- the workload ---------------------------------------------------------------------
+
+
+def manifests(cpu: str, memory: str) -> tuple[str, dict[str, Any]]:
+    """The NodeClass, NodePool and namespace (YAML), and the pod template."""
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": POOL},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {
+                            "key": "karpenter.k8s.aws/instance-family",
+                            "operator": "In",
+                            "values": INSTANCE_FAMILIES,
+                        },
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["spot", "on-demand"],
+                        },
+                    ],
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
+                }
+            },
+            # Nodes are never briefly empty on purpose here: keep them through the run.
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"},
+        },
+    }
+    objects = [
+        {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": POOL}},
+        pool,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+    ]
+    template = {
+        "metadata": {"labels": {"app": APP}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"karpenter.sh/nodepool": POOL},
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
+        },
+    }
+    return "\n---\n".join(json.dumps(obj) for obj in objects), template
+
+
+def create_deployment(kubeconfig: Path, pods: int, template: dict[str, Any]) -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": APP, "namespace": NAMESPACE},
+        "spec": {"replicas": pods, "selector": {"matchLabels": {"app": APP}}, "template": template},
+    }
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=json.dumps(deployment))
+
+
+def create_pods(kubeconfig: Path, pods: int, template: dict[str, Any]) -> None:
+    transport = ApiTransport.from_kubeconfig(kubeconfig)
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    def create(index: int) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**template["metadata"], "name": f"{APP}-{index:05d}"},
+            "spec": template["spec"],
+        }
+        for attempt in range(5):
+            try:
+                transport.request("POST", path, body=body)
+                return
+            except ApiStatusError as error:
+                if error.code != 429 or attempt == 4:  # the apiserver's own flow control: wait, retry
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(CREATORS) as pool:
+            list(pool.map(create, range(pods)))
+    finally:
+        transport.close()
+
+
+def wait_for_namespace_account(kubeconfig: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            kubectl(kubeconfig, "get", "serviceaccount", "default", "-n", NAMESPACE)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+@dataclass
+class ScaleResult:
+    pods: int
+    workload: str
+    registration_delay: float
+    batch_idle: float = BATCH_IDLE
+    batch_max: float = BATCH_MAX
+    pods_created_over: float = 0.0
+    last_pod_to_last_nodeclaim: float = 0.0
+    first_pod_to_all_running: float | None = None
+    nodeclaims: int = 0
+    instance_types: dict[str, int] = field(default_factory=dict)
+    empty_nodeclaims: int = 0
+    pods_running: int = 0
+    karpy_peak_rss_mb: float = 0.0
+    karpy_rss_mb: float = 0.0
+
+    @property
+    def goal(self) -> float:
+        """The batch window after the last pod, plus 5 s."""
+        return self.batch_idle + GOAL_AFTER_BATCH
+
+    def lines(self) -> list[str]:
+        running = (
+            f"{self.first_pod_to_all_running:.1f} s"
+            if self.first_pod_to_all_running is not None
+            else f"not reached ({self.pods_running} of {self.pods} Running)"
+        )
+        types = ", ".join(f"{count} x {name}" for name, count in sorted(self.instance_types.items()))
+        if self.last_pod_to_last_nodeclaim < 0:
+            verdict = f"(goal {self.goal:g} s: met; the last pods fit in NodeClaims created before them)"
+        else:
+            met = self.last_pod_to_last_nodeclaim <= self.goal
+            verdict = f"(goal {self.goal:g} s: {'met' if met else 'MISSED'})"
+        rows = [
+            ("pods", f"{self.pods} ({self.workload}, created over {self.pods_created_over:.1f} s)"),
+            ("batch window", f"{self.batch_idle:g} s idle, {self.batch_max:g} s at most"),
+            ("registration delay", f"{self.registration_delay:g} s"),
+            ("NodeClaims", f"{self.nodeclaims}: {types} ({self.empty_nodeclaims} without a pod)"),
+            ("last pod created -> last NodeClaim", f"{self.last_pod_to_last_nodeclaim:.1f} s {verdict}"),
+            ("first pod created -> all pods Running", running),
+            (
+                "karpy peak RSS (VmHWM)",
+                f"{self.karpy_peak_rss_mb:.0f} MB (at the end {self.karpy_rss_mb:.0f} MB;"
+                " Karpenter's bound: 260 MB)",
+            ),
+        ]
+        return [f"{label:<40} {value}" for label, value in rows]
+
+
+def measure(
+    kubeconfig: Path,
+    *,
+    pods: int = 1000,
+    workload: str = "deployment",
+    registration_delay: float = 0.0,
+    cpu: str = "250m",
+    memory: str = "512Mi",
+    timeout: float = 600.0,
+    log_dir: Path | None = None,
+) -> ScaleResult:
+    """One run against the cluster of ``kubeconfig`` (CRDs installed here); cleans up after itself."""
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="karpy-run-scale-"))
+    result = ScaleResult(pods=pods, workload=workload, registration_delay=registration_delay)
+    setup, template = manifests(cpu, memory)
+    install_crds(kubeconfig)
+    wait_for_namespace_gone(kubeconfig)
+    with karpy_run(kubeconfig, registration_delay, log_dir) as karpy:
+        kubectl(kubeconfig, "apply", "-f", "-", stdin=setup)
+        wait_for_namespace_account(kubeconfig)
+        pod_watch = Arrivals(kubeconfig, f"/api/v1/namespaces/{NAMESPACE}/pods", {})
+        claim_watch = Arrivals(
+            kubeconfig, "/apis/karpenter.sh/v1/nodeclaims", {"labelSelector": f"karpenter.sh/nodepool={POOL}"}
+        )
+        try:
+            with pod_watch, claim_watch:
+                log(f"creating {pods} pods ({workload})")
+                if workload == "deployment":
+                    create_deployment(kubeconfig, pods, template)
+                else:
+                    create_pods(kubeconfig, pods, template)
+                collect(result, pod_watch, claim_watch, timeout)
+                memory_kb = karpy.memory()
+                result.karpy_peak_rss_mb = memory_kb.get("VmHWM", 0) / 1024
+                result.karpy_rss_mb = memory_kb.get("VmRSS", 0) / 1024
+        finally:
+            clean_up(kubeconfig)
+    return result
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    return bool((pod.get("status") or {}).get("phase") == "Running")
+
+
+def collect(result: ScaleResult, pod_watch: Arrivals, claim_watch: Arrivals, timeout: float) -> None:
+    """Wait for every pod to exist and run (or for the time limit), then work out the figures."""
+    deadline = time.monotonic() + timeout
+    settled_since: float | None = None
+    while time.monotonic() < deadline:
+        pod_times, pod_objects = pod_watch.snapshot()
+        running = sum(1 for pod in pod_objects.values() if _running(pod))
+        if len(pod_times) >= result.pods and running >= result.pods:
+            # All Running: wait a little more, in case a late NodeClaim still shows up.
+            settled_since = settled_since or time.monotonic()
+            if time.monotonic() - settled_since >= 3:
+                break
+        time.sleep(0.25)
+    pod_times, pod_objects = pod_watch.snapshot()
+    claim_times, claims = claim_watch.snapshot()
+    result.pods_running = sum(1 for pod in pod_objects.values() if _running(pod))
+    if pod_times:
+        first_pod, last_pod = min(pod_times.values()), max(pod_times.values())
+        result.pods_created_over = last_pod - first_pod
+        if claim_times:
+            result.last_pod_to_last_nodeclaim = max(claim_times.values()) - last_pod
+        if result.pods_running >= result.pods:
+            result.first_pod_to_all_running = max(_running_at(pod_objects.values())) - first_pod
+    result.nodeclaims = len(claim_times)
+    for claim in claims.values():
+        instance_type = claim["metadata"].get("labels", {}).get("node.kubernetes.io/instance-type", "?")
+        result.instance_types[instance_type] = result.instance_types.get(instance_type, 0) + 1
+    used = {pod["spec"].get("nodeName") for pod in pod_objects.values()}
+    result.empty_nodeclaims = sum(
+        1 for claim in claims.values() if (claim.get("status") or {}).get("nodeName") not in used
+    )
+
+
+def _running_at(pods: Any) -> list[float]:
+    """When each pod became Running, by its Ready condition's transition (whole seconds)."""
+    moments: list[float] = []
+    for pod in pods:
+        for entry in (pod.get("status") or {}).get("conditions") or ():
+            if entry.get("type") == "Ready" and entry.get("lastTransitionTime"):
+                stamp = entry["lastTransitionTime"].replace("Z", "+00:00")
+                moments.append(datetime.fromisoformat(stamp).timestamp())
+    return moments or [time.time()]
+
+
+def clean_up(kubeconfig: Path) -> None:
+    """Delete the workload, then the NodePool and its NodeClaims (karpy still runs to drain them)."""
+    log("cleaning up")
+    with contextlib.suppress(RuntimeError):
+        kubectl(kubeconfig, "delete", "namespace", NAMESPACE, "--wait=false", "--ignore-not-found")
+        kubectl(kubeconfig, "delete", "nodepool", POOL, "--wait=false", "--ignore-not-found")
+        kubectl(kubeconfig, "delete", "nodeclaims", "-l", f"karpenter.sh/nodepool={POOL}", "--wait=false")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and kubectl(
+            kubeconfig, "get", "nodeclaims", "-l", f"karpenter.sh/nodepool={POOL}", "-o", "name"
+        ):
+            time.sleep(1)
+        kubectl(kubeconfig, "delete", "kwoknodeclass", POOL, "--wait=false", "--ignore-not-found")
+        wait_for_namespace_gone(kubeconfig)
+
+
+def wait_for_namespace_gone(kubeconfig: Path, timeout: float = 120) -> None:
+    """Wait until the namespace of an earlier run is gone: one being deleted accepts no new pods."""
+    deadline = time.monotonic() + timeout
+    while kubectl(kubeconfig, "get", "namespace", NAMESPACE, "--ignore-not-found", "-o", "name"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"namespace {NAMESPACE} still there after {timeout:g}s")
+        time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run_scale", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--workload", choices=("deployment", "pods"), default="deployment")
+    parser.add_argument("--registration-delay", type=float, default=0.0, help="seconds (default 0)")
+    parser.add_argument("--cpu", default="250m", help="each pod's CPU request (default 250m)")
+    parser.add_argument("--memory", default="512Mi", help="each pod's memory request (default 512Mi)")
+    parser.add_argument(
+        "--kubeconfig", type=Path, help="an existing cluster (default: start a control plane)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    with control_plane(args.kubeconfig) as kubeconfig:
+        result = measure(
+            kubeconfig,
+            pods=args.pods,
+            workload=args.workload,
+            registration_delay=args.registration_delay,
+            cpu=args.cpu,
+            memory=args.memory,
+        )
+    print("\n".join(result.lines()))
+    if args.json is not None:
+        args.json.write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return 0 if result.last_pod_to_last_nodeclaim <= result.goal else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,472 @@
+"""A small Prometheus metrics registry: counters, gauges, histograms and summaries.
+
+``karpy run`` serves its metrics on ``/metrics`` for Prometheus to scrape, under
+Karpenter's names (:mod:`karpy.controllers.karpenter_metrics` declares them).
+The controllers record into a :class:`Registry`; the HTTP thread renders it in
+the Prometheus text exposition format, version 0.0.4. That is the whole
+contract with Prometheus, so this module implements it directly instead of
+pulling in a client library: four metric types, labels, and the text format.
+
+**Families and series.** A metric is a *family* (a name, a help text, a type
+and the names of its labels); each distinct set of label values is a *series*
+of that family. ``family.labels(nodepool="default").inc()`` finds or creates a
+series; a family without labels is its own single series (``gauge.set(1)``).
+Label values are always strings; every label must be given, no more, no less,
+because a series missing a label in one place and carrying it in another
+would be two series to Prometheus and a silent split of the data.
+
+**Why one lock for the registry.** Series are written by the reconcile thread
+and read by the HTTP thread(s) that serve scrapes. Every read and write of a
+value happens under the registry's lock, so a scrape sees each series
+consistently (a histogram's buckets, sum and count from the same
+observations). Updates are a few arithmetic operations, so one lock never
+becomes a bottleneck, and there is no lock ordering to get wrong.
+
+**The types**, as Prometheus defines them:
+
+- :class:`Counter`: only goes up (``inc``); reset only by a restart.
+- :class:`Gauge`: any value (``set``, ``inc``, ``dec``).
+- :class:`Histogram`: observations counted into cumulative buckets
+  (``_bucket{le=...}``, with ``+Inf`` equal to ``_count``), plus ``_sum`` and
+  ``_count``; cheap to aggregate across processes.
+- :class:`Summary`: quantiles of the observations of a recent window (by
+  default the last 10 minutes, as Prometheus' Go client keeps), plus ``_sum``
+  and ``_count`` over the whole lifetime. Karpenter reports pod start-up
+  durations as one, so karpy does too. Quantiles here are exact over the
+  window (at most :data:`SUMMARY_MAX_SAMPLES` observations are kept).
+
+**The text format.** One ``# HELP`` and one ``# TYPE`` line per family, then
+one line per sample, families sorted by name and series by label values, so
+the output is deterministic. Help text escapes backslash and newline; label
+values also escape the double quote. Values print as integers when they are
+whole (``3``, not ``3.0``), otherwise in Python's shortest round-trip form;
+infinities and NaN print as ``+Inf``, ``-Inf`` and ``NaN``. A family with
+labels but no series yet prints nothing, as Prometheus' own clients do.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Karpenter's duration buckets (seconds), also used by controller-runtime: fine
+# below a second, coarse up to ten minutes for the slow singleton controllers.
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+)  # fmt: skip
+# The quantiles Karpenter's summaries report: minimum, median, 90th, 99th, maximum.
+SUMMARY_QUANTILES: tuple[float, ...] = (0.0, 0.5, 0.9, 0.99, 1.0)
+SUMMARY_MAX_AGE = 600.0
+SUMMARY_MAX_SAMPLES = 10_000
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+# Label names each type uses for its own samples.
+_RESERVED_LABELS = {"histogram": ("le",), "summary": ("quantile",)}
+
+LabelValues = tuple[str, ...]
+
+
+class MetricError(ValueError):
+    """A metric used against its declaration (unknown labels, a counter going down...)."""
+
+
+def format_value(value: float) -> str:
+    """A sample value as the text format writes it."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def escape_label_value(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def format_labels(pairs: Sequence[tuple[str, str]]) -> str:
+    if not pairs:
+        return ""
+    return "{" + ",".join(f'{name}="{escape_label_value(value)}"' for name, value in pairs) + "}"
+
+
+class _Series:
+    """One series' state; subclasses hold the numbers. Guarded by the registry's lock."""
+
+    __slots__ = ()
+
+
+class _Value(_Series):
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+
+class _Buckets(_Series):
+    __slots__ = ("count", "counts", "sum")
+
+    def __init__(self, size: int) -> None:
+        self.counts = [0] * size  # per bucket, not cumulative; made cumulative when rendered
+        self.sum = 0.0
+        self.count = 0
+
+
+class _Window(_Series):
+    __slots__ = ("count", "samples", "sum")
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, float]] = deque(maxlen=SUMMARY_MAX_SAMPLES)
+        self.sum = 0.0
+        self.count = 0
+
+
+S = TypeVar("S", bound=_Series)
+
+
+class _Family(Generic[S]):
+    """What every metric type shares: a name, help, label names and the series by label values."""
+
+    type_name = ""
+
+    def __init__(self, registry: Registry, name: str, help_text: str, label_names: Sequence[str]) -> None:
+        if not _METRIC_NAME.match(name):
+            raise MetricError(f"invalid metric name {name!r}")
+        reserved = _RESERVED_LABELS.get(self.type_name, ())
+        for label in label_names:
+            if not _LABEL_NAME.match(label) or label.startswith("__") or label in reserved:
+                raise MetricError(f"{name}: invalid label name {label!r}")
+        if len(set(label_names)) != len(label_names):
+            raise MetricError(f"{name}: duplicate label names {list(label_names)}")
+        self.name = name
+        self.help = help_text
+        self.label_names = tuple(label_names)
+        self._lock = registry.lock
+        self._series: dict[LabelValues, S] = {}
+        if not self.label_names:
+            self._series[()] = self._new_series()
+
+    def _new_series(self) -> S:
+        raise NotImplementedError
+
+    def _key(self, values: Mapping[str, str]) -> LabelValues:
+        if set(values) != set(self.label_names):
+            raise MetricError(
+                f"{self.name}: expected labels {sorted(self.label_names)}, got {sorted(values)}"
+            )
+        return tuple(str(values[label]) for label in self.label_names)
+
+    def _get(self, key: LabelValues) -> S:
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._new_series()
+        return series
+
+    def remove(self, **values: str) -> None:
+        """Forget one series (an object that no longer exists)."""
+        key = self._key(values)
+        with self._lock:
+            self._series.pop(key, None)
+
+    def remove_matching(self, **values: str) -> None:
+        """Forget every series whose labels include ``values`` (all of a NodePool's, say)."""
+        unknown = set(values) - set(self.label_names)
+        if unknown:
+            raise MetricError(f"{self.name}: unknown labels {sorted(unknown)}")
+        positions = [(self.label_names.index(label), value) for label, value in values.items()]
+        with self._lock:
+            for key in [k for k in self._series if all(k[i] == v for i, v in positions)]:
+                del self._series[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._series.clear()
+            if not self.label_names:
+                self._series[()] = self._new_series()
+
+    def label_values(self) -> list[LabelValues]:
+        with self._lock:
+            return sorted(self._series)
+
+    def render(self, out: list[str]) -> None:
+        """Append this family's lines to ``out`` (the caller holds the lock)."""
+        if not self._series:
+            return
+        out.append(f"# HELP {self.name} {escape_help(self.help)}")
+        out.append(f"# TYPE {self.name} {self.type_name}")
+        for key in sorted(self._series):
+            self._render_series(out, list(zip(self.label_names, key, strict=True)), self._series[key])
+
+    def _render_series(self, out: list[str], labels: list[tuple[str, str]], series: S) -> None:
+        raise NotImplementedError
+
+
+class _ValueFamily(_Family[_Value]):
+    def _new_series(self) -> _Value:
+        return _Value()
+
+    def _render_series(self, out: list[str], labels: list[tuple[str, str]], series: _Value) -> None:
+        out.append(f"{self.name}{format_labels(labels)} {format_value(series.value)}")
+
+    def value(self, **values: str) -> float:
+        """The current value of a series (0 if it does not exist)."""
+        key = self._key(values)
+        with self._lock:
+            series = self._series.get(key)
+            return series.value if series is not None else 0.0
+
+
+class CounterSeries:
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: Counter, key: LabelValues) -> None:
+        self._family = family
+        self._key = key
+
+    def inc(self, amount: float = 1.0) -> None:
+        if amount < 0:
+            raise MetricError(f"{self._family.name}: a counter cannot go down ({amount})")
+        with self._family._lock:
+            self._family._get(self._key).value += amount
+
+
+class Counter(_ValueFamily):
+    type_name = "counter"
+
+    def labels(self, **values: str) -> CounterSeries:
+        return CounterSeries(self, self._key(values))
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.labels().inc(amount)
+
+
+class GaugeSeries:
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: Gauge, key: LabelValues) -> None:
+        self._family = family
+        self._key = key
+
+    def set(self, value: float) -> None:
+        with self._family._lock:
+            self._family._get(self._key).value = float(value)
+
+    def inc(self, amount: float = 1.0) -> None:
+        with self._family._lock:
+            self._family._get(self._key).value += amount
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.inc(-amount)
+
+
+class Gauge(_ValueFamily):
+    type_name = "gauge"
+
+    def labels(self, **values: str) -> GaugeSeries:
+        return GaugeSeries(self, self._key(values))
+
+    def set(self, value: float) -> None:
+        self.labels().set(value)
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.labels().inc(amount)
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.labels().dec(amount)
+
+
+class HistogramSeries:
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: Histogram, key: LabelValues) -> None:
+        self._family = family
+        self._key = key
+
+    def observe(self, value: float) -> None:
+        family = self._family
+        index = bisect.bisect_left(family.buckets, value)  # first bucket whose bound >= value
+        with family._lock:
+            series = family._get(self._key)
+            series.counts[index] += 1
+            series.sum += value
+            series.count += 1
+
+
+class Histogram(_Family[_Buckets]):
+    type_name = "histogram"
+
+    def __init__(
+        self,
+        registry: Registry,
+        name: str,
+        help_text: str,
+        label_names: Sequence[str],
+        buckets: Iterable[float] = DURATION_BUCKETS,
+    ) -> None:
+        bounds = sorted(float(bound) for bound in buckets if not math.isinf(bound))
+        if not bounds or len(set(bounds)) != len(bounds):
+            raise MetricError(f"{name}: buckets must be distinct and not empty")
+        self.buckets: tuple[float, ...] = (*bounds, math.inf)
+        super().__init__(registry, name, help_text, label_names)
+
+    def _new_series(self) -> _Buckets:
+        return _Buckets(len(self.buckets))
+
+    def labels(self, **values: str) -> HistogramSeries:
+        return HistogramSeries(self, self._key(values))
+
+    def observe(self, value: float) -> None:
+        self.labels().observe(value)
+
+    def count(self, **values: str) -> int:
+        key = self._key(values)
+        with self._lock:
+            series = self._series.get(key)
+            return series.count if series is not None else 0
+
+    def _render_series(self, out: list[str], labels: list[tuple[str, str]], series: _Buckets) -> None:
+        cumulative = 0
+        for bound, count in zip(self.buckets, series.counts, strict=True):
+            cumulative += count
+            bucket_labels = format_labels([*labels, ("le", format_value(bound))])
+            out.append(f"{self.name}_bucket{bucket_labels} {cumulative}")
+        out.append(f"{self.name}_sum{format_labels(labels)} {format_value(series.sum)}")
+        out.append(f"{self.name}_count{format_labels(labels)} {series.count}")
+
+
+class SummarySeries:
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: Summary, key: LabelValues) -> None:
+        self._family = family
+        self._key = key
+
+    def observe(self, value: float) -> None:
+        family = self._family
+        now = family.clock()
+        with family._lock:
+            series = family._get(self._key)
+            series.samples.append((now, value))
+            series.sum += value
+            series.count += 1
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values: the smallest value with at least q of them at or below it."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+class Summary(_Family[_Window]):
+    type_name = "summary"
+
+    def __init__(
+        self,
+        registry: Registry,
+        name: str,
+        help_text: str,
+        label_names: Sequence[str],
+        quantiles: Iterable[float] = SUMMARY_QUANTILES,
+        max_age: float = SUMMARY_MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.quantiles = tuple(sorted(set(quantiles)))
+        if any(not 0.0 <= q <= 1.0 for q in self.quantiles):
+            raise MetricError(f"{name}: quantiles must be between 0 and 1")
+        self.max_age = max_age
+        self.clock = clock
+        super().__init__(registry, name, help_text, label_names)
+
+    def _new_series(self) -> _Window:
+        return _Window()
+
+    def labels(self, **values: str) -> SummarySeries:
+        return SummarySeries(self, self._key(values))
+
+    def observe(self, value: float) -> None:
+        self.labels().observe(value)
+
+    def _render_series(self, out: list[str], labels: list[tuple[str, str]], series: _Window) -> None:
+        horizon = self.clock() - self.max_age
+        while series.samples and series.samples[0][0] < horizon:
+            series.samples.popleft()
+        values = sorted(value for _, value in series.samples)
+        for q in self.quantiles:
+            quantile_labels = format_labels([*labels, ("quantile", format_value(q))])
+            out.append(f"{self.name}{quantile_labels} {format_value(quantile(values, q))}")
+        out.append(f"{self.name}_sum{format_labels(labels)} {format_value(series.sum)}")
+        out.append(f"{self.name}_count{format_labels(labels)} {series.count}")
+
+
+F = TypeVar("F", bound=_Family[Any])
+
+
+class Registry:
+    """The metrics of one process, rendered together for a scrape."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._families: dict[str, _Family[Any]] = {}
+
+    def _register(self, family: F) -> F:
+        with self.lock:
+            if family.name in self._families:
+                raise MetricError(f"metric {family.name!r} registered twice")
+            self._families[family.name] = family
+        return family
+
+    def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
+        return self._register(Counter(self, name, help_text, labels))
+
+    def gauge(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Gauge:
+        return self._register(Gauge(self, name, help_text, labels))
+
+    def histogram(
+        self,
+        name: str,
+        help_text: str,
+        labels: Sequence[str] = (),
+        buckets: Iterable[float] = DURATION_BUCKETS,
+    ) -> Histogram:
+        return self._register(Histogram(self, name, help_text, labels, buckets))
+
+    def summary(
+        self,
+        name: str,
+        help_text: str,
+        labels: Sequence[str] = (),
+        quantiles: Iterable[float] = SUMMARY_QUANTILES,
+        max_age: float = SUMMARY_MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Summary:
+        return self._register(Summary(self, name, help_text, labels, quantiles, max_age, clock))
+
+    def names(self) -> list[str]:
+        with self.lock:
+            return sorted(self._families)
+
+    def exposition(self) -> str:
+        """Every family in the Prometheus text format (version 0.0.4)."""
+        out: list[str] = []
+        with self.lock:
+            for name in sorted(self._families):
+                self._families[name].render(out)
+        return "\n".join(out) + "\n" if out else ""

@@ -1,0 +1,173 @@
+"""The settings of ``karpy run``: flags, environment variables, and their defaults.
+
+A Helm chart configures a controller through its container's environment,
+and a person at a terminal through flags; ``karpy run`` takes both. Every
+setting has an environment variable (Karpenter's name where Karpenter has the
+setting: ``BATCH_IDLE_DURATION``, ``BATCH_MAX_DURATION``, ``CLUSTER_NAME``,
+``LOG_LEVEL``, ``METRICS_PORT``, ``HEALTH_PROBE_PORT``; a ``KARPY_`` name
+where it is karpy's own) and a flag spelled like the variable
+(``--batch-idle-duration``). A flag wins over the variable, the variable over
+the default; an empty variable counts as unset, as a chart's ``value: ""``
+usually means "not set".
+
+:data:`SETTINGS` is the one list of them: it declares the flags, and
+``docs/run.md``'s table is checked against it by the tests, so the
+documentation cannot drift from what the program accepts. ``KUBECONFIG`` and
+the leader election settings are read where they are used
+(:func:`karpy.kube._http.ApiTransport.from_kubeconfig`,
+:mod:`karpy.kube.leader`).
+
+Bad values are reported naming the flag or variable they came from
+(``METRICS_PORT: 'http' is not a port number``), so the fix is obvious from a
+pod's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from karpy.api.duration import DurationError, parse_duration
+from karpy.logs import LOG_FORMATS, parse_level
+
+T = TypeVar("T")
+
+DEFAULT_METRICS_PORT = 8080
+DEFAULT_HEALTH_PROBE_PORT = 8081
+
+
+class SettingsError(ValueError):
+    """A flag or environment variable with a value karpy cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    env: str
+    default: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.env.removeprefix("KARPY_").lower().replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return self.env.removeprefix("KARPY_").lower()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "BATCH_IDLE_DURATION",
+        "1s",
+        "the batch of pending pods closes when no new one came for this long",
+    ),
+    Setting("BATCH_MAX_DURATION", "10s", "the batch of pending pods closes after this long at most"),
+    Setting("CLUSTER_NAME", "", "the cluster's name, shown in the start-up log line"),
+    Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
+    Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
+    Setting("METRICS_PORT", str(DEFAULT_METRICS_PORT), "the port of /metrics (0: any free port)"),
+    Setting(
+        "HEALTH_PROBE_PORT",
+        str(DEFAULT_HEALTH_PROBE_PORT),
+        "the port of /healthz and /readyz (0: any free port)",
+    ),
+    Setting(
+        "KARPY_REGISTRATION_DELAY",
+        "0s",
+        "time between a kwok launch and its Node's creation, as an instance's boot would take",
+    ),
+)
+_BY_ENV = {setting.env: setting for setting in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    batch_idle_duration: float = 1.0
+    batch_max_duration: float = 10.0
+    cluster_name: str = ""
+    log_level: int = logging.INFO
+    log_format: str = "json"
+    metrics_port: int = DEFAULT_METRICS_PORT
+    health_probe_port: int = DEFAULT_HEALTH_PROBE_PORT
+    registration_delay: float = 0.0
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Declare a flag for every setting; each defaults to None, meaning "see the environment"."""
+    for setting in SETTINGS:
+        if setting.env == "KARPY_REGISTRATION_DELAY":
+            continue  # declared with ``karpy run``'s other kwok flags; its value is read here all the same
+        default = f"${setting.env}, else {setting.default}" if setting.default else f"${setting.env}"
+        parser.add_argument(setting.flag, dest=setting.dest, help=f"{setting.help} (default: {default})")
+
+
+def _duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds < 0:
+        raise DurationError(f"{text!r} is negative")
+    return seconds
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text.strip())
+    except ValueError:
+        raise SettingsError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise SettingsError(f"{port} is not a port number (0 to 65535)")
+    return port
+
+
+def _log_format(text: str) -> str:
+    value = text.strip().lower()
+    if value not in LOG_FORMATS:
+        raise SettingsError(f"unknown log format {text!r} (expected json or text)")
+    return value
+
+
+def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose: bool = False) -> RunOptions:
+    """The settings from ``args`` (flags), then ``environ``, then the defaults.
+
+    ``verbose`` (``-v``) means ``LOG_LEVEL=debug`` unless a level is given.
+    """
+
+    def source(env: str) -> tuple[str, str, bool]:
+        """(text, where it came from, whether it was given at all)."""
+        setting = _BY_ENV[env]
+        given = getattr(args, setting.dest, None)
+        if given is not None:
+            return str(given), setting.flag, True
+        from_env = environ.get(env, "")
+        if from_env.strip():
+            return from_env, env, True
+        return setting.default, setting.flag, False
+
+    def read(env: str, convert: Callable[[str], T]) -> T:
+        text, where, _ = source(env)
+        try:
+            return convert(text)
+        except ValueError as problem:  # DurationError and SettingsError are ValueErrors
+            raise SettingsError(f"{where}: {problem}") from None
+
+    log_level = read("LOG_LEVEL", parse_level)
+    if verbose and not source("LOG_LEVEL")[2]:
+        log_level = logging.DEBUG
+    idle = read("BATCH_IDLE_DURATION", _duration)
+    maximum = read("BATCH_MAX_DURATION", _duration)
+    if maximum < idle:
+        raise SettingsError(
+            f"BATCH_MAX_DURATION ({maximum:g}s) is shorter than BATCH_IDLE_DURATION ({idle:g}s)"
+        )
+    return RunOptions(
+        batch_idle_duration=idle,
+        batch_max_duration=maximum,
+        cluster_name=source("CLUSTER_NAME")[0].strip(),
+        log_level=log_level,
+        log_format=read("KARPY_LOG_FORMAT", _log_format),
+        metrics_port=read("METRICS_PORT", _port),
+        health_probe_port=read("HEALTH_PROBE_PORT", _port),
+        registration_delay=read("KARPY_REGISTRATION_DELAY", _duration),
+    )

@@ -1,0 +1,109 @@
+"""The kwok provider's one piece of process state: instances booting when their launcher stopped.
+
+With a registration delay, a launched instance's Node is created by a timer
+in the process that launched it. When that process stops mid-boot (a leader
+change), the next leader adopts the instance from its NodeClaim and creates
+the Node when the boot would have ended, instead of leaving the NodeClaim
+without a Node until the registration timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from tests.support import make_nodepool
+
+from karpy.api.conditions import set_condition
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim, NodeClaimSpec
+from karpy.api.nodeclass import KWOKNodeClass
+from karpy.api.nodepool import NodeClassRef
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_ZONE, Requirement
+from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.sim.clock import VirtualClock
+from karpy.sim.store import InMemoryCluster
+
+DELAY = 0.3
+
+
+def _store() -> InMemoryCluster:
+    store = InMemoryCluster(VirtualClock())
+    store.create(make_nodepool())
+    store.create(KWOKNodeClass(metadata=ObjectMeta(name="default")))
+    return store
+
+
+def _launched(store: InMemoryCluster, provider: KwokCloudProvider, name: str) -> NodeClaim:
+    """A NodeClaim launched by ``provider``, recorded as the lifecycle controller records it."""
+    claim = store.create(
+        NodeClaim(
+            metadata=ObjectMeta(name=name),
+            spec=NodeClaimSpec(
+                node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default"),
+                requirements=(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", ["c5.large"]),),
+            ),
+        )
+    )
+    launched = provider.create(claim)
+    conditions = set_condition(claim.status.conditions, CONDITION_LAUNCHED, "True", time.time())
+    return store.update(
+        dataclasses.replace(
+            claim,
+            metadata=claim.metadata.with_changes(
+                labels={**claim.metadata.labels, **launched.metadata.labels}
+            ),
+            status=dataclasses.replace(
+                claim.status, provider_id=launched.status.provider_id, conditions=conditions
+            ),
+        )
+    )
+
+
+def _stop(provider: KwokCloudProvider) -> None:
+    """The launching process goes away: its boot timers never fire."""
+    for _, timer in provider._pending.values():
+        timer.cancel()
+
+
+def _wait_for_node(store: InMemoryCluster, name: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if store.node(name) is not None:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_the_next_leader_finishes_the_boot_of_an_instance_left_booting() -> None:
+    store = _store()
+    first = KwokCloudProvider(store, registration_delay=DELAY)
+    claim = _launched(store, first, "default-a")
+    _stop(first)
+    successor = KwokCloudProvider(store, registration_delay=DELAY)
+    assert successor.resume_boots() == ["default-a"]
+    assert store.node("default-a") is None  # still booting: the rest of the delay is kept
+    assert _wait_for_node(store, "default-a", 5.0)
+    node = store.node("default-a")
+    assert node is not None and node.provider_id == claim.status.provider_id
+    assert node.metadata.labels[LABEL_INSTANCE_TYPE] == "c5.large"
+    assert node.metadata.labels[LABEL_ZONE] == claim.metadata.labels[LABEL_ZONE]
+
+
+def test_nothing_is_adopted_that_has_a_node_a_pending_boot_or_a_registration() -> None:
+    store = _store()
+    provider = KwokCloudProvider(store, registration_delay=DELAY)
+    _launched(store, provider, "default-booting")  # this process's own timer is still on
+    registered = _launched(store, KwokCloudProvider(store), "default-up")  # no delay: Node exists
+    assert store.node("default-up") is not None
+    store.update(
+        dataclasses.replace(
+            registered,
+            status=dataclasses.replace(
+                registered.status,
+                conditions=set_condition(registered.status.conditions, CONDITION_REGISTERED, "True", 0.0),
+            ),
+        )
+    )
+    assert provider.resume_boots() == []
+    _stop(provider)

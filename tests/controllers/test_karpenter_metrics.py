@@ -1,0 +1,277 @@
+"""Karpenter's metrics as the controllers record them, driven in the simulator and read back as text."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+from tests.prometheus_text import Exposition, parse
+
+from karpy import __version__
+from karpy.api.instancetype import InstanceType
+from karpy.api.manifest import LoadedObject, parse_manifests
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodepool import NodePool
+from karpy.cloud.provider import (
+    CloudProviderError,
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    RepairPolicy,
+)
+from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, reason_label
+from karpy.sim.cloud import CapacityFailure
+from karpy.sim.simulation import Simulation
+
+NODE_CLASS = """
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+"""
+
+NODEPOOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  limits: {cpu: "100", memory: 400Gi}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: [c5.large, c5.xlarge, m5.large, m5.xlarge]
+  disruption: {consolidateAfter: 30s}
+"""
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: default}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers: [{name: main, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"""
+
+
+def objects(*texts: str) -> list[LoadedObject]:
+    result = parse_manifests("\n---\n".join(texts), "test.yaml")
+    assert not result.errors, result.errors
+    return result.objects
+
+
+def scrape(metrics: Metrics) -> Exposition:
+    return parse(metrics.registry.exposition())
+
+
+@pytest.fixture
+def scaled_up() -> tuple[Simulation, Metrics]:
+    metrics = Metrics()
+    simulation = Simulation(metrics=metrics)
+    simulation.apply(objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
+    simulation.run(600)
+    assert sum(1 for pod in simulation.pods() if pod.phase == "Running") == 5
+    return simulation, metrics
+
+
+def test_provisioning_counts_created_nodeclaims_by_nodepool_and_reason(
+    scaled_up: tuple[Simulation, Metrics],
+) -> None:
+    simulation, metrics = scaled_up
+    claims = simulation.nodeclaims()
+    exposition = scrape(metrics)
+    assert exposition.types["karpenter_nodeclaims_created_total"] == "counter"
+    assert exposition.series("karpenter_nodeclaims_created_total") == {
+        frozenset({("reason", "provisioned"), ("nodepool", "default"), ("min_values_relaxed", "false")}): len(
+            claims
+        )
+    }
+
+
+def test_pod_startup_and_binding_are_measured_for_pods_seen_pending(
+    scaled_up: tuple[Simulation, Metrics],
+) -> None:
+    _, metrics = scaled_up
+    exposition = scrape(metrics)
+    assert exposition.types["karpenter_pods_startup_duration_seconds"] == "summary"
+    assert exposition.value("karpenter_pods_startup_duration_seconds_count") == 5
+    # In the simulator: a 1 s batch, a registration delay and the kubelet's start, in virtual seconds.
+    fastest = exposition.value("karpenter_pods_startup_duration_seconds", quantile="0")
+    slowest = exposition.value("karpenter_pods_startup_duration_seconds", quantile="1")
+    assert 1 <= fastest <= slowest < 120
+    assert exposition.value("karpenter_pods_bound_duration_seconds_count") == 5
+
+
+def test_scheduling_simulations_are_timed_and_leave_their_queue_depth(
+    scaled_up: tuple[Simulation, Metrics],
+) -> None:
+    _, metrics = scaled_up
+    exposition = scrape(metrics)
+    assert (
+        exposition.value("karpenter_scheduler_scheduling_duration_seconds_count", controller="provisioning")
+        >= 1
+    )
+    depth = exposition.series("karpenter_scheduler_queue_depth")
+    assert len(depth) == 1, "only the latest simulation's series is kept"
+    (labels, value), *_ = depth.items()
+    assert dict(labels)["controller"] == "provisioning"
+    assert value == 0  # every pod placed
+    assert exposition.value("karpenter_scheduler_unschedulable_pods_count", controller="provisioning") == 0
+
+
+def test_nodepool_usage_and_limits(scaled_up: tuple[Simulation, Metrics]) -> None:
+    simulation, metrics = scaled_up
+    claims = simulation.nodeclaims()
+    exposition = scrape(metrics)
+    cpu = sum(claim.status.capacity["cpu"] for claim in claims) / 1000
+    memory = sum(claim.status.capacity["memory"] for claim in claims)
+    assert exposition.value("karpenter_nodepools_usage", resource_type="cpu", nodepool="default") == cpu
+    assert exposition.value("karpenter_nodepools_usage", resource_type="memory", nodepool="default") == memory
+    assert exposition.value("karpenter_nodepools_usage", resource_type="nodes", nodepool="default") == len(
+        claims
+    )
+    assert exposition.value("karpenter_nodepools_limit", resource_type="cpu", nodepool="default") == 100
+    assert (
+        exposition.value("karpenter_nodepools_limit", resource_type="memory", nodepool="default")
+        == 400 * 2**30
+    )
+
+
+def test_cluster_state_and_cloud_provider_calls(scaled_up: tuple[Simulation, Metrics]) -> None:
+    simulation, metrics = scaled_up
+    exposition = scrape(metrics)
+    assert exposition.value("karpenter_cluster_state_synced") == 1
+    assert exposition.value("karpenter_cluster_state_node_count") == len(list(simulation.cluster.nodes()))
+    creates = exposition.value(
+        "karpenter_cloudprovider_duration_seconds_count",
+        controller="nodeclaim.lifecycle",
+        method="Create",
+        provider=simulation.cloud.name,
+    )
+    assert creates == len(simulation.nodeclaims())
+    assert "karpenter_cloudprovider_errors_total" not in exposition.types  # nothing failed
+    assert exposition.value("karpenter_build_info", version=__version__) == 1
+
+
+def test_empty_nodes_are_counted_disrupted_and_terminated(scaled_up: tuple[Simulation, Metrics]) -> None:
+    simulation, metrics = scaled_up
+    launched = {(claim.capacity_type, claim.zone) for claim in simulation.nodeclaims()}
+    count = len(simulation.nodeclaims())
+    simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
+    simulation.run(3600)
+    assert simulation.nodeclaims() == []
+    exposition = scrape(metrics)
+    assert (
+        sum(exposition.find("karpenter_nodeclaims_disrupted_total", reason="empty", nodepool="default"))
+        == count
+    )
+    assert sum(exposition.series("karpenter_nodeclaims_terminated_total").values()) == count
+    for labels in exposition.series("karpenter_nodeclaims_terminated_total"):
+        found = dict(labels)
+        assert found["nodepool"] == "default"
+        assert (found["capacity_type"], found["zone"]) in launched
+    # The pool's usage follows its NodeClaims down to nothing.
+    assert exposition.value("karpenter_nodepools_usage", resource_type="nodes", nodepool="default") == 0
+    assert exposition.value("karpenter_cluster_state_node_count") == 0
+
+
+def test_a_deleted_nodepool_leaves_no_series(scaled_up: tuple[Simulation, Metrics]) -> None:
+    simulation, metrics = scaled_up
+    simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
+    simulation.run(3600)
+    simulation.cluster.delete(simulation.cluster.get("NodePool", "default"))
+    simulation.run(60, until_steady=False)
+    exposition = scrape(metrics)
+    assert not exposition.find("karpenter_nodepools_usage", nodepool="default")
+    assert not exposition.find("karpenter_nodepools_limit", nodepool="default")
+
+
+def test_disruption_reasons_are_written_as_karpenter_writes_them() -> None:
+    assert reason_label("Underutilized") == "underutilized"
+    assert reason_label("Drifted") == "drifted"
+    assert reason_label("Empty") == "empty"
+    assert reason_label("insufficient_capacity") == "insufficient_capacity"
+    assert reason_label("NodeRegistrationFailed") == "node_registration_failed"
+
+
+class FailingCloud:
+    name = "failing"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        raise self.error
+
+    def delete(self, nodeclaim: NodeClaim) -> None:
+        raise self.error
+
+    def get(self, provider_id: str) -> NodeClaim:
+        raise self.error
+
+    def list(self) -> builtins.list[NodeClaim]:
+        return []
+
+    def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        raise self.error
+
+    def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        return ""
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("error", "label"),
+    [
+        (InsufficientCapacityError("no c5.large"), "InsufficientCapacityError"),
+        (NodeClaimNotFoundError("gone"), "NodeClaimNotFoundError"),
+        (CloudProviderError("throttled"), ""),
+    ],
+)
+def test_cloud_provider_errors_are_counted_by_controller_method_and_type(
+    error: Exception, label: str
+) -> None:
+    metrics = Metrics()
+    cloud = MeteredCloudProvider(FailingCloud(error), metrics, "termination")
+    with pytest.raises(type(error)):
+        cloud.get("kwok://x")
+    assert cloud.list() == []
+    exposition = scrape(metrics)
+    assert (
+        exposition.value(
+            "karpenter_cloudprovider_errors_total",
+            controller="termination",
+            method="Get",
+            provider="failing",
+            error=label,
+        )
+        == 1
+    )
+    assert exposition.find("karpenter_cloudprovider_errors_total", method="List") == []
+    assert (
+        exposition.value(
+            "karpenter_cloudprovider_duration_seconds_count",
+            controller="termination",
+            method="List",
+            provider="failing",
+        )
+        == 1
+    )
+
+
+def test_an_insufficient_capacity_launch_counts_as_disrupted() -> None:
+    metrics = Metrics()
+    simulation = Simulation(metrics=metrics)
+    simulation.cloud.settings.capacity_failures.append(CapacityFailure(capacity_type="spot"))
+    simulation.apply(objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
+    simulation.run(600)
+    exposition = scrape(metrics)
+    failed = exposition.find("karpenter_nodeclaims_disrupted_total", reason="insufficient_capacity")
+    errors = exposition.find("karpenter_cloudprovider_errors_total", error="InsufficientCapacityError")
+    assert sum(failed) == sum(errors) >= 1

@@ -1,0 +1,380 @@
+"""``karpy run``'s metrics, probes and JSON logs against the real control plane.
+
+The runner (:class:`karpy.run.Runner`, as :func:`karpy.run.run` wires it)
+runs in a background thread with its endpoints on free ports of 127.0.0.1.
+A Deployment of three pods gets kwok nodes; the test then scrapes
+``/metrics`` as Prometheus would (parsed with the strict reader in
+``tests/prometheus_text.py``) and asks ``/healthz`` and ``/readyz`` as the
+kubelet would; once the Deployment is gone and the empty nodes with it, the
+disruption and termination counters must show them.
+
+The NodePool, node class and pod labels are this module's own, so it cannot
+take or disturb other tests' nodes on the shared control plane; every
+assertion on a labelled series selects this module's NodePool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.prometheus_text import Exposition, parse
+
+from karpy.kube._http import ApiTransport
+from karpy.logs import JsonFormatter
+from karpy.observability import ObservabilitySettings
+from karpy.run import Runner, RunSettings
+
+from .conftest import REPO, ControlPlane, wait_until
+
+pytestmark = pytest.mark.integration
+
+NODEPOOL = "it-observe"
+APP = "it-observe-app"
+REPLICAS = 3
+
+NODE_CLASS_MANIFEST = f"""\
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {{name: {NODEPOOL}}}
+"""
+
+NODEPOOL_MANIFEST = f"""\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {NODEPOOL}}}
+spec:
+  limits: {{cpu: "64"}}
+  template:
+    spec:
+      requirements:
+        - {{key: kubernetes.io/arch, operator: In, values: ["amd64"]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: ["c5.large", "c5.xlarge"]
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: {NODEPOOL}}}
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 1s
+"""
+
+
+def deployment_manifest(namespace: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": APP, "namespace": namespace},
+            "spec": {
+                "replicas": REPLICAS,
+                "selector": {"matchLabels": {"app": APP}},
+                "template": {
+                    "metadata": {"labels": {"app": APP}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "nodeSelector": {"karpenter.sh/nodepool": NODEPOOL},
+                        "containers": [
+                            {
+                                "name": "pause",
+                                "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+    )
+
+
+class Captured(logging.Handler):
+    """The JSON lines the runner's loggers write, kept in memory."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.setFormatter(JsonFormatter())
+        self.lines: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(json.loads(self.format(record)))
+
+
+@dataclass
+class Running:
+    plane: ControlPlane
+    runner: Runner
+    logs: Captured
+
+    @property
+    def metrics_port(self) -> int:
+        port = self.runner.observability.endpoints.metrics_port
+        assert port is not None
+        return port
+
+    @property
+    def probe_port(self) -> int:
+        port = self.runner.observability.endpoints.health_probe_port
+        assert port is not None
+        return port
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def scrape(running: Running) -> Exposition:
+    status, body = get(running.metrics_port, "/metrics")
+    assert status == 200
+    return parse(body)
+
+
+@pytest.fixture
+def running(crds: ControlPlane) -> Iterator[Running]:
+    """A Runner with its endpoints on free ports, in a background thread; stopped and checked at the end."""
+    settings = RunSettings(
+        observability=ObservabilitySettings(metrics_port=0, health_probe_port=0, bind_address="127.0.0.1")
+    )
+    transport = ApiTransport.from_kubeconfig(crds.kubeconfig)
+    runner = Runner(transport, settings)
+    # Before its informers have listed, the runner is not ready.
+    assert runner.observability.health.ready() == (False, "informer caches not synced")
+    logs = Captured()
+    karpy_logger = logging.getLogger("karpy")
+    saved_level = karpy_logger.level
+    karpy_logger.addHandler(logs)
+    karpy_logger.setLevel(logging.INFO)
+    stop = threading.Event()
+    started = threading.Event()
+    failures: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            runner.run(stop, started)
+        except BaseException as error:  # reported by the test thread
+            failures.append(error)
+
+    thread = threading.Thread(target=target, name="karpy-run-observability", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: started.is_set() or bool(failures), timeout=60, what="the runner to start")
+        assert not failures, f"the runner failed: {failures[0]!r}"
+        yield Running(crds, runner, logs)
+    finally:
+        crds.kubectl("delete", "nodepool", NODEPOOL, "--ignore-not-found", "--wait=false")
+        crds.kubectl("delete", "kwoknodeclass", NODEPOOL, "--ignore-not-found", "--wait=false")
+        stop.set()
+        thread.join(30)
+        karpy_logger.removeHandler(logs)
+        karpy_logger.setLevel(saved_level)
+        transport.close()
+        assert not thread.is_alive(), "the runner did not stop"
+        assert not failures, f"the runner failed: {failures[0]!r}"
+
+
+def get_items(plane: ControlPlane, *args: str) -> list[dict[str, Any]]:
+    items = json.loads(plane.kubectl("get", *args, "-o", "json"))["items"]
+    assert isinstance(items, list)
+    return items
+
+
+def pool_nodeclaims(plane: ControlPlane) -> list[dict[str, Any]]:
+    return get_items(plane, "nodeclaims", "-l", f"karpenter.sh/nodepool={NODEPOOL}")
+
+
+def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namespace: str) -> None:
+    plane = running.plane
+    # The probes answer as soon as the runner has started: alive, and ready (caches synced).
+    assert get(running.probe_port, "/healthz") == (200, "ok\n")
+    assert get(running.probe_port, "/readyz") == (200, "ok\n")
+
+    plane.kubectl("apply", "-f", "-", stdin=NODE_CLASS_MANIFEST)
+    plane.kubectl("apply", "-f", "-", stdin=NODEPOOL_MANIFEST)
+    plane.kubectl("apply", "-f", "-", stdin=deployment_manifest(namespace))
+
+    def all_running() -> bool:
+        pods = get_items(plane, "pods", "-n", namespace, "-l", f"app={APP}")
+        running_pods = [pod for pod in pods if pod.get("status", {}).get("phase") == "Running"]
+        return len(pods) == REPLICAS and len(running_pods) == REPLICAS
+
+    wait_until(all_running, timeout=90, what=f"{REPLICAS} pods Running")
+    claims = pool_nodeclaims(plane)
+    assert claims
+    claim_names = {claim["metadata"]["name"] for claim in claims}
+
+    def scraped_after_startup() -> Exposition | None:
+        # The pods' Running status reaches the runner's cache a moment after kubectl sees it.
+        exposition = scrape(running)
+        done = exposition.find("karpenter_pods_startup_duration_seconds_count")
+        return exposition if done and done[0] >= REPLICAS else None
+
+    exposition = wait_until(scraped_after_startup, timeout=30, what="the pods' start-up observed")
+    assert exposition.types["karpenter_nodeclaims_created_total"] == "counter"
+    created = exposition.value(
+        "karpenter_nodeclaims_created_total",
+        reason="provisioned",
+        nodepool=NODEPOOL,
+        min_values_relaxed="false",
+    )
+    assert created == len(claims) > 0
+    assert exposition.value("karpenter_cluster_state_synced") == 1
+    node_count = exposition.value("karpenter_cluster_state_node_count")
+    assert node_count >= len(claims)
+    usage = exposition.series("karpenter_nodepools_usage")
+    assert usage[frozenset({("resource_type", "nodes"), ("nodepool", NODEPOOL)})] == len(claims)
+    assert usage[frozenset({("resource_type", "cpu"), ("nodepool", NODEPOOL)})] >= REPLICAS
+    assert exposition.value("karpenter_nodepools_limit", resource_type="cpu", nodepool=NODEPOOL) == 64
+    solved = "karpenter_scheduler_scheduling_duration_seconds_count"
+    assert exposition.value(solved, controller="provisioning") >= 1
+    assert exposition.find("karpenter_scheduler_queue_depth", controller="provisioning")
+    startup_max = exposition.value("karpenter_pods_startup_duration_seconds", quantile="1")
+    assert 0 < startup_max < 90
+    creates = exposition.value(
+        "karpenter_cloudprovider_duration_seconds_count",
+        controller="nodeclaim.lifecycle",
+        method="Create",
+        provider="kwok",
+    )
+    assert creates >= len(claims)
+
+    # Each NodeClaim's creation is a JSON line naming it and its NodePool.
+    created_lines = [
+        line
+        for line in running.logs.lines
+        if line["logger"] == "karpy.provisioning" and str(line["message"]).startswith("created nodeclaim")
+    ]
+    ours = [line for line in created_lines if line.get("NodePool") == {"name": NODEPOOL}]
+    logged = {line["NodeClaim"]["name"] for line in ours}
+    assert logged == claim_names
+    assert all(line["level"] == "INFO" and line["controller"] == "provisioning" for line in created_lines)
+
+    plane.kubectl("delete", "deployment", APP, "-n", namespace, "--wait=false")
+    wait_until(lambda: not pool_nodeclaims(plane), timeout=90, interval=1.0, what="the empty nodes removed")
+
+    def scraped_after_termination() -> Exposition | None:
+        exposition = scrape(running)
+        terminated = sum(exposition.find("karpenter_nodeclaims_terminated_total", nodepool=NODEPOOL))
+        return exposition if terminated >= len(claims) else None
+
+    exposition = wait_until(scraped_after_termination, timeout=30, what="the terminations counted")
+    assert sum(exposition.find("karpenter_nodeclaims_terminated_total", nodepool=NODEPOOL)) == len(claims)
+    disrupted = exposition.find("karpenter_nodeclaims_disrupted_total", reason="empty", nodepool=NODEPOOL)
+    assert sum(disrupted) == len(claims)
+    assert exposition.value("karpenter_nodepools_usage", resource_type="nodes", nodepool=NODEPOOL) == 0
+    terminated_lines = [
+        line
+        for line in running.logs.lines
+        if line["logger"] == "karpy.termination" and line.get("NodeClaim", {}).get("name") in claim_names
+    ]
+    assert {line["NodeClaim"]["name"] for line in terminated_lines} == claim_names
+    assert all("Node" in line for line in terminated_lines)
+
+    assert get(running.probe_port, "/healthz")[0] == 200
+
+
+def test_the_endpoints_close_with_the_runner(crds: ControlPlane) -> None:
+    settings = RunSettings(
+        observability=ObservabilitySettings(metrics_port=0, health_probe_port=0, bind_address="127.0.0.1")
+    )
+    transport = ApiTransport.from_kubeconfig(crds.kubeconfig)
+    runner = Runner(transport, settings)
+    stop, started = threading.Event(), threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop, started), daemon=True)
+    thread.start()
+    try:
+        wait_until(started.is_set, timeout=60, what="the runner to start")
+        port = runner.observability.endpoints.metrics_port
+        assert port is not None
+        assert get(port, "/metrics")[0] == 200
+    finally:
+        stop.set()
+        thread.join(30)
+        transport.close()
+    assert not thread.is_alive()
+    deadline = time.monotonic() + 5
+    with pytest.raises(OSError):
+        while time.monotonic() < deadline:
+            get(port, "/metrics")
+            time.sleep(0.1)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_karpy_run_takes_its_settings_from_the_environment_and_logs_json(
+    crds: ControlPlane, tmp_path: Path
+) -> None:
+    """The command itself: settings from the environment, endpoints up, JSON on stderr, clean exit."""
+    metrics_port, probe_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(crds.kubeconfig),
+        "METRICS_PORT": str(metrics_port),
+        "HEALTH_PROBE_PORT": str(probe_port),
+        "CLUSTER_NAME": "it-observe-cluster",
+        "LOG_LEVEL": "info",
+        "DISABLE_LEADER_ELECTION": "true",  # a single replica; no Lease shared with other tests
+    }
+    stderr_path = tmp_path / "karpy-run.log"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "karpy.cli", "run"],
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                pytest.fail(f"karpy run exited early:\n{stderr_path.read_text()}")
+            try:
+                return get(probe_port, "/readyz")[0] == 200
+            except OSError:
+                return False
+
+        wait_until(ready, timeout=60, what="karpy run to be ready")
+        assert get(probe_port, "/healthz")[0] == 200
+        status, body = get(metrics_port, "/metrics")
+        assert status == 200
+        assert parse(body).value("karpenter_cluster_state_synced") == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    lines = [json.loads(line) for line in stderr_path.read_text().splitlines()]
+    assert lines, "no log lines"
+    assert {"level", "time", "logger", "message"} <= set(lines[0])
+    starting = [line for line in lines if line["message"] == "starting"]
+    assert starting and starting[0]["cluster"] == "it-observe-cluster"
+    served = " ".join(str(line["message"]) for line in lines if line["logger"] == "karpy.http")
+    assert f"port {metrics_port}" in served and f"port {probe_port}" in served
+    assert any(str(line["message"]).startswith("stopped after") for line in lines)
+    # Not a line per API request: the HTTP client speaks at debug level only.
+    assert not any(str(line["logger"]).startswith(("httpx", "httpcore")) for line in lines)

@@ -1,0 +1,236 @@
+"""KubeCluster's writes without a server: error mapping, evictions in a namespace being deleted, events.
+
+A fake transport stands in for the apiserver: it records every request and
+answers with what the test scripted, including the Status bodies a real
+kube-apiserver sends (the 403 of a namespace being deleted names its cause
+``NamespaceTerminating``; Go's StatusCause.Type is "reason" in JSON).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import orjson
+import pytest
+
+from karpy.api.core import Pod, PodSpec
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
+from karpy.api.nodepool import NodeClassRef
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
+from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, KubeError
+from karpy.kube._encode import nodeclaim_to_dict
+from karpy.kube._events import EventSender, PendingEvent
+from karpy.kube._http import ApiResponse, ApiTransport, status_error
+from karpy.kube._resources import NODECLAIM
+from karpy.kube.cluster import KubeCluster, NamespaceTerminatingError
+
+TERMINATING = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "status": "Failure",
+    "message": 'pods "web-1" is forbidden: unable to create new content in namespace shop '
+    "because it is being terminated",
+    "reason": "Forbidden",
+    "details": {
+        "name": "web-1",
+        "kind": "pods",
+        "causes": [
+            {
+                "reason": "NamespaceTerminating",
+                "message": "namespace shop is being terminated",
+                "field": "metadata.namespace",
+            }
+        ],
+    },
+    "code": 403,
+}
+RBAC_FORBIDDEN = {
+    "kind": "Status",
+    "status": "Failure",
+    "message": 'pods "web-1" is forbidden: User "karpy" cannot create resource "pods/eviction"',
+    "reason": "Forbidden",
+    "code": 403,
+}
+CONFLICT = {"kind": "Status", "reason": "Conflict", "message": "the object has been modified", "code": 409}
+
+Answer = Callable[[str, str, object], dict[str, Any]]
+
+
+class FakeTransport:
+    """Answers requests with ``answer(method, path, body)``; raising ApiStatusError is a refusal."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.requests: list[tuple[str, str, object]] = []
+        self.lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> ApiResponse:
+        with self.lock:
+            self.requests.append((method, path, body))
+        return ApiResponse(200, self.answer(method, path, body))
+
+    def interrupt_streams(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def refuse(status: dict[str, Any]) -> Answer:
+    def answer(method: str, path: str, body: object) -> dict[str, Any]:
+        raise status_error(int(status["code"]), orjson.dumps(status))
+
+    return answer
+
+
+def cluster_over(transport: FakeTransport) -> KubeCluster:
+    return KubeCluster(cast(ApiTransport, transport))
+
+
+def pod(namespace: str = "shop", name: str = "web-1") -> Pod:
+    return Pod(metadata=ObjectMeta(name=name, namespace=namespace, uid="u1"), spec=PodSpec())
+
+
+def test_a_status_body_keeps_its_causes() -> None:
+    error = status_error(403, orjson.dumps(TERMINATING))
+    assert error.code == 403 and error.reason == "Forbidden"
+    assert error.causes == ("NamespaceTerminating",)
+    assert status_error(403, orjson.dumps(RBAC_FORBIDDEN)).causes == ()
+    assert status_error(500, b"not json").causes == ()
+
+
+def test_an_eviction_in_a_namespace_being_deleted_is_no_failure() -> None:
+    transport = FakeTransport(refuse(TERMINATING))
+    cluster = cluster_over(transport)
+    cluster.evict(pod())  # the pod goes with its namespace: nothing to raise
+    assert [(method, path) for method, path, _ in transport.requests] == [
+        ("POST", "/api/v1/namespaces/shop/pods/web-1/eviction")
+    ]
+
+
+def test_other_refusals_keep_their_types() -> None:
+    with pytest.raises(KubeError) as forbidden:
+        cluster_over(FakeTransport(refuse(RBAC_FORBIDDEN))).evict(pod())
+    assert not isinstance(forbidden.value, NamespaceTerminatingError)
+    with pytest.raises(ConflictError):
+        cluster_over(FakeTransport(refuse(CONFLICT))).evict(pod())
+    with pytest.raises(NamespaceTerminatingError):
+        cluster_over(FakeTransport(refuse(TERMINATING))).delete(pod())
+
+
+def test_record_event_returns_at_once_and_the_event_is_sent_in_the_background() -> None:
+    release = threading.Event()
+
+    def slow_server(method: str, path: str, body: object) -> dict[str, Any]:
+        release.wait(10)
+        return {"metadata": {"name": "web-1.abc"}}
+
+    transport = FakeTransport(slow_server)
+    cluster = cluster_over(transport)
+    cluster.record_event(pod(), EVENT_NORMAL, "Nominated", "Pod should schedule on: nodeclaim/x")
+    assert not cluster.flush_events(0.05), "the event was sent while the server was still answering"
+    release.set()
+    assert cluster.flush_events(10)
+    method, path, body = transport.requests[0]
+    assert (method, path) == ("POST", "/api/v1/namespaces/shop/events")
+    assert isinstance(body, dict) and body["reason"] == "Nominated" and body["count"] == 1
+    # A repeat raises the count of the same Event.
+    cluster.record_event(pod(), EVENT_NORMAL, "Nominated", "Pod should schedule on: nodeclaim/x")
+    assert cluster.flush_events(10)
+    method, path, body = transport.requests[1]
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/shop/events/web-1.abc")
+    assert isinstance(body, dict) and body["count"] == 2
+    cluster.close()
+
+
+def test_an_event_in_a_namespace_being_deleted_is_dropped_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = cluster_over(FakeTransport(refuse(TERMINATING)))
+    with caplog.at_level(logging.WARNING):
+        cluster.record_event(pod(), EVENT_NORMAL, "Evicted", "Evicted pod")
+        assert cluster.flush_events(10)
+    assert caplog.records == []
+    cluster.close()
+
+
+def test_the_sender_keeps_order_drops_when_full_and_survives_failures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sent: list[str] = []
+    gate = threading.Event()
+
+    def send(event: PendingEvent) -> None:
+        gate.wait(10)
+        if event.reason == "bad":
+            raise RuntimeError("the server said no")
+        sent.append(event.reason)
+
+    sender = EventSender(send, capacity=3)
+    with caplog.at_level(logging.WARNING, logger="karpy.kube.events"):
+        for reason in ("a", "bad", "b", "c", "d", "e"):
+            sender.submit(PendingEvent(object(), EVENT_NORMAL, reason, "", 0.0))
+        # One is being sent, three wait: the rest were dropped, without blocking.
+        assert sender.dropped >= 1
+        gate.set()
+        assert sender.flush(10)
+    assert sent[:2] == ["a", "b"]
+    assert sender.failed == 1 and sender.sent == len(sent)
+    assert any("dropped" in record.getMessage() for record in caplog.records)
+    assert any("the server said no" in record.getMessage() for record in caplog.records)
+    sender.close(1)
+    # After close, a new event starts a new thread.
+    sender.submit(PendingEvent(object(), EVENT_NORMAL, "later", "", 0.0))
+    assert sender.flush(10) and sent[-1] == "later"
+    sender.close(1)
+
+
+def _created_nodeclaim(method: str, path: str, body: object) -> dict[str, Any]:
+    assert method == "POST" and path == "/apis/karpenter.sh/v1/nodeclaims"
+    created = cast(dict[str, Any], orjson.loads(orjson.dumps(body)))
+    created["metadata"].update(uid="u-1", resourceVersion="7", creationTimestamp="2026-01-01T00:00:00Z")
+    return created
+
+
+def _nodeclaim(name: str) -> NodeClaim:
+    return NodeClaim(
+        metadata=ObjectMeta(name=name),
+        spec=NodeClaimSpec(
+            node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default"),
+            requirements=(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", ["c5.large"]),),
+        ),
+    )
+
+
+def test_a_created_nodeclaim_is_in_the_cache_before_any_watch_brings_it() -> None:
+    # Without it, a provisioning pass between the create and the watch's ADDED sees the
+    # pods still pending and nothing in flight for them, and launches a second time.
+    cluster = cluster_over(FakeTransport(_created_nodeclaim))
+    announced: list[tuple[str, object | None, object | None]] = []
+    cluster.subscribe(lambda kind, old, new: announced.append((kind, old, new)))
+    cluster.create(_nodeclaim("default-abc"))
+    cached = cluster.nodeclaim("default-abc")
+    assert cached is not None and cached.metadata.uid == "u-1"
+    assert [(kind, old) for kind, old, _ in announced] == [("NodeClaim", None)]
+
+
+def test_what_the_watch_delivered_first_is_not_overwritten_by_the_create_answer() -> None:
+    cluster = cluster_over(FakeTransport(_created_nodeclaim))
+    newer = nodeclaim_to_dict(_nodeclaim("default-abc"))
+    newer["metadata"].update(uid="u-1", resourceVersion="9")
+    newer.update(apiVersion="karpenter.sh/v1", kind="NodeClaim")
+    cluster.apply(NODECLAIM, "ADDED", newer)
+    cluster.create(_nodeclaim("default-abc"))
+    cached = cluster.nodeclaim("default-abc")
+    assert cached is not None and cached.metadata.resource_version == "9"

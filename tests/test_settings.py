@@ -1,0 +1,127 @@
+"""``karpy run``'s settings: flags over environment variables over defaults, and their documentation."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from karpy.cli import _parser
+from karpy.settings import SETTINGS, RunOptions, SettingsError, run_options
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "run.md"
+
+
+def options(*flags: str, environ: dict[str, str] | None = None) -> RunOptions:
+    args = _parser().parse_args(["run", *flags])
+    return run_options(args, environ or {}, verbose=args.verbose)
+
+
+def test_the_defaults_are_karpenters() -> None:
+    assert options() == RunOptions(
+        batch_idle_duration=1.0,
+        batch_max_duration=10.0,
+        cluster_name="",
+        log_level=logging.INFO,
+        log_format="json",
+        metrics_port=8080,
+        health_probe_port=8081,
+        registration_delay=0.0,
+    )
+
+
+def test_environment_variables_set_everything() -> None:
+    environ = {
+        "BATCH_IDLE_DURATION": "2s",
+        "BATCH_MAX_DURATION": "1m",
+        "CLUSTER_NAME": "prod-eu",
+        "LOG_LEVEL": "debug",
+        "KARPY_LOG_FORMAT": "text",
+        "METRICS_PORT": "9090",
+        "HEALTH_PROBE_PORT": "9091",
+        "KARPY_REGISTRATION_DELAY": "30s",
+    }
+    assert options(environ=environ) == RunOptions(
+        batch_idle_duration=2.0,
+        batch_max_duration=60.0,
+        cluster_name="prod-eu",
+        log_level=logging.DEBUG,
+        log_format="text",
+        metrics_port=9090,
+        health_probe_port=9091,
+        registration_delay=30.0,
+    )
+
+
+def test_flags_win_over_the_environment_and_empty_variables_count_as_unset() -> None:
+    environ = {"METRICS_PORT": "9090", "LOG_LEVEL": "error", "BATCH_IDLE_DURATION": "", "CLUSTER_NAME": " "}
+    flags = ("--metrics-port", "0", "--log-level", "info", "--registration-delay", "5s")
+    found = options(*flags, environ=environ)
+    assert found.metrics_port == 0
+    assert found.log_level == logging.INFO
+    assert found.batch_idle_duration == 1.0
+    assert found.cluster_name == ""
+    assert found.registration_delay == 5.0
+
+
+def test_verbose_means_debug_unless_a_level_is_given() -> None:
+    assert options("-v").log_level == logging.DEBUG
+    assert options("-v", environ={"LOG_LEVEL": "error"}).log_level == logging.ERROR
+    assert options("-v", "--log-level", "info").log_level == logging.INFO
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "message"),
+    [
+        ((), {"METRICS_PORT": "http"}, "METRICS_PORT: 'http' is not a port number"),
+        (("--health-probe-port", "70000"), {}, "--health-probe-port: 70000 is not a port number"),
+        ((), {"LOG_LEVEL": "loud"}, "LOG_LEVEL: unknown log level 'loud'"),
+        (("--log-format", "xml"), {}, "--log-format: unknown log format 'xml'"),
+        ((), {"BATCH_IDLE_DURATION": "soon"}, "BATCH_IDLE_DURATION: invalid duration 'soon'"),
+        (("--batch-max-duration=-1s",), {}, "--batch-max-duration: '-1s' is negative"),
+        ((), {"BATCH_MAX_DURATION": "500ms"}, "BATCH_MAX_DURATION (0.5s) is shorter than BATCH_IDLE"),
+        (("--registration-delay", "later"), {}, "--registration-delay: invalid duration 'later'"),
+    ],
+)
+def test_bad_values_name_where_they_came_from(
+    flags: tuple[str, ...], environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingsError) as raised:
+        options(*flags, environ=environ)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_bad_setting_is_bad_input_for_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from karpy.cli import EXIT_BAD_INPUT, main
+
+    assert main(["run", "--metrics-port", "eighty"]) == EXIT_BAD_INPUT
+    assert "karpy: --metrics-port: 'eighty' is not a port number" in capsys.readouterr().err
+
+
+def test_every_setting_has_a_flag() -> None:
+    parser = _parser()
+    run_parser = next(
+        action.choices["run"]
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)  # the subcommands
+    )
+    flags = {flag for action in run_parser._actions for flag in action.option_strings}
+    for setting in SETTINGS:
+        assert setting.flag in flags, setting
+
+
+def test_docs_list_every_setting_with_its_flag_and_default() -> None:
+    text = DOCS.read_text()
+    rows = {
+        match.group(1): match.group(0)
+        for match in re.finditer(r"^\| `([A-Z_]+)` \|.*$", text, flags=re.MULTILINE)
+    }
+    for setting in SETTINGS:
+        assert setting.env in rows, f"docs/run.md has no row for {setting.env}"
+        row = rows[setting.env]
+        assert f"`{setting.flag}" in row, row
+        if setting.default:
+            assert f"`{setting.default}`" in row, row
