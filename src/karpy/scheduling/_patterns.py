@@ -5,7 +5,7 @@ blind to how pods complement each other. Taken largest CPU first, the pods
 that ask for 1.5 CPUs fill node after node together, each node's memory half
 idle, and the memory-hungry small pods come later and fill others, their
 CPU idle. On a real catalog, where the cheapest nodes per unit of resource
-are small ones, that costs 15–20% more than the best plan (measured against
+are small ones, that costs 14–20% more than the best plan (measured against
 the configuration LP bound in ``benchmarks/scheduling``).
 
 For pods that constrain nothing but resources (no topology, no host ports,

@@ -28,9 +28,9 @@ Karpenter's scheduler:
 6. Last, the NodeClaims that hold only pods constraining nothing but
    resources are packed again by patterns (:mod:`karpy.scheduling._patterns`),
    pairing complementary pods on the types cheapest per pod; the result
-   replaces them only when it is cheaper. First-fit alone, like Karpenter's,
-   stays 15–20% above the configuration LP bound on a real catalog; with
-   this step the plans of the benchmarks are within 5% of it.
+   replaces them only when it is cheaper. First-fit with the growth rule
+   of step 3 stays 14–20% above the configuration LP bound on a real
+   catalog; with this step the plans of the benchmarks are within 5% of it.
 
 Topology spread and pod (anti-)affinity are checked by
 :class:`~karpy.scheduling.topology.Topology`; when a bin's zone is still open
