@@ -10,7 +10,7 @@ import pytest
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType, Offering, Overhead
-from karpy.api.manifest import parse_manifests
+from karpy.api.manifest import LoadedObject, parse_manifests
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import (
     LABEL_ARCH,
@@ -59,6 +59,13 @@ def make_instance_type(
     requirements.add(Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", capacity_types))
     capacity = {"cpu": cpu * 1000, "memory": memory_gib * 1024**3, "pods": pods}
     return InstanceType.build(name, requirements, offerings, capacity, Overhead())
+
+
+def load_objects(*texts: str) -> list[LoadedObject]:
+    """The objects of YAML documents joined into one stream; failing the test on any error."""
+    result = parse_manifests("\n---\n".join(texts), "test.yaml")
+    assert not result.errors, result.errors
+    return result.objects
 
 
 def parse_object(text: str) -> Any:

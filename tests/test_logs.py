@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -16,14 +17,17 @@ from karpy.api.nodepool import NodeClassRef
 from karpy.logs import about, configure, named, parse_level
 
 
-@pytest.fixture
-def captured() -> Iterator[io.StringIO]:
-    """The root logger writing JSON into a buffer; the previous handlers come back afterwards."""
+@contextlib.contextmanager
+def configured(level: int, log_format: str) -> Iterator[io.StringIO]:
+    """The root logger writing into a buffer, configured as ``karpy run`` does it.
+
+    The previous handlers and level come back afterwards, so other tests' logging is untouched.
+    """
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
     stream = io.StringIO()
-    configure(logging.INFO, "json", stream)
     try:
+        configure(level, log_format, stream)
         yield stream
     finally:
         for handler in list(root.handlers):
@@ -31,6 +35,13 @@ def captured() -> Iterator[io.StringIO]:
         for handler in saved_handlers:
             root.addHandler(handler)
         root.setLevel(saved_level)
+
+
+@pytest.fixture
+def captured() -> Iterator[io.StringIO]:
+    """The root logger writing JSON into a buffer."""
+    with configured(logging.INFO, "json") as stream:
+        yield stream
 
 
 def lines(stream: io.StringIO) -> list[dict[str, object]]:
@@ -95,22 +106,12 @@ def test_a_field_never_overwrites_the_line_itself(captured: io.StringIO) -> None
 
 
 def test_the_text_format_keeps_the_objects_readable() -> None:
-    root = logging.getLogger()
-    saved_handlers, saved_level = list(root.handlers), root.level
-    stream = io.StringIO()
-    try:
-        configure(logging.DEBUG, "text", stream)
+    with configured(logging.DEBUG, "text") as stream:
         logging.getLogger("karpy.termination").info(
             "terminated nodeclaim %s",
             "n1",
             extra=about(nodeclaim("n1"), make_pod("p", namespace="ns"), controller="termination"),
         )
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved_handlers:
-            root.addHandler(handler)
-        root.setLevel(saved_level)
     text = stream.getvalue()
     expected = " INFO karpy.termination: terminated nodeclaim n1 NodeClaim=n1 Pod=ns/p controller=termination"
     assert expected in text

@@ -6,10 +6,10 @@ import builtins
 
 import pytest
 from tests.prometheus_text import Exposition, parse
+from tests.support import load_objects
 
 from karpy import __version__
 from karpy.api.instancetype import InstanceType
-from karpy.api.manifest import LoadedObject, parse_manifests
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodePool
 from karpy.cloud.provider import (
@@ -58,12 +58,6 @@ spec:
 """
 
 
-def objects(*texts: str) -> list[LoadedObject]:
-    result = parse_manifests("\n---\n".join(texts), "test.yaml")
-    assert not result.errors, result.errors
-    return result.objects
-
-
 def scrape(metrics: Metrics) -> Exposition:
     return parse(metrics.registry.exposition())
 
@@ -72,7 +66,7 @@ def scrape(metrics: Metrics) -> Exposition:
 def scaled_up() -> tuple[Simulation, Metrics]:
     metrics = Metrics()
     simulation = Simulation(metrics=metrics)
-    simulation.apply(objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
+    simulation.apply(load_objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
     simulation.run(600)
     assert sum(1 for pod in simulation.pods() if pod.phase == "Running") == 5
     return simulation, metrics
@@ -269,7 +263,7 @@ def test_an_insufficient_capacity_launch_counts_as_disrupted() -> None:
     metrics = Metrics()
     simulation = Simulation(metrics=metrics)
     simulation.cloud.settings.capacity_failures.append(CapacityFailure(capacity_type="spot"))
-    simulation.apply(objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
+    simulation.apply(load_objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
     simulation.run(600)
     exposition = scrape(metrics)
     failed = exposition.find("karpenter_nodeclaims_disrupted_total", reason="insufficient_capacity")

@@ -1,5 +1,9 @@
 """What the ``karpy run`` integration tests share: manifests, the runner, reads and a NodeClaim watch.
 
+The runner runs in a thread of the test process (:func:`running_karpy`), or as
+a process of its own (:func:`start_karpy_run`) where the command itself or
+several replicas are under test.
+
 Each test module gives its NodePools and workloads names of its own; pods
 select their NodePool by the ``karpenter.sh/nodepool`` label, so the session's
 other tests (and their fake nodes) never take them.
@@ -9,10 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +29,17 @@ import pytest
 from karpy.kube._http import ApiTransport
 from karpy.run import Runner, RunSettings
 
-from .conftest import ControlPlane, wait_until
+from .conftest import REPO, ControlPlane, wait_until
 
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_OS = "kubernetes.io/os"
 LABEL_GENERATION = "karpy.dev/generation"
 PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+# What ``karpy run`` reads its leader election from; unset for its processes here.
+LEADER_ELECTION_VARIABLES = ("DISABLE_LEADER_ELECTION", "LEADER_ELECTION_NAME", "LEADER_ELECTION_NAMESPACE")
 
 # -- manifests -------------------------------------------------------------------
 
@@ -35,37 +48,46 @@ def node_class(name: str) -> dict[str, Any]:
     return {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": name}}
 
 
+def requirement(key: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
 def nodepool(
     name: str,
     instance_types: list[str],
     *,
-    generation: int = 1,
-    capacity_types: tuple[str, ...] = ("on-demand",),
+    generation: int | None = None,
+    capacity_types: tuple[str, ...] | None = ("on-demand",),
     consolidation_policy: str = "WhenEmpty",
     consolidate_after: str = "10m",
+    requirements: Sequence[dict[str, Any]] = (),
+    limits: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A NodePool on the KWOKNodeClass of the same name; ``generation`` is a label on its nodes."""
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
+    """A NodePool on the KWOKNodeClass of the same name.
+
+    ``generation``, if given, is a label on its nodes (a template change to drift
+    them by); ``capacity_types`` None leaves the capacity type open;
+    ``requirements`` come after the instance and capacity types.
+    """
+    template: dict[str, Any] = {
         "spec": {
-            "template": {
-                "metadata": {"labels": {LABEL_GENERATION: str(generation)}},
-                "spec": {
-                    "requirements": [
-                        {"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": instance_types},
-                        {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)},
-                    ],
-                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": name},
-                },
-            },
-            "disruption": {
-                "consolidationPolicy": consolidation_policy,
-                "consolidateAfter": consolidate_after,
-            },
+            "requirements": [
+                requirement(LABEL_INSTANCE_TYPE, *instance_types),
+                *([] if capacity_types is None else [requirement(LABEL_CAPACITY_TYPE, *capacity_types)]),
+                *requirements,
+            ],
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": name},
         },
     }
+    if generation is not None:
+        template["metadata"] = {"labels": {LABEL_GENERATION: str(generation)}}
+    spec: dict[str, Any] = {
+        "template": template,
+        "disruption": {"consolidationPolicy": consolidation_policy, "consolidateAfter": consolidate_after},
+    }
+    if limits is not None:
+        spec["limits"] = limits
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
 
 
 def deployment(
@@ -123,14 +145,13 @@ def as_yaml(*objects: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def running_karpy(plane: ControlPlane, settings: RunSettings | None = None) -> Iterator[Runner]:
-    """A :class:`karpy.run.Runner` looping in a background thread; stopped (and checked) at the end.
+def running_in_thread(plane: ControlPlane, runner: Runner, *, pools: Sequence[str] = ()) -> Iterator[Runner]:
+    """``runner`` looping in a background thread; stopped (and checked) at the end.
 
-    The Runner itself is handed out, so a test can reach its cluster adapter
-    (to cut its watches, say) while it runs.
+    ``pools`` are removed with :func:`remove_pools` first, while karpy still runs
+    to drain their nodes. Apart from :func:`running_karpy` for a test that looks
+    at the Runner before it starts.
     """
-    transport = ApiTransport.from_kubeconfig(plane.kubeconfig)
-    runner = Runner(transport, settings)
     stop = threading.Event()
     started = threading.Event()
     failures: list[BaseException] = []
@@ -146,13 +167,106 @@ def running_karpy(plane: ControlPlane, settings: RunSettings | None = None) -> I
     try:
         wait_until(lambda: started.is_set() or bool(failures), timeout=60, what="the runner to start")
         assert not failures, f"the runner failed: {failures[0]!r}"
-        yield runner
+        try:
+            yield runner
+        finally:
+            remove_pools(plane, *pools)
     finally:
         stop.set()
         thread.join(30)
-        transport.close()
         assert not thread.is_alive(), "the runner did not stop"
         assert not failures, f"the runner failed: {failures[0]!r}"
+
+
+@contextlib.contextmanager
+def running_karpy(
+    plane: ControlPlane, settings: RunSettings | None = None, *, pools: Sequence[str] = ()
+) -> Iterator[Runner]:
+    """A :class:`karpy.run.Runner` on its own connection, in a background thread (:func:`running_in_thread`).
+
+    The Runner itself is handed out, so a test can reach its cluster adapter
+    (to cut its watches, say) while it runs.
+    """
+    transport = ApiTransport.from_kubeconfig(plane.kubeconfig)
+    try:
+        with running_in_thread(plane, Runner(transport, settings), pools=pools) as runner:
+            yield runner
+    finally:
+        transport.close()
+
+
+@dataclass
+class KarpyProcess:
+    """A ``karpy run`` process of a test's, with its log and its record in the control plane's ``pids/``."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    pid_file: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        """Wait until the log says ``text``; fail at once if the process exits first."""
+
+        def logged() -> bool:
+            if self.process.poll() is not None:
+                pytest.fail(f"karpy run {self.name} exited ({self.process.returncode}):\n{self.tail()}")
+            return text in self.log()
+
+        wait_until(logged, timeout=timeout, interval=0.1, what=f"karpy run {self.name} to log {text!r}")
+
+    def signal(self, signum: signal.Signals) -> float:
+        """Send ``signum``; the monotonic time it was sent."""
+        sent = time.monotonic()
+        self.process.send_signal(signum)
+        return sent
+
+    def wait_exit(self, timeout: float) -> int:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"karpy run {self.name} did not exit within {timeout}s:\n{self.tail()}")
+        self.pid_file.unlink(missing_ok=True)
+        return code
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+        self.pid_file.unlink(missing_ok=True)
+
+
+def start_karpy_run(
+    plane: ControlPlane, name: str, log_dir: Path, *flags: str, env: Mapping[str, str]
+) -> KarpyProcess:
+    """``python -m karpy.cli run <flags>`` as a process of its own, its output in ``log_dir``.
+
+    Its environment is this process's without the leader election settings
+    (each test says what it wants), with ``env`` on top; unbuffered, so that
+    its log is complete up to a SIGKILL. It is recorded in the control plane's
+    ``pids/``, so the watchdog stops it should the tests die before they do.
+    """
+    environ = {key: value for key, value in os.environ.items() if key not in LEADER_ELECTION_VARIABLES}
+    environ["PYTHONUNBUFFERED"] = "1"
+    environ.update(env)
+    log_path = log_dir / f"karpy-{name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "karpy.cli", "run", *flags],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=environ,
+        )
+    pid_file = plane.state_dir / "pids" / f"karpy-run-{name}-{process.pid}"
+    pid_file.write_text(f"{process.pid} karpy.cli run\n")
+    return KarpyProcess(name, process, log_path, pid_file)
 
 
 def remove_pools(plane: ControlPlane, *pools: str, timeout: float = 60) -> None:

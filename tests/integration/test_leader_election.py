@@ -25,27 +25,31 @@ this process die.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.support import load_objects
 
-from karpy.api.manifest import parse_manifests
 from karpy.kube._http import CONTENT_MERGE_PATCH, JSON, ApiStatusError, ApiTransport
 from karpy.kube.leader import JITTER_FACTOR, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 from karpy.sim.simulation import Simulation
 
-from .conftest import REPO, ControlPlane, wait_until
+from .conftest import ControlPlane, wait_until
+from .karpy_run import (
+    KarpyProcess,
+    as_yaml,
+    condition,
+    deployment,
+    node_class,
+    nodepool,
+    remove_pools,
+    start_karpy_run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -61,105 +65,31 @@ FINAL_REPLICAS = 9
 # The longest a candidate waits between two tries.
 MAX_RETRY_INTERVAL = RETRY_PERIOD * (1 + JITTER_FACTOR)
 
-NODE_CLASS_MANIFEST = f"""\
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {{name: {NODEPOOL}}}
-"""
-
 # consolidateAfter Never: no NodeClaim may legitimately go away during the test, so every
 # one that does was lost.
-NODEPOOL_MANIFEST = f"""\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: {NODEPOOL}}}
-spec:
-  template:
-    spec:
-      requirements:
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: ["{INSTANCE_TYPE}"]}}
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: {NODEPOOL}}}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: Never
-"""
+POOL_MANIFESTS = as_yaml(
+    node_class(NODEPOOL),
+    nodepool(
+        NODEPOOL,
+        [INSTANCE_TYPE],
+        capacity_types=None,
+        consolidation_policy="WhenEmptyOrUnderutilized",
+        consolidate_after="Never",
+    ),
+)
 
 
-def deployment_manifest(namespace: str, replicas: int) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": APP, "namespace": namespace},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": APP}},
-                "template": {
-                    "metadata": {"labels": {"app": APP}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 0,
-                        "nodeSelector": {"karpenter.sh/nodepool": NODEPOOL},
-                        "containers": [
-                            {
-                                "name": "pause",
-                                "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                                "resources": {"requests": {"cpu": "1", "memory": "256Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        }
-    )
+def app_deployment(namespace: str, replicas: int) -> str:
+    return as_yaml(deployment(NODEPOOL, namespace, APP, replicas, memory="256Mi"))
 
 
 # -- the replicas ---------------------------------------------------------------
 
 
-@dataclass
-class Replica:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    pid_file: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def identity(self) -> str | None:
-        found = re.search(r"running for lease \S+ as ([^\s\"]+)", self.log())
-        return found.group(1) if found else None
-
-    def wait_for(self, text: str, timeout: float = 60) -> None:
-        def logged() -> bool:
-            if self.process.poll() is not None:
-                pytest.fail(f"replica {self.name} exited ({self.process.returncode}):\n{self.tail()}")
-            return text in self.log()
-
-        wait_until(logged, timeout=timeout, interval=0.1, what=f"replica {self.name} to log {text!r}")
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log().splitlines()[-lines:])
-
-    def signal(self, signum: signal.Signals) -> float:
-        """Send ``signum``; the monotonic time it was sent."""
-        sent = time.monotonic()
-        self.process.send_signal(signum)
-        return sent
-
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"replica {self.name} did not exit within {timeout}s:\n{self.tail()}")
-        self.pid_file.unlink(missing_ok=True)
-        return code
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(30)
-        self.pid_file.unlink(missing_ok=True)
+def lease_identity(replica: KarpyProcess) -> str | None:
+    """The identity a replica runs for the lease as, from its log."""
+    found = re.search(r"running for lease \S+ as ([^\s\"]+)", replica.log())
+    return found.group(1) if found else None
 
 
 class Replicas:
@@ -168,42 +98,22 @@ class Replicas:
     def __init__(self, plane: ControlPlane, logs: Path) -> None:
         self.plane = plane
         self.logs = logs
-        self.started: list[Replica] = []
+        self.started: list[KarpyProcess] = []
 
-    def start(self, name: str) -> Replica:
-        environ = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in ("DISABLE_LEADER_ELECTION", "LEADER_ELECTION_NAME", "LEADER_ELECTION_NAMESPACE")
-        }
-        # Replicas on one machine cannot share the metrics and probe ports: any free ones.
-        environ.update(METRICS_PORT="0", HEALTH_PROBE_PORT="0", LOG_LEVEL="info")
-        # Unbuffered, so that a replica's log is complete up to a SIGKILL.
-        environ["PYTHONUNBUFFERED"] = "1"
-        log_path = self.logs / f"karpy-{name}.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "karpy.cli",
-                    "run",
-                    "--kubeconfig",
-                    str(self.plane.kubeconfig),
-                    "--leader-election-name",
-                    LEASE_NAME,
-                    "--leader-election-namespace",
-                    LEASE_NAMESPACE,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                env=environ,
-            )
-        pid_file = self.plane.state_dir / "pids" / f"karpy-run-{name}-{process.pid}"
-        pid_file.write_text(f"{process.pid} karpy.cli run\n")
-        replica = Replica(name, process, log_path, pid_file)
+    def start(self, name: str) -> KarpyProcess:
+        replica = start_karpy_run(
+            self.plane,
+            name,
+            self.logs,
+            "--kubeconfig",
+            str(self.plane.kubeconfig),
+            "--leader-election-name",
+            LEASE_NAME,
+            "--leader-election-namespace",
+            LEASE_NAMESPACE,
+            # Replicas on one machine cannot share the metrics and probe ports: any free ones.
+            env={"METRICS_PORT": "0", "HEALTH_PROBE_PORT": "0", "LOG_LEVEL": "info"},
+        )
         self.started.append(replica)
         return replica
 
@@ -251,11 +161,8 @@ def name_of(obj: JSON) -> str:
     return str(obj["metadata"]["name"])
 
 
-def condition(obj: JSON, kind: str) -> str:
-    for entry in obj.get("status", {}).get("conditions") or ():
-        if entry.get("type") == kind:
-            return str(entry.get("status"))
-    return "Unknown"
+def condition_status(obj: JSON, kind: str) -> str:
+    return str(condition(obj, kind).get("status", "Unknown"))
 
 
 def wait_for_holder(api: ApiTransport, identity: str, timeout: float) -> float:
@@ -270,17 +177,10 @@ def wait_for_holder(api: ApiTransport, identity: str, timeout: float) -> float:
 def planned_nodeclaims() -> int:
     """How many NodeClaims one replica alone makes for the test's scale-up, in karpy's simulator."""
 
-    def objects(*texts: str) -> list[Any]:
-        result = parse_manifests("\n---\n".join(texts), "plan.yaml")
-        assert not result.errors, result.errors
-        return result.objects
-
     simulation = Simulation()
-    simulation.apply(
-        objects(NODE_CLASS_MANIFEST, NODEPOOL_MANIFEST, deployment_manifest("default", FIRST_REPLICAS))
-    )
+    simulation.apply(load_objects(POOL_MANIFESTS, app_deployment("default", FIRST_REPLICAS)))
     simulation.run(120)
-    simulation.apply(objects(deployment_manifest("default", FINAL_REPLICAS)))
+    simulation.apply(load_objects(app_deployment("default", FINAL_REPLICAS)))
     simulation.run(600)
     return len(simulation.nodeclaims())
 
@@ -315,8 +215,7 @@ def api(crds: ControlPlane) -> Iterator[ApiTransport]:
 @pytest.fixture
 def replicas(crds: ControlPlane, api: ApiTransport, tmp_path: Path) -> Iterator[Replicas]:
     started = Replicas(crds, tmp_path)
-    crds.kubectl("apply", "-f", "-", stdin=NODE_CLASS_MANIFEST)
-    crds.kubectl("apply", "-f", "-", stdin=NODEPOOL_MANIFEST)
+    crds.kubectl("apply", "-f", "-", stdin=POOL_MANIFESTS)
     try:
         yield started
     finally:
@@ -325,22 +224,24 @@ def replicas(crds: ControlPlane, api: ApiTransport, tmp_path: Path) -> Iterator[
             provider_id = claim.get("status", {}).get("providerID")
             print(
                 f"left over: NodeClaim {name_of(claim)} providerID={provider_id}"
-                f" Registered={condition(claim, 'Registered')} Ready={condition(claim, 'Ready')}"
+                f" Registered={condition_status(claim, 'Registered')}"
+                f" Ready={condition_status(claim, 'Ready')}"
             )
         remove_leftovers(api)
-        crds.kubectl("delete", "nodepool", NODEPOOL, "--ignore-not-found", "--wait=false")
-        crds.kubectl("delete", "kwoknodeclass", NODEPOOL, "--ignore-not-found", "--wait=false")
+        remove_pools(crds, NODEPOOL)
         crds.kubectl("delete", "lease", LEASE_NAME, "-n", LEASE_NAMESPACE, "--ignore-not-found")
         for replica in started.started:
             print(f"--- {replica.name} (exit {replica.process.returncode}) ---\n{replica.tail(15)}")
 
 
-def start_pair(replicas: Replicas, api: ApiTransport, first: str, second: str) -> tuple[Replica, Replica]:
+def start_pair(
+    replicas: Replicas, api: ApiTransport, first: str, second: str
+) -> tuple[KarpyProcess, KarpyProcess]:
     """Start two replicas; once both have synced, (the leader, the standby)."""
     one, other = replicas.start(first), replicas.start(second)
     for replica in (one, other):
         replica.wait_for("caches synced")
-    by_identity = {replica.identity(): replica for replica in (one, other)}
+    by_identity = {lease_identity(replica): replica for replica in (one, other)}
     holder = wait_until(lambda: lease_holder(api) or None, timeout=30, interval=0.1, what="a lease holder")
     assert holder in by_identity, f"the lease is held by {holder!r}, not by a replica"
     leader = by_identity[holder]
@@ -360,19 +261,19 @@ def test_a_killed_leader_is_replaced_and_no_nodeclaim_is_duplicated_or_lost(
 ) -> None:
     plane = crds
     leader, standby = start_pair(replicas, api, "a", "b")
-    standby_identity = standby.identity()
+    standby_identity = lease_identity(standby)
     assert standby_identity is not None
 
     # Only the leader acts: the first NodeClaims appear, and the leader dies at once.
-    plane.kubectl("apply", "-f", "-", stdin=deployment_manifest(namespace, FIRST_REPLICAS))
+    plane.kubectl("apply", "-f", "-", stdin=app_deployment(namespace, FIRST_REPLICAS))
     wait_until(lambda: nodeclaims(api) or None, timeout=60, interval=0.05, what="the first NodeClaims")
     killed = leader.signal(signal.SIGKILL)
     assert leader.wait_exit(10) == -signal.SIGKILL
     before_kill = {name_of(claim): claim for claim in nodeclaims(api)}
     launched = sum(1 for claim in before_kill.values() if claim.get("status", {}).get("providerID"))
-    registered = sum(1 for claim in before_kill.values() if condition(claim, "Registered") == "True")
+    registered = sum(1 for claim in before_kill.values() if condition_status(claim, "Registered") == "True")
     # More pods while nobody leads: the new leader must add to the old plan, not redo it.
-    plane.kubectl("apply", "-f", "-", stdin=deployment_manifest(namespace, FINAL_REPLICAS))
+    plane.kubectl("apply", "-f", "-", stdin=app_deployment(namespace, FINAL_REPLICAS))
 
     took_over = wait_for_holder(api, standby_identity, timeout=LEASE_DURATION + 3 * MAX_RETRY_INTERVAL)
     failover = took_over - killed
@@ -393,7 +294,7 @@ def test_a_killed_leader_is_replaced_and_no_nodeclaim_is_duplicated_or_lost(
 
     def claims_ready() -> list[JSON] | None:
         claims = nodeclaims(api)
-        ready = [claim for claim in claims if condition(claim, "Ready") == "True"]
+        ready = [claim for claim in claims if condition_status(claim, "Ready") == "True"]
         return claims if claims and len(ready) == len(claims) else None
 
     claims = {
@@ -437,7 +338,7 @@ def test_a_stopped_leader_hands_over_at_once_and_a_deposed_one_exits_non_zero(
     replicas: Replicas, api: ApiTransport
 ) -> None:
     leader, standby = start_pair(replicas, api, "c", "d")
-    standby_identity = standby.identity()
+    standby_identity = lease_identity(standby)
     assert standby_identity is not None
 
     stopped = leader.signal(signal.SIGTERM)

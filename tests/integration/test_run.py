@@ -15,133 +15,67 @@ and node class are deleted at the end.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from karpy.run import run
-
 from .conftest import ControlPlane, wait_until
+from .karpy_run import (
+    LABEL_ARCH,
+    LABEL_OS,
+    as_yaml,
+    condition,
+    deployment,
+    get_items,
+    node_class,
+    nodepool,
+    pool_claims,
+    requirement,
+    running_karpy,
+)
 
 pytestmark = pytest.mark.integration
 
 NODEPOOL = "it-run"
+APP = "karpenter-test"
+INSTANCE_TYPES = ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"]
 CONSOLIDATE_AFTER = 30.0
 REPLICAS = 5
 
-NODE_CLASS_MANIFEST = f"""\
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {{name: {NODEPOOL}}}
-"""
-
-NODEPOOL_MANIFEST = f"""\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: {NODEPOOL}}}
-spec:
-  template:
-    spec:
-      requirements:
-        - {{key: kubernetes.io/arch, operator: In, values: ["amd64"]}}
-        - {{key: kubernetes.io/os, operator: In, values: ["linux"]}}
-        - {{key: karpenter.sh/capacity-type, operator: In, values: ["spot", "on-demand"]}}
-        - key: node.kubernetes.io/instance-type
-          operator: In
-          values: ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"]
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: {NODEPOOL}}}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: {CONSOLIDATE_AFTER:g}s
-"""
-
-
-def deployment_manifest(namespace: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "karpenter-test", "namespace": namespace},
-            "spec": {
-                "replicas": REPLICAS,
-                "selector": {"matchLabels": {"app": "karpenter-test"}},
-                "template": {
-                    "metadata": {"labels": {"app": "karpenter-test"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 0,
-                        "nodeSelector": {"karpenter.sh/nodepool": NODEPOOL},
-                        "containers": [
-                            {
-                                "name": "pause",
-                                "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        }
-    )
+MANIFESTS = as_yaml(
+    node_class(NODEPOOL),
+    nodepool(
+        NODEPOOL,
+        INSTANCE_TYPES,
+        capacity_types=("spot", "on-demand"),
+        consolidation_policy="WhenEmptyOrUnderutilized",
+        consolidate_after=f"{CONSOLIDATE_AFTER:g}s",
+        requirements=[requirement(LABEL_ARCH, "amd64"), requirement(LABEL_OS, "linux")],
+    ),
+)
 
 
 @pytest.fixture
 def runner(crds: ControlPlane) -> Iterator[ControlPlane]:
-    """``karpy.run.run`` in a background thread, stopped (and checked to have stopped) at the end."""
-    stop = threading.Event()
-    started = threading.Event()
-    failures: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            run(str(crds.kubeconfig), stop=stop, started=started)
-        except BaseException as error:  # reported by the test thread
-            failures.append(error)
-
-    thread = threading.Thread(target=target, name="karpy-run", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: started.is_set() or bool(failures), timeout=60, what="the runner to start")
-        assert not failures, f"the runner failed: {failures[0]!r}"
+    """``karpy run`` in a background thread; the NodePool goes before it stops."""
+    with running_karpy(crds, pools=[NODEPOOL]):
         yield crds
-    finally:
-        crds.kubectl("delete", "nodepool", NODEPOOL, "--ignore-not-found", "--wait=false")
-        crds.kubectl("delete", "kwoknodeclass", NODEPOOL, "--ignore-not-found", "--wait=false")
-        stop.set()
-        thread.join(30)
-        assert not thread.is_alive(), "the runner did not stop"
-        assert not failures, f"the runner failed: {failures[0]!r}"
-
-
-def get_items(plane: ControlPlane, *args: str) -> list[dict[str, Any]]:
-    items = json.loads(plane.kubectl("get", *args, "-o", "json"))["items"]
-    assert isinstance(items, list)
-    return items
 
 
 def pool_nodeclaims(plane: ControlPlane) -> list[dict[str, Any]]:
-    return get_items(plane, "nodeclaims", "-l", f"karpenter.sh/nodepool={NODEPOOL}")
-
-
-def condition(obj: dict[str, Any], kind: str) -> str:
-    for entry in obj.get("status", {}).get("conditions") or ():
-        if entry.get("type") == kind:
-            return str(entry.get("status"))
-    return "Unknown"
+    return list(pool_claims(plane, NODEPOOL).values())
 
 
 def test_pending_pods_get_kwok_nodes_and_empty_nodes_go(runner: ControlPlane, namespace: str) -> None:
     plane = runner
-    plane.kubectl("apply", "-f", "-", stdin=NODE_CLASS_MANIFEST)
-    plane.kubectl("apply", "-f", "-", stdin=NODEPOOL_MANIFEST)
+    plane.kubectl("apply", "-f", "-", stdin=MANIFESTS)
     applied = time.monotonic()
-    plane.kubectl("apply", "-f", "-", stdin=deployment_manifest(namespace))
+    plane.kubectl("apply", "-f", "-", stdin=as_yaml(deployment(NODEPOOL, namespace, APP, REPLICAS)))
 
     def all_running() -> list[dict[str, Any]] | None:
-        pods = get_items(plane, "pods", "-n", namespace, "-l", "app=karpenter-test")
+        pods = get_items(plane, "pods", "-n", namespace, "-l", f"app={APP}")
         running = [
             pod
             for pod in pods
@@ -160,7 +94,7 @@ def test_pending_pods_get_kwok_nodes_and_empty_nodes_go(runner: ControlPlane, na
             for claim in claims
             if claim["metadata"].get("labels", {}).get("node.kubernetes.io/instance-type")
             and claim.get("status", {}).get("nodeName")
-            and condition(claim, "Ready") == "True"
+            and condition(claim, "Ready").get("status") == "True"
         ]
         return claims if claims and len(ready) == len(claims) else None
 
@@ -176,12 +110,7 @@ def test_pending_pods_get_kwok_nodes_and_empty_nodes_go(runner: ControlPlane, na
             node["metadata"]["labels"]["node.kubernetes.io/instance-type"]
             == (labels["node.kubernetes.io/instance-type"])
         )
-        assert labels["node.kubernetes.io/instance-type"] in (
-            "c5.large",
-            "c5.xlarge",
-            "m5.large",
-            "m5.xlarge",
-        )
+        assert labels["node.kubernetes.io/instance-type"] in INSTANCE_TYPES
         # The instance type's allocatable, not the fake kubelet's default capacity.
         assert node["status"]["capacity"]["cpu"] in ("2", "4"), node["status"]["capacity"]
         assert node["status"]["allocatable"]["cpu"] != node["status"]["capacity"]["cpu"]
@@ -195,7 +124,7 @@ def test_pending_pods_get_kwok_nodes_and_empty_nodes_go(runner: ControlPlane, na
         )
     )
 
-    plane.kubectl("delete", "deployment", "karpenter-test", "-n", namespace, "--wait=false")
+    plane.kubectl("delete", "deployment", APP, "-n", namespace, "--wait=false")
     deleted = time.monotonic()
 
     def all_gone() -> bool:

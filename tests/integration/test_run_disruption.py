@@ -46,7 +46,6 @@ from .karpy_run import (
     nodepool,
     pod_disruption_budget,
     pool_claims,
-    remove_pools,
     running_karpy,
     running_pods,
     wait_for,
@@ -61,11 +60,8 @@ DND_POOL = "it-dnd"
 
 @pytest.fixture
 def runner(crds: ControlPlane) -> Iterator[ControlPlane]:
-    with running_karpy(crds):
-        try:
-            yield crds
-        finally:
-            remove_pools(crds, DRIFT_POOL, DND_POOL)
+    with running_karpy(crds, pools=[DRIFT_POOL, DND_POOL]):
+        yield crds
 
 
 def pool(name: str, generation: int) -> dict[str, Any]:

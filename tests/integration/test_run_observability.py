@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -39,7 +35,20 @@ from karpy.logs import JsonFormatter
 from karpy.observability import ObservabilitySettings
 from karpy.run import Runner, RunSettings
 
-from .conftest import REPO, ControlPlane, wait_until
+from .conftest import ControlPlane, wait_until
+from .karpy_run import (
+    LABEL_ARCH,
+    as_yaml,
+    deployment,
+    get_items,
+    node_class,
+    nodepool,
+    pool_claims,
+    requirement,
+    running_in_thread,
+    running_karpy,
+    start_karpy_run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,58 +56,22 @@ NODEPOOL = "it-observe"
 APP = "it-observe-app"
 REPLICAS = 3
 
-NODE_CLASS_MANIFEST = f"""\
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {{name: {NODEPOOL}}}
-"""
-
-NODEPOOL_MANIFEST = f"""\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: {NODEPOOL}}}
-spec:
-  limits: {{cpu: "64"}}
-  template:
-    spec:
-      requirements:
-        - {{key: kubernetes.io/arch, operator: In, values: ["amd64"]}}
-        - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-        - key: node.kubernetes.io/instance-type
-          operator: In
-          values: ["c5.large", "c5.xlarge"]
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: {NODEPOOL}}}
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 1s
-"""
+MANIFESTS = as_yaml(
+    node_class(NODEPOOL),
+    nodepool(
+        NODEPOOL,
+        ["c5.large", "c5.xlarge"],
+        consolidate_after="1s",
+        requirements=[requirement(LABEL_ARCH, "amd64")],
+        limits={"cpu": "64"},
+    ),
+)
 
 
-def deployment_manifest(namespace: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": APP, "namespace": namespace},
-            "spec": {
-                "replicas": REPLICAS,
-                "selector": {"matchLabels": {"app": APP}},
-                "template": {
-                    "metadata": {"labels": {"app": APP}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 0,
-                        "nodeSelector": {"karpenter.sh/nodepool": NODEPOOL},
-                        "containers": [
-                            {
-                                "name": "pause",
-                                "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        }
+def endpoints_on_free_ports() -> RunSettings:
+    """Settings serving /metrics and the probes on any free ports of 127.0.0.1."""
+    return RunSettings(
+        observability=ObservabilitySettings(metrics_port=0, health_probe_port=0, bind_address="127.0.0.1")
     )
 
 
@@ -150,11 +123,8 @@ def scrape(running: Running) -> Exposition:
 @pytest.fixture
 def running(crds: ControlPlane) -> Iterator[Running]:
     """A Runner with its endpoints on free ports, in a background thread; stopped and checked at the end."""
-    settings = RunSettings(
-        observability=ObservabilitySettings(metrics_port=0, health_probe_port=0, bind_address="127.0.0.1")
-    )
     transport = ApiTransport.from_kubeconfig(crds.kubeconfig)
-    runner = Runner(transport, settings)
+    runner = Runner(transport, endpoints_on_free_ports())
     # Before its informers have listed, the runner is not ready.
     assert runner.observability.health.ready() == (False, "informer caches not synced")
     logs = Captured()
@@ -162,42 +132,17 @@ def running(crds: ControlPlane) -> Iterator[Running]:
     saved_level = karpy_logger.level
     karpy_logger.addHandler(logs)
     karpy_logger.setLevel(logging.INFO)
-    stop = threading.Event()
-    started = threading.Event()
-    failures: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            runner.run(stop, started)
-        except BaseException as error:  # reported by the test thread
-            failures.append(error)
-
-    thread = threading.Thread(target=target, name="karpy-run-observability", daemon=True)
-    thread.start()
     try:
-        wait_until(lambda: started.is_set() or bool(failures), timeout=60, what="the runner to start")
-        assert not failures, f"the runner failed: {failures[0]!r}"
-        yield Running(crds, runner, logs)
+        with running_in_thread(crds, runner, pools=[NODEPOOL]):
+            yield Running(crds, runner, logs)
     finally:
-        crds.kubectl("delete", "nodepool", NODEPOOL, "--ignore-not-found", "--wait=false")
-        crds.kubectl("delete", "kwoknodeclass", NODEPOOL, "--ignore-not-found", "--wait=false")
-        stop.set()
-        thread.join(30)
         karpy_logger.removeHandler(logs)
         karpy_logger.setLevel(saved_level)
         transport.close()
-        assert not thread.is_alive(), "the runner did not stop"
-        assert not failures, f"the runner failed: {failures[0]!r}"
-
-
-def get_items(plane: ControlPlane, *args: str) -> list[dict[str, Any]]:
-    items = json.loads(plane.kubectl("get", *args, "-o", "json"))["items"]
-    assert isinstance(items, list)
-    return items
 
 
 def pool_nodeclaims(plane: ControlPlane) -> list[dict[str, Any]]:
-    return get_items(plane, "nodeclaims", "-l", f"karpenter.sh/nodepool={NODEPOOL}")
+    return list(pool_claims(plane, NODEPOOL).values())
 
 
 def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namespace: str) -> None:
@@ -206,9 +151,8 @@ def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namesp
     assert get(running.probe_port, "/healthz") == (200, "ok\n")
     assert get(running.probe_port, "/readyz") == (200, "ok\n")
 
-    plane.kubectl("apply", "-f", "-", stdin=NODE_CLASS_MANIFEST)
-    plane.kubectl("apply", "-f", "-", stdin=NODEPOOL_MANIFEST)
-    plane.kubectl("apply", "-f", "-", stdin=deployment_manifest(namespace))
+    plane.kubectl("apply", "-f", "-", stdin=MANIFESTS)
+    plane.kubectl("apply", "-f", "-", stdin=as_yaml(deployment(NODEPOOL, namespace, APP, REPLICAS)))
 
     def all_running() -> bool:
         pods = get_items(plane, "pods", "-n", namespace, "-l", f"app={APP}")
@@ -291,24 +235,10 @@ def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namesp
 
 
 def test_the_endpoints_close_with_the_runner(crds: ControlPlane) -> None:
-    settings = RunSettings(
-        observability=ObservabilitySettings(metrics_port=0, health_probe_port=0, bind_address="127.0.0.1")
-    )
-    transport = ApiTransport.from_kubeconfig(crds.kubeconfig)
-    runner = Runner(transport, settings)
-    stop, started = threading.Event(), threading.Event()
-    thread = threading.Thread(target=runner.run, args=(stop, started), daemon=True)
-    thread.start()
-    try:
-        wait_until(started.is_set, timeout=60, what="the runner to start")
+    with running_karpy(crds, endpoints_on_free_ports()) as runner:
         port = runner.observability.endpoints.metrics_port
         assert port is not None
         assert get(port, "/metrics")[0] == 200
-    finally:
-        stop.set()
-        thread.join(30)
-        transport.close()
-    assert not thread.is_alive()
     deadline = time.monotonic() + 5
     with pytest.raises(OSError):
         while time.monotonic() < deadline:
@@ -329,7 +259,6 @@ def test_karpy_run_takes_its_settings_from_the_environment_and_logs_json(
     """The command itself: settings from the environment, endpoints up, JSON on stderr, clean exit."""
     metrics_port, probe_port = free_port(), free_port()
     env = {
-        **os.environ,
         "KUBECONFIG": str(crds.kubeconfig),
         "METRICS_PORT": str(metrics_port),
         "HEALTH_PROBE_PORT": str(probe_port),
@@ -337,21 +266,12 @@ def test_karpy_run_takes_its_settings_from_the_environment_and_logs_json(
         "LOG_LEVEL": "info",
         "DISABLE_LEADER_ELECTION": "true",  # a single replica; no Lease shared with other tests
     }
-    stderr_path = tmp_path / "karpy-run.log"
-    with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "karpy.cli", "run"],
-            env=env,
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+    karpy = start_karpy_run(crds, "observe", tmp_path, env=env)
     try:
 
         def ready() -> bool:
-            if process.poll() is not None:
-                pytest.fail(f"karpy run exited early:\n{stderr_path.read_text()}")
+            if karpy.process.poll() is not None:
+                pytest.fail(f"karpy run exited early:\n{karpy.log()}")
             try:
                 return get(probe_port, "/readyz")[0] == 200
             except OSError:
@@ -362,13 +282,11 @@ def test_karpy_run_takes_its_settings_from_the_environment_and_logs_json(
         status, body = get(metrics_port, "/metrics")
         assert status == 200
         assert parse(body).value("karpenter_cluster_state_synced") == 1
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0
+        karpy.signal(signal.SIGTERM)
+        assert karpy.wait_exit(30) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-    lines = [json.loads(line) for line in stderr_path.read_text().splitlines()]
+        karpy.stop()
+    lines = [json.loads(line) for line in karpy.log().splitlines()]
     assert lines, "no log lines"
     assert {"level", "time", "logger", "message"} <= set(lines[0])
     starting = [line for line in lines if line["message"] == "starting"]

@@ -39,7 +39,6 @@ from .karpy_run import (
     node_class,
     nodepool,
     pool_claims,
-    remove_pools,
     running_karpy,
     running_pods,
 )
@@ -53,11 +52,8 @@ REPLICAS = 12
 
 @pytest.fixture
 def runner(crds: ControlPlane) -> Iterator[tuple[ControlPlane, Runner]]:
-    with running_karpy(crds) as runner:
-        try:
-            yield crds, runner
-        finally:
-            remove_pools(crds, POOL)
+    with running_karpy(crds, pools=[POOL]) as runner:
+        yield crds, runner
 
 
 def latest_revision(plane: ControlPlane, namespace: str, name: str) -> int:

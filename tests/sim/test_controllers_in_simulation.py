@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from karpy.api.manifest import LoadedObject, parse_manifests
+from tests.support import load_objects
+
 from karpy.api.nodeclaim import NodeClaim
 from karpy.controllers.disruption import DISRUPTED_TAINT
 from karpy.sim.cloud import CapacityFailure, LaunchError
@@ -60,15 +61,9 @@ spec:
 """
 
 
-def objects(*texts: str) -> list[LoadedObject]:
-    result = parse_manifests("\n---\n".join(texts), "test.yaml")
-    assert not result.errors, result.errors
-    return result.objects
-
-
 def started(*texts: str) -> Simulation:
     simulation = Simulation()
-    simulation.apply(objects(NODE_CLASS, *texts))
+    simulation.apply(load_objects(NODE_CLASS, *texts))
     return simulation
 
 
@@ -91,7 +86,7 @@ def test_a_batch_closes_after_one_idle_second() -> None:
 def test_a_batch_closes_after_ten_seconds_however_busy() -> None:
     simulation = started(nodepool())
     for index in range(30):  # a pod every 0.5 s for 15 s keeps the batch from going idle
-        simulation.apply(objects(pod(f"p{index}", "100m")))
+        simulation.apply(load_objects(pod(f"p{index}", "100m")))
         simulation.run(0.5, until_steady=False)
         if claims(simulation):
             break
@@ -103,7 +98,7 @@ def test_in_flight_nodeclaims_absorb_later_pods_instead_of_launching_more() -> N
     simulation = started(nodepool(), deployment(replicas=2, cpu="500m"))
     simulation.run(2, until_steady=False)
     assert len(claims(simulation)) == 1  # 1 CPU on one 2-vCPU type, not yet registered
-    simulation.apply(objects(pod("late", "500m")))
+    simulation.apply(load_objects(pod("late", "500m")))
     simulation.run(600)
     assert len(claims(simulation)) == 1
     assert running_pods(simulation) == 3
@@ -157,7 +152,7 @@ def test_a_zero_budget_blocks_emptiness() -> None:
 def test_spot_capacity_errors_fall_back_to_on_demand_and_the_pods_run() -> None:
     simulation = Simulation()
     simulation.cloud.settings.capacity_failures.append(CapacityFailure(capacity_type="spot"))
-    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=2)))
+    simulation.apply(load_objects(NODE_CLASS, nodepool(), deployment(replicas=2)))
     simulation.run(900)
     assert running_pods(simulation) == 2
     assert {claim.capacity_type for claim in claims(simulation)} == {"on-demand"}
@@ -178,7 +173,7 @@ def test_nodepool_limits_are_never_exceeded_and_the_rest_is_explained() -> None:
 def test_a_nodeclaim_whose_node_never_registers_is_deleted_after_fifteen_minutes() -> None:
     simulation = Simulation()
     simulation.cloud.settings.registration_delay = 3600.0
-    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.apply(load_objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
     simulation.run(16 * 60, until_steady=False)
     reasons = [event.reason for event in simulation.cluster.events]
     assert "FailedRegistration" in reasons
@@ -231,7 +226,7 @@ def test_node_labels_and_taints_come_from_the_nodeclaim() -> None:
 def test_a_cloud_api_outage_delays_the_launch_and_is_retried() -> None:
     simulation = Simulation()
     simulation.cloud.settings.launch_errors.append(LaunchError("RequestLimitExceeded", 0.0, 20.0))
-    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.apply(load_objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
     simulation.run(900)
     assert running_pods(simulation) == 1
     claim = claims(simulation)[0]
@@ -274,7 +269,7 @@ spec:
 def test_a_nodeclaim_that_cannot_launch_for_five_minutes_is_deleted_and_retried() -> None:
     simulation = Simulation()
     simulation.cloud.settings.launch_errors.append(LaunchError("RequestLimitExceeded", 0.0, 8 * 60.0))
-    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.apply(load_objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
     simulation.run(20 * 60)
     reasons = [event.reason for event in simulation.cluster.events]
     assert "FailedLaunch" in reasons
@@ -285,7 +280,7 @@ def test_a_nodeclaim_that_cannot_launch_for_five_minutes_is_deleted_and_retried(
 def test_capacity_errors_fall_back_to_another_spot_offering_before_on_demand() -> None:
     simulation = Simulation()
     # The cheapest spot offering fails; other spot offerings still have capacity.
-    simulation.apply(objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
+    simulation.apply(load_objects(NODE_CLASS, nodepool(), deployment(replicas=1)))
     simulation.cloud.settings.capacity_failures.append(
         CapacityFailure(instance_type="c5.large", capacity_type="spot")
     )

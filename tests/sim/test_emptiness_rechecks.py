@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from karpy.api.manifest import LoadedObject, parse_manifests
+from tests.support import load_objects
+
 from karpy.controllers.disruption import VALIDATION_DELAY
 from karpy.sim.simulation import Simulation
 
@@ -68,16 +69,10 @@ spec:
 """
 
 
-def objects(*texts: str) -> list[LoadedObject]:
-    result = parse_manifests("\n---\n".join(texts), "test.yaml")
-    assert not result.errors, result.errors
-    return result.objects
-
-
 def three_nodes_emptied(*extra: str) -> tuple[Simulation, float]:
     """Three one-pod nodes, settled; then their Deployment is deleted. Returns the deletion time."""
     simulation = Simulation()
-    simulation.apply(objects(MANIFESTS, *extra))
+    simulation.apply(load_objects(MANIFESTS, *extra))
     simulation.run(SETTLE, until_steady=False)
     assert len(simulation.nodeclaims()) == 3
     assert all(claim.initialized for claim in simulation.nodeclaims())

@@ -385,8 +385,14 @@ class DisruptionController:
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is not None:
                 self.cluster.record_event(
-                    nodeclaim, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt: {reason}"
+                    nodeclaim, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt NodeClaim: {reason}"
                 )
+                # And on its Node, where `kubectl describe node` shows it, as Karpenter does.
+                node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+                if node is not None:
+                    self.cluster.record_event(
+                        node, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt Node: {reason}"
+                    )
         for name in [name for name in self._reported if name not in self.blocked]:
             del self._reported[name]
 

@@ -75,7 +75,7 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.controllers.interfaces import Clock, ClusterReader
-from karpy.controllers.metrics import Registry
+from karpy.controllers.metrics import Gauge, Registry
 from karpy.controllers.runtime import Watch
 
 T = TypeVar("T")
@@ -108,6 +108,15 @@ def resource_type_label(resource: str) -> str:
 def resource_value(resource: str, amount: int) -> float:
     """An amount in the unit Karpenter reports: CPU in cores (karpy counts millicores)."""
     return amount / 1000 if resource == "cpu" else float(amount)
+
+
+def set_per_resource(gauge: Gauge, nodepool: str, amounts: ResourceAmounts) -> None:
+    """Replace a NodePool's series of ``gauge`` with one per resource, so a resource gone leaves no series."""
+    gauge.remove_matching(nodepool=nodepool)
+    for resource, amount in amounts.items():
+        gauge.labels(resource_type=resource_type_label(resource), nodepool=nodepool).set(
+            resource_value(resource, amount)
+        )
 
 
 class SchedulingSimulation:
@@ -254,17 +263,9 @@ class Metrics:
         for nodeclaim in nodeclaims:
             usage = add_amounts(usage, nodeclaim.status.capacity)
             count += 1
-        self.nodepools_usage.remove_matching(nodepool=nodepool.name)
-        for resource, amount in usage.items():
-            self.nodepools_usage.labels(
-                resource_type=resource_type_label(resource), nodepool=nodepool.name
-            ).set(resource_value(resource, amount))
+        set_per_resource(self.nodepools_usage, nodepool.name, usage)
         self.nodepools_usage.labels(resource_type=NODES_RESOURCE_TYPE, nodepool=nodepool.name).set(count)
-        self.nodepools_limit.remove_matching(nodepool=nodepool.name)
-        for resource, amount in nodepool.limits.items():
-            self.nodepools_limit.labels(
-                resource_type=resource_type_label(resource), nodepool=nodepool.name
-            ).set(resource_value(resource, amount))
+        set_per_resource(self.nodepools_limit, nodepool.name, nodepool.limits)
 
     def nodepool_gone(self, name: str) -> None:
         self.nodepools_usage.remove_matching(nodepool=name)

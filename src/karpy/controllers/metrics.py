@@ -119,22 +119,38 @@ class _Value(_Series):
         self.value = 0.0
 
 
-class _Buckets(_Series):
-    __slots__ = ("count", "counts", "sum")
+class _Observations(_Series):
+    """The ``_sum`` and ``_count`` that histograms and summaries both keep, over every observation."""
 
-    def __init__(self, size: int) -> None:
-        self.counts = [0] * size  # per bucket, not cumulative; made cumulative when rendered
-        self.sum = 0.0
-        self.count = 0
-
-
-class _Window(_Series):
-    __slots__ = ("count", "samples", "sum")
+    __slots__ = ("count", "sum")
 
     def __init__(self) -> None:
-        self.samples: deque[tuple[float, float]] = deque(maxlen=SUMMARY_MAX_SAMPLES)
         self.sum = 0.0
         self.count = 0
+
+    def add(self, value: float) -> None:
+        self.sum += value
+        self.count += 1
+
+    def render(self, out: list[str], name: str, labels: list[tuple[str, str]]) -> None:
+        out.append(f"{name}_sum{format_labels(labels)} {format_value(self.sum)}")
+        out.append(f"{name}_count{format_labels(labels)} {self.count}")
+
+
+class _Buckets(_Observations):
+    __slots__ = ("counts",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.counts = [0] * size  # per bucket, not cumulative; made cumulative when rendered
+
+
+class _Window(_Observations):
+    __slots__ = ("samples",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples: deque[tuple[float, float]] = deque(maxlen=SUMMARY_MAX_SAMPLES)
 
 
 S = TypeVar("S", bound=_Series)
@@ -232,12 +248,25 @@ class _ValueFamily(_Family[_Value]):
             return series.value if series is not None else 0.0
 
 
-class CounterSeries:
+FamilyT = TypeVar("FamilyT", bound=_Family[Any])
+
+
+class _Handle(Generic[FamilyT]):
+    """What ``family.labels(...)`` hands out: the family and one key, the series itself left to the family.
+
+    The series may be removed and made anew while a handle is kept, so a handle
+    holds no state of its own and looks its series up under the lock each time.
+    """
+
     __slots__ = ("_family", "_key")
 
-    def __init__(self, family: Counter, key: LabelValues) -> None:
+    def __init__(self, family: FamilyT, key: LabelValues) -> None:
         self._family = family
         self._key = key
+
+
+class CounterSeries(_Handle["Counter"]):
+    __slots__ = ()
 
     def inc(self, amount: float = 1.0) -> None:
         if amount < 0:
@@ -256,12 +285,8 @@ class Counter(_ValueFamily):
         self.labels().inc(amount)
 
 
-class GaugeSeries:
-    __slots__ = ("_family", "_key")
-
-    def __init__(self, family: Gauge, key: LabelValues) -> None:
-        self._family = family
-        self._key = key
+class GaugeSeries(_Handle["Gauge"]):
+    __slots__ = ()
 
     def set(self, value: float) -> None:
         with self._family._lock:
@@ -291,12 +316,8 @@ class Gauge(_ValueFamily):
         self.labels().dec(amount)
 
 
-class HistogramSeries:
-    __slots__ = ("_family", "_key")
-
-    def __init__(self, family: Histogram, key: LabelValues) -> None:
-        self._family = family
-        self._key = key
+class HistogramSeries(_Handle["Histogram"]):
+    __slots__ = ()
 
     def observe(self, value: float) -> None:
         family = self._family
@@ -304,8 +325,7 @@ class HistogramSeries:
         with family._lock:
             series = family._get(self._key)
             series.counts[index] += 1
-            series.sum += value
-            series.count += 1
+            series.add(value)
 
 
 class Histogram(_Family[_Buckets]):
@@ -346,16 +366,11 @@ class Histogram(_Family[_Buckets]):
             cumulative += count
             bucket_labels = format_labels([*labels, ("le", format_value(bound))])
             out.append(f"{self.name}_bucket{bucket_labels} {cumulative}")
-        out.append(f"{self.name}_sum{format_labels(labels)} {format_value(series.sum)}")
-        out.append(f"{self.name}_count{format_labels(labels)} {series.count}")
+        series.render(out, self.name, labels)
 
 
-class SummarySeries:
-    __slots__ = ("_family", "_key")
-
-    def __init__(self, family: Summary, key: LabelValues) -> None:
-        self._family = family
-        self._key = key
+class SummarySeries(_Handle["Summary"]):
+    __slots__ = ()
 
     def observe(self, value: float) -> None:
         family = self._family
@@ -363,8 +378,7 @@ class SummarySeries:
         with family._lock:
             series = family._get(self._key)
             series.samples.append((now, value))
-            series.sum += value
-            series.count += 1
+            series.add(value)
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -412,8 +426,7 @@ class Summary(_Family[_Window]):
         for q in self.quantiles:
             quantile_labels = format_labels([*labels, ("quantile", format_value(q))])
             out.append(f"{self.name}{quantile_labels} {format_value(quantile(values, q))}")
-        out.append(f"{self.name}_sum{format_labels(labels)} {format_value(series.sum)}")
-        out.append(f"{self.name}_count{format_labels(labels)} {series.count}")
+        series.render(out, self.name, labels)
 
 
 F = TypeVar("F", bound=_Family[Any])
