@@ -684,7 +684,9 @@ class _Scheduler:
         """
         assert target.pool is not None
         matrix = self._matrix(target.pool)
-        prices = matrix.price[target.rows]
+        if target.prices is None:  # kept for the next pod that asks (see ``_join_bin``)
+            target.prices = matrix.price[target.rows]
+        prices = target.prices
         lowest = prices.min()
         target.cheapest_price = float(lowest)
         cheapest = target.rows[prices == lowest]
@@ -798,9 +800,7 @@ class _Scheduler:
                 if most <= 0:
                     break
                 after = float(cheapest[index])
-                if after > target.cheapest_price and after - target.cheapest_price > self._alone(
-                    pool, option, requests, most
-                ):
+                if self._growing_costs_more(pool, target, after, option, requests, most):
                     continue
                 keep = np.flatnonzero(takes >= most)
                 if checks_min_values and not min_values_met(merged, self._types(pool, rows[keep])):
@@ -902,9 +902,11 @@ class _Scheduler:
             # topology check, since most refusals are here): narrowing the zone
             # afterwards only removes options, so it cannot make either better.
             matrix = self._matrix(pool)
-            if target.net is None or target.prices is None or target.demand is None:
+            if target.net is None:
                 target.net = matrix.net[target.rows]
+            if target.prices is None:
                 target.prices = matrix.price[target.rows]
+            if target.demand is None:
                 target.demand = matrix.vector(target.requests)
             demand = target.demand + self._vector(matrix, requests)
             roomy_mask: npt.NDArray[np.bool_] = np.asarray((target.net >= demand).all(axis=1), dtype=np.bool_)
@@ -912,9 +914,7 @@ class _Scheduler:
                 too_full = True
                 continue
             after = float(target.prices[roomy_mask].min())
-            if after > target.cheapest_price and after - target.cheapest_price > self._alone(
-                pool, option, requests, 1
-            ):
+            if self._growing_costs_more(pool, target, after, option, requests, 1):
                 too_full = True
                 continue
             total = add_amounts(target.requests, requests)
@@ -1055,6 +1055,19 @@ class _Scheduler:
             cached = (requests, matrix.vector(requests))
             self._vector_cache[key] = cached
         return cached[1]
+
+    def _growing_costs_more(
+        self,
+        pool: NodePoolCapacity,
+        target: _Target,
+        after: float,
+        option: Requirements,
+        requests: ResourceAmounts,
+        count: int,
+    ) -> bool:
+        """Whether taking ``count`` more pods at price ``after`` costs more than fresh nodes for them."""
+        step = after - target.cheapest_price
+        return step > 0 and step > self._alone(pool, option, requests, count)
 
     def _alone(
         self, pool: NodePoolCapacity, option: Requirements, requests: ResourceAmounts, count: int
