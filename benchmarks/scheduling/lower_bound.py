@@ -126,17 +126,28 @@ def _quiet_stdout() -> Iterator[None]:
         os.close(saved)
 
 
-def _solve(lp: highspy.HighsLp) -> list[float]:
-    """Solve a minimisation LP with HiGHS, quietly; the optimal column values."""
+def _run(lp: highspy.HighsLp, *, optimal: bool = True, mip_rel_gap: float | None = None) -> highspy.Highs:
+    """Solve ``lp`` with HiGHS, quietly; the solver, for its solution and figures.
+
+    ``optimal``: raise unless HiGHS proved the optimum (an integer knapsack's
+    bound is read from its dual bound instead, so it may stop short).
+    """
     with _quiet_stdout():
         highs = highspy.Highs()  # type: ignore[no-untyped-call]  # (its __init__ lacks "-> None")
     highs.silent()
+    if mip_rel_gap is not None:
+        highs.setOptionValue("mip_rel_gap", mip_rel_gap)
     highs.passModel(lp)
     highs.run()
     status = highs.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
+    if optimal and status != highspy.HighsModelStatus.kOptimal:
         raise RuntimeError(f"the LP relaxation was not solved: {highs.modelStatusToString(status)}")
-    return list(highs.getSolution().col_value)
+    return highs
+
+
+def _solve(lp: highspy.HighsLp) -> list[float]:
+    """Solve a minimisation LP with HiGHS, quietly; the optimal column values."""
+    return list(_run(lp).getSolution().col_value)
 
 
 def _largest(columns: Sequence[Column], counts: Sequence[float]) -> tuple[tuple[str, float], ...]:
@@ -333,12 +344,7 @@ def _best_pattern(
     lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
     lp.a_matrix_.value_ = np.array(entries, dtype=np.float64)
     lp.integrality_ = [highspy.HighsVarType.kInteger] * count
-    with _quiet_stdout():
-        highs = highspy.Highs()  # type: ignore[no-untyped-call]
-    highs.silent()
-    highs.setOptionValue("mip_rel_gap", 0.0)
-    highs.passModel(lp)
-    highs.run()
+    highs = _run(lp, optimal=False, mip_rel_gap=0.0)
     info = highs.getInfo()
     pattern = [round(value) for value in highs.getSolution().col_value]
     return max(float(info.mip_dual_bound), float(info.objective_function_value)), pattern
@@ -367,13 +373,7 @@ def _master(
     lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
     lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
     lp.a_matrix_.value_ = np.array(entries, dtype=np.float64)
-    with _quiet_stdout():
-        highs = highspy.Highs()  # type: ignore[no-untyped-call]
-    highs.silent()
-    highs.passModel(lp)
-    highs.run()
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError("the configuration LP was not solved")
+    highs = _run(lp)
     solution = highs.getSolution()
     return (
         float(highs.getInfo().objective_function_value),
