@@ -73,7 +73,7 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.scheduling._patterns import CHUNK_DIVISORS, Pattern, pack
-from karpy.scheduling.constraints import ConstraintError, PodConstraints, pod_constraints
+from karpy.scheduling.constraints import ConstraintError, PodConstraints, PodSelector, pod_constraints
 from karpy.scheduling.topology import Admission, Domain, Topology
 
 MAX_INSTANCE_TYPES = 60
@@ -85,6 +85,8 @@ _ACCEPTED = object()
 _REFUSED = object()
 _NOT_NOW = object()
 POD_RESOURCE = "pods"
+# A room index's value for a resource no instance type has a column for.
+_UNBOUNDED = 1 << 62
 NODES_RESOURCE = "nodes"
 
 
@@ -210,66 +212,137 @@ def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) 
 
 
 class _RoomIndex:
-    """The new NodeClaims of a plan by the CPU they may still have room for.
+    """The new NodeClaims of a plan by the CPU and memory they may still have room for.
 
-    A max segment tree over the bins in opening order, so first-fit can jump
-    straight to the next bin with room for a pod instead of asking every bin
-    in turn: with thousands of bins, most of them full, that walk is what
-    makes first-fit quadratic. The values are upper bounds (see
-    ``_Target.headroom``), so a bin it offers may still say no; one it skips
-    would have said no.
+    A segment tree over the bins in opening order holding, per subtree, the
+    most CPU and the most memory any of its bins may still take, so
+    first-fit can jump straight to the next bin with room for a pod instead
+    of asking every bin in turn: with thousands of bins, most of them full,
+    that walk is what makes first-fit quadratic. Both resources, because a
+    CPU-only index offers every bin whose memory is spent to each pod that
+    is light on CPU, and each of those bins then says no. The values are
+    upper bounds (see ``_Target.headroom``), so a bin it offers may still
+    say no; one it skips would have said no.
     """
+
+    __slots__ = ("count", "cpu", "memory", "size")
 
     def __init__(self) -> None:
         self.size = 1
         self.count = 0
-        self.tree = [-1, -1]
+        self.cpu = [-1, -1]
+        self.memory = [-1, -1]
 
-    def append(self, value: int) -> int:
+    def append(self, room: tuple[int, int]) -> int:
         if self.count == self.size:
-            leaves = self.tree[self.size : self.size + self.count]
             self.size *= 2
-            self.tree = [-1] * (2 * self.size)
-            for index, leaf in enumerate(leaves):
-                self.tree[self.size + index] = leaf
-            for position in range(self.size - 1, 0, -1):
-                self.tree[position] = max(self.tree[2 * position], self.tree[2 * position + 1])
+            self.cpu = self._grown(self.cpu)
+            self.memory = self._grown(self.memory)
         index = self.count
         self.count += 1
-        self.set(index, value)
+        self.set(index, room)
         return index
 
-    def set(self, index: int, value: int) -> None:
-        tree = self.tree
-        position = index + self.size
-        tree[position] = value
-        position //= 2
-        while position:
-            best = max(tree[2 * position], tree[2 * position + 1])
-            if tree[position] == best:
-                break
-            tree[position] = best
-            position //= 2
+    def _grown(self, tree: list[int]) -> list[int]:
+        half = self.size // 2
+        grown = [-1] * (2 * self.size)
+        grown[self.size : self.size + half] = tree[half : 2 * half]
+        for position in range(self.size - 1, 0, -1):
+            grown[position] = max(grown[2 * position], grown[2 * position + 1])
+        return grown
 
-    def first_at_least(self, start: int, threshold: int) -> int:
-        """The first bin at or after ``start`` whose value reaches ``threshold``, or -1."""
+    def set(self, index: int, room: tuple[int, int]) -> None:
+        for tree, value in ((self.cpu, room[0]), (self.memory, room[1])):
+            position = index + self.size
+            tree[position] = value
+            position //= 2
+            while position:
+                best = max(tree[2 * position], tree[2 * position + 1])
+                if tree[position] == best:
+                    break
+                tree[position] = best
+                position //= 2
+
+    def first_fit(self, start: int, cpu: int, memory: int) -> int:
+        """The first bin at or after ``start`` that may have room for both, or -1."""
+        cpu_tree, memory_tree = self.cpu, self.memory
+        if start == 0:
+            return self._leftmost(1, cpu, memory) if cpu_tree[1] >= cpu and memory_tree[1] >= memory else -1
         if start >= self.count:
             return -1
-        tree = self.tree
         position = start + self.size
-        if tree[position] >= threshold:
+        if cpu_tree[position] >= cpu and memory_tree[position] >= memory:
             return start
+        # Climb; each right sibling whose maxima both reach is searched, leftmost first.
         while position > 1:
-            if position % 2 == 0 and tree[position + 1] >= threshold:
-                position += 1
-                break
+            if not position & 1:
+                sibling = position + 1
+                if cpu_tree[sibling] >= cpu and memory_tree[sibling] >= memory:
+                    found = self._leftmost(sibling, cpu, memory)
+                    if found >= 0:
+                        return found
             position //= 2
-        else:
-            return -1
-        while position < self.size:
-            position = 2 * position if tree[2 * position] >= threshold else 2 * position + 1
-        found = position - self.size
-        return found if found < self.count else -1
+        return -1
+
+    def _leftmost(self, root: int, cpu: int, memory: int) -> int:
+        """The leftmost bin under ``root`` (whose maxima reach) that may have room, or -1.
+
+        The two maxima of a subtree may come from different bins, so a
+        subtree can reach both and still hold no such bin: the search then
+        backs up to the last right child it passed over.
+        """
+        cpu_tree, memory_tree, size = self.cpu, self.memory, self.size
+        passed_over: list[int] = []
+        position = root
+        while position < size:
+            left = 2 * position
+            right = left + 1
+            if cpu_tree[left] >= cpu and memory_tree[left] >= memory:
+                if cpu_tree[right] >= cpu and memory_tree[right] >= memory:
+                    passed_over.append(right)
+                position = left
+            elif cpu_tree[right] >= cpu and memory_tree[right] >= memory:
+                position = right
+            elif passed_over:
+                position = passed_over.pop()
+            else:
+                return -1
+        return position - size
+
+
+class _OpenBins:
+    """Which new NodeClaims are still open to pods of one topology signature.
+
+    Pods whose topology only tightens (hostname anti-affinity, hostname
+    spread) close a NodeClaim to their kind for good once it holds enough of
+    them. Closed positions are skipped with a disjoint-set forest (each
+    closed position points further on, paths are compressed), so a walk
+    jumps over any run of closed NodeClaims in near-constant time and
+    closing one costs a single write. Nothing is kept per NodeClaim's room:
+    the plan's one room index answers that, whatever the signature.
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        # _next[i] == i: open; otherwise a position after i to look at next.
+        self._next: list[int] = []
+
+    def close(self, position: int) -> None:
+        following = self._next
+        while len(following) <= position + 1:
+            following.append(len(following))
+        following[position] = position + 1
+
+    def first_open(self, position: int) -> int:
+        """The first open position at or after ``position``."""
+        following = self._next
+        root = position
+        while root < len(following) and following[root] != root:
+            root = following[root]
+        while position < len(following) and following[position] != position:
+            following[position], position = root, following[position]
+        return root
 
 
 class _PoolMatrix:
@@ -303,6 +376,8 @@ class _PoolMatrix:
                 if column is not None:
                     net[row, column] = amount - overhead.get(resource, 0)
         self.net = net
+        self.cpu_column = self.columns.get("cpu")
+        self.memory_column = self.columns.get("memory")
 
     def vector(self, amounts: Mapping[str, int]) -> npt.NDArray[np.int64]:
         vector = np.zeros(len(self.columns), dtype=np.int64)
@@ -384,9 +459,6 @@ class _Target:
         # Only a pool with limits needs to know the most this bin can add to its usage.
         self.reserved = max_capacity(self.options) if pool.remaining is not None else {}
 
-    def cpu_room(self) -> int:
-        return self.headroom.get("cpu", 0) - self.requests.get("cpu", 0)
-
     def has_room_for(self, requests: ResourceAmounts) -> bool:
         """False when no option can hold ``requests`` more (true may still be a no)."""
         bin_requests = self.requests
@@ -437,10 +509,10 @@ class _Scheduler:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
         self.bins: list[_Target] = []
-        self.rooms = _RoomIndex()
         self.cheap_rooms = _RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
-        self._rooms_by_signature: dict[str, _RoomIndex] = {}
+        self._open_by_signature: dict[str, _OpenBins] = {}
+        self._open_by_domains: dict[frozenset[tuple[str, frozenset[str]]], _OpenBins] = {}
         self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
         self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
@@ -557,31 +629,32 @@ class _Scheduler:
         # the same labels and inter-pod constraints, whatever it requests: shared.
         signature = _topology_signature(constraints) if not retry_topology else ""
         out_for_topology = self._topology_refusals.setdefault(signature, set()) if signature else set()
-        rooms = self._signature_rooms(signature) if signature else None
-        # A pod that repels its own kind per node closes its node to the rest of its group:
-        # say so at once rather than have the next pod ask and be refused.
-        pod = constraints.pod
-        excludes_itself = bool(signature) and any(
-            term.topology_key == LABEL_HOSTNAME
-            and term.selects.matches_labels(pod.metadata.namespace, pod.metadata.labels)
-            for term in constraints.anti_affinity
-        )
+        signature_open = self._open_by_signature.setdefault(signature, _OpenBins()) if signature else None
+        # A pod whose hostname terms count its own kind fills its node for the rest of its
+        # group after so many: say so at once rather than have the next pod ask and be refused.
+        limits = _hostname_limits(constraints) if signature else []
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
             # Zones (or other non-hostname domains) the pod may go to at all: a target
-            # already committed elsewhere needs no full admission to say no.
+            # already committed elsewhere needs no full admission to say no, and stays
+            # out for every pod allowed the same domains (a commitment is for good).
             anywhere = self.topology.allowed_anywhere(current) if retry_topology else {}
-            for target in self._candidates(requests, rooms, out_for_topology):
+            open_bins = signature_open
+            if anywhere:
+                open_bins = self._open_by_domains.setdefault(frozenset(anywhere.items()), _OpenBins())
+            for target in self._candidates(requests, open_bins, out_for_topology):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
                 if anywhere and not self._could_be_in(target, anywhere):
+                    if open_bins is not None and target.is_new:
+                        open_bins.close(target.position)
                     continue
                 verdict = self._join(current, requests, target)
                 if verdict is _ACCEPTED:
                     if not target.is_new:
                         plan.existing[pod.key] = target.name
-                    elif excludes_itself:
+                    elif limits and self._is_full_for(limits, target):
                         self._rule_out(signature, target)
                     placed = True
                     break
@@ -591,7 +664,7 @@ class _Scheduler:
                     self._rule_out(signature, target)
             if not placed:
                 placed = self._open_in_first_pool(current, requests, reasons)
-                if placed and excludes_itself:
+                if placed and limits and self._is_full_for(limits, self.bins[-1]):
                     self._rule_out(signature, self.bins[-1])
             if not placed:
                 return pods[index:]
@@ -599,21 +672,29 @@ class _Scheduler:
             self._note_placed(current, pod, plan)
         return []
 
-    def _bins_with_room(
-        self, requests: ResourceAmounts, start: int = 0, index: _RoomIndex | None = None
-    ) -> Iterator[_Target]:
-        """The plan's new NodeClaims from ``start`` on that may have CPU room for ``requests``."""
-        rooms = index or self.rooms
-        cpu = requests.get("cpu", 0)
-        position = rooms.first_at_least(start, cpu)
+    def _is_full_for(self, limits: Sequence[tuple[PodSelector, int]], target: _Target) -> bool:
+        """Whether ``target`` holds as many pods as one of ``limits`` (see ``_hostname_limits``) allows."""
+        count = self.topology.count
+        return any(count(LABEL_HOSTNAME, selects, target.name) >= most for selects, most in limits)
+
+    def _bins_with_room(self, requests: ResourceAmounts, open_bins: _OpenBins | None) -> Iterator[_Target]:
+        """The plan's new NodeClaims the room index says may have room for ``requests``, and open."""
+        rooms = self.cheap_rooms
+        cpu, memory = requests.get("cpu", 0), requests.get("memory", 0)
+        position = rooms.first_fit(0, cpu, memory)
         while position >= 0:
+            if open_bins is not None:
+                following = open_bins.first_open(position)
+                if following != position:
+                    position = rooms.first_fit(following, cpu, memory)
+                    continue
             yield self.bins[position]
-            position = rooms.first_at_least(position + 1, cpu)
+            position = rooms.first_fit(position + 1, cpu, memory)
 
     def _candidates(
         self,
         requests: ResourceAmounts,
-        cheap_rooms: _RoomIndex | None = None,
+        open_bins: _OpenBins | None = None,
         ruled_out: set[int] | None = None,
     ) -> Iterator[_Target]:
         """Existing capacity, then new NodeClaims whose cheapest option has room, then
@@ -623,21 +704,26 @@ class _Scheduler:
         asking only the last few NodeClaims keeps that from costing a pass over all.
         """
         yield from self.existing
-        yield from self._new_candidates(requests, cheap_rooms, ruled_out)
+        yield from self._new_candidates(requests, open_bins, ruled_out)
 
     def _new_candidates(
         self,
         requests: ResourceAmounts,
-        cheap_rooms: _RoomIndex | None = None,
+        open_bins: _OpenBins | None = None,
         ruled_out: set[int] | None = None,
     ) -> Iterator[_Target]:
         """The plan's new NodeClaims worth asking, in first-fit order (see ``_candidates``)."""
         asked: set[int] = set()
-        for target in self._bins_with_room(requests, 0, cheap_rooms or self.cheap_rooms):
+        for target in self._bins_with_room(requests, open_bins):
             asked.add(target.position)
             yield target
-        for target in self._bins_with_room(requests, max(0, len(self.bins) - GROWTH_WINDOW)):
-            if target.position not in asked and (ruled_out is None or id(target) not in ruled_out):
+        # So few that asking each is cheaper than keeping an index of what they could grow to.
+        for target in self.bins[-GROWTH_WINDOW:]:
+            if (
+                target.position not in asked
+                and (ruled_out is None or id(target) not in ruled_out)
+                and target.has_room_for(requests)
+            ):
                 yield target
 
     def _could_be_in(self, target: _Target, allowed: Mapping[str, frozenset[str]]) -> bool:
@@ -647,38 +733,17 @@ class _Scheduler:
                 return False
         return True
 
-    def _signature_rooms(self, signature: str) -> _RoomIndex:
-        """The cheap-room index as seen by pods of one topology signature: ruled-out bins at -1.
-
-        Pods whose topology only tightens (hostname anti-affinity, hostname
-        spread) would otherwise walk past every NodeClaim already holding one
-        of them; with their own index they jump straight to one that does not.
-        """
-        rooms = self._rooms_by_signature.get(signature)
-        if rooms is None:
-            rooms = _RoomIndex()
-            ruled_out = self._topology_refusals.get(signature, set())
-            for target in self.bins:
-                rooms.append(-1 if id(target) in ruled_out else self._cheap_room(target))
-            self._rooms_by_signature[signature] = rooms
-        return rooms
-
     def _rule_out(self, signature: str, target: _Target) -> None:
         self._topology_refusals.setdefault(signature, set()).add(id(target))
-        rooms = self._rooms_by_signature.get(signature)
-        if rooms is not None and target.is_new:
-            rooms.set(target.position, -1)
+        if target.is_new:
+            self._open_by_signature.setdefault(signature, _OpenBins()).close(target.position)
 
     def _refresh_rooms(self, target: _Target) -> None:
         cheap = self._cheap_room(target)
-        self.rooms.set(target.position, target.cpu_room())
         self.cheap_rooms.set(target.position, cheap)
-        for signature, rooms in self._rooms_by_signature.items():
-            ruled_out = id(target) in self._topology_refusals.get(signature, ())
-            rooms.set(target.position, -1 if ruled_out else cheap)
 
-    def _cheap_room(self, target: _Target) -> int:
-        """CPU room left in the target's cheapest option: what it takes without growing.
+    def _cheap_room(self, target: _Target) -> tuple[int, int]:
+        """CPU and memory room left in the target's cheapest options: what it takes without growing.
 
         Also keeps ``target.cheapest_price`` up to date, from the same prices.
         """
@@ -689,11 +754,13 @@ class _Scheduler:
         prices = target.prices
         lowest = prices.min()
         target.cheapest_price = float(lowest)
-        cheapest = target.rows[prices == lowest]
-        column = matrix.columns.get("cpu")
-        if column is None:
-            return 1 << 40
-        return int(matrix.net[cheapest, column].max()) - target.requests.get("cpu", 0)
+        most = matrix.net[target.rows[prices == lowest]].max(axis=0)
+        requests = target.requests
+        cpu, memory = matrix.cpu_column, matrix.memory_column
+        return (
+            int(most[cpu]) - requests.get("cpu", 0) if cpu is not None else _UNBOUNDED,
+            int(most[memory]) - requests.get("memory", 0) if memory is not None else _UNBOUNDED,
+        )
 
     def _place_bulk(
         self,
@@ -1217,10 +1284,7 @@ class _Scheduler:
                 target.update(narrowed, rows, dict(requests))
                 target.headroom = self._most_room(pool, rows)
                 cheap = self._cheap_room(target)
-                target.position = self.rooms.append(target.cpu_room())
-                self.cheap_rooms.append(cheap)
-                for rooms_of_signature in self._rooms_by_signature.values():
-                    rooms_of_signature.append(cheap)
+                target.position = self.cheap_rooms.append(cheap)
                 self.bins.append(target)
                 self.topology.add_target(target.name, {LABEL_HOSTNAME: target.name})
                 self._commit(constraints, target, admission.allowed)
@@ -1432,6 +1496,29 @@ def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
         if amount > 0:
             count = min(count, max(0, room.get(resource, 0)) // amount)
     return count
+
+
+def _hostname_limits(constraints: PodConstraints) -> list[tuple[PodSelector, int]]:
+    """The most pods of its own kind a node may hold by each hostname term that counts the pod.
+
+    Required anti-affinity allows none besides, spread ``maxSkew`` (its
+    minimum over hostnames is always 0: a new node is always possible).
+    Counts on a node only grow while a plan is made, so a node that reaches
+    one of these is closed to such pods for good.
+    """
+    pod = constraints.pod
+    namespace, labels = pod.metadata.namespace, pod.metadata.labels
+    limits = [
+        (term.selects, 1)
+        for term in constraints.all_anti_affinity()
+        if term.topology_key == LABEL_HOSTNAME and term.selects.matches_labels(namespace, labels)
+    ]
+    limits += [
+        (spread.selects, spread.max_skew)
+        for spread in constraints.all_spread()
+        if spread.topology_key == LABEL_HOSTNAME and spread.selects.matches_labels(namespace, labels)
+    ]
+    return limits
 
 
 def _topology_signature(constraints: PodConstraints) -> str:

@@ -255,6 +255,10 @@ class Topology:
             term.topology_key for term, _ in self.inverse_terms(pod.metadata.namespace, pod.metadata.labels)
         }
 
+    def count(self, key: str, selects: PodSelector, domain: str) -> int:
+        """How many pods ``selects`` matches in ``domain`` of ``key``, placed or running."""
+        return self._counter(key, selects).counts.get(domain, 0)
+
     def known_domain(self, target: str, key: str) -> str | None:
         return self._target_domains.get(target, {}).get(key)
 

@@ -1,0 +1,120 @@
+"""The solver's two look-up structures for first-fit over thousands of NodeClaims.
+
+``_RoomIndex`` finds the first NodeClaim that may have CPU *and* memory room
+for a pod; ``_OpenBins`` skips NodeClaims closed to a kind of pod. Both are
+checked against the obvious linear scans they replace, over random
+sequences of appends, updates and queries, and then by what the solver asks
+because of them.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.support import make_instance_type, make_nodepool, make_pod
+
+from karpy.scheduling import solver
+from karpy.scheduling.solver import NodePoolCapacity, _OpenBins, _RoomIndex, solve
+
+HOSTNAME_SPREAD = """  topologySpreadConstraints:
+    - {{maxSkew: {skew}, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+       labelSelector: {{matchLabels: {{app: light}}}}}}"""
+
+# (what, position or start, cpu, memory): append a room, set one, or ask for the first fit.
+operation = st.tuples(
+    st.sampled_from(["append", "set", "query"]),
+    st.integers(0, 200),
+    st.integers(-1, 20),
+    st.integers(-1, 20),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations=st.lists(operation, max_size=120))
+def test_room_index_finds_what_a_scan_finds(operations: list[tuple[str, int, int, int]]) -> None:
+    index = _RoomIndex()
+    rooms: list[tuple[int, int]] = []
+    for kind, position, cpu, memory in operations:
+        if kind == "append":
+            assert index.append((cpu, memory)) == len(rooms)
+            rooms.append((cpu, memory))
+        elif kind == "set" and rooms:
+            index.set(position % len(rooms), (cpu, memory))
+            rooms[position % len(rooms)] = (cpu, memory)
+        elif kind == "query":
+            # A pod asks for no less than nothing.
+            start, wanted_cpu, wanted_memory = position % 64, max(cpu, 0), max(memory, 0)
+            expected = next(
+                (
+                    i
+                    for i in range(start, len(rooms))
+                    if rooms[i][0] >= wanted_cpu and rooms[i][1] >= wanted_memory
+                ),
+                -1,
+            )
+            assert index.first_fit(start, wanted_cpu, wanted_memory) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    closed=st.lists(st.integers(0, 80), max_size=60),
+    queries=st.lists(st.integers(0, 90), max_size=40),
+)
+def test_open_bins_skip_exactly_the_closed_ones(closed: list[int], queries: list[int]) -> None:
+    open_bins = _OpenBins()
+    shut: set[int] = set()
+    # Interleave closing and asking: path compression must not hide a later close.
+    for step, position in enumerate(closed):
+        open_bins.close(position)
+        shut.add(position)
+        for start in queries[step % max(1, len(queries)) :][:3]:
+            expected = next(i for i in range(start, 200) if i not in shut)
+            assert open_bins.first_open(start) == expected
+
+
+def test_a_pod_light_on_cpu_asks_no_nodeclaim_whose_memory_is_spent(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Twelve NodeClaims full of memory-hungry pods, CPU to spare: a CPU-light pod that needs
+    memory is not offered any of them (an index over CPU alone offered all twelve, each of
+    which then said no), and opens a NodeClaim of its own."""
+    big = make_instance_type("big.8c16g", 8, 16, 1.0)
+    pool = NodePoolCapacity(make_nodepool(), [big], {}, None)
+    memory_hungry = [make_pod(f"mem-{i}", "1", "15Gi") for i in range(12)]
+    asked: list[str] = []
+    join_bin = solver._Scheduler._join_bin
+
+    def counting(self: solver._Scheduler, constraints, requests, target):  # type: ignore[no-untyped-def]
+        if constraints.pod.metadata.name == "light":
+            asked.append(target.name)
+        return join_bin(self, constraints, requests, target)
+
+    monkeypatch.setattr(solver._Scheduler, "_join_bin", counting)
+    # The light pod sorts after the memory-hungry ones (less CPU), so every NodeClaim exists;
+    # its hostname spread has it placed on its own (pods without one are placed in bulk).
+    light = make_pod("light", "100m", "2Gi", labels="{app: light}", extra_spec=HOSTNAME_SPREAD.format(skew=1))
+    plan = solve([*memory_hungry, light], [], [pool])
+    assert plan.unschedulable == {}
+    assert len(plan.new_nodeclaims) == 13
+    # Only the most recent NodeClaims are asked whether they could grow (none can here).
+    assert len(asked) <= solver.GROWTH_WINDOW
+
+
+def test_a_node_closes_to_a_hostname_spread_kind_at_max_skew(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """maxSkew 2 on hostname: two of the kind per node, the third opens the next node; and
+    a full node is not asked again by the rest of the group."""
+    big = make_instance_type("big.8c16g", 8, 16, 1.0)
+    pool = NodePoolCapacity(make_nodepool(), [big], {}, None)
+    spec = HOSTNAME_SPREAD.format(skew=2)
+    pods = [make_pod(f"light-{i}", "100m", "100Mi", labels="{app: light}", extra_spec=spec) for i in range(6)]
+    refused: list[str] = []
+    join_bin = solver._Scheduler._join_bin
+
+    def counting(self: solver._Scheduler, constraints, requests, target):  # type: ignore[no-untyped-def]
+        verdict = join_bin(self, constraints, requests, target)
+        if verdict is not solver._ACCEPTED:
+            refused.append(target.name)
+        return verdict
+
+    monkeypatch.setattr(solver._Scheduler, "_join_bin", counting)
+    plan = solve(pods, [], [pool])
+    assert [len(claim.pods) for claim in plan.new_nodeclaims] == [2, 2, 2]
+    assert refused == []
