@@ -672,16 +672,18 @@ class Requirements:
     :meth:`intersection` to derive a new set without touching this one.
     """
 
-    __slots__ = ("_by_key", "_sorted_keys")
+    __slots__ = ("_by_key", "_identity", "_sorted_keys")
 
     def __init__(self, *requirements: Requirement) -> None:
         self._by_key: dict[str, Requirement] = {}
         self._sorted_keys: tuple[str, ...] | None = ()
+        self._identity: frozenset[Requirement] | None = None
         self.add(*requirements)
 
     def add(self, *requirements: Requirement) -> None:
         """Constrain further: each requirement is intersected with any on the same key."""
         by_key = self._by_key
+        self._identity = None
         for requirement in requirements:
             existing = by_key.get(requirement.key)
             if existing is None:
@@ -691,9 +693,11 @@ class Requirements:
                 by_key[requirement.key] = requirement.intersection(existing)
 
     def copy(self) -> Requirements:
-        duplicate = Requirements()
+        # Skips __init__: a solver copies requirements for every pod it places.
+        duplicate = object.__new__(Requirements)
         duplicate._by_key = dict(self._by_key)
         duplicate._sorted_keys = self._sorted_keys
+        duplicate._identity = self._identity
         return duplicate
 
     def intersection(self, other: Requirements) -> Requirements:
@@ -701,6 +705,14 @@ class Requirements:
         result = self.copy()
         result.add(*other._by_key.values())
         return result
+
+    def identity(self) -> frozenset[Requirement]:
+        """A hashable value, equal for equal Requirements: a cache key far cheaper than ``str``."""
+        identity = self._identity
+        if identity is None:
+            identity = frozenset(self._by_key.values())
+            self._identity = identity
+        return identity
 
     def _keys_in_order(self) -> tuple[str, ...]:
         keys = self._sorted_keys

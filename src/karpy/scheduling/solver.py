@@ -45,7 +45,6 @@ the cheapest available offering.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -469,6 +468,17 @@ class _Target:
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """What a fresh NodeClaim for one pod starts with: options, their most room, cheapest price."""
+
+    rows: npt.NDArray[np.intp]
+    headroom: ResourceAmounts
+    prices: npt.NDArray[np.float64]
+    price: float
+    room: tuple[int, int]
+
+
 class _Scheduler:
     def __init__(
         self,
@@ -514,11 +524,21 @@ class _Scheduler:
         self._open_by_signature: dict[str, _OpenBins] = {}
         self._open_by_domains: dict[frozenset[tuple[str, frozenset[str]]], _OpenBins] = {}
         self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
+        # Where the pod being placed may go at all, when that alone decides (see ``_narrowed_to``).
+        self._allowed_anywhere: tuple[PodConstraints | None, Mapping[str, frozenset[str]]] = (None, {})
         self._rows_cache: dict[int, npt.NDArray[np.intp]] = {}
-        self._label_cache: dict[tuple[int, str], npt.NDArray[np.bool_]] = {}
-        self._alone_cache: dict[tuple[int, int, int, int], float] = {}
+        self._label_cache: dict[tuple[int, frozenset[Requirement]], npt.NDArray[np.bool_]] = {}
+        self._alone_cache: dict[tuple[int, frozenset[Requirement], int, int], float] = {}
+        # What a NodeClaim opened for one group's pod starts with, per pool, requirements and
+        # narrowing: alike pods that each open one (anti-affinity) start alike.
+        self._opening_cache: dict[tuple[int, frozenset[Requirement], int], npt.NDArray[np.intp]] = {}
+        self._opened_cache: dict[
+            tuple[int, frozenset[Requirement], int, frozenset[Requirement]], _Opening | None
+        ] = {}
         self._vector_cache: dict[tuple[int, int], tuple[ResourceAmounts, npt.NDArray[np.int64]]] = {}
-        self._type_cache: dict[tuple[str, str], tuple[list[InstanceType], list[InstanceType]]] = {}
+        self._type_cache: dict[
+            tuple[str, frozenset[Requirement]], tuple[list[InstanceType], list[InstanceType]]
+        ] = {}
         self.resources = sorted(
             {POD_RESOURCE}
             | {resource for pool in pools for t in pool.instance_types for resource in t.allocatable}
@@ -564,6 +584,8 @@ class _Scheduler:
         """
         self._alone_cache.clear()
         self._vector_cache.clear()
+        self._opening_cache.clear()
+        self._opened_cache.clear()
         try:
             constraints: PodConstraints | None = pod_constraints(
                 pods[0], self.volume_terms.get(pods[0].key, ())
@@ -604,7 +626,7 @@ class _Scheduler:
 
     @staticmethod
     def _for(constraints: PodConstraints, pod: Pod) -> PodConstraints:
-        return constraints if constraints.pod is pod else dataclasses.replace(constraints, pod=pod)
+        return constraints.for_pod(pod)
 
     def _note_placed(self, constraints: PodConstraints, pod: Pod, plan: Plan) -> None:
         if constraints.relaxed:
@@ -633,6 +655,14 @@ class _Scheduler:
         # A pod whose hostname terms count its own kind fills its node for the rest of its
         # group after so many: say so at once rather than have the next pod ask and be refused.
         limits = _hostname_limits(constraints) if signature else []
+        # Zone-like terms only (spread, affinity), and no anti-affinity either way: a pod's
+        # verdict on a target is then what it may have anywhere, narrowed to the target.
+        zonal_only = (
+            retry_topology
+            and not constraints.all_anti_affinity()
+            and LABEL_HOSTNAME not in self._topology_keys(constraints)
+            and not self.topology.inverse_keys(constraints)
+        )
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
@@ -643,6 +673,8 @@ class _Scheduler:
             open_bins = signature_open
             if anywhere:
                 open_bins = self._open_by_domains.setdefault(frozenset(anywhere.items()), _OpenBins())
+                if zonal_only and anywhere.keys() == self._topology_keys(current):
+                    self._allowed_anywhere = (current, anywhere)
             for target in self._candidates(requests, open_bins, out_for_topology):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
@@ -919,6 +951,12 @@ class _Scheduler:
         return keys
 
     def _admit(self, constraints: PodConstraints, target: _Target, requirements: Requirements) -> Admission:
+        known, anywhere = self._allowed_anywhere
+        if known is constraints:
+            admission = self._narrowed_to(target, requirements, anywhere)
+            if admission.ok:
+                return admission
+            # Say no in the topology's own words.
         # A pod asks target after target with nothing placed in between: its keys hold.
         last_constraints, keys = self._last_keys
         if last_constraints is not constraints:
@@ -928,6 +966,31 @@ class _Scheduler:
         if not keys:
             return Admission()
         return self.topology.admit(constraints, target.name, self._domains(target, requirements, keys))
+
+    def _narrowed_to(
+        self, target: _Target, requirements: Requirements, anywhere: Mapping[str, frozenset[str]]
+    ) -> Admission:
+        """The admission of a pod whose terms are all zone-like, from where it may go at all.
+
+        Spread counts and affinity's occupied domains do not depend on the
+        target when no term is per node, so the domains a target allows are
+        the ones it can be in among ``anywhere`` (``Topology.allowed_anywhere``
+        of the same pod, with nothing placed since): one set intersection per
+        key instead of the full admission for every target asked.
+        """
+        admission = Admission()
+        domains = self._domains(target, requirements, anywhere)
+        for key, allowed in anywhere.items():
+            domain = self.topology.known_domain(target.name, key) or domains[key]
+            if domain is None:
+                admission.reason = f"the node would have no {key} label"
+                return admission
+            remaining = (frozenset((domain,)) if isinstance(domain, str) else domain) & allowed
+            if not remaining:
+                admission.reason = f"no allowed {key} domain on this node"
+                return admission
+            admission.allowed[key] = remaining
+        return admission
 
     def _join_existing(
         self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target
@@ -1042,6 +1105,7 @@ class _Scheduler:
 
     def _commit(self, constraints: PodConstraints, target: _Target, keys: Iterable[str]) -> None:
         self._last_keys = (None, set())
+        self._allowed_anywhere = (None, {})
         # Tell the topology every domain the target is now committed to, whether this
         # pod narrowed it or the requirements fixed it from the start.
         for key in keys:
@@ -1097,7 +1161,7 @@ class _Scheduler:
 
     def _labels_allow(self, pool: NodePoolCapacity, requirements: Requirements) -> npt.NDArray[np.bool_]:
         """Per type of the pool: compatible with ``requirements`` and offered under them (cached)."""
-        key = (id(pool), str(requirements))
+        key = (id(pool), requirements.identity())
         allowed = self._label_cache.get(key)
         if allowed is None:
             allowed = np.fromiter(
@@ -1149,9 +1213,9 @@ class _Scheduler:
         fresh nodes of the best type for them. So a NodeClaim grows while
         growing is the cheaper way to place its next pods, and no further.
         """
-        # Within one group of alike pods ``option`` and ``requests`` are one object each,
-        # alive all along: their ids are safe keys (the cache is emptied per group).
-        key = (id(pool), id(option), id(requests), count)
+        # Within one group of alike pods ``requests`` is one object, alive all along: its id is
+        # a safe key (the cache is emptied per group). Options may be rebuilt: keyed by content.
+        key = (id(pool), option.identity(), id(requests), count)
         price = self._alone_cache.get(key)
         if price is None:
             _, offered = self._compatible_types(
@@ -1186,7 +1250,7 @@ class _Scheduler:
         self, pool: NodePoolCapacity, requirements: Requirements
     ) -> tuple[list[InstanceType], list[InstanceType]]:
         """The pool's types compatible with ``requirements``, and those of them offered; cached."""
-        key = (pool.nodepool.name, str(requirements))
+        key = (pool.nodepool.name, requirements.identity())
         cached = self._type_cache.get(key)
         if cached is None:
             compatible = [t for t in pool.instance_types if t.requirements.intersects(requirements) is None]
@@ -1230,10 +1294,7 @@ class _Scheduler:
             if not offered:
                 reason = "no available offering (zone and capacity type) for the compatible instance types"
                 continue
-            matrix = self._matrix(pool)
-            offered_rows = self._rows_of(pool, offered)
-            fitting_at = np.flatnonzero((matrix.net[offered_rows] >= matrix.vector(requests)).all(axis=1))
-            fitting_rows = offered_rows[fitting_at]
+            fitting_rows = self._fitting_rows(pool, merged, offered, requests)
             if len(fitting_rows) == 0:
                 largest = max(offered, key=_capacity_key)
                 short = exceeded_resources(add_amounts(requests, pool.overhead(largest)), largest.allocatable)
@@ -1249,17 +1310,11 @@ class _Scheduler:
                 continue
             reserved_elsewhere = self._reserved_in_pool(pool) if pool.remaining is not None else {}
             for narrowed in self._narrowings(constraints, merged, admission):
-                rows = self._viable(
-                    pool,
-                    fitting_rows,
-                    narrowed,
-                    requests,
-                    narrowed_further=narrowed != merged,
-                    fitting=np.ones(len(fitting_rows), dtype=np.bool_),  # worked out just above
-                )
-                if len(rows) == 0:
+                opening = self._opening(pool, merged, narrowed, fitting_rows, requests)
+                if opening is None:
                     reason = "no instance type is offered in the domain its topology constraints allow"
                     continue
+                rows = opening.rows
                 if pool.remaining is not None:
                     options = self._types(pool, rows)
                     within_at = [
@@ -1282,14 +1337,71 @@ class _Scheduler:
                         reason = "the instance types within the NodePool's limits do not satisfy minValues"
                         continue
                 target.update(narrowed, rows, dict(requests))
-                target.headroom = self._most_room(pool, rows)
-                cheap = self._cheap_room(target)
+                if rows is opening.rows:
+                    target.headroom = opening.headroom
+                    target.prices, target.cheapest_price, cheap = opening.prices, opening.price, opening.room
+                else:
+                    target.headroom = self._most_room(pool, rows)
+                    cheap = self._cheap_room(target)
                 target.position = self.cheap_rooms.append(cheap)
                 self.bins.append(target)
                 self.topology.add_target(target.name, {LABEL_HOSTNAME: target.name})
                 self._commit(constraints, target, admission.allowed)
                 return None
         return reason
+
+    def _fitting_rows(
+        self,
+        pool: NodePoolCapacity,
+        merged: Requirements,
+        offered: list[InstanceType],
+        requests: ResourceAmounts,
+    ) -> npt.NDArray[np.intp]:
+        """The pool's offered types (rows) with room for one pod of ``requests``; cached per group."""
+        key = (id(pool), merged.identity(), id(requests))
+        rows = self._opening_cache.get(key)
+        if rows is None:
+            matrix = self._matrix(pool)
+            offered_rows = self._rows_of(pool, offered)
+            rows = offered_rows[
+                np.flatnonzero((matrix.net[offered_rows] >= matrix.vector(requests)).all(axis=1))
+            ]
+            self._opening_cache[key] = rows
+        return rows
+
+    def _opening(
+        self,
+        pool: NodePoolCapacity,
+        merged: Requirements,
+        narrowed: Requirements,
+        fitting_rows: npt.NDArray[np.intp],
+        requests: ResourceAmounts,
+    ) -> _Opening | None:
+        """The options a NodeClaim opened under ``narrowed`` for one pod starts with (None: none).
+
+        Cached per group with what the room index needs of them, since every
+        pod of a group that opens a NodeClaim opens it the same way.
+        """
+        key = (id(pool), merged.identity(), id(requests), narrowed.identity())
+        if key in self._opened_cache:
+            return self._opened_cache[key]
+        rows = self._viable(
+            pool,
+            fitting_rows,
+            narrowed,
+            requests,
+            narrowed_further=narrowed != merged,
+            fitting=np.ones(len(fitting_rows), dtype=np.bool_),  # worked out by _fitting_rows
+        )
+        opening = None
+        if len(rows):
+            probe = _Target("", narrowed, (), pool=pool)
+            probe.update(narrowed, rows, dict(requests))
+            room = self._cheap_room(probe)
+            assert probe.prices is not None
+            opening = _Opening(rows, self._most_room(pool, rows), probe.prices, probe.cheapest_price, room)
+        self._opened_cache[key] = opening
+        return opening
 
     # -- cost -------------------------------------------------------------------
 
@@ -1433,16 +1545,21 @@ class _Prices:
 
     Every new NodeClaim ranks its options by price; they share a handful of
     zone and capacity-type requirements, so each price is worked out once.
+    NodeClaims of a plan also share a few dozen distinct option sets among
+    thousands, so what each set becomes is worked out once too.
     """
 
     def __init__(self) -> None:
-        self._ranks: dict[tuple[int, str, str], npt.NDArray[np.intp]] = {}
+        self._ranks: dict[tuple[int, Requirement, Requirement], npt.NDArray[np.intp]] = {}
+        self._kept: dict[
+            tuple[int, bytes, frozenset[Requirement]], tuple[list[InstanceType], Requirement]
+        ] = {}
 
     def ranked(
         self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp], requirements: Requirements
     ) -> npt.NDArray[np.intp]:
         """The options at ``rows`` of the pool, cheapest first (then by name), as rows."""
-        key = (id(pool), str(requirements.get(LABEL_ZONE)), str(requirements.get(LABEL_CAPACITY_TYPE)))
+        key = (id(pool), requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE))
         rank = self._ranks.get(key)
         if rank is None:
 
@@ -1458,31 +1575,46 @@ class _Prices:
         ordered: npt.NDArray[np.intp] = rows[np.argsort(rank[rows], kind="stable")]
         return ordered
 
+    def kept(self, target: _Target) -> tuple[list[InstanceType], Requirement]:
+        """The options a NodeClaim lists, cheapest first, and its instance-type requirement."""
+        pool = target.pool
+        assert pool is not None
+        requirements = target.requirements
+        key = (id(pool), target.rows.tobytes(), requirements.identity())
+        cached = self._kept.get(key)
+        if cached is None:
+            ranked = self.ranked(pool, target.rows, requirements)
+            types = pool.instance_types
+            kept = [types[row] for row in ranked[:MAX_INSTANCE_TYPES].tolist()]
+            if len(ranked) > MAX_INSTANCE_TYPES and not min_values_met(requirements, kept):
+                # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
+                every = [types[row] for row in ranked.tolist()]
+                for end in range(MAX_INSTANCE_TYPES + 1, len(every) + 1):
+                    kept = every[:end]
+                    if min_values_met(requirements, kept):
+                        break
+            previous = (
+                requirements.get(LABEL_INSTANCE_TYPE).min_values
+                if LABEL_INSTANCE_TYPE in requirements
+                else None
+            )
+            names = [t.name for t in kept]
+            cached = (kept, Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", names, previous))
+            self._kept[key] = cached
+        return cached
+
 
 def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
     pool = target.pool
     assert pool is not None
-    requirements = target.requirements
-    ranked = prices.ranked(pool, target.rows, requirements)
-    types = pool.instance_types
-    kept = [types[row] for row in ranked[:MAX_INSTANCE_TYPES].tolist()]
-    if len(ranked) > MAX_INSTANCE_TYPES and not min_values_met(requirements, kept):
-        # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
-        every = [types[row] for row in ranked.tolist()]
-        for end in range(MAX_INSTANCE_TYPES + 1, len(every) + 1):
-            kept = every[:end]
-            if min_values_met(requirements, kept):
-                break
-    requirements = requirements.copy()
-    previous = (
-        requirements.get(LABEL_INSTANCE_TYPE).min_values if LABEL_INSTANCE_TYPE in requirements else None
-    )
-    requirements.add(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", [t.name for t in kept], previous))
+    kept, instance_types = prices.kept(target)
+    requirements = target.requirements.copy()
+    requirements.add(instance_types)
     overhead = pool.overhead(kept[0])
     return NewNodeClaim(
         nodepool=pool.nodepool.name,
         requirements=requirements,
-        instance_types=kept,
+        instance_types=list(kept),
         pods=target.pods,
         requests=add_amounts(target.requests, overhead),
         daemon_overhead=dict(overhead),
@@ -1536,9 +1668,48 @@ def _topology_signature(constraints: PodConstraints) -> str:
     )
 
 
-def _signature(pod: Pod) -> tuple[str, str, str]:
-    """Pods with the same signature schedule alike (a Deployment's replicas, say)."""
-    return (pod.metadata.namespace, repr(sorted(pod.metadata.labels.items())), repr(pod.spec))
+def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requirements]]) -> list[list[Pod]]:
+    """``pods`` in placement order, as runs of pods that schedule alike (a Deployment's replicas).
+
+    Pods are alike when namespace, labels, spec and their volumes' terms are
+    equal. Groups go largest first (CPU, then memory), then by a written-out
+    signature, and pods within a group by key, so the plan does not depend on
+    the input order. Comparing specs directly, after a cheap bucket by
+    labels and requests, writes out (``repr``) one spec per group rather
+    than one per pod, which for a large plan was a tenth of the solve.
+    """
+    buckets: dict[tuple[object, ...], list[tuple[Pod, list[Pod]]]] = {}
+    for pod in pods:
+        volumes = repr(volume_terms[pod.key]) if pod.key in volume_terms else ""
+        bucket = (
+            pod.metadata.namespace,
+            frozenset(pod.metadata.labels.items()),
+            tuple(sorted(pod.spec.requests.items())),
+            volumes,
+        )
+        entries = buckets.setdefault(bucket, [])
+        for first, members in entries:
+            if first.spec == pod.spec:
+                members.append(pod)
+                break
+        else:
+            entries.append((pod, [pod]))
+    groups = [members for entries in buckets.values() for _, members in entries]
+
+    def order(members: list[Pod]) -> tuple[object, ...]:
+        first = members[0]
+        return (
+            *_sort_key(first)[:2],
+            first.metadata.namespace,
+            repr(sorted(first.metadata.labels.items())),
+            repr(first.spec),
+            repr(volume_terms.get(first.key)),
+        )
+
+    groups.sort(key=order)
+    for members in groups:
+        members.sort(key=lambda pod: pod.key)
+    return groups
 
 
 def solve(
@@ -1557,16 +1728,8 @@ def solve(
     scheduler = _Scheduler(
         existing, pools, {resource for pod in pods for resource in pod.spec.requests}, volume_terms
     )
-    # Pods with volumes are alike only if their volumes are too.
-    signatures = {pod.key: (*_signature(pod), repr(volume_terms.get(pod.key))) for pod in pods}
-    ordered = sorted(pods, key=lambda pod: (*_sort_key(pod)[:2], signatures[pod.key], pod.key))
-    start = 0
-    while start < len(ordered):
-        end = start + 1
-        while end < len(ordered) and signatures[ordered[end].key] == signatures[ordered[start].key]:
-            end += 1
-        scheduler.place_group(ordered[start:end], plan)
-        start = end
+    for group in _alike_groups(pods, volume_terms):
+        scheduler.place_group(group, plan)
     scheduler.repack()
     prices = _Prices()
     plan.new_nodeclaims = [_finish(target, prices) for target in scheduler.bins]

@@ -100,6 +100,7 @@ class Topology:
         self._discover = discover
         self._discovered: set[str] = set()
         self._placed: dict[str, list[_Placed]] = {}
+        self._placed_with_label: dict[tuple[str, str], list[_Placed]] = {}
         self._target_domains: dict[str, dict[str, str]] = {}
         self._counters: dict[str, _Counter] = {}
         # Anti-affinity held by placed pods: term identity -> (term, domain -> count).
@@ -142,6 +143,8 @@ class Topology:
     ) -> None:
         placed = _Placed(namespace, labels, target)
         self._placed.setdefault(target, []).append(placed)
+        for item in labels.items():
+            self._placed_with_label.setdefault(item, []).append(placed)
         domains = self._target_domains.get(target, {})
         for counter in self._candidate_counters(labels):
             domain = domains.get(counter.topology_key)
@@ -217,15 +220,19 @@ class Topology:
         counter = self._counters.get(identity)
         if counter is None:
             counter = _Counter(key, selects)
-            for target, placed in self._placed.items():
-                domain = self._target_domains.get(target, {}).get(key)
-                if domain is None:
-                    continue
-                matched = sum(1 for pod in placed if selects.matches_labels(pod.namespace, pod.labels))
-                if matched:
-                    counter.counts[domain] = counter.counts.get(domain, 0) + matched
-            self._counters[identity] = counter
             required = sorted(selects.selector.match_labels.items())
+            # Only pods with the selector's first required label can match: a counter made
+            # late in a large plan looks at those, not at every pod placed so far.
+            if required:
+                candidates: Iterable[_Placed] = self._placed_with_label.get(required[0], ())
+            else:
+                candidates = (pod for placed in self._placed.values() for pod in placed)
+            counts = counter.counts
+            for pod in candidates:
+                domain = self._target_domains.get(pod.target, {}).get(key)
+                if domain is not None and selects.matches_labels(pod.namespace, pod.labels):
+                    counts[domain] = counts.get(domain, 0) + 1
+            self._counters[identity] = counter
             if required:
                 self._counter_index.setdefault(required[0], []).append(counter)
             else:
