@@ -84,6 +84,8 @@ _ACCEPTED = object()
 _REFUSED = object()
 _NOT_NOW = object()
 POD_RESOURCE = "pods"
+# The domains a pod may go to, per zone-like key, as a dictionary key.
+_DomainsKey = frozenset[tuple[str, frozenset[str]]]
 # A room index's value for a resource no instance type has a column for.
 _UNBOUNDED = 1 << 62
 NODES_RESOURCE = "nodes"
@@ -522,7 +524,7 @@ class _Scheduler:
         self.cheap_rooms = _RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
         self._open_by_signature: dict[str, _OpenBins] = {}
-        self._open_by_domains: dict[frozenset[tuple[str, frozenset[str]]], _OpenBins] = {}
+        self._open_by_domains: dict[_DomainsKey, _OpenBins] = {}
         self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
         # Where the pod being placed may go at all, when that alone decides (see ``_narrowed_to``).
         self._allowed_anywhere: tuple[PodConstraints | None, Mapping[str, frozenset[str]]] = (None, {})
@@ -663,6 +665,10 @@ class _Scheduler:
             and LABEL_HOSTNAME not in self._topology_keys(constraints)
             and not self.topology.inverse_keys(constraints)
         )
+        # Where each pod's first-fit walk over new NodeClaims may start, by the domains it may
+        # go to. The NodeClaims before where an alike pod went turned it away, and nothing has
+        # changed them since except the ones pods went to after it (see ``_walk_from``).
+        walk_from: dict[_DomainsKey, int] = {}
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
@@ -675,7 +681,9 @@ class _Scheduler:
                 open_bins = self._open_by_domains.setdefault(frozenset(anywhere.items()), _OpenBins())
                 if zonal_only and anywhere.keys() == self._topology_keys(current):
                     self._allowed_anywhere = (current, anywhere)
-            for target in self._candidates(requests, open_bins, out_for_topology):
+            domains_key = frozenset(anywhere.items()) if anywhere else frozenset()
+            start = walk_from.get(domains_key, 0)
+            for target in self._candidates(requests, open_bins, out_for_topology, start):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
                 if anywhere and not self._could_be_in(target, anywhere):
@@ -686,8 +694,10 @@ class _Scheduler:
                 if verdict is _ACCEPTED:
                     if not target.is_new:
                         plan.existing[pod.key] = target.name
-                    elif limits and self._is_full_for(limits, target):
-                        self._rule_out(signature, target)
+                    else:
+                        _walk_from(walk_from, domains_key, target.position)
+                        if limits and self._is_full_for(limits, target):
+                            self._rule_out(signature, target)
                     placed = True
                     break
                 if verdict is _REFUSED:
@@ -696,8 +706,10 @@ class _Scheduler:
                     self._rule_out(signature, target)
             if not placed:
                 placed = self._open_in_first_pool(current, requests, reasons)
-                if placed and limits and self._is_full_for(limits, self.bins[-1]):
-                    self._rule_out(signature, self.bins[-1])
+                if placed:
+                    _walk_from(walk_from, domains_key, self.bins[-1].position)
+                    if limits and self._is_full_for(limits, self.bins[-1]):
+                        self._rule_out(signature, self.bins[-1])
             if not placed:
                 return pods[index:]
             reasons.clear()
@@ -709,11 +721,13 @@ class _Scheduler:
         count = self.topology.count
         return any(count(LABEL_HOSTNAME, selects, target.name) >= most for selects, most in limits)
 
-    def _bins_with_room(self, requests: ResourceAmounts, open_bins: _OpenBins | None) -> Iterator[_Target]:
-        """The plan's new NodeClaims the room index says may have room for ``requests``, and open."""
+    def _bins_with_room(
+        self, requests: ResourceAmounts, open_bins: _OpenBins | None, start: int = 0
+    ) -> Iterator[_Target]:
+        """The plan's new NodeClaims from ``start`` the room index says may have room, and open."""
         rooms = self.cheap_rooms
         cpu, memory = requests.get("cpu", 0), requests.get("memory", 0)
-        position = rooms.first_fit(0, cpu, memory)
+        position = rooms.first_fit(start, cpu, memory)
         while position >= 0:
             if open_bins is not None:
                 following = open_bins.first_open(position)
@@ -728,6 +742,7 @@ class _Scheduler:
         requests: ResourceAmounts,
         open_bins: _OpenBins | None = None,
         ruled_out: set[int] | None = None,
+        start: int = 0,
     ) -> Iterator[_Target]:
         """Existing capacity, then new NodeClaims whose cheapest option has room, then
         the most recent NodeClaims that could take the pod by growing to a bigger type.
@@ -736,17 +751,21 @@ class _Scheduler:
         asking only the last few NodeClaims keeps that from costing a pass over all.
         """
         yield from self.existing
-        yield from self._new_candidates(requests, open_bins, ruled_out)
+        yield from self._new_candidates(requests, open_bins, ruled_out, start)
 
     def _new_candidates(
         self,
         requests: ResourceAmounts,
         open_bins: _OpenBins | None = None,
         ruled_out: set[int] | None = None,
+        start: int = 0,
     ) -> Iterator[_Target]:
-        """The plan's new NodeClaims worth asking, in first-fit order (see ``_candidates``)."""
+        """The plan's new NodeClaims worth asking, in first-fit order (see ``_candidates``).
+
+        ``start``: the first that may say yes; those before it said no to an alike pod.
+        """
         asked: set[int] = set()
-        for target in self._bins_with_room(requests, open_bins):
+        for target in self._bins_with_room(requests, open_bins, start):
             asked.add(target.position)
             yield target
         # So few that asking each is cheaper than keeping an index of what they could grow to.
@@ -1628,6 +1647,22 @@ def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
         if amount > 0:
             count = min(count, max(0, room.get(resource, 0)) // amount)
     return count
+
+
+def _walk_from(walk_from: dict[_DomainsKey, int], domains: _DomainsKey, position: int) -> None:
+    """A pod allowed ``domains`` went to the new NodeClaim at ``position``.
+
+    Alike pods allowed the same domains may start their walk there: every
+    NodeClaim before it turned this pod away, for reasons that hold for
+    them too (room and options only shrink, a domain once chosen stays).
+    The NodeClaim at ``position`` is the one that changed: its cheapest
+    option may now be a bigger type with more room, so pods allowed other
+    domains must not start past it.
+    """
+    for key, start in walk_from.items():
+        if start > position:
+            walk_from[key] = position
+    walk_from[domains] = position
 
 
 def _hostname_limits(constraints: PodConstraints) -> list[tuple[PodSelector, int]]:
