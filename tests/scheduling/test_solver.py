@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+
+from benchmarks.scheduling.workloads import diverse_pods, karpenter_pools
 from tests.support import make_instance_type, make_nodepool, make_pod
 
 from karpy.api.instancetype import InstanceType
@@ -175,3 +178,28 @@ def test_a_nodes_limit_caps_the_number_of_new_nodeclaims() -> None:
     assert len(plan.new_nodeclaims) == 1
     assert len(plan.unschedulable) == 1
     assert "nodes limit" in next(iter(plan.unschedulable.values()))
+
+
+def test_a_solve_makes_no_reference_cycles_and_leaves_the_cycle_collector_as_it_was() -> None:
+    """The solver pauses the cycle collector while it works (see ``_cycle_collection_paused``),
+    which is only sound while everything it allocates is freed by reference counting alone."""
+    pools = karpenter_pools()
+    # Every kind of diverse pod: spread, (anti-)affinity, zonal narrowing, relaxation-free.
+    pods = diverse_pods(500)
+    existing = [
+        ExistingCapacity(
+            "node-a", "default", Requirements(), (), {"cpu": 4000, "memory": 8 * 1024**3, "pods": 10}
+        )
+    ]
+    gc.collect()
+    gc.disable()
+    try:
+        plan = solve(pods, existing, pools)
+        assert not gc.isenabled()
+        assert plan.unschedulable == {}
+        del plan
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    solve(pods[:10], [], pools)
+    assert gc.isenabled()
