@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
-from karpy.api.requirements import LABEL_HOSTNAME
+from karpy.api.requirements import LABEL_HOSTNAME, Requirement
 from karpy.scheduling.constraints import AffinityTerm, PodConstraints, PodSelector, SpreadConstraint
 
 # A target's domain for one key: known (a string), open (the possible values), or absent (None).
@@ -101,6 +101,7 @@ class Topology:
         self._discovered: set[str] = set()
         self._placed: dict[str, list[_Placed]] = {}
         self._placed_with_label: dict[tuple[str, str], list[_Placed]] = {}
+        self._eligible_cache: dict[tuple[str, int, tuple[frozenset[Requirement], ...]], frozenset[str]] = {}
         self._target_domains: dict[str, dict[str, str]] = {}
         self._counters: dict[str, _Counter] = {}
         # Anti-affinity held by placed pods: term identity -> (term, domain -> count).
@@ -171,12 +172,9 @@ class Topology:
             return
         domains[key] = domain
         self.universe.setdefault(key, set()).add(domain)
-        placed = self._placed.get(target, ())
-        for counter in self._counters.values():
-            if counter.topology_key != key:
-                continue
-            for pod in placed:
-                if counter.selects.matches_labels(pod.namespace, pod.labels):
+        for pod in self._placed.get(target, ()):
+            for counter in self._candidate_counters(pod.labels):
+                if counter.topology_key == key and counter.selects.matches_labels(pod.namespace, pod.labels):
                     counter.counts[domain] = counter.counts.get(domain, 0) + 1
         for term in self._anti_by_target.get(target, ()):
             if term.topology_key == key:
@@ -382,7 +380,7 @@ class Topology:
         if key == LABEL_HOSTNAME:
             # A new node is always possible, with no pod on it: the minimum is 0.
             minimum = 0
-            eligible: set[str] | None = None
+            eligible: frozenset[str] | None = None
         else:
             eligible = self._eligible(key, constraints, spread)
             counts = [counter.counts.get(domain, 0) for domain in eligible]
@@ -408,12 +406,24 @@ class Topology:
             return
         self._restrict(admission, key, target, domain_of, allowed, "topology spread")
 
-    def _eligible(self, key: str, constraints: PodConstraints, spread: SpreadConstraint) -> set[str]:
-        domains = set(self.domains(key))
-        if spread.honor_node_affinity:
-            options = constraints.node_options()
-            domains = {domain for domain in domains if any(option.get(key).has(domain) for option in options)}
-        return domains
+    def _eligible(self, key: str, constraints: PodConstraints, spread: SpreadConstraint) -> frozenset[str]:
+        """The domains a spread counts: every known one, or those the pod's node affinity allows.
+
+        Cached by what decides it; the known domains only ever grow, so their
+        number tells whether they changed.
+        """
+        domains = self.domains(key)
+        options = constraints.node_options() if spread.honor_node_affinity else ()
+        cache_key = (key, len(domains), tuple(option.identity() for option in options))
+        eligible = self._eligible_cache.get(cache_key)
+        if eligible is None:
+            eligible = frozenset(
+                domain
+                for domain in domains
+                if not options or any(option.get(key).has(domain) for option in options)
+            )
+            self._eligible_cache[cache_key] = eligible
+        return eligible
 
     def least_crowded(self, constraints: PodConstraints, key: str, allowed: frozenset[str]) -> str:
         """The domain to commit a new NodeClaim to: fewest selected pods, then name."""
