@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support import make_instance_type, make_nodepool, make_pod
 
+from karpy.api.requirements import Requirements
 from karpy.scheduling import solver
-from karpy.scheduling.solver import NodePoolCapacity, _OpenBins, _RoomIndex, solve
+from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, _OpenBins, _RoomIndex, solve
 
 HOSTNAME_SPREAD = """  topologySpreadConstraints:
     - {{maxSkew: {skew}, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
@@ -118,3 +119,43 @@ def test_a_node_closes_to_a_hostname_spread_kind_at_max_skew(monkeypatch) -> Non
     plan = solve(pods, [], [pool])
     assert [len(claim.pods) for claim in plan.new_nodeclaims] == [2, 2, 2]
     assert refused == []
+
+
+def test_full_existing_nodes_are_not_asked_and_alike_pods_resume_where_the_last_went(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """300 full nodes, then 3 with room for 2 pods each: 6 pods with a hostname spread of
+    maxSkew 2 go 2 per roomy node, asking no full node and no node an alike pod already
+    filled (a cluster of thousands of nodes made each pod ask every one of them)."""
+    big = make_instance_type("big.8c16g", 8, 16, 1.0)
+    pool = NodePoolCapacity(make_nodepool(), [big], {}, None)
+    gib = 1024**3
+    full = [
+        ExistingCapacity(
+            f"full-{i:03d}", "default", Requirements(), (), {"cpu": 50, "memory": gib, "pods": 5}
+        )
+        for i in range(300)
+    ]
+    roomy = [
+        ExistingCapacity(f"roomy-{i}", "default", Requirements(), (), {"cpu": 200, "memory": gib, "pods": 5})
+        for i in range(3)
+    ]
+    spec = HOSTNAME_SPREAD.format(skew=2)
+    pods = [make_pod(f"light-{i}", "100m", "100Mi", labels="{app: light}", extra_spec=spec) for i in range(6)]
+    asked: list[str] = []
+    join_existing = solver._Scheduler._join_existing
+
+    def counting(self: solver._Scheduler, constraints, requests, target):  # type: ignore[no-untyped-def]
+        asked.append(target.name)
+        return join_existing(self, constraints, requests, target)
+
+    monkeypatch.setattr(solver._Scheduler, "_join_existing", counting)
+    plan = solve(pods, [*full, *roomy], [pool])
+    assert sorted(plan.existing.values()) == [
+        "roomy-0",
+        "roomy-0",
+        "roomy-1",
+        "roomy-1",
+        "roomy-2",
+        "roomy-2",
+    ]
+    assert plan.new_nodeclaims == []
+    assert asked == ["roomy-0", "roomy-0", "roomy-1", "roomy-1", "roomy-2", "roomy-2"]

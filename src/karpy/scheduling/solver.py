@@ -88,8 +88,12 @@ _NOT_NOW = object()
 POD_RESOURCE = "pods"
 # The domains a pod may go to, per zone-like key, as a dictionary key.
 _DomainsKey = frozenset[tuple[str, frozenset[str]]]
-# A room index's value for a resource no instance type has a column for.
+# A room index's value for a resource no instance type has a column for; what a pod that
+# requests none of a resource asks of it (existing nodes may be overcommitted: room < 0);
+# and the value of the index's padding, below anything asked.
 _UNBOUNDED = 1 << 62
+_ANY_ROOM = -(1 << 62)
+_NEVER = -(1 << 63)
 NODES_RESOURCE = "nodes"
 
 
@@ -233,8 +237,8 @@ class _RoomIndex:
     def __init__(self) -> None:
         self.size = 1
         self.count = 0
-        self.cpu = [-1, -1]
-        self.memory = [-1, -1]
+        self.cpu = [_NEVER, _NEVER]
+        self.memory = [_NEVER, _NEVER]
 
     def append(self, room: tuple[int, int]) -> int:
         if self.count == self.size:
@@ -248,7 +252,7 @@ class _RoomIndex:
 
     def _grown(self, tree: list[int]) -> list[int]:
         half = self.size // 2
-        grown = [-1] * (2 * self.size)
+        grown = [_NEVER] * (2 * self.size)
         grown[self.size : self.size + half] = tree[half : 2 * half]
         for position in range(self.size - 1, 0, -1):
             grown[position] = max(grown[2 * position], grown[2 * position + 1])
@@ -498,15 +502,18 @@ class _Scheduler:
         # refer to each other, so that a plan's working state is freed as soon as it is made.
         self.topology = Topology(discover=_offered_values(self.pools, self.pool_requirements))
         self.existing: list[_Target] = []
+        # Existing capacity by what it has free, as the new NodeClaims are by room (a cluster
+        # may have thousands of nodes, nearly all of them full).
+        self.existing_rooms = _RoomIndex()
         for capacity in sorted(existing, key=lambda capacity: capacity.name):
             blocking = tuple(
                 taint
                 for taint in capacity.taints
                 if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
             )
-            target = _Target(
-                capacity.name, capacity.requirements, blocking, available=dict(capacity.available)
-            )
+            available = dict(capacity.available)
+            target = _Target(capacity.name, capacity.requirements, blocking, available=available)
+            target.position = self.existing_rooms.append(_free(available))
             self.existing.append(target)
             domains = {
                 requirement.key: value
@@ -652,10 +659,11 @@ class _Scheduler:
             and LABEL_HOSTNAME not in self._topology_keys(constraints)
             and not self.topology.inverse_keys(constraints)
         )
-        # Where each pod's first-fit walk over new NodeClaims may start, by the domains it may
-        # go to. The NodeClaims before where an alike pod went turned it away, and nothing has
-        # changed them since except the ones pods went to after it (see ``_walk_from``).
+        # Where each pod's first-fit walk over new NodeClaims (and over existing capacity) may
+        # start, by the domains it may go to. Those before where an alike pod went turned it
+        # away, and nothing has changed them since but where pods went after it (``_walk_from``).
         walk_from: dict[_DomainsKey, int] = {}
+        existing_from: dict[_DomainsKey, int] = {}
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             placed = False
@@ -669,8 +677,8 @@ class _Scheduler:
                 if zonal_only and anywhere.keys() == self._topology_keys(current):
                     self._allowed_anywhere = (current, anywhere)
             domains_key = frozenset(anywhere.items()) if anywhere else frozenset()
-            start = walk_from.get(domains_key, 0)
-            for target in self._candidates(requests, open_bins, out_for_topology, start):
+            start, existing_start = walk_from.get(domains_key, 0), existing_from.get(domains_key, 0)
+            for target in self._candidates(requests, open_bins, out_for_topology, start, existing_start):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
                 if anywhere and not self._could_be_in(target, anywhere):
@@ -681,7 +689,10 @@ class _Scheduler:
                 if verdict is _ACCEPTED:
                     if not target.is_new:
                         plan.existing[pod.key] = target.name
+                        _walk_from(existing_from, domains_key, target.position)
                     else:
+                        # Every existing node with room turned the pod away first.
+                        existing_from[domains_key] = len(self.existing)
                         _walk_from(walk_from, domains_key, target.position)
                         if limits and self._is_full_for(limits, target):
                             self._rule_out(signature, target)
@@ -694,6 +705,7 @@ class _Scheduler:
             if not placed:
                 placed = self._open_in_first_pool(current, requests, reasons)
                 if placed:
+                    existing_from[domains_key] = len(self.existing)
                     _walk_from(walk_from, domains_key, self.bins[-1].position)
                     if limits and self._is_full_for(limits, self.bins[-1]):
                         self._rule_out(signature, self.bins[-1])
@@ -713,7 +725,7 @@ class _Scheduler:
     ) -> Iterator[_Target]:
         """The plan's new NodeClaims from ``start`` the room index says may have room, and open."""
         rooms = self.cheap_rooms
-        cpu, memory = requests.get("cpu", 0), requests.get("memory", 0)
+        cpu, memory = _asked(requests)
         position = rooms.first_fit(start, cpu, memory)
         while position >= 0:
             if open_bins is not None:
@@ -730,15 +742,26 @@ class _Scheduler:
         open_bins: _OpenBins | None = None,
         ruled_out: set[int] | None = None,
         start: int = 0,
+        existing_start: int = 0,
     ) -> Iterator[_Target]:
-        """Existing capacity, then new NodeClaims whose cheapest option has room, then
-        the most recent NodeClaims that could take the pod by growing to a bigger type.
+        """Existing capacity with room, then new NodeClaims whose cheapest option has room,
+        then the most recent NodeClaims that could take the pod by growing to a bigger type.
 
         Growing is weighed against a NodeClaim of the pod's own (``_alone``);
         asking only the last few NodeClaims keeps that from costing a pass over all.
+        ``start`` and ``existing_start``: the first of each that may say yes.
         """
-        yield from self.existing
+        yield from self._existing_with_room(requests, existing_start)
         yield from self._new_candidates(requests, open_bins, ruled_out, start)
+
+    def _existing_with_room(self, requests: ResourceAmounts, start: int = 0) -> Iterator[_Target]:
+        """Existing nodes and in-flight NodeClaims from ``start`` with the CPU and memory ``requests`` ask."""
+        rooms = self.existing_rooms
+        cpu, memory = _asked(requests)
+        position = rooms.first_fit(start, cpu, memory)
+        while position >= 0:
+            yield self.existing[position]
+            position = rooms.first_fit(position + 1, cpu, memory)
 
     def _new_candidates(
         self,
@@ -810,7 +833,7 @@ class _Scheduler:
     ) -> list[Pod]:
         """As many alike pods as fit on each target in turn, then on new NodeClaims."""
         remaining = pods
-        for target in self.existing:
+        for target in self._existing_with_room(requests):
             if not remaining:
                 return []
             count = self._room_on_existing(constraints, requests, target, len(remaining))
@@ -839,6 +862,7 @@ class _Scheduler:
         assert target.available is not None
         for resource, amount in requests.items():
             target.available[resource] = target.available.get(resource, 0) - amount
+        self.existing_rooms.set(target.position, _free(target.available))
         self._commit(constraints, target, ())
         self._note_placed(constraints, constraints.pod, plan)
 
@@ -1015,6 +1039,7 @@ class _Scheduler:
             return _NOT_NOW
         for resource, amount in requests.items():
             target.available[resource] = target.available.get(resource, 0) - amount
+        self.existing_rooms.set(target.position, _free(target.available))
         self._commit(constraints, target, admission.allowed)
         return _ACCEPTED
 
@@ -1634,6 +1659,16 @@ def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
         if amount > 0:
             count = min(count, max(0, room.get(resource, 0)) // amount)
     return count
+
+
+def _asked(requests: ResourceAmounts) -> tuple[int, int]:
+    """What a pod asks of a room index: its CPU and memory, or any room for what it does not request."""
+    return (requests.get("cpu") or _ANY_ROOM, requests.get("memory") or _ANY_ROOM)
+
+
+def _free(available: ResourceAmounts) -> tuple[int, int]:
+    """An existing node's entry in the room index: the CPU and memory it has free."""
+    return (available.get("cpu", 0), available.get("memory", 0))
 
 
 def _walk_from(walk_from: dict[_DomainsKey, int], domains: _DomainsKey, position: int) -> None:
