@@ -7,8 +7,10 @@ for what each column means):
   and its diverse pods, from 1 to 20,000 pods: the speed comparison.
 - ``catalog``: the real AWS catalog with a web/batch/memory-heavy mix of
   1,000 to 50,000 pods: speed and memory at a realistic scale.
-- ``lp``: generic and mixed pods on the real catalog against two LP lower
+- ``lp``: generic and mixed pods on the real catalog against three LP lower
   bounds on the price: how far from optimal the plans are.
+- ``existing``: Karpenter's diverse pods on a cluster already running 0 to
+  5,000 nodes, nearly all full: what existing capacity costs a scale-up.
 
 Every case runs in a fresh process with a time limit (``--timeout``, per
 case); a case past it is reported as timed out and the larger sizes of the
@@ -28,6 +30,7 @@ from pathlib import Path
 from benchmarks.scheduling.measure import Case, Result, Suite, measure_isolated
 from benchmarks.scheduling.report import (
     catalog_table,
+    existing_table,
     judge_targets,
     lp_table,
     machine,
@@ -38,18 +41,28 @@ from benchmarks.scheduling.report import (
 KARPENTER_SIZES = (1, 50, 100, 500, 1_000, 2_000, 5_000, 10_000, 20_000)
 CATALOG_SIZES = (1_000, 10_000, 50_000)
 LP_SIZES = (100, 1_000, 10_000)
+EXISTING_SIZES = (5_000,)
+# How many nodes the ``existing`` suite's cluster already runs, for each pod count.
+EXISTING_NODE_COUNTS = (0, 1_000, 5_000)
 QUICK_SIZES = {
     Suite.KARPENTER: (1, 50, 100, 500),
     Suite.CATALOG: (1_000,),
     Suite.LP: (100, 1_000),
+    Suite.EXISTING: (500,),
 }
-FULL_SIZES = {Suite.KARPENTER: KARPENTER_SIZES, Suite.CATALOG: CATALOG_SIZES, Suite.LP: LP_SIZES}
+FULL_SIZES = {
+    Suite.KARPENTER: KARPENTER_SIZES,
+    Suite.CATALOG: CATALOG_SIZES,
+    Suite.LP: LP_SIZES,
+    Suite.EXISTING: EXISTING_SIZES,
+}
 DEFAULT_TIMEOUT_SECONDS = 900.0
 
 TITLES = {
     Suite.KARPENTER: "Karpenter's benchmark shapes: diverse pods on 400 fake instance types",
     Suite.CATALOG: "Real catalog: web/batch/memory-heavy mix on the AWS us-east-1 catalog",
     Suite.LP: "Cost quality: plan price against LP lower bounds (generic pods, AWS catalog)",
+    Suite.EXISTING: "Existing capacity: diverse pods on a cluster already running nodes, 9 in 10 full",
 }
 
 
@@ -102,6 +115,12 @@ def plan_cases(suite: Suite, sizes: Sequence[int], seed: int, tracemalloc: bool)
         return [Case(suite, "diverse", "karpenter-400", size, seed) for size in sizes]
     if suite is Suite.CATALOG:
         return [Case(suite, "mixed", "aws-catalog", size, seed, trace_memory=tracemalloc) for size in sizes]
+    if suite is Suite.EXISTING:
+        return [
+            Case(suite, "diverse", "karpenter-400", size, seed, existing=nodes)
+            for size in sizes
+            for nodes in EXISTING_NODE_COUNTS
+        ]
     return [
         Case(suite, workload, "aws-catalog", size, seed, lower_bound=True)
         for workload in ("generic", "mixed")
@@ -114,6 +133,8 @@ def run_suite(cases: Sequence[Case], timeout: float) -> list[Result]:
     given_up: set[str] = set()
     for case in cases:
         label = f"{case.suite} {case.workload} {case.pods:,} pods"
+        if case.existing:
+            label += f", {case.existing:,} existing nodes"
         if case.workload in given_up:
             results.append(Result(case, error="skipped: a smaller size ran out of time"))
             continue
@@ -132,6 +153,8 @@ def render(suite: Suite, results: Sequence[Result]) -> list[str]:
         return speed_table(results)
     if suite is Suite.CATALOG:
         return catalog_table(results)
+    if suite is Suite.EXISTING:
+        return existing_table(results)
     return lp_table(results)
 
 

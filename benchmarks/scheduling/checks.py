@@ -120,10 +120,16 @@ def _matches(labels: Mapping[str, str], selector: Iterable[tuple[str, str]]) -> 
     return all(labels.get(key) == value for key, value in selector)
 
 
-def plan_violations(pods: Sequence[Pod], plan: Plan, zones: Sequence[str]) -> Violations:
-    """Check ``plan`` for ``pods`` against every hard topology term the pods carry."""
+def plan_violations(
+    pods: Sequence[Pod], plan: Plan, zones: Sequence[str], existing_zones: Mapping[str, str] | None = None
+) -> Violations:
+    """Check ``plan`` for ``pods`` against every hard topology term the pods carry.
+
+    ``existing_zones``: the zone of each existing node the plan may use.
+    """
     node_of: dict[str, str] = dict(plan.existing)
-    zone_of_node: dict[str, str | None] = dict.fromkeys(plan.existing.values())
+    known = existing_zones or {}
+    zone_of_node: dict[str, str | None] = {node: known.get(node) for node in plan.existing.values()}
     for index, claim in enumerate(plan.new_nodeclaims):
         name = f"planned-{index}"
         allowed = claim_zones(claim)

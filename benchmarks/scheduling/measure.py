@@ -3,9 +3,10 @@
 A case is a workload of N pods on a cluster (Karpenter's 400 fake instance
 types or the real AWS catalog). Measuring it means:
 
-1. Build the NodePools and the pods, untimed (the generators are not what
+1. Build the NodePools, the pods and any existing nodes, untimed (the generators are not what
    is being measured, and the pods exist before any scheduler sees them).
-2. Time ``solve(pods, [], pools)`` with ``time.perf_counter`` after a
+2. Time ``solve(pods, existing, pools)`` (no existing nodes but in the
+   ``existing`` suite) with ``time.perf_counter`` after a
    ``gc.collect()``, so garbage left by the previous run is not charged to
    this one. Every solve runs at least three times, and one that takes
    under half a second is repeated up to 25 runs or two seconds in all; the
@@ -50,6 +51,8 @@ from benchmarks.scheduling.workloads import (
     DEFAULT_SEED,
     catalog_pools,
     diverse_pods,
+    existing_nodes,
+    existing_zones,
     generic_pods,
     karpenter_pools,
     mixed_pods,
@@ -67,6 +70,7 @@ class Suite(StrEnum):
     KARPENTER = "karpenter"
     CATALOG = "catalog"
     LP = "lp"
+    EXISTING = "existing"
 
 
 WORKLOADS: dict[str, Callable[[int, int], list[Pod]]] = {
@@ -90,6 +94,8 @@ class Case:
     trace_memory: bool = False
     lower_bound: bool = False
     max_runs: int = MAX_RUNS
+    # Registered nodes the pods may go to first (``workloads.existing_nodes``).
+    existing: int = 0
 
 
 @dataclass(slots=True)
@@ -98,6 +104,7 @@ class Result:
     seconds: float | None = None  # best wall time of one solve
     runs: int = 0
     nodeclaims: int = 0
+    on_existing: int = 0  # pods the plan put on existing nodes
     unschedulable: int = 0
     price: float = 0.0
     constraints_checked: int = 0
@@ -180,6 +187,7 @@ def measure_case(case: Case) -> Result:
     """Measure ``case`` in this process (see the module docstring)."""
     pools = CLUSTERS[case.cluster]()
     pods = WORKLOADS[case.workload](case.pods, case.seed)
+    existing = existing_nodes(case.existing)
     result = Result(case)
 
     gc.collect()
@@ -189,7 +197,7 @@ def measure_case(case: Case) -> Result:
     while True:
         gc.collect()
         start = time.perf_counter()
-        plan = solve(pods, [], pools)
+        plan = solve(pods, existing, pools)
         times.append(time.perf_counter() - start)
         if first_plan is None:
             first_plan = plan
@@ -205,15 +213,16 @@ def measure_case(case: Case) -> Result:
         gc.collect()
         tracemalloc.start()
         try:
-            solve(pods, [], pools)
+            solve(pods, existing, pools)
             result.tracemalloc_peak_bytes = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
 
     result.nodeclaims = len(first_plan.new_nodeclaims)
+    result.on_existing = len(first_plan.existing)
     result.unschedulable = len(first_plan.unschedulable)
     result.price = plan_price(first_plan)
-    violations = plan_violations(pods, first_plan, cluster_zones(pools))
+    violations = plan_violations(pods, first_plan, cluster_zones(pools), existing_zones(existing))
     result.constraints_checked = violations.checked
     result.constraints_broken = violations.total
     result.broken_by_kind = dict(violations.broken)

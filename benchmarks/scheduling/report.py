@@ -121,6 +121,37 @@ def speed_table(results: Sequence[Result]) -> list[str]:
     return format_table(headers, rows)
 
 
+def existing_table(results: Sequence[Result]) -> list[str]:
+    headers = [
+        "existing nodes",
+        "pods",
+        "wall time",
+        "runs",
+        "pods/s",
+        "on existing nodes",
+        "NodeClaims",
+        "unschedulable",
+        "broken groups",
+    ]
+    rows = [
+        _error_row(result, len(headers))
+        if result.error
+        else [
+            f"{result.case.existing:,}",
+            f"{result.case.pods:,}",
+            seconds_text(result.seconds),
+            str(result.runs),
+            rate_text(result.pods_per_second),
+            f"{result.on_existing:,}",
+            f"{result.nodeclaims:,}",
+            f"{result.unschedulable:,}",
+            broken_text(result),
+        ]
+        for result in results
+    ]
+    return format_table(headers, rows)
+
+
 def catalog_table(results: Sequence[Result]) -> list[str]:
     lines = speed_table(results)
     headers = ["pods", "peak RSS", "RSS growth in solve", "tracemalloc peak"]

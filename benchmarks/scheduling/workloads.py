@@ -71,13 +71,14 @@ from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
     Requirement,
     Requirements,
 )
 from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
-from karpy.scheduling.solver import NodePoolCapacity
+from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity
 
 MIB = 1024**2
 GIB = 1024**3
@@ -146,6 +147,40 @@ def karpenter_pools(instance_type_count: int = KARPENTER_INSTANCE_TYPE_COUNT) ->
     """One unconstrained NodePool holding every fake instance type, as Karpenter's benchmark has."""
     pool = nodepool("default", NodeClassRef(KWOK_GROUP, KWOK_KIND, "default"))
     return [NodePoolCapacity(pool, karpenter_instance_types(instance_type_count))]
+
+
+# --- A cluster already running ----------------------------------------------
+
+# One node in this many has room for pods; the others are all but full.
+EXISTING_ROOMY_EVERY = 10
+
+
+def existing_nodes(count: int) -> list[ExistingCapacity]:
+    """``count`` registered nodes of the ``default`` pool, round-robin over Karpenter's zones.
+
+    Nine in ten are all but full (50m CPU and 64Mi free: no diverse pod
+    fits); one in ten has 4 CPUs and 16Gi free. That is what a cluster that
+    has been running a while shows a scale-up: thousands of nodes, a few
+    with room, and every pending pod to be tried on existing capacity first.
+    """
+    nodes: list[ExistingCapacity] = []
+    for index in range(count):
+        zone = KARPENTER_ZONES[index % len(KARPENTER_ZONES)]
+        requirements = Requirements(
+            Requirement.from_operator(LABEL_ZONE, "In", (zone,)),
+            Requirement.from_operator(LABEL_NODEPOOL, "In", ("default",)),
+        )
+        if index % EXISTING_ROOMY_EVERY == 0:
+            free = {"cpu": 4000, "memory": 16 * GIB, "pods": 40}
+        else:
+            free = {"cpu": 50, "memory": 64 * MIB, "pods": 2}
+        nodes.append(ExistingCapacity(f"node-{index:05d}", "default", requirements, (), free))
+    return nodes
+
+
+def existing_zones(nodes: Sequence[ExistingCapacity]) -> dict[str, str]:
+    """Each existing node's zone (for checking plans that use them)."""
+    return {node.name: node.requirements.get(LABEL_ZONE).any() or "" for node in nodes}
 
 
 # --- Karpenter's diverse pods ----------------------------------------------

@@ -24,7 +24,7 @@ from benchmarks.scheduling.lower_bound import (
     single_resource_bound,
 )
 from benchmarks.scheduling.measure import Case, Suite, measure_case, plan_price
-from benchmarks.scheduling.report import judge_targets, lp_table, speed_table
+from benchmarks.scheduling.report import existing_table, judge_targets, lp_table, speed_table
 from benchmarks.scheduling.workloads import (
     GIB,
     KARPENTER_INSTANCE_TYPE_COUNT,
@@ -157,6 +157,17 @@ def test_each_suite_measures_its_smallest_case_end_to_end() -> None:
     assert "generic" in lp_table([bounded])[2]
     verdicts = {verdict.name: verdict.verdict for verdict in judge_targets([karpenter, catalog, bounded])}
     assert verdicts["speed"] == "NOT RUN" and verdicts["memory"] == "NOT RUN"
+
+
+def test_the_existing_suite_puts_pods_on_the_nodes_with_room_first() -> None:
+    # 10 nodes: node-00000 has room (4 CPUs, 16Gi), the others are all but full.
+    result = measure_case(Case(Suite.EXISTING, "diverse", "karpenter-400", 5, existing=10, max_runs=1))
+    assert not result.error and result.unschedulable == 0
+    # Five diverse pods, one of each kind, each in a group of its own: all fit the roomy node.
+    assert (result.on_existing, result.nodeclaims) == (5, 0)
+    assert result.constraints_checked == 4 and result.constraints_broken == 0
+    lines = existing_table([result])
+    assert lines[2].split()[:2] == ["10", "5"]
 
 
 def test_the_decode_benchmark_fills_a_cache_under_karpys_gc_setting() -> None:
