@@ -37,6 +37,28 @@ Topology spread and pod (anti-)affinity are checked by
 and a constraint allows only some zones, the bin's requirements are narrowed
 to the least crowded allowed zone.
 
+First-fit asks targets in order, and a plan of 20,000 pods has thousands of
+them, nearly all full; what keeps it from asking each one for each pod:
+
+- room indexes (``_RoomIndex``) over existing capacity and over new
+  NodeClaims, by the CPU and memory each may still take, so a walk jumps
+  to the next target with room for the pod;
+- per kind of pod, the NodeClaims closed to it for good (``_OpenBins``):
+  full of its hostname spread or anti-affinity group, or committed to a
+  zone it may not use;
+- alike pods resume the walk where the last one allowed the same domains
+  went (``_walk_from``): every target before turned it away and still would;
+- a pod whose terms are all zone-like is admitted from where it may go at
+  all, narrowed to each target, instead of a full topology check per target;
+- NodeClaims opened and finished alike are worked out once.
+
+Each of these only skips asking a target that would say no, with one
+exception that is the intent of step 3: a NodeClaim outside the growth
+window is offered a pod only if its cheapest options have the memory too.
+Indexed by CPU alone, such NodeClaims were asked by every memory-hungry pod
+and grew to dearer types to take it, and Karpenter's diverse pods cost 19%
+more. Measured with ``python -m benchmarks.scheduling``.
+
 Each bin becomes one NodeClaim whose requirements list its options, cheapest
 first and at most 60 (more only if ``minValues`` needs them), so the cloud
 provider can still choose by price and capacity; the plan's price for it is
