@@ -92,64 +92,37 @@ def _error_row(result: Result, width: int) -> list[str]:
     return [f"{result.case.pods:,}", result.error, *([""] * (width - 2))]
 
 
-def speed_table(results: Sequence[Result]) -> list[str]:
-    headers = [
-        "pods",
-        "wall time",
-        "runs",
-        "pods/s",
-        "NodeClaims",
-        "unschedulable",
-        "price $/h",
-        "broken groups",
-    ]
+# A table column: its header and how a result's cell reads.
+Column = tuple[str, Callable[[Result], str]]
+
+PODS: Column = ("pods", lambda result: f"{result.case.pods:,}")
+WALL_TIME: Column = ("wall time", lambda result: seconds_text(result.seconds))
+RUNS: Column = ("runs", lambda result: str(result.runs))
+RATE: Column = ("pods/s", lambda result: rate_text(result.pods_per_second))
+NODECLAIMS: Column = ("NodeClaims", lambda result: f"{result.nodeclaims:,}")
+UNSCHEDULABLE: Column = ("unschedulable", lambda result: f"{result.unschedulable:,}")
+PRICE: Column = ("price $/h", lambda result: price_text(result.price))
+BROKEN: Column = ("broken groups", broken_text)
+EXISTING_NODES: Column = ("existing nodes", lambda result: f"{result.case.existing:,}")
+ON_EXISTING: Column = ("on existing nodes", lambda result: f"{result.on_existing:,}")
+
+
+def results_table(columns: Sequence[Column], results: Sequence[Result]) -> list[str]:
+    """One row per result; a result that failed shows its pod count and error instead."""
     rows = [
-        _error_row(result, len(headers))
-        if result.error
-        else [
-            f"{result.case.pods:,}",
-            seconds_text(result.seconds),
-            str(result.runs),
-            rate_text(result.pods_per_second),
-            f"{result.nodeclaims:,}",
-            f"{result.unschedulable:,}",
-            price_text(result.price),
-            broken_text(result),
-        ]
+        _error_row(result, len(columns)) if result.error else [cell(result) for _, cell in columns]
         for result in results
     ]
-    return format_table(headers, rows)
+    return format_table([header for header, _ in columns], rows)
+
+
+def speed_table(results: Sequence[Result]) -> list[str]:
+    return results_table([PODS, WALL_TIME, RUNS, RATE, NODECLAIMS, UNSCHEDULABLE, PRICE, BROKEN], results)
 
 
 def existing_table(results: Sequence[Result]) -> list[str]:
-    headers = [
-        "existing nodes",
-        "pods",
-        "wall time",
-        "runs",
-        "pods/s",
-        "on existing nodes",
-        "NodeClaims",
-        "unschedulable",
-        "broken groups",
-    ]
-    rows = [
-        _error_row(result, len(headers))
-        if result.error
-        else [
-            f"{result.case.existing:,}",
-            f"{result.case.pods:,}",
-            seconds_text(result.seconds),
-            str(result.runs),
-            rate_text(result.pods_per_second),
-            f"{result.on_existing:,}",
-            f"{result.nodeclaims:,}",
-            f"{result.unschedulable:,}",
-            broken_text(result),
-        ]
-        for result in results
-    ]
-    return format_table(headers, rows)
+    columns = [EXISTING_NODES, PODS, WALL_TIME, RUNS, RATE, ON_EXISTING, NODECLAIMS, UNSCHEDULABLE, BROKEN]
+    return results_table(columns, results)
 
 
 def catalog_table(results: Sequence[Result]) -> list[str]:
