@@ -53,7 +53,7 @@ from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import launched_price, pdb_blocked_pods, scheduling_snapshot, volume_terms
 from karpy.disruption.budgets import allowed_disruptions
-from karpy.disruption.consolidation import decide_consolidation
+from karpy.disruption.consolidation import any_consolidatable, decide_consolidation
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.logs import about
@@ -203,6 +203,12 @@ class DisruptionController:
         ]
         if not underused:
             return None
+        if not any_consolidatable(underused, now):
+            # Only why each waits, and until when: no capacity to simulate removals against.
+            decision = decide_consolidation(underused, [], [], {}, {}, {}, now)
+            self._note_waiting(decision.blocked)
+            self.consolidation_due = decision.next_due
+            return None
         snapshot = scheduling_snapshot(self.cluster, self.cloud)
         prices = {
             c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
@@ -226,9 +232,7 @@ class DisruptionController:
             self.spot_to_spot,
             volume_terms(self.cluster, pods),
         )
-        for name, reason in decision.blocked.items():
-            if not reason.startswith(_TRANSIENT):
-                self.blocked.setdefault(name, reason)
+        self._note_waiting(decision.blocked)
         self.unconsolidatable = dict(decision.unconsolidatable)
         self.consolidation_due = decision.next_due
         command = decision.command
@@ -240,6 +244,11 @@ class DisruptionController:
             [command.replacement] if command.replacement is not None else [],
             command.description,
         )
+
+    def _note_waiting(self, blocked: dict[str, str]) -> None:
+        for name, reason in blocked.items():
+            if not reason.startswith(_TRANSIENT):
+                self.blocked.setdefault(name, reason)
 
     def _blocking_pod(self, pods: Iterable[Pod]) -> str:
         for pod in pods:

@@ -100,12 +100,19 @@ def nodeclaim_capacity(nodeclaim: NodeClaim, instance_types: Sequence[InstanceTy
 
 
 def used_on_node(cluster: ClusterReader, node_name: str) -> ResourceAmounts:
+    return used_by([pod for pod in cluster.pods_on_node(node_name) if not pod.is_terminal])
+
+
+def used_by(pods: Iterable[Pod]) -> ResourceAmounts:
+    """What ``pods`` request together, one ``pods`` slot each."""
     used: ResourceAmounts = {}
-    for pod in cluster.pods_on_node(node_name):
-        if pod.is_terminal:
-            continue
-        used = add_amounts(used, pod.spec.requests)
-        used[POD_RESOURCE] = used.get(POD_RESOURCE, 0) + 1
+    count = 0
+    for pod in pods:
+        for resource, amount in pod.spec.requests.items():
+            used[resource] = used.get(resource, 0) + amount
+        count += 1
+    if count:
+        used[POD_RESOURCE] = used.get(POD_RESOURCE, 0) + count
     return used
 
 
@@ -174,15 +181,16 @@ def existing_capacity(
 
 
 def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) -> ExistingCapacity:
+    pods = tuple(pod for pod in cluster.pods_on_node(node.name) if not pod.is_terminal)
     return ExistingCapacity(
         name=node.name,
         nodepool=node.metadata.labels.get(LABEL_NODEPOOL, ""),
         requirements=Requirements.from_labels(node.metadata.labels),
         taints=node.taints,
-        available=subtract_amounts(node.allocatable, used_on_node(cluster, node.name)),
+        available=subtract_amounts(node.allocatable, used_by(pods)),
         in_flight=not node.ready,
         ephemeral_taints=claim.spec.startup_taints if claim is not None else (),
-        pods=tuple(pod for pod in cluster.pods_on_node(node.name) if not pod.is_terminal),
+        pods=pods,
     )
 
 

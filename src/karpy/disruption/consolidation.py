@@ -268,6 +268,36 @@ def _price_table(candidates: Sequence[Candidate], price_of: PriceOf) -> dict[str
     return {c.nodeclaim.name: price_of(c) for c in candidates}
 
 
+def _waiting(candidate: Candidate, now: float) -> tuple[str, float | None]:
+    """Why consolidation must leave ``candidate`` alone for now ("" if it need not), and when
+    it may look again if that is a matter of time (consolidateAfter)."""
+    pool = candidate.nodepool
+    disruption = pool.disruption
+    if candidate.nodeclaim.metadata.deleting or candidate.node.metadata.deleting:
+        return "node is being deleted", None
+    if not candidate.nodeclaim.is_true(CONDITION_INITIALIZED):
+        return "node is not initialized yet", None
+    if disruption.consolidate_after is None:
+        return f"NodePool {pool.name} has consolidation disabled (consolidateAfter: Never)", None
+    if disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+        return f"NodePool {pool.name} consolidates only empty nodes ({disruption.consolidation_policy})", None
+    due = empty_since(candidate) + disruption.consolidate_after
+    if due > now:
+        return f"consolidateAfter has not elapsed (consolidatable in {due - now:.0f}s)", due
+    return "", None
+
+
+def any_consolidatable(candidates: Sequence[Candidate], now: float) -> bool:
+    """Whether consolidation could act on any of ``candidates`` now, as far as time and state go.
+
+    When none could, ``decide_consolidation`` decides nothing whatever the
+    rest of the cluster looks like (it only reports why each waits), so a
+    caller can skip building the cluster's capacity for it: during a
+    scale-up every new node waits out consolidateAfter, pass after pass.
+    """
+    return any(not _waiting(candidate, now)[0] for candidate in candidates)
+
+
 def consolidation_candidates(
     candidates: Sequence[Candidate],
     price_of: PriceOf,
@@ -279,28 +309,11 @@ def consolidation_candidates(
     prices = _price_table(candidates, price_of)
     for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
         name = candidate.nodeclaim.name
-        pool = candidate.nodepool
-        disruption = pool.disruption
-        if candidate.nodeclaim.metadata.deleting or candidate.node.metadata.deleting:
-            selection.blocked[name] = "node is being deleted"
-            continue
-        if not candidate.nodeclaim.is_true(CONDITION_INITIALIZED):
-            selection.blocked[name] = "node is not initialized yet"
-            continue
-        if disruption.consolidate_after is None:
-            selection.blocked[name] = (
-                f"NodePool {pool.name} has consolidation disabled (consolidateAfter: Never)"
-            )
-            continue
-        if disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
-            selection.blocked[name] = (
-                f"NodePool {pool.name} consolidates only empty nodes ({disruption.consolidation_policy})"
-            )
-            continue
-        due = empty_since(candidate) + disruption.consolidate_after
-        if due > now:
-            selection.blocked[name] = f"consolidateAfter has not elapsed (consolidatable in {due - now:.0f}s)"
-            selection.next_due = due if selection.next_due is None else min(selection.next_due, due)
+        waiting, due = _waiting(candidate, now)
+        if waiting:
+            selection.blocked[name] = waiting
+            if due is not None:
+                selection.next_due = due if selection.next_due is None else min(selection.next_due, due)
             continue
         blocker = eviction_blocker(candidate, pdb_blocked)
         if blocker is not None:
