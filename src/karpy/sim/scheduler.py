@@ -48,7 +48,7 @@ class SimulatedKubeScheduler:
         return []
 
     def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
-        return [SCHEDULE_KEY] if isinstance(new, Node) and self.cluster.pending_pods() else []
+        return [SCHEDULE_KEY] if isinstance(new, Node) and self.cluster.has_pending_pods() else []
 
     def reconcile(self, key: str) -> float | None:
         pending = [

@@ -294,6 +294,10 @@ class InMemoryCluster(TypedReads):
         table = self._objects.get("Pod", {})
         return [table[key] for key in sorted(self._unbound_pods)]
 
+    def has_pending_pods(self) -> bool:
+        """Whether any pod is unbound: ``bool(pending_pods())`` without listing them in order."""
+        return bool(self._unbound_pods)
+
     def deployments(self) -> Iterable[Deployment]:
         return self.objects("Deployment")
 
