@@ -88,6 +88,37 @@ spec: {{containers: [{{name: c}}]}}
     assert store.pod("default", "unrelated") is not None
 
 
+def test_dependents_go_in_the_order_they_were_stored_and_a_recreated_one_goes_last() -> None:
+    store = cluster()
+    owner = store.create(make_pod("owner"))
+    reference = f"[{{apiVersion: v1, kind: Pod, name: owner, uid: {owner.metadata.uid}}}]"
+
+    def dependent(name: str) -> Pod:
+        pod = parse_object(
+            f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default, ownerReferences: {reference}}}
+spec: {{containers: [{{name: c}}]}}
+"""
+        )
+        assert isinstance(pod, Pod)
+        return pod
+
+    for name in ("c", "a", "b"):
+        store.create(dependent(name))
+    # Updating keeps a dependent's place; deleting and creating it again moves it last.
+    stored_c = store.pod("default", "c")
+    assert stored_c is not None
+    store.update(stored_c.with_changes(phase="Running"))
+    store.delete(store.pod("default", "a"))
+    store.create(dependent("a"))
+    removed: list[str] = []
+    store.subscribe(lambda kind, old, new: removed.append(old.metadata.name) if new is None else None)  # type: ignore[union-attr]
+    store.delete(owner)
+    assert removed == ["owner", "c", "b", "a"]
+
+
 def test_eviction_honours_pod_disruption_budgets() -> None:
     store = cluster()
     labels = "{app: web}"

@@ -74,6 +74,12 @@ class InMemoryCluster(TypedReads):
         self._objects: dict[str, dict[str, Any]] = {}
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
+        # Objects by the owner their ownerReferences name, (kind, uid) -> {(kind, key)}, and
+        # each object's place in its table, so garbage collection looks up dependents
+        # instead of scanning the store for each object removed.
+        self._owned: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self._places: dict[tuple[str, str], int] = {}
+        self._stored = 0
         self._version = 0
         self._names = 0
         self._listeners: list[Listener] = []
@@ -107,10 +113,19 @@ class InMemoryCluster(TypedReads):
         old = table.get(key)
         if kind == "Pod":
             self._index_pod(key, old, obj)
+        if old is not None:
+            for owner in object_meta(old).owner_references:
+                self._owned.get((owner.kind, owner.uid), set()).discard((kind, key))
         if obj is None:
             table.pop(key, None)
+            self._places.pop((kind, key), None)
         else:
+            if key not in table:
+                self._stored += 1
+                self._places[(kind, key)] = self._stored
             table[key] = obj
+            for owner in object_meta(obj).owner_references:
+                self._owned.setdefault((owner.kind, owner.uid), set()).add((kind, key))
 
     def _index_pod(self, key: str, old: object | None, new: object | None) -> None:
         if isinstance(old, Pod):
@@ -227,13 +242,16 @@ class InMemoryCluster(TypedReads):
     def _remove(self, kind: str, key: str, current: object) -> None:
         self._store(kind, key, None)
         self._announce(kind, current, None)
-        uid = object_meta(current).uid
-        for dependent_kind in list(self._objects):
-            for dependent in list(self._objects[dependent_kind].values()):
-                owners = object_meta(dependent).owner_references
-                owned = any(owner.uid == uid and owner.kind == kind for owner in owners)
-                if owned and self.get(dependent_kind, object_key(dependent)) is not None:
-                    self.delete_key(dependent_kind, object_key(dependent))
+        # Dependents go in the order the store holds them (kind by kind, oldest first), as
+        # the kube garbage collector's order does not matter but a simulation's must not vary.
+        kinds = list(self._objects)
+        dependents = sorted(
+            self._owned.pop((kind, object_meta(current).uid), set()),
+            key=lambda dependent: (kinds.index(dependent[0]), self._places.get(dependent, 0)),
+        )
+        for dependent_kind, dependent_key in dependents:
+            if self.get(dependent_kind, dependent_key) is not None:
+                self.delete_key(dependent_kind, dependent_key)
 
     def bind(self, pod: Pod, node_name: str) -> None:
         current = self.pod(pod.metadata.namespace, pod.metadata.name)
