@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,52 @@ spec:
     nodepool = parse_object(text)
     assert isinstance(nodepool, NodePool)
     return nodepool
+
+
+# Manifests for simulator tests: one KWOK node class, one NodePool, Deployments.
+KWOK_NODE_CLASS = """
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+"""
+
+
+def kwok_nodepool(
+    extra_spec: str = "",
+    disruption: str = "consolidateAfter: 30s",
+    instance_types: Sequence[str] = ("c5.large", "c5.xlarge", "m5.large", "m5.xlarge"),
+) -> str:
+    """The ``default`` NodePool on the KWOK node class, limited to ``instance_types``."""
+    return f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: [{", ".join(instance_types)}]
+  disruption: {{{disruption}}}
+{extra_spec}
+"""
+
+
+def deployment_manifest(
+    name: str = "app", replicas: int = 3, cpu: str = "1", annotations: str = "{}", memory: str = "1Gi"
+) -> str:
+    """A Deployment of ``replicas`` pods labelled ``app: name``, one container requesting cpu and memory."""
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}, annotations: {annotations}}}
+    spec:
+      containers: [{{name: main, resources: {{requests: {{cpu: "{cpu}", memory: {memory}}}}}}}]
+"""

@@ -10,7 +10,7 @@ due, the full simulation runs, and consolidation still acts.
 from __future__ import annotations
 
 import pytest
-from tests.support import load_objects
+from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
 from karpy.api.core import Deployment
 from karpy.controllers.state import scheduling_snapshot
@@ -18,33 +18,14 @@ from karpy.sim.simulation import Simulation
 
 CONSOLIDATE_AFTER = 600.0
 
-MANIFESTS = f"""
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {{name: default}}
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: default}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
-      requirements:
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}}
-  disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: {CONSOLIDATE_AFTER:g}s}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: default}}
-spec:
-  replicas: 12
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec:
-      containers: [{{name: app, resources: {{requests: {{cpu: 600m, memory: 512Mi}}}}}}]
-"""
+MANIFESTS = (
+    KWOK_NODE_CLASS,
+    kwok_nodepool(
+        disruption=f"consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: {CONSOLIDATE_AFTER:g}s",
+        instance_types=("c5.large",),
+    ),
+    deployment_manifest("web", replicas=12, cpu="600m", memory="512Mi"),
+)
 
 
 def test_no_snapshot_while_every_node_waits_then_consolidation_acts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +38,7 @@ def test_no_snapshot_while_every_node_waits_then_consolidation_acts(monkeypatch:
         return scheduling_snapshot(*args, **kwargs)
 
     monkeypatch.setattr("karpy.controllers.disruption.scheduling_snapshot", counting)
-    simulation.apply(load_objects(MANIFESTS))
+    simulation.apply(load_objects(*MANIFESTS))
     simulation.run(CONSOLIDATE_AFTER / 2, until_steady=False)
     launched = len(simulation.nodeclaims())
     assert launched >= 4 and all(pod.phase == "Running" for pod in simulation.pods())

@@ -4,51 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from tests.support import KWOK_NODE_CLASS as NODE_CLASS
+from tests.support import deployment_manifest as deployment
+from tests.support import kwok_nodepool as nodepool
 from tests.support import load_objects
 
 from karpy.api.nodeclaim import NodeClaim
 from karpy.controllers.disruption import DISRUPTED_TAINT
 from karpy.sim.cloud import CapacityFailure, LaunchError
 from karpy.sim.simulation import Simulation
-
-NODE_CLASS = """
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {name: default}
-"""
-
-
-def nodepool(extra_spec: str = "", disruption: str = "consolidateAfter: 30s") -> str:
-    return f"""
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: default}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
-      requirements:
-        - key: node.kubernetes.io/instance-type
-          operator: In
-          values: [c5.large, c5.xlarge, m5.large, m5.xlarge]
-  disruption: {{{disruption}}}
-{extra_spec}
-"""
-
-
-def deployment(name: str = "app", replicas: int = 3, cpu: str = "1", annotations: str = "{}") -> str:
-    return f"""
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}, namespace: default}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}, annotations: {annotations}}}
-    spec:
-      containers: [{{name: main, resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}}}]
-"""
 
 
 def pod(name: str, cpu: str = "1") -> str:

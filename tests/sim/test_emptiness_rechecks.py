@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from tests.support import load_objects
+from tests.support import KWOK_NODE_CLASS, kwok_nodepool, load_objects
 
 from karpy.controllers.disruption import VALIDATION_DELAY
 from karpy.sim.simulation import Simulation
@@ -27,37 +27,30 @@ from karpy.sim.simulation import Simulation
 CONSOLIDATE_AFTER = 30.0
 SETTLE = 120.0
 
-MANIFESTS = f"""
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {{name: default}}
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: default}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
-      requirements:
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}}
-  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: {CONSOLIDATE_AFTER:g}s}}
----
+SPREAD = """
 apiVersion: apps/v1
 kind: Deployment
-metadata: {{name: spread, namespace: default}}
+metadata: {name: spread, namespace: default}
 spec:
   replicas: 3
-  selector: {{matchLabels: {{app: spread}}}}
+  selector: {matchLabels: {app: spread}}
   template:
-    metadata: {{labels: {{app: spread}}}}
+    metadata: {labels: {app: spread}}
     spec:
       affinity:
         podAntiAffinity:
           requiredDuringSchedulingIgnoredDuringExecution:
-            - {{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: spread}}}}}}
-      containers: [{{name: app, resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}}}]
+            - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: spread}}}
+      containers: [{name: app, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
 """
+MANIFESTS = (
+    KWOK_NODE_CLASS,
+    kwok_nodepool(
+        disruption=f"consolidationPolicy: WhenEmpty, consolidateAfter: {CONSOLIDATE_AFTER:g}s",
+        instance_types=("c5.large",),
+    ),
+    SPREAD,
+)
 
 # Asks for more than any instance type has: it stays pending for good.
 UNSCHEDULABLE_POD = """
@@ -72,7 +65,7 @@ spec:
 def three_nodes_emptied(*extra: str) -> tuple[Simulation, float]:
     """Three one-pod nodes, settled; then their Deployment is deleted. Returns the deletion time."""
     simulation = Simulation()
-    simulation.apply(load_objects(MANIFESTS, *extra))
+    simulation.apply(load_objects(*MANIFESTS, *extra))
     simulation.run(SETTLE, until_steady=False)
     assert len(simulation.nodeclaims()) == 3
     assert all(claim.initialized for claim in simulation.nodeclaims())
