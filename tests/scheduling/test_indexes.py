@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support import make_instance_type, make_nodepool, make_pod
 
-from karpy.api.requirements import Requirements
+from karpy.api.requirements import LABEL_ZONE, Requirements
 from karpy.scheduling import solver
 from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, _OpenBins, _RoomIndex, solve
 
@@ -159,3 +159,21 @@ def test_full_existing_nodes_are_not_asked_and_alike_pods_resume_where_the_last_
     ]
     assert plan.new_nodeclaims == []
     assert asked == ["roomy-0", "roomy-0", "roomy-1", "roomy-1", "roomy-2", "roomy-2"]
+
+
+def test_a_zonal_spread_beside_a_hostname_spread_still_fills_earlier_nodeclaims() -> None:
+    """Where the pod may go at all is not known when a hostname term sits beside the zone
+    terms; alike pods must then walk from the first NodeClaim, not from where the last went."""
+    spec = """  topologySpreadConstraints:
+    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+       labelSelector: {matchLabels: {app: w}}}
+    - {maxSkew: 5, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+       labelSelector: {matchLabels: {app: w}}}"""
+    pods = [make_pod(f"w-{i}", "2", "2Gi", labels="{app: w}", extra_spec=spec) for i in range(4)]
+    big = make_instance_type("big", 8, 32, 1.0, zones=("zone-a", "zone-b", "zone-c"))
+    plan = solve(pods, [], [NodePoolCapacity(make_nodepool(), [big], {}, None)])
+    placed = [
+        (claim.requirements.get(LABEL_ZONE).any(), sorted(pod.metadata.name for pod in claim.pods))
+        for claim in plan.new_nodeclaims
+    ]
+    assert placed == [("zone-a", ["w-0", "w-3"]), ("zone-b", ["w-1"]), ("zone-c", ["w-2"])]

@@ -7,9 +7,11 @@ import gc
 from benchmarks.scheduling.workloads import diverse_pods, karpenter_pools
 from tests.support import make_instance_type, make_nodepool, make_pod
 
+from karpy.api.core import Pod, PodSpec
 from karpy.api.instancetype import InstanceType
+from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts
-from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirements
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import Taint
 from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, Plan, solve
 
@@ -203,3 +205,24 @@ def test_a_solve_makes_no_reference_cycles_and_leaves_the_cycle_collector_as_it_
         gc.enable()
     solve(pods[:10], [], pools)
     assert gc.isenabled()
+
+
+def test_the_plan_does_not_depend_on_the_input_order_when_specs_read_alike() -> None:
+    """Two pods whose node terms differ only past what a written-out requirement shows (five
+    values): the groups are still ordered the same whatever order the pods come in."""
+
+    def pod(name: str, allowed: list[str]) -> Pod:
+        term = Requirements(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", allowed))
+        return Pod(
+            metadata=ObjectMeta(name=name, namespace="default", labels={"app": "a"}),
+            spec=PodSpec(requests={"cpu": 1000}, required_node_terms=(term,)),
+        )
+
+    pods = [
+        pod("a-1", ["t1", "t2", "t3", "t4", "t5", "t6"]),
+        pod("a-2", ["t1", "t2", "t3", "t4", "t5", "t7"]),
+    ]
+    node = ExistingCapacity(
+        "n", "p", Requirements.from_labels({LABEL_INSTANCE_TYPE: "t1"}), (), {"cpu": 1000, "pods": 5}
+    )
+    assert solve(pods, [node], []).existing == solve(pods[::-1], [node], []).existing == {"default/a-1": "n"}

@@ -7,6 +7,8 @@ would, over random nodes (some tainted, some labelled) and pods.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support import make_pod
@@ -92,6 +94,20 @@ def test_filters_taints_and_node_selector_and_reports_pods_that_fit_nowhere() ->
     assert bound["too-big"] == ""
     too_big = cluster.pod("default", "too-big")
     assert too_big is not None and too_big.unschedulable_reason == UNSCHEDULABLE_MESSAGE.format(nodes=3)
+
+
+def test_a_node_used_beyond_its_size_is_never_chosen() -> None:
+    """A node whose bound pods ask for twice what it has scores below -1: even a pod asking
+    for nothing is not put there (the least-allocated score starts from a floor of -1)."""
+    cluster = InMemoryCluster(VirtualClock())
+    cluster.create(node("n1", 1, 1))
+    hog = make_pod("hog", "2", "2Gi")
+    cluster.create(hog.with_changes(spec=dataclasses.replace(hog.spec, node_name="n1")))
+    tiny = make_pod("tiny", "1", "1Gi")
+    cluster.create(tiny.with_changes(spec=dataclasses.replace(tiny.spec, requests={})))
+    SimulatedKubeScheduler(cluster).reconcile("schedule")
+    placed = cluster.pod("default", "tiny")
+    assert placed is not None and placed.spec.node_name == ""
 
 
 node_shapes = st.lists(

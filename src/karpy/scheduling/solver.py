@@ -698,8 +698,11 @@ class _Scheduler:
                 open_bins = self._open_by_domains.setdefault(frozenset(anywhere.items()), _OpenBins())
                 if zonal_only and anywhere.keys() == self._topology_keys(current):
                     self._allowed_anywhere = (current, anywhere)
-            domains_key = frozenset(anywhere.items()) if anywhere else frozenset()
-            start, existing_start = walk_from.get(domains_key, 0), existing_from.get(domains_key, 0)
+            # No answer (a hostname term beside the zone terms: ``allowed_anywhere`` cannot say),
+            # so nothing says which alike pod went where for the same reasons: walk from the start.
+            domains_key = None if anywhere is None else frozenset(anywhere.items())
+            start = walk_from.get(domains_key, 0) if domains_key is not None else 0
+            existing_start = existing_from.get(domains_key, 0) if domains_key is not None else 0
             for target in self._candidates(requests, open_bins, out_for_topology, start, existing_start):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
@@ -714,7 +717,7 @@ class _Scheduler:
                         _walk_from(existing_from, domains_key, target.position)
                     else:
                         # Every existing node with room turned the pod away first.
-                        existing_from[domains_key] = len(self.existing)
+                        _walk_past_existing(existing_from, domains_key, len(self.existing))
                         _walk_from(walk_from, domains_key, target.position)
                         if limits and self._is_full_for(limits, target):
                             self._rule_out(signature, target)
@@ -727,7 +730,7 @@ class _Scheduler:
             if not placed:
                 placed = self._open_in_first_pool(current, requests, reasons)
                 if placed:
-                    existing_from[domains_key] = len(self.existing)
+                    _walk_past_existing(existing_from, domains_key, len(self.existing))
                     _walk_from(walk_from, domains_key, self.bins[-1].position)
                     if limits and self._is_full_for(limits, self.bins[-1]):
                         self._rule_out(signature, self.bins[-1])
@@ -1693,20 +1696,28 @@ def _free(available: ResourceAmounts) -> tuple[int, int]:
     return (available.get("cpu", 0), available.get("memory", 0))
 
 
-def _walk_from(walk_from: dict[_DomainsKey, int], domains: _DomainsKey, position: int) -> None:
-    """A pod allowed ``domains`` went to the new NodeClaim at ``position``.
+def _walk_from(walk_from: dict[_DomainsKey, int], domains: _DomainsKey | None, position: int) -> None:
+    """A pod allowed ``domains`` went to the target at ``position``.
 
     Alike pods allowed the same domains may start their walk there: every
-    NodeClaim before it turned this pod away, for reasons that hold for
-    them too (room and options only shrink, a domain once chosen stays).
-    The NodeClaim at ``position`` is the one that changed: its cheapest
+    target before it turned this pod away, for reasons that hold for them
+    too (room and options only shrink, a domain once chosen stays). The
+    target at ``position`` is the one that changed: a NodeClaim's cheapest
     option may now be a bigger type with more room, so pods allowed other
-    domains must not start past it.
+    domains must not start past it. ``domains`` None: not known, nothing to
+    resume from, but the change still counts for the others.
     """
     for key, start in walk_from.items():
         if start > position:
             walk_from[key] = position
-    walk_from[domains] = position
+    if domains is not None:
+        walk_from[domains] = position
+
+
+def _walk_past_existing(existing_from: dict[_DomainsKey, int], domains: _DomainsKey | None, end: int) -> None:
+    """A pod allowed ``domains`` went to a new NodeClaim: every existing node turned it away."""
+    if domains is not None:
+        existing_from[domains] = end
 
 
 def _offered_values(
@@ -1798,6 +1809,8 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
         else:
             entries.append((pod, [pod]))
     groups = [members for entries in buckets.values() for _, members in entries]
+    for members in groups:
+        members.sort(key=lambda pod: pod.key)
 
     def order(members: list[Pod]) -> tuple[object, ...]:
         first = members[0]
@@ -1807,11 +1820,12 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
             repr(sorted(first.metadata.labels.items())),
             repr(first.spec),
             repr(volume_terms.get(first.key)),
+            # Written out, two different specs can read alike (long value lists are cut
+            # short): the first pod's key, unique to its group, keeps the order total.
+            first.key,
         )
 
     groups.sort(key=order)
-    for members in groups:
-        members.sort(key=lambda pod: pod.key)
     return groups
 
 

@@ -140,7 +140,9 @@ class _NodeChooser:
             if score != negative_score:
                 heapq.heapreplace(heap, (score, index))
                 continue
-            return node
+            # The best node left is overcommitted (more than all of it in use): so is every
+            # other, and none is chosen, as when every node is scored from a floor of -1.
+            return node if -score > -1.0 else None
         return None
 
 
