@@ -6,7 +6,7 @@ import builtins
 
 import pytest
 from tests.prometheus_text import Exposition, parse
-from tests.support import load_objects
+from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
 from karpy import __version__
 from karpy.api.instancetype import InstanceType
@@ -22,40 +22,8 @@ from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, r
 from karpy.sim.cloud import CapacityFailure
 from karpy.sim.simulation import Simulation
 
-NODE_CLASS = """
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {name: default}
-"""
-
-NODEPOOL = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: default}
-spec:
-  limits: {cpu: "100", memory: 400Gi}
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-      requirements:
-        - key: node.kubernetes.io/instance-type
-          operator: In
-          values: [c5.large, c5.xlarge, m5.large, m5.xlarge]
-  disruption: {consolidateAfter: 30s}
-"""
-
-DEPLOYMENT = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: app, namespace: default}
-spec:
-  replicas: 5
-  selector: {matchLabels: {app: app}}
-  template:
-    metadata: {labels: {app: app}}
-    spec:
-      containers: [{name: main, resources: {requests: {cpu: "1", memory: 1Gi}}}]
-"""
+NODEPOOL = kwok_nodepool(extra_spec='  limits: {cpu: "100", memory: 400Gi}')
+DEPLOYMENT = deployment_manifest(replicas=5)
 
 
 def scrape(metrics: Metrics) -> Exposition:
@@ -66,7 +34,7 @@ def scrape(metrics: Metrics) -> Exposition:
 def scaled_up() -> tuple[Simulation, Metrics]:
     metrics = Metrics()
     simulation = Simulation(metrics=metrics)
-    simulation.apply(load_objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
+    simulation.apply(load_objects(KWOK_NODE_CLASS, NODEPOOL, DEPLOYMENT))
     simulation.run(600)
     assert sum(1 for pod in simulation.pods() if pod.phase == "Running") == 5
     return simulation, metrics
@@ -263,7 +231,7 @@ def test_an_insufficient_capacity_launch_counts_as_disrupted() -> None:
     metrics = Metrics()
     simulation = Simulation(metrics=metrics)
     simulation.cloud.settings.capacity_failures.append(CapacityFailure(capacity_type="spot"))
-    simulation.apply(load_objects(NODE_CLASS, NODEPOOL, DEPLOYMENT))
+    simulation.apply(load_objects(KWOK_NODE_CLASS, NODEPOOL, DEPLOYMENT))
     simulation.run(600)
     exposition = scrape(metrics)
     failed = exposition.find("karpenter_nodeclaims_disrupted_total", reason="insufficient_capacity")
