@@ -150,6 +150,39 @@ def _solve(lp: highspy.HighsLp) -> list[float]:
     return list(_run(lp).getSolution().col_value)
 
 
+def _sparse_lp(
+    costs: Sequence[float],
+    row_lower: Sequence[float],
+    row_upper: Sequence[float],
+    matrix: tuple[Sequence[int], Sequence[int], Sequence[float]],
+    *,
+    col_upper: Sequence[float] | None = None,
+    rowwise: bool = False,
+    maximize: bool = False,
+) -> highspy.HighsLp:
+    """A HiGHS model: non-negative columns priced ``costs``, row bounds, and a sparse matrix
+    given as (starts, indices, values) by column (or by row with ``rowwise``)."""
+    starts, indices, values = matrix
+    lp = highspy.HighsLp()
+    lp.num_col_ = len(costs)
+    lp.num_row_ = len(row_lower)
+    if maximize:
+        lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_ = np.array(costs, dtype=np.float64)
+    lp.col_lower_ = np.zeros(len(costs), dtype=np.float64)
+    if col_upper is None:
+        lp.col_upper_ = np.full(len(costs), highspy.kHighsInf, dtype=np.float64)
+    else:
+        lp.col_upper_ = np.array(col_upper, dtype=np.float64)
+    lp.row_lower_ = np.array(row_lower, dtype=np.float64)
+    lp.row_upper_ = np.array(row_upper, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise if rowwise else highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
+    lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
+    lp.a_matrix_.value_ = np.array(values, dtype=np.float64)
+    return lp
+
+
 def _largest(columns: Sequence[Column], counts: Sequence[float]) -> tuple[tuple[str, float], ...]:
     chosen = [
         (f"{column.nodepool}/{column.instance_type}", count)
@@ -168,18 +201,16 @@ def lp_lower_bound(pods: Sequence[Pod], pools: Sequence[NodePoolCapacity]) -> Lo
     if not columns:
         raise ValueError("no instance type is available to any NodePool")
     rows = len(RESOURCE_SCALES)
-    lp = highspy.HighsLp()
-    lp.num_col_ = len(columns)
-    lp.num_row_ = rows
-    lp.col_cost_ = np.array([column.price for column in columns], dtype=np.float64)
-    lp.col_lower_ = np.zeros(len(columns), dtype=np.float64)
-    lp.col_upper_ = np.full(len(columns), highspy.kHighsInf, dtype=np.float64)
-    lp.row_lower_ = np.array(needed, dtype=np.float64)
-    lp.row_upper_ = np.full(rows, highspy.kHighsInf, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.arange(0, rows * len(columns) + 1, rows, dtype=np.int64)
-    lp.a_matrix_.index_ = np.tile(np.arange(rows, dtype=np.int64), len(columns))
-    lp.a_matrix_.value_ = np.array([value for column in columns for value in column.usable], dtype=np.float64)
+    lp = _sparse_lp(
+        [column.price for column in columns],
+        needed,
+        [highspy.kHighsInf] * rows,
+        (
+            range(0, rows * len(columns) + 1, rows),
+            [row for _ in columns for row in range(rows)],
+            [value for column in columns for value in column.usable],
+        ),
+    )
     counts = _solve(lp)
     price = sum(column.price * count for column, count in zip(columns, counts, strict=True))
     return LowerBound(price, _largest(columns, counts), needed)
@@ -256,18 +287,7 @@ def assignment_lower_bound(pods: Sequence[Pod], pools: Sequence[NodePoolCapacity
                     indices.append(class_rows + type_index * resources + resource_index)
                     values.append(amount)
             starts.append(len(indices))
-    lp = highspy.HighsLp()
-    lp.num_col_ = len(costs)
-    lp.num_row_ = len(row_lower)
-    lp.col_cost_ = np.array(costs, dtype=np.float64)
-    lp.col_lower_ = np.zeros(len(costs), dtype=np.float64)
-    lp.col_upper_ = np.full(len(costs), highspy.kHighsInf, dtype=np.float64)
-    lp.row_lower_ = np.array(row_lower, dtype=np.float64)
-    lp.row_upper_ = np.array(row_upper, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
-    lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
-    lp.a_matrix_.value_ = np.array(values, dtype=np.float64)
+    lp = _sparse_lp(costs, row_lower, row_upper, (starts, indices, values))
     solution = _solve(lp)
     counts = solution[: len(columns)]
     return LowerBound(
@@ -323,15 +343,6 @@ def _best_pattern(
     best pattern found (pods per class).
     """
     count = len(values)
-    lp = highspy.HighsLp()
-    lp.num_col_ = count
-    lp.num_row_ = len(usable)
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.col_cost_ = np.array(values, dtype=np.float64)
-    lp.col_lower_ = np.zeros(count, dtype=np.float64)
-    lp.col_upper_ = np.array(upper, dtype=np.float64)
-    lp.row_lower_ = np.full(len(usable), -highspy.kHighsInf, dtype=np.float64)
-    lp.row_upper_ = np.array(usable, dtype=np.float64)
     starts, indices, entries = [0], [], []
     for resource in range(len(usable)):
         for index, vector in enumerate(vectors):
@@ -339,10 +350,15 @@ def _best_pattern(
                 indices.append(index)
                 entries.append(vector[resource])
         starts.append(len(indices))
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
-    lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
-    lp.a_matrix_.value_ = np.array(entries, dtype=np.float64)
+    lp = _sparse_lp(
+        values,
+        [-highspy.kHighsInf] * len(usable),
+        usable,
+        (starts, indices, entries),
+        col_upper=upper,
+        rowwise=True,
+        maximize=True,
+    )
     lp.integrality_ = [highspy.HighsVarType.kInteger] * count
     highs = _run(lp, optimal=False, mip_rel_gap=0.0)
     info = highs.getInfo()
@@ -354,14 +370,6 @@ def _master(
     patterns: Sequence[Sequence[int]], prices: Sequence[float], counts: Sequence[int]
 ) -> tuple[float, list[float], list[float]]:
     """The restricted configuration LP: its optimum, the class rows' duals and the patterns' node counts."""
-    lp = highspy.HighsLp()
-    lp.num_col_ = len(patterns)
-    lp.num_row_ = len(counts)
-    lp.col_cost_ = np.array(prices, dtype=np.float64)
-    lp.col_lower_ = np.zeros(len(patterns), dtype=np.float64)
-    lp.col_upper_ = np.full(len(patterns), highspy.kHighsInf, dtype=np.float64)
-    lp.row_lower_ = np.array(counts, dtype=np.float64)
-    lp.row_upper_ = np.full(len(counts), highspy.kHighsInf, dtype=np.float64)
     starts, indices, entries = [0], [], []
     for pattern in patterns:
         for index, pods in enumerate(pattern):
@@ -369,10 +377,7 @@ def _master(
                 indices.append(index)
                 entries.append(float(pods))
         starts.append(len(indices))
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.array(starts, dtype=np.int64)
-    lp.a_matrix_.index_ = np.array(indices, dtype=np.int64)
-    lp.a_matrix_.value_ = np.array(entries, dtype=np.float64)
+    lp = _sparse_lp(prices, counts, [highspy.kHighsInf] * len(counts), (starts, indices, entries))
     highs = _run(lp)
     solution = highs.getSolution()
     return (
