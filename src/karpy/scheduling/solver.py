@@ -675,10 +675,11 @@ class _Scheduler:
         limits = _hostname_limits(constraints) if signature else []
         # Zone-like terms only (spread, affinity), and no anti-affinity either way: a pod's
         # verdict on a target is then what it may have anywhere, narrowed to the target.
+        keys = self._topology_keys(constraints)
         zonal_only = (
             retry_topology
             and not constraints.all_anti_affinity()
-            and LABEL_HOSTNAME not in self._topology_keys(constraints)
+            and LABEL_HOSTNAME not in keys
             and not self.topology.inverse_keys(constraints)
         )
         # Where each pod's first-fit walk over new NodeClaims (and over existing capacity) may
@@ -688,21 +689,21 @@ class _Scheduler:
         existing_from: dict[_DomainsKey, int] = {}
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
-            placed = False
             # Zones (or other non-hostname domains) the pod may go to at all: a target
             # already committed elsewhere needs no full admission to say no, and stays
             # out for every pod allowed the same domains (a commitment is for good).
             anywhere = self.topology.allowed_anywhere(current) if retry_topology else {}
-            open_bins = signature_open
-            if anywhere:
-                open_bins = self._open_by_domains.setdefault(frozenset(anywhere.items()), _OpenBins())
-                if zonal_only and anywhere.keys() == self._topology_keys(current):
-                    self._allowed_anywhere = (current, anywhere)
             # No answer (a hostname term beside the zone terms: ``allowed_anywhere`` cannot say),
             # so nothing says which alike pod went where for the same reasons: walk from the start.
             domains_key = None if anywhere is None else frozenset(anywhere.items())
+            open_bins = signature_open
+            if anywhere and domains_key is not None:
+                open_bins = self._open_by_domains.setdefault(domains_key, _OpenBins())
+                if zonal_only and anywhere.keys() == keys:
+                    self._allowed_anywhere = (current, anywhere)
             start = walk_from.get(domains_key, 0) if domains_key is not None else 0
             existing_start = existing_from.get(domains_key, 0) if domains_key is not None else 0
+            chosen: _Target | None = None
             for target in self._candidates(requests, open_bins, out_for_topology, start, existing_start):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
@@ -712,30 +713,25 @@ class _Scheduler:
                     continue
                 verdict = self._join(current, requests, target)
                 if verdict is _ACCEPTED:
-                    if not target.is_new:
-                        plan.existing[pod.key] = target.name
-                        _walk_from(existing_from, domains_key, target.position)
-                    else:
-                        # Every existing node with room turned the pod away first.
-                        _walk_past_existing(existing_from, domains_key, len(self.existing))
-                        _walk_from(walk_from, domains_key, target.position)
-                        if limits and self._is_full_for(limits, target):
-                            self._rule_out(signature, target)
-                    placed = True
+                    chosen = target
                     break
                 if verdict is _REFUSED:
                     refused.add(id(target))
                 elif signature:
                     self._rule_out(signature, target)
-            if not placed:
-                placed = self._open_in_first_pool(current, requests, reasons)
-                if placed:
-                    _walk_past_existing(existing_from, domains_key, len(self.existing))
-                    _walk_from(walk_from, domains_key, self.bins[-1].position)
-                    if limits and self._is_full_for(limits, self.bins[-1]):
-                        self._rule_out(signature, self.bins[-1])
-            if not placed:
+            if chosen is None and self._open_in_first_pool(current, requests, reasons):
+                chosen = self.bins[-1]
+            if chosen is None:
                 return pods[index:]
+            if not chosen.is_new:
+                plan.existing[pod.key] = chosen.name
+                _walk_from(existing_from, domains_key, chosen.position)
+            else:
+                # Every existing node with room turned the pod away first.
+                _walk_past_existing(existing_from, domains_key, len(self.existing))
+                _walk_from(walk_from, domains_key, chosen.position)
+                if limits and self._is_full_for(limits, chosen):
+                    self._rule_out(signature, chosen)
             reasons.clear()
             self._note_placed(current, pod, plan)
         return []
