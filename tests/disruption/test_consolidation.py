@@ -130,6 +130,7 @@ class Cluster:
         pdb_blocked: dict[str, str] | None = None,
         spot_to_spot: bool = False,
         now: float = NOW,
+        savings_known: frozenset[str] = frozenset(),
     ) -> ConsolidationDecision:
         return decide_consolidation(
             self.candidates,
@@ -140,6 +141,7 @@ class Cluster:
             pdb_blocked or {},
             now,
             spot_to_spot=spot_to_spot,
+            savings_known=savings_known,
         )
 
 
@@ -309,6 +311,55 @@ def test_a_do_not_disrupt_node_is_blocked() -> None:
     decision = cluster.decide()
     assert decision.command is None
     assert decision.blocked == {"node-a": "node has karpenter.sh/do-not-disrupt"}
+
+
+@pytest.mark.parametrize(
+    ("pods", "pdb_blocked", "node_annotations", "allowed"),
+    [
+        ([with_annotations(app_pod("a1"), {DO_NOT_DISRUPT_ANNOTATION: "true"})], {}, None, 10),
+        ([app_pod("a1")], {"default/a1": "PodDisruptionBudget default/a allows no disruption"}, None, 10),
+        ([app_pod("a1")], {}, {DO_NOT_DISRUPT_ANNOTATION: "true"}, 10),
+        ([app_pod("a1")], {}, None, 0),
+    ],
+    ids=["do-not-disrupt pod", "pdb", "do-not-disrupt node", "budget"],
+)
+def test_a_held_back_node_says_what_deleting_it_would_save(
+    pods: list[Pod], pdb_blocked: dict[str, str], node_annotations: dict[str, str] | None, allowed: int
+) -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, pods, node_annotations=node_annotations)
+    cluster.add("node-b", LARGE, [], candidate=False)
+    decision = cluster.decide(pdb_blocked=pdb_blocked, allowed=allowed)
+    assert decision.command is None
+    assert "node-a" in decision.blocked
+    # Its pod fits on node-b: deleting it would save its whole price.
+    assert decision.savings_given_up == {"node-a": pytest.approx(cluster.prices["node-a"])}
+
+
+def test_a_held_back_node_that_could_only_be_replaced_gives_up_the_price_difference() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [with_annotations(app_pod("a1"), {DO_NOT_DISRUPT_ANNOTATION: "true"})])
+    decision = cluster.decide()
+    # A small.2x or an arm.4x would do; the dearer of the two is what is sure to be saved.
+    assert decision.savings_given_up == {"node-a": pytest.approx(0.18 - 0.15)}
+
+
+def test_a_held_back_node_with_nothing_cheaper_gives_up_nothing_and_known_ones_are_not_simulated() -> None:
+    cluster = Cluster()
+    blocked_pod = with_annotations(app_pod("a1", cpu="7500m"), {DO_NOT_DISRUPT_ANNOTATION: "true"})
+    cluster.add("node-a", XLARGE, [blocked_pod])
+    cluster.add("node-b", LARGE, [with_annotations(app_pod("b1"), {DO_NOT_DISRUPT_ANNOTATION: "true"})])
+    assert cluster.decide().savings_given_up == {"node-a": 0.0, "node-b": pytest.approx(0.03)}
+    assert cluster.decide(savings_known=frozenset({"node-b"})).savings_given_up == {"node-a": 0.0}
+
+
+def test_a_held_back_node_whose_price_is_unknown_gets_no_figure() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [with_annotations(app_pod("a1"), {DO_NOT_DISRUPT_ANNOTATION: "true"})])
+    del cluster.prices["node-a"]
+    decision = cluster.decide()
+    assert decision.blocked == {"node-a": "pod default/a1 has karpenter.sh/do-not-disrupt"}
+    assert decision.savings_given_up == {}
 
 
 def test_a_node_is_not_a_candidate_before_consolidate_after_has_elapsed() -> None:

@@ -121,6 +121,10 @@ class DisruptionController:
         self.in_flight: _InFlight | None = None
         self.executed: list[Command] = []
         self.unconsolidatable: dict[str, str] = {}
+        # What each node consolidation holds back (do-not-disrupt, PDB, budget) would
+        # save, $/h, with the reason it was worked out under: kept while that reason
+        # stands, so a blocked node is simulated once, not on every pass.
+        self._given_up: dict[str, tuple[str, float]] = {}
         self.consolidation_due: float | None = None
         self.spot_to_spot = spot_to_spot
         self._reported: dict[str, str] = {}
@@ -194,6 +198,7 @@ class DisruptionController:
         self.unconsolidatable = {}
         self.consolidation_due = None
         if self.cloud is None:
+            self._given_up = {}
             return None
         underused = [
             c
@@ -202,10 +207,12 @@ class DisruptionController:
             and c.nodepool.disruption.consolidate_after is not None
         ]
         if not underused:
+            self._given_up = {}
             return None
         if not any_consolidatable(underused, now):
             # Only why each waits, and until when: no capacity to simulate removals against.
             decision = decide_consolidation(underused, [], [], {}, {}, {}, now)
+            self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
             self._note_waiting(decision.blocked)
             self.consolidation_due = decision.next_due
             return None
@@ -231,7 +238,9 @@ class DisruptionController:
             now,
             self.spot_to_spot,
             volume_terms(self.cluster, pods),
+            savings_known=self._given_up.keys(),
         )
+        self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
         self._note_waiting(decision.blocked)
         self.unconsolidatable = dict(decision.unconsolidatable)
         self.consolidation_due = decision.next_due
@@ -244,6 +253,26 @@ class DisruptionController:
             [command.replacement] if command.replacement is not None else [],
             command.description,
         )
+
+    @property
+    def savings_given_up(self) -> dict[str, float]:
+        """$/h each node consolidation holds back would save if deleted or replaced alone."""
+        return {name: saving for name, (_, saving) in self._given_up.items()}
+
+    def _keep_savings_given_up(self, blocked: dict[str, str], fresh: dict[str, float]) -> None:
+        """Keep a blocked node's figure while it is blocked for the same reason.
+
+        A node whose reason changed is left without one for this pass and
+        worked out afresh on the next (the decision skipped it as known).
+        """
+        kept: dict[str, tuple[str, float]] = {}
+        for name, reason in blocked.items():
+            known = self._given_up.get(name)
+            if known is not None and known[0] == reason:
+                kept[name] = known
+            elif name in fresh:
+                kept[name] = (reason, fresh[name])
+        self._given_up = kept
 
     def _note_waiting(self, blocked: dict[str, str]) -> None:
         for name, reason in blocked.items():

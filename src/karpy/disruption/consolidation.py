@@ -25,7 +25,12 @@ What makes a node a candidate (Karpenter v1):
   command whose candidate price it cannot look up).
 
 Every node left out gets a reason in ``blocked``, so the controller can
-publish ``Unconsolidatable`` events.
+publish ``Unconsolidatable`` events. A node left out only because of
+do-not-disrupt, its pods (PDB, no owner) or a budget is also evaluated as
+single-node consolidation would evaluate it, and what deleting or replacing
+it would save goes in ``savings_given_up``: the price of keeping it, which
+a user weighs against the annotation, PDB or budget. That evaluation decides
+nothing and is made once per blocked node by a caller that keeps the figure.
 
 Candidates are tried cheapest to disrupt first. The disruption cost is
 Karpenter's: each reschedulable pod costs
@@ -117,7 +122,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
@@ -193,6 +198,9 @@ class CandidateSelection:
     # The launched offering's hourly price of every eligible candidate, by NodeClaim name.
     prices: dict[str, float] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
+    # Blocked only by their pods or the node's annotation (priced, due): what they
+    # would save is worth telling (see :func:`savings_given_up`).
+    held_back: list[Candidate] = field(default_factory=list)
     # When the next candidate whose consolidateAfter has not elapsed becomes one.
     next_due: float | None = None
 
@@ -204,6 +212,9 @@ class ConsolidationDecision:
     blocked: dict[str, str] = field(default_factory=dict)
     # Nodes single-node consolidation tried and could not remove, and why.
     unconsolidatable: dict[str, str] = field(default_factory=dict)
+    # $/h that deleting or replacing each node alone would save, for nodes held back
+    # only by do-not-disrupt, a pod's PDB or owner, or a budget (see savings_given_up).
+    savings_given_up: dict[str, float] = field(default_factory=dict)
     next_due: float | None = None
 
 
@@ -316,16 +327,20 @@ def consolidation_candidates(
                 selection.next_due = due if selection.next_due is None else min(selection.next_due, due)
             continue
         blocker = eviction_blocker(candidate, pdb_blocked)
-        if blocker is not None:
-            selection.blocked[name] = blocker
-            continue
         price = prices[name]
         if price is None or not math.isfinite(price):
-            selection.blocked[name] = f"the price of its offering ({_offering_label(candidate)}) is unknown"
+            selection.blocked[name] = blocker or (
+                f"the price of its offering ({_offering_label(candidate)}) is unknown"
+            )
+            continue
+        selection.prices[name] = price
+        if blocker is not None:
+            selection.blocked[name] = blocker
+            selection.held_back.append(candidate)
             continue
         selection.eligible.append(candidate)
-        selection.prices[name] = price
     selection.eligible = disruption_order(selection.eligible, now)
+    selection.held_back = disruption_order(selection.held_back, now)
     return selection
 
 
@@ -680,6 +695,29 @@ def consolidate_single(
     return None, unconsolidatable
 
 
+def savings_given_up(
+    held_back: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    *,
+    spot_to_spot: bool = False,
+) -> dict[str, float]:
+    """What each held-back node would save ($/h) if it alone were deleted or replaced.
+
+    The same evaluation single-node consolidation makes, as if the blocker
+    (do-not-disrupt, a PDB, a pod without owner, a budget) were not there:
+    the node's price for a delete, its price less the replacement's worst
+    launch price for a replace. A node whose pods would not fit elsewhere, or
+    that no cheaper replacement exists for, gives up nothing: 0.
+    """
+    given_up: dict[str, float] = {}
+    for candidate in held_back:
+        result = _evaluate([candidate], simulator, prices, spot_to_spot)
+        saving = result.savings_per_hour if isinstance(result, ConsolidationCommand) else 0.0
+        given_up[candidate.nodeclaim.name] = saving
+    return given_up
+
+
 def decide_consolidation(
     candidates: Sequence[Candidate],
     other_capacity: Sequence[ExistingCapacity],
@@ -690,6 +728,7 @@ def decide_consolidation(
     now: float,
     spot_to_spot: bool = False,
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+    savings_known: Container[str] = frozenset(),
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -698,17 +737,32 @@ def decide_consolidation(
     the ones it removes; nodes already being disrupted must be left out by
     the caller). ``allowed`` is how many more nodes of each NodePool may be
     disrupted for Underutilized; a NodePool missing from it gets none.
+
+    The decision also says what the nodes held back by do-not-disrupt, a PDB
+    or a budget would have saved (:func:`savings_given_up`), except for those
+    in ``savings_known``: a caller that keeps the figure of a node while it
+    stays blocked passes them, so each blocked node costs one simulation, not
+    one per pass (a budget of zero over a large pool would otherwise simulate
+    every node on every pass for a figure nobody acts on).
     """
     selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
     decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
+    held_back = list(selection.held_back)
     for candidate in selection.eligible:
         pool = candidate.nodepool.name
         if allowed.get(pool, 0) <= 0:
             decision.blocked[candidate.nodeclaim.name] = (
                 f"disruption budget of NodePool {pool} allows no more {REASON_UNDERUTILIZED} disruptions now"
             )
+            held_back.append(candidate)
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
     simulator = RemovalSimulator(other_capacity, pools, volume_terms)
+    decision.savings_given_up = savings_given_up(
+        [c for c in held_back if c.nodeclaim.name not in savings_known],
+        simulator,
+        selection.prices,
+        spot_to_spot=spot_to_spot,
+    )
     command = consolidate_multi(eligible, simulator, selection.prices, allowed, spot_to_spot=spot_to_spot)
     if command is None:
         command, decision.unconsolidatable = consolidate_single(

@@ -27,6 +27,10 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _rounded_price(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
 def cost_of(simulation: Simulation) -> dict[str, float]:
     recorder = simulation.recorder
     total = 0.0
@@ -133,8 +137,45 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
         "nodeclaims": nodeclaims,
         "pods": pods,
         "events": events,
+        "disruption": disruption_json(simulation),
         "cost": cost_of(simulation),
     }
+
+
+def disruption_holds(simulation: Simulation) -> tuple[dict[str, str], dict[str, str]]:
+    """Why each NodeClaim still there at the end is not disrupted, and why each other one
+    that consolidation tried is not consolidated (NodeClaim name -> reason)."""
+    blocked = {
+        name: reason
+        for name, reason in simulation.disruption.blocked.items()
+        if simulation.cluster.nodeclaim(name) is not None
+    }
+    kept = {
+        name: reason
+        for name, reason in simulation.disruption.unconsolidatable.items()
+        if simulation.cluster.nodeclaim(name) is not None and name not in blocked
+    }
+    return blocked, kept
+
+
+def disruption_json(simulation: Simulation) -> dict[str, list[dict[str, Any]]]:
+    """The ``disruption`` section: the summary's "not disrupted" and "not consolidated" lines."""
+    given_up = simulation.disruption.savings_given_up
+    records = simulation.recorder.nodeclaims
+
+    def entries(holds: dict[str, str]) -> list[dict[str, Any]]:
+        return [
+            {
+                "nodeclaim": name,
+                "node": records[name].node if name in records else "",
+                "reason": reason,
+                "savingGivenUpPerHour": _rounded_price(given_up.get(name)),
+            }
+            for name, reason in sorted(holds.items())
+        ]
+
+    blocked, kept = disruption_holds(simulation)
+    return {"notDisrupted": entries(blocked), "notConsolidated": entries(kept)}
 
 
 def render_text(simulation: Simulation, scenario_name: str) -> str:
@@ -219,24 +260,14 @@ def summary_lines(simulation: Simulation) -> list[str]:
         lines.append(f"  unschedulable pods   {len(stuck)}")
         for key, reason in sorted(stuck.items()):
             lines.append(f"    {key}: {reason}")
-    blocked = {
-        name: reason
-        for name, reason in simulation.disruption.blocked.items()
-        if simulation.cluster.nodeclaim(name) is not None
-    }
-    if blocked:
-        lines.append(f"  not disrupted        {len(blocked)}")
-        for name, reason in sorted(blocked.items()):
-            lines.append(f"    {name}: {reason}")
-    kept = {
-        name: reason
-        for name, reason in simulation.disruption.unconsolidatable.items()
-        if simulation.cluster.nodeclaim(name) is not None and name not in blocked
-    }
-    if kept:
-        lines.append(f"  not consolidated     {len(kept)}")
-        for name, reason in sorted(kept.items()):
-            lines.append(f"    {name}: {reason}")
+    blocked, kept = disruption_holds(simulation)
+    given_up = simulation.disruption.savings_given_up
+    for title, holds in (("not disrupted      ", blocked), ("not consolidated   ", kept)):
+        if holds:
+            lines.append(f"  {title}  {len(holds)}")
+        for name, reason in sorted(holds.items()):
+            saving = given_up.get(name)
+            lines.append(f"    {name}: {reason}" + (f" (gives up ${saving:.4f}/h)" if saving else ""))
     if simulation.runtime.errors:
         lines.append(f"  controller errors    {len(simulation.runtime.errors)}")
         lines.extend(f"    {error}" for error in simulation.runtime.errors[:10])
