@@ -116,11 +116,16 @@ def test_simulate_reports_bad_input_and_keeps_the_valid_objects(
     assert len(running) == 5
 
 
+# Cases karpy validate reports as warnings, or as errors only with --strict.
+WARNING_CASES = frozenset({"missing node class"})
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_validate_reports_bad_input(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file_name, text, fragments = CASES[case]
     bad = write(tmp_path, file_name, text)
-    code, out, err = run_cli(capsys, "validate", *seed_files(), str(bad))
+    strict = ["--strict"] if case in WARNING_CASES else []
+    code, out, err = run_cli(capsys, "validate", *strict, *seed_files(), str(bad))
     assert code == 2
     assert_one_line_error(err, *fragments)
     assert "ok: " in out and "NodePool default" in out
@@ -131,6 +136,52 @@ def test_validate_accepts_the_seed_manifests(capsys: pytest.CaptureFixture[str])
     assert code == 0, err
     assert out.count("ok: ") == 3
     assert "converted from karpenter.sh/v1beta1" in out
+
+
+def test_validating_one_nodepool_warns_that_its_node_class_is_not_in_the_files(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_cli(capsys, "validate", str(SEED / "nodepool.yaml"))
+    assert code == 0, err
+    assert "ok: " in out and "NodePool default" in out
+    assert "error: " not in err
+    [warning] = [line for line in err.splitlines() if line.startswith("warning: ")]
+    for fragment in (
+        "nodepool.yaml",
+        'NodePool "default"',
+        "spec.template.spec.nodeClassRef",
+        'EC2NodeClass "default"',
+        "may exist in the cluster",
+    ):
+        assert fragment in warning
+
+
+def test_strict_validation_makes_a_missing_node_class_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "validate", "--strict", str(SEED / "nodepool.yaml"))
+    assert code == 2
+    assert_one_line_error(err, 'NodePool "default"', 'EC2NodeClass "default"', "not found")
+    assert "warning: " not in err
+    assert "NodePool default" not in out
+
+
+def test_strict_validation_of_complete_manifests_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "validate", "--strict", *seed_files())
+    assert code == 0, err
+    assert "warning: " not in err
+
+
+def test_a_nodepool_with_a_missing_node_class_is_still_checked_for_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    impossible = (
+        "[{key: kubernetes.io/arch, operator: In, values: [amd64]},"
+        " {key: kubernetes.io/arch, operator: NotIn, values: [amd64]}]"
+    )
+    pool = write(tmp_path, "pool.yaml", nodepool(node_class="elsewhere", requirements=impossible))
+    code, _, err = run_cli(capsys, "validate", str(pool))
+    assert code == 2
+    assert_one_line_error(err, 'NodePool "broken"', "spec.template.spec.requirements")
+    assert 'EC2NodeClass "elsewhere"' in err and "warning: " in err
 
 
 def test_a_missing_file_is_an_error_not_a_traceback(

@@ -5,7 +5,11 @@
   directories, or a Scenario file; with none, the built-in seed walkthrough
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md).
-- ``karpy validate PATH ...``: check manifests without running anything.
+- ``karpy validate [--strict] PATH ...``: check manifests without running
+  anything. A NodePool whose node class is not in the files given is a
+  warning (the class may live in the cluster): exit status 0 with warnings,
+  2 with errors; ``--strict`` makes warnings errors. ``karpy simulate``
+  keeps it an error: its cluster holds nothing but the inputs.
 - ``karpy run [--kubeconfig PATH]``: run the controllers against a real
   cluster, launching kwok nodes (docs/run.md); stops on SIGTERM or SIGINT.
   Replicas elect a leader through a Lease; one that loses its lease exits
@@ -64,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
     validate.add_argument("paths", nargs="+", type=Path)
+    validate.add_argument(
+        "--strict",
+        action="store_true",
+        help="treat warnings as errors (a node class the files do not hold is a warning)",
+    )
     commands.add_parser("crds", help="print the CRDs (karpy crds | kubectl apply -f -)")
     run_command = commands.add_parser("run", help="run karpy against a real cluster (kwok nodes)")
     run_command.add_argument(
@@ -140,11 +149,13 @@ def simulate(args: argparse.Namespace) -> int:
 
 def validate(args: argparse.Namespace) -> int:
     loaded = load_files(args.paths)
-    validate_references(loaded)
+    warnings = validate_references(loaded, missing_node_class_is_error=args.strict)
     for item in loaded.objects:
         print(f"ok: {item.source}: {item.kind} {item.name}")
     for note in loaded.notes:
         print(f"note: {note}")
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for error in loaded.errors:
         print(f"error: {error}", file=sys.stderr)
     return EXIT_BAD_INPUT if loaded.errors else EXIT_OK

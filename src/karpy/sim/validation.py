@@ -1,15 +1,21 @@
 """Checks across objects: what no single manifest can tell about itself.
 
-- A NodePool's ``nodeClassRef`` must name a node class among the inputs
-  (or already in the cluster): launching against a missing class can only
-  fail later, and far less clearly.
+- A NodePool's ``nodeClassRef`` should name a node class among the inputs:
+  launching against a missing class can only fail later, and far less
+  clearly. But the files given are not always everything: ``karpy validate
+  nodepool.yaml`` checks one file whose EC2NodeClass lives in the cluster
+  or in another file. So a missing node class is what the caller makes it:
+  a warning for ``karpy validate`` (an error with ``--strict``), and an
+  error for ``karpy simulate``, whose simulated cluster holds nothing but
+  the inputs, so the pool could never launch there.
 - A NodePool's requirements must be satisfiable at all (no key whose
   requirements contradict each other) and by at least one instance type in
   the catalog the simulated cloud serves; a pool that can never launch
   anything is almost always a typo in an instance type, a zone or an arch.
+  These are errors whatever the caller: no cluster can make them right.
 
 Invalid NodePools are dropped with one error line each; everything else is
-kept.
+kept, NodePools with only a warning included.
 """
 
 from __future__ import annotations
@@ -33,10 +39,16 @@ def catalog_instance_types() -> tuple[InstanceType, ...]:
     return tuple(instance_type_from_entry(entry, catalog.region) for entry in catalog.entries)
 
 
-def nodepool_problem(nodepool: NodePool, node_classes: set[tuple[str, str, str]]) -> str | None:
+def missing_node_class(nodepool: NodePool, node_classes: set[tuple[str, str, str]]) -> str | None:
+    """The NodePool's ``nodeClassRef`` if it names none of ``node_classes``, as a message."""
     ref = nodepool.template.node_class_ref
     if (ref.group, ref.kind, ref.name) not in node_classes:
         return f'{_FIELD}.nodeClassRef: {ref.kind} "{ref.name}" ({ref.group}) not found'
+    return None
+
+
+def nodepool_problem(nodepool: NodePool) -> str | None:
+    """Why the NodePool's requirements could never launch a node, or None."""
     requirements = nodepool.template.requirement_set()
     # DoesNotExist is an empty set of values too, but a satisfiable one: a node
     # without the label meets it. Only a key written without it can contradict itself.
@@ -59,19 +71,36 @@ def nodepool_problem(nodepool: NodePool, node_classes: set[tuple[str, str, str]]
 
 
 def validate_references(
-    loaded: LoadResult, existing_node_classes: Iterable[tuple[str, str, str]] = ()
-) -> None:
-    """Drop NodePools that could never launch a node, with an error for each."""
+    loaded: LoadResult,
+    existing_node_classes: Iterable[tuple[str, str, str]] = (),
+    *,
+    missing_node_class_is_error: bool = True,
+) -> list[str]:
+    """Drop NodePools that could never launch a node, with an error for each.
+
+    A NodePool whose node class is not among the inputs (nor in
+    ``existing_node_classes``) is dropped with an error when
+    ``missing_node_class_is_error``; otherwise it is kept and the warning
+    returned, one line per NodePool.
+    """
     node_classes = set(existing_node_classes)
     for item in loaded.objects:
         if isinstance(item.obj, EC2NodeClass | KWOKNodeClass):
             node_classes.add((item.obj.group, item.obj.kind, item.obj.metadata.name))
+    warnings: list[str] = []
     kept: list[LoadedObject] = []
     for item in loaded.objects:
         if isinstance(item.obj, NodePool):
-            problem = nodepool_problem(item.obj, node_classes)
+            where = f'{item.source}: NodePool "{item.obj.name}"'
+            problem = nodepool_problem(item.obj)
+            missing = missing_node_class(item.obj, node_classes)
+            if missing is not None and missing_node_class_is_error:
+                problem = missing
+            elif missing is not None:
+                warnings.append(f"{where}: {missing} among the files given (it may exist in the cluster)")
             if problem is not None:
-                loaded.errors.append(f'{item.source}: NodePool "{item.obj.name}": {problem}')
+                loaded.add_error(f"{where}: {problem}")
                 continue
         kept.append(item)
     loaded.objects = kept
+    return warnings
