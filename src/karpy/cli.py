@@ -14,6 +14,13 @@
   cluster, launching kwok nodes (docs/run.md); stops on SIGTERM or SIGINT.
   Replicas elect a leader through a Lease; one that loses its lease exits
   with status 1, to be restarted as a standby.
+- ``karpy convert FILE ...``: print the files' objects as one YAML stream,
+  v1beta1 NodePools and EC2NodeClasses rewritten as v1 (everything else
+  unchanged), for ``kubectl apply -f <(karpy convert old.yaml)`` or
+  ``karpy convert old.yaml > new.yaml``. What each conversion changed is
+  written above the object as comments and on standard error as notes; a
+  v1beta1 object that does not convert is left out, with an error (exit 2).
+  See docs/crds.md.
 - ``karpy crds``: print the CustomResourceDefinitions karpy needs in a real
   cluster, for ``karpy crds | kubectl apply -f -`` (docs/crds.md).
 
@@ -33,6 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from karpy import __version__
+from karpy.api.convert import ConvertedDocument, convert_manifests
+from karpy.api.convert import render_yaml as render_converted
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.kube.crds import all_crds, render_yaml
@@ -73,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="treat warnings as errors (a node class the files do not hold is a warning)",
     )
+    convert = commands.add_parser(
+        "convert", help="print manifests with v1beta1 NodePools and EC2NodeClasses rewritten as v1"
+    )
+    convert.add_argument("paths", nargs="+", type=Path, metavar="FILE")
     commands.add_parser("crds", help="print the CRDs (karpy crds | kubectl apply -f -)")
     run_command = commands.add_parser("run", help="run karpy against a real cluster (kwok nodes)")
     run_command.add_argument(
@@ -161,6 +174,32 @@ def validate(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if loaded.errors else EXIT_OK
 
 
+def convert(args: argparse.Namespace) -> int:
+    documents: list[ConvertedDocument] = []
+    errors: list[str] = []
+    for path in args.paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as unreadable:
+            reason = (
+                unreadable.strerror
+                if isinstance(unreadable, OSError) and unreadable.strerror
+                else str(unreadable)
+            )
+            errors.append(f"{path}: cannot read: {reason}")
+            continue
+        converted = convert_manifests(text, str(path))
+        documents.extend(converted.documents)
+        errors.extend(converted.errors)
+    sys.stdout.write(render_converted(documents))
+    for document in documents:
+        for note in document.notes:
+            print(f"note: {note}", file=sys.stderr)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
 def run_against_cluster(args: argparse.Namespace) -> int:
     # The real-cluster stack is loaded only when it runs.
     from karpy.controllers.provisioning import ProvisioningSettings
@@ -211,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return simulate(args)
     if args.command == "run":
         return run_against_cluster(args)
+    if args.command == "convert":
+        return convert(args)
     if args.command == "crds":
         sys.stdout.write(render_yaml(all_crds()))
         return EXIT_OK

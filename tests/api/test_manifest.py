@@ -255,7 +255,15 @@ spec:
 """
     result = parse_manifests(text, "f.yaml")
     assert result.errors == []
-    assert result.notes == ['f.yaml: NodePool "old": converted from karpenter.sh/v1beta1 to v1']
+    assert result.notes == [
+        'f.yaml: NodePool "old": converted from karpenter.sh/v1beta1 to v1',
+        'f.yaml: NodePool "old": spec.disruption.consolidationPolicy: WhenUnderutilized is'
+        " WhenEmptyOrUnderutilized in v1",
+        'f.yaml: NodePool "old": spec.disruption.consolidateAfter: set to 0s:'
+        " v1beta1 consolidated WhenUnderutilized nodes without waiting",
+        'f.yaml: NodePool "old": spec.template.spec.nodeClassRef.apiVersion:'
+        " karpenter.k8s.aws/v1beta1 became group: karpenter.k8s.aws",
+    ]
     (loaded,) = result.objects
     assert loaded.api_version == "karpenter.sh/v1beta1"
     assert isinstance(loaded.obj, NodePool)

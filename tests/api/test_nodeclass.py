@@ -206,7 +206,11 @@ def test_v1beta1_ec2nodeclass_is_converted_when_loaded_from_a_manifest() -> None
     )
     result = parse_manifests(text, "class.yaml")
     assert result.errors == []
-    assert result.notes == [f'class.yaml: EC2NodeClass "default": converted from {V1BETA1} to v1']
+    assert result.notes == [
+        f'class.yaml: EC2NodeClass "default": converted from {V1BETA1} to v1',
+        'class.yaml: EC2NodeClass "default": spec.amiFamily: AL2 with no amiSelectorTerms became'
+        ' amiSelectorTerms: [{"alias": "al2@latest"}]',
+    ]
     (loaded,) = result.objects
     assert isinstance(loaded.obj, EC2NodeClass)
     assert loaded.obj.ami_selector_terms == (SelectorTerm(alias="al2@latest"),)

@@ -406,10 +406,10 @@ def test_v1beta1_nodepool_is_converted_to_v1() -> None:
 def test_v1beta1_conversion_drops_kubelet_and_leaves_the_input_untouched() -> None:
     document = manifest(V1BETA1)
     original = copy.deepcopy(document)
-    converted = convert_v1beta1(FieldReader(document))
+    converted = convert_v1beta1(FieldReader(document)).mapping
     assert document == original
     assert converted["spec"] == {
-        "disruption": {"consolidationPolicy": WHEN_EMPTY_OR_UNDERUTILIZED},
+        "disruption": {"consolidationPolicy": WHEN_EMPTY_OR_UNDERUTILIZED, "consolidateAfter": "0s"},
         "template": {
             "spec": {
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},

@@ -181,6 +181,9 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
         return
     if api_version in (API_VERSION_V1BETA1, f"{EC2_GROUP}/v1beta1"):
         result.add_note(f"{source}: {label}: converted from {api_version} to v1")
+        if isinstance(obj, NodePool | EC2NodeClass):
+            for change in obj.conversion_notes:
+                result.add_note(f"{source}: {label}: {change}")
     result.objects.append(LoadedObject(source, api_version, kind, name, obj))
 
 

@@ -11,7 +11,9 @@
 
 v1beta1 EC2NodeClasses (amiFamily instead of amiSelectorTerms aliases) are
 converted the way Karpenter's v1 migration does: ``amiFamily: AL2`` with no
-AMI selector becomes ``amiSelectorTerms: [{alias: al2@latest}]``.
+AMI selector becomes ``amiSelectorTerms: [{alias: al2@latest}]``, noted like
+the NodePool's changes (:mod:`karpy.api.conversion`). Ubuntu has no v1 alias
+and is refused, as an unknown family.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from karpy.api._reader import FieldReader
+from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts
@@ -94,25 +97,25 @@ class EC2NodeClass:
     tags: dict[str, str] = field(default_factory=dict)
     kubelet: KubeletConfiguration = field(default_factory=KubeletConfiguration)
     converted_from: str = ""
+    # What the conversion from converted_from changed (karpy.api.conversion); not part
+    # of what the class is, so left out of comparisons.
+    conversion_notes: tuple[str, ...] = field(default=(), compare=False)
 
     kind = EC2_KIND
     group = EC2_GROUP
 
     @classmethod
     def parse(cls, reader: FieldReader, api_version: str) -> EC2NodeClass:
-        spec = reader.obj("spec")
         converted_from = ""
-        ami_terms = spec.items("amiSelectorTerms", SelectorTerm.parse)
+        notes: tuple[str, ...] = ()
         if api_version.endswith("/v1beta1"):
+            conversion = convert_v1beta1(reader)
+            reader = FieldReader(conversion.mapping, reader.path)
             converted_from = api_version
-            family = spec.string("amiFamily")
-            if not ami_terms:
-                if not family:
-                    raise spec.error("amiFamily", "required when amiSelectorTerms is empty")
-                if family not in _AMI_FAMILY_ALIASES:
-                    raise spec.error("amiFamily", f"unknown AMI family {family!r}")
-                ami_terms = (SelectorTerm(alias=f"{_AMI_FAMILY_ALIASES[family]}@latest"),)
-        elif not ami_terms:
+            notes = tuple(conversion.notes)
+        spec = reader.obj("spec")
+        ami_terms = spec.items("amiSelectorTerms", SelectorTerm.parse)
+        if not ami_terms:
             raise spec.error("amiSelectorTerms", "required (for example [{alias: al2023@latest}])")
         subnets = spec.items("subnetSelectorTerms", SelectorTerm.parse)
         if not subnets:
@@ -134,11 +137,39 @@ class EC2NodeClass:
             tags=spec.str_map("tags"),
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
             converted_from=converted_from,
+            conversion_notes=notes,
         )
 
     @property
     def name(self) -> str:
         return self.metadata.name
+
+
+def convert_v1beta1(reader: FieldReader) -> Conversion:
+    """A karpenter.k8s.aws/v1beta1 EC2NodeClass mapping rewritten as v1, with a note per change.
+
+    v1 selects AMIs only through ``amiSelectorTerms``; v1beta1 could name just
+    a family. A family with no terms becomes the family's alias term (and the
+    family goes: the alias implies it); with terms, the family stays, as v1
+    still needs it to bootstrap AMIs chosen by id, name or tags.
+    """
+    conversion = Conversion({key: reader.raw(key) for key in reader})
+    spec = copied_mapping(conversion.mapping, "spec")
+    if spec is None or spec.get("amiSelectorTerms"):
+        return conversion
+    spec_reader = FieldReader(spec, reader.child_path("spec"))
+    family = spec_reader.string("amiFamily")
+    if not family:
+        raise spec_reader.error("amiFamily", "required when amiSelectorTerms is empty")
+    if family not in _AMI_FAMILY_ALIASES:
+        raise spec_reader.error("amiFamily", f"unknown AMI family {family!r}")
+    terms = [{"alias": f"{_AMI_FAMILY_ALIASES[family]}@latest"}]
+    del spec["amiFamily"]
+    spec["amiSelectorTerms"] = terms
+    conversion.note(
+        "spec.amiFamily", f"{family} with no amiSelectorTerms became amiSelectorTerms: {inline(terms)}"
+    )
+    return conversion
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,16 @@ manifests apply unchanged:
 
 Many guides still print ``karpenter.sh/v1beta1``. Those manifests are
 converted on read, as Karpenter's conversion webhook did:
-WhenUnderutilized becomes WhenEmptyOrUnderutilized, ``disruption.expireAfter``
-moves to ``template.spec.expireAfter``, ``nodeClassRef.apiVersion`` becomes
-``nodeClassRef.group`` (a missing group and kind default to the AWS node
-class, ``karpenter.k8s.aws`` ``EC2NodeClass``), and ``kubelet`` is dropped (v1
-keeps it on the node class). The conversion works on the raw mapping, before
-typed parsing, so a v1beta1 error is reported at the v1 field path it maps to.
+WhenUnderutilized becomes WhenEmptyOrUnderutilized (with ``consolidateAfter:
+0s`` when none is written, which is how v1beta1 behaved; one that is written
+was refused by v1beta1 with WhenUnderutilized and is honoured by v1),
+``disruption.expireAfter`` moves to ``template.spec.expireAfter``,
+``nodeClassRef.apiVersion`` becomes ``nodeClassRef.group`` (a missing group
+and kind default to the AWS node class, ``karpenter.k8s.aws``
+``EC2NodeClass``), and ``kubelet`` is dropped (v1 keeps it on the node class;
+the note quotes it so it can be moved there). The conversion works on the raw
+mapping, before typed parsing, so a v1beta1 error is reported at the v1 field
+path it maps to; each change is noted (:mod:`karpy.api.conversion`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.duration import DurationError, parse_duration, parse_optional_duration
 from karpy.api.meta import ObjectMeta
@@ -231,15 +236,21 @@ class NodePool:
     limits: ResourceAmounts = field(default_factory=dict)
     weight: int | None = None
     converted_from: str = ""
+    # What the conversion from converted_from changed (karpy.api.conversion); not part
+    # of what the pool is, so left out of comparisons.
+    conversion_notes: tuple[str, ...] = field(default=(), compare=False)
 
     kind = "NodePool"
 
     @classmethod
     def parse(cls, reader: FieldReader, api_version: str = API_VERSION_V1) -> NodePool:
         converted_from = ""
+        notes: tuple[str, ...] = ()
         if api_version == API_VERSION_V1BETA1:
-            reader = FieldReader(convert_v1beta1(reader), reader.path)
+            conversion = convert_v1beta1(reader)
+            reader = FieldReader(conversion.mapping, reader.path)
             converted_from = API_VERSION_V1BETA1
+            notes = tuple(conversion.notes)
         spec = reader.obj("spec")
         weight = spec.integer("weight")
         if weight is not None and not 1 <= weight <= 100:
@@ -254,6 +265,7 @@ class NodePool:
             limits=limits,
             weight=weight,
             converted_from=converted_from,
+            conversion_notes=notes,
         )
 
     @property
@@ -286,48 +298,90 @@ def _taint_order(taint: Taint) -> tuple[str, str, str]:
     return (taint.key, taint.effect, taint.value)
 
 
-def convert_v1beta1(reader: FieldReader) -> dict[str, object]:
-    """A karpenter.sh/v1beta1 NodePool mapping rewritten as v1.
+def convert_v1beta1(reader: FieldReader) -> Conversion:
+    """A karpenter.sh/v1beta1 NodePool mapping rewritten as v1, with a note per change.
 
     Mappings are rewritten as copies; a field of the wrong type is left as
     written, so that typed parsing reports it at its own path.
     """
-    result = {key: reader.raw(key) for key in reader}
-    spec = _copied_mapping(result, "spec")
+    conversion = Conversion({key: reader.raw(key) for key in reader})
+    spec = copied_mapping(conversion.mapping, "spec")
     if spec is None:
-        return result
-    disruption = _copied_mapping(spec, "disruption")
+        return conversion
+    disruption = copied_mapping(spec, "disruption")
     expire_after: object = None
     if disruption is not None:
-        if disruption.get("consolidationPolicy") == WHEN_UNDERUTILIZED_V1BETA1:
-            disruption["consolidationPolicy"] = WHEN_EMPTY_OR_UNDERUTILIZED
+        _convert_disruption(disruption, conversion)
         expire_after = disruption.pop("expireAfter", None)
-    template = _copied_mapping(spec, "template")
-    template_spec = _copied_mapping(template, "spec") if template is not None else None
+    template = copied_mapping(spec, "template")
+    template_spec = copied_mapping(template, "spec") if template is not None else None
     if template_spec is None:
-        return result
+        return conversion
     if expire_after is not None:
+        conversion.note("spec.disruption.expireAfter", "moved to spec.template.spec.expireAfter")
         template_spec.setdefault("expireAfter", expire_after)
-    node_class_ref = _copied_mapping(template_spec, "nodeClassRef")
-    if node_class_ref is not None:
-        # v1beta1's apiVersion and kind were optional; Karpenter fills them in
-        # with the provider's node class (here the AWS one), as v1 requires both.
-        api_version = node_class_ref.pop("apiVersion", None)
-        if isinstance(api_version, str) and api_version and "group" not in node_class_ref:
-            node_class_ref["group"] = api_version.split("/", 1)[0]
-        node_class_ref.setdefault("group", EC2_GROUP)
-        if not node_class_ref.get("kind") and node_class_ref["group"] == EC2_GROUP:
-            node_class_ref["kind"] = EC2_KIND
+    node_class_ref = template_spec.get("nodeClassRef")
+    if isinstance(node_class_ref, dict):
+        template_spec["nodeClassRef"] = _converted_node_class_ref(node_class_ref, conversion)
     # v1beta1 kept kubelet settings on the NodePool; v1 moved them to the node class.
-    template_spec.pop("kubelet", None)
-    return result
+    kubelet = template_spec.pop("kubelet", None)
+    if kubelet is not None:
+        conversion.note(
+            "spec.template.spec.kubelet",
+            "dropped: v1 has kubelet settings on the EC2NodeClass;"
+            f" move {inline(kubelet)} to its spec.kubelet",
+        )
+    return conversion
 
 
-def _copied_mapping(parent: dict[str, object], key: str) -> dict[str, object] | None:
-    """A copy of the mapping at ``parent[key]``, put in its place; None if that is not a mapping."""
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        return None
-    copy = dict(value)
-    parent[key] = copy
-    return copy
+def _convert_disruption(disruption: dict[str, object], conversion: Conversion) -> None:
+    if disruption.get("consolidationPolicy") != WHEN_UNDERUTILIZED_V1BETA1:
+        return
+    disruption["consolidationPolicy"] = WHEN_EMPTY_OR_UNDERUTILIZED
+    conversion.note(
+        "spec.disruption.consolidationPolicy",
+        f"{WHEN_UNDERUTILIZED_V1BETA1} is {WHEN_EMPTY_OR_UNDERUTILIZED} in v1",
+    )
+    after = disruption.get("consolidateAfter")
+    if after is None:
+        # Karpenter's conversion writes the 0s v1beta1 behaved with; so does karpy.
+        disruption["consolidateAfter"] = "0s"
+        conversion.note(
+            "spec.disruption.consolidateAfter",
+            f"set to 0s: v1beta1 consolidated {WHEN_UNDERUTILIZED_V1BETA1} nodes without waiting",
+        )
+    else:
+        conversion.note(
+            "spec.disruption.consolidateAfter",
+            f"{inline(after)} with {WHEN_UNDERUTILIZED_V1BETA1} was refused by v1beta1 (it never waited);"
+            f" v1 accepts it: a node is consolidated {inline(after)} after its last pod change"
+            " at the earliest",
+        )
+
+
+def _converted_node_class_ref(written: dict[str, object], conversion: Conversion) -> dict[str, object]:
+    """v1beta1's ``apiVersion`` as v1's ``group``; a missing group and kind defaulted.
+
+    v1beta1's apiVersion and kind were optional; Karpenter fills them in with
+    the provider's node class (here the AWS one), as v1 requires both.
+    """
+    path = "spec.template.spec.nodeClassRef"
+    rest = dict(written)
+    api_version = rest.pop("apiVersion", None)
+    group = rest.pop("group", None)
+    if group is None and isinstance(api_version, str) and api_version:
+        group = api_version.split("/", 1)[0]
+        conversion.note(f"{path}.apiVersion", f"{api_version} became group: {group}")
+    elif group is None:
+        group = EC2_GROUP
+        conversion.note(f"{path}.group", f"defaulted to {EC2_GROUP}")
+    elif api_version is not None:
+        conversion.note(f"{path}.apiVersion", f"dropped: group {group} is written")
+    converted: dict[str, object] = {"group": group}
+    kind = rest.pop("kind", None)
+    if not kind and group == EC2_GROUP:
+        kind = EC2_KIND
+        conversion.note(f"{path}.kind", f"defaulted to {EC2_KIND}")
+    if kind is not None:
+        converted["kind"] = kind
+    return {**converted, **rest}

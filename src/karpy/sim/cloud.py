@@ -325,7 +325,11 @@ _EMPTY_SPEC = NodeClaimSpec(node_class_ref=NodeClassRef("", "", ""))
 
 def node_class_digest(node_class: NodeClass) -> str:
     """A digest of a node class' spec (its metadata left out)."""
-    spec = {name: value for name, value in _fields(node_class) if name not in ("metadata", "converted_from")}
+    spec = {
+        name: value
+        for name, value in _fields(node_class)
+        if name not in ("metadata", "converted_from", "conversion_notes")
+    }
     return hashlib.sha256(repr(sorted(spec.items())).encode()).hexdigest()[:16]
 
 
