@@ -119,7 +119,7 @@ def test_a_minimal_nodepool_gets_every_karpenter_default(crds: ControlPlane) -> 
 def test_v1beta1_nodepool_is_rejected_with_how_to_convert(crds: ControlPlane) -> None:
     error = kubectl_failing(crds, "create", "-f", str(SEED_V1BETA1_NODEPOOL))
     assert "karpenter.sh/v1beta1 is not accepted" in error
-    assert "karpy validate" in error
+    assert "karpy convert" in error
     assert "karpenter.sh/v1" in error
 
 

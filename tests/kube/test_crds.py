@@ -189,7 +189,7 @@ def test_v1beta1_is_served_but_never_stored_and_refuses_every_write(crd: dict[st
     (rule,) = beta["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
     assert rule["rule"] == "false"
     assert f"{crd['spec']['group']}/v1" in rule["message"]
-    assert "karpy validate" in rule["message"]
+    assert "karpy convert" in rule["message"]
     assert crd["spec"].get("conversion") is None  # strategy None: no webhook
 
 

@@ -30,13 +30,14 @@ a heavy requirement for a first install and a way to break a cluster that a
 CRD alone cannot. So the CRDs store and prefer ``v1`` only. ``v1beta1`` is
 still *served* (conversion strategy ``None``, marked deprecated), with a schema
 whose one CEL rule always fails: a v1beta1 create or update is refused by the
-API server with a message naming the version and pointing at ``karpy validate``
+API server with a message naming the version and pointing at ``karpy convert``
 and docs/crds.md, where the field-by-field conversion is written out. (Not
 serving v1beta1 at all would also reject such a manifest, but with kubectl's
 "no matches for kind ... ensure CRDs are installed first", which is wrong about
 the cause and says nothing about the fix.) Offline, ``karpy simulate`` and
 ``karpy validate`` still read v1beta1 files and convert them
-(``karpy.api.nodepool.convert_v1beta1``), noting each conversion. The price of
+(``karpy.api.nodepool.convert_v1beta1``), noting each change, and
+``karpy convert`` writes them out as v1. The price of
 serving v1beta1 is that a client reading through ``v1beta1`` gets the stored
 v1 object relabelled, since strategy ``None`` only rewrites ``apiVersion``; no
 supported client reads these kinds at v1beta1, and none can write them.
@@ -123,11 +124,13 @@ _KUBERNETES_IO_ALLOWED = (
     "node.kubernetes.io/windows-build",
 )
 
-V1BETA1_WARNING = "{group}/v1beta1 {kind} is not accepted; rewrite it as {group}/v1 (see `karpy validate`)"
+V1BETA1_WARNING = (
+    "{group}/v1beta1 {kind} is not accepted; rewrite it as {group}/v1 (`karpy convert FILE` does)"
+)
 V1BETA1_MESSAGE = (
     "{kind} {group}/v1beta1 is not accepted: karpy's CRDs store {group}/v1 only and run no "
-    "conversion webhook. Rewrite the manifest as {group}/v1 (`karpy validate FILE` reads "
-    "v1beta1 and notes each conversion; docs/crds.md lists the field changes)"
+    "conversion webhook. Rewrite the manifest as {group}/v1 (`karpy convert FILE` prints it "
+    "and notes each change; docs/crds.md lists the field changes)"
 )
 
 
