@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from tests.support import DATA
 
 from karpy.api.core import Pod
+from karpy.disruption import consolidation
+from karpy.disruption.emptiness import Candidate
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -191,3 +195,22 @@ def test_consolidation_never_evicts_a_do_not_disrupt_pod() -> None:
     }
     assert blocked == {"NodeClaim", "Node"}  # on both, as Karpenter records it (the Node shares the name)
     assert app_pods_running(simulation) == 3
+
+
+def test_a_blocked_nodes_saving_is_worked_out_once_while_it_stays_blocked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    simulation = run(SCENARIOS / "consolidation" / "scenario-do-not-disrupt.yaml")
+    (name,) = simulation.disruption.savings_given_up
+    saving = simulation.disruption.savings_given_up[name]
+    simulated: list[str] = []
+    work_out = consolidation.savings_given_up
+
+    def counting(held_back: list[Candidate], *args: Any, **kwargs: Any) -> dict[str, float]:
+        simulated.extend(candidate.nodeclaim.name for candidate in held_back)
+        return work_out(held_back, *args, **kwargs)
+
+    monkeypatch.setattr(consolidation, "savings_given_up", counting)
+    simulation.disruption.decide()
+    assert simulated == []
+    assert simulation.disruption.savings_given_up == {name: saving}
