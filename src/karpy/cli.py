@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from karpy import __version__
+from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
-from karpy.kube.crds import all_crds, render_yaml
 from karpy.logs import configure as configure_logging
 from karpy.settings import SettingsError, add_run_options, run_options
 from karpy.sim.report import render_text, result_json

@@ -5,6 +5,9 @@ only once its CRD is installed. These are the CRDs of Karpenter's API as karpy
 speaks it: ``NodePool`` and ``NodeClaim`` in ``karpenter.sh/v1``, ``EC2NodeClass``
 in ``karpenter.k8s.aws/v1`` and ``KWOKNodeClass`` in ``karpenter.kwok.sh/v1alpha1``.
 ``karpy crds`` prints them as YAML, for ``karpy crds | kubectl apply -f -``.
+They are pure data built from the API model, so they live with it in
+``karpy.api``: the real-cluster adapter installs them, and reading files
+offline can check manifests against the same schemas.
 
 They are written by hand from the facts of Karpenter's own CRDs (group, names,
 scope, field names, defaults, enums, patterns, CEL rules and printer columns)
