@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from scripts.gen_kube_fields import KINDS
+from scripts.gen_kube_fields import KINDS, field_trees, render
 
 from karpy.api.fields import (
     OBJECT_META,
@@ -399,3 +400,81 @@ def test_every_bundled_and_documented_manifest_has_only_known_fields() -> None:
                 assert unknown_fields(item, str(item.get("apiVersion")), str(item.get("kind"))) == [], source
                 checked += 1
     assert checked > 30
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/definitions/{name}"}
+
+
+def test_the_generator_keeps_field_names_only_and_leaves_out_plain_values_and_status() -> None:
+    meta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    quantity = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+    kinds = {
+        f"io.k8s.api.test.{kind}": {
+            "description": "dropped",
+            "x-kubernetes-group-version-kind": [
+                {
+                    "group": api_version.rpartition("/")[0],
+                    "version": api_version.rpartition("/")[2],
+                    "kind": kind,
+                }
+            ],
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": _ref(meta),
+                "spec": _ref("io.k8s.api.test.Spec"),
+                "status": _ref("io.k8s.api.test.Status"),
+            },
+            "type": "object",
+        }
+        for api_version, kind in KINDS
+    }
+    document = {
+        "definitions": {
+            **kinds,
+            meta: {
+                "properties": {
+                    "name": {"type": "string"},
+                    "labels": {"additionalProperties": {"type": "string"}},
+                }
+            },
+            "io.k8s.api.test.Spec": {
+                "properties": {
+                    "replicas": {"type": "integer", "description": "dropped"},
+                    "requests": {
+                        "additionalProperties": _ref("io.k8s.apimachinery.pkg.api.resource.Quantity")
+                    },
+                    "items": {"type": "array", "items": _ref("io.k8s.api.test.Item")},
+                    "extension": _ref("io.k8s.apimachinery.pkg.runtime.RawExtension"),
+                    "since": _ref("io.k8s.apimachinery.pkg.apis.meta.v1.Time"),
+                }
+            },
+            "io.k8s.api.test.Item": {"properties": {"name": {"type": "string"}}},
+            "io.k8s.api.test.Status": {"properties": {"phase": {"type": "string"}}},
+            quantity: {"type": "string"},
+            "io.k8s.apimachinery.pkg.runtime.RawExtension": {"type": "object"},
+            "io.k8s.apimachinery.pkg.apis.meta.v1.Time": {"type": "string", "format": "date-time"},
+        }
+    }
+    content = field_trees(document, "v1.99.0")
+    assert content["kubernetesVersion"] == "v1.99.0"
+    assert content["kinds"]["apps/v1/Deployment"] == {
+        "apiVersion": 0,
+        "kind": 0,
+        "metadata": "@meta.v1.ObjectMeta",
+        "spec": "@test.Spec",
+        "status": 0,
+    }
+    assert content["definitions"] == {
+        "meta.v1.ObjectMeta": {"labels": {"*": 0}, "name": 0},
+        "test.Item": {"name": 0},
+        "test.Spec": {
+            "extension": 0,
+            "items": ["@test.Item"],
+            "replicas": 0,
+            "requests": "resources",
+            "since": 0,
+        },
+    }
+    assert json.loads(render(content)) == content
