@@ -29,7 +29,11 @@ applied at time zero, the run going on until the cluster is steady), or a
 
 ``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
-field.
+field, and a Scenario with an error is not run. A field the format does not
+have (``durration``) is one of them, with a did-you-mean: the format's fields
+are the ones :func:`parse_scenario` asks for (a ``ReadLog``, see
+:mod:`karpy.api.fields`), so a new field is added in one place, by reading it
+there; ``metadata`` is an ObjectMeta, as in every kind.
 """
 
 from __future__ import annotations
