@@ -110,9 +110,19 @@ def test_a_misspelt_required_field_is_reported_as_missing() -> None:
     assert errors == ['scenario.yaml: Scenario "typos": spec.steps[1].scale.replicas: required, not negative']
 
 
-def test_a_scenario_of_another_api_version_is_an_error() -> None:
-    _, errors = parse(SCENARIO.replace("karpy.dev/v1alpha1", "karpy.dev/v1"))
+def test_a_scenario_of_another_api_version_is_an_error_and_is_not_run() -> None:
+    steps, errors = parse(SCENARIO.replace("karpy.dev/v1alpha1", "karpy.dev/v1"))
     assert errors == ['scenario.yaml: Scenario "typos": apiVersion: a Scenario is karpy.dev/v1alpha1']
+    assert steps == 0
+
+
+def test_a_bad_object_a_step_applies_is_reported_and_the_scenario_still_runs() -> None:
+    steps, errors = parse(SCENARIO.replace("spec: {replicas: 1,", "spec: {replica: 1,"))
+    assert errors == [
+        'scenario.yaml (spec.steps[0].apply.objects[0]): Deployment "app": spec.replica: '
+        'unknown field "spec.replica" (did you mean "replicas"?)'
+    ]
+    assert steps == 3
 
 
 def _scenario_files() -> list[Path]:

@@ -29,7 +29,8 @@ applied at time zero, the run going on until the cluster is steady), or a
 
 ``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
-field, and a Scenario with an error is not run. A field the format does not
+field; a Scenario with a bad field of its own is not run (a bad object it
+applies is skipped, as in plain manifests). A field the format does not
 have (``durration``) is one of them, with a did-you-mean: the format's fields
 are the ones :func:`parse_scenario` asks for (a ``ReadLog``, see
 :mod:`karpy.api.fields`), so a new field is added in one place, by reading it
@@ -225,13 +226,11 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
     except ManifestError as error:
         errors.append(f"{label}: {error}")
         stopped_at = error.path
-    for parsed_step in scenario.steps:
-        errors.extend(parsed_step.objects.errors)
-    unknown = unknown_fields(stopped_at)
-    if unknown:
-        errors.extend(unknown)
-        scenario.steps = []  # a Scenario with an unknown field is not run, as one with a bad step is not
-    return scenario, errors
+    errors.extend(unknown_fields(stopped_at))
+    object_errors = [error for parsed_step in scenario.steps for error in parsed_step.objects.errors]
+    if errors:
+        scenario.steps = []  # a Scenario with a bad field is not run, as one with a bad step is not
+    return scenario, [*errors, *object_errors]
 
 
 def is_scenario(raw: object) -> bool:
