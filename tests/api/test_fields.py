@@ -199,6 +199,15 @@ def test_ec2nodeclass_fields_per_version() -> None:
     ]
 
 
+def test_a_kwoknodeclass_takes_karpenters_one_field() -> None:
+    kwok = "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: k}\n"
+    assert errors_of(kwok + "spec: {nodeRegistrationDelay: 30s}\n") == []
+    assert errors_of(kwok + "spec: {nodeRegistrationDelai: 30s}\n") == [
+        'in.yaml: KWOKNodeClass "k": spec.nodeRegistrationDelai: unknown field "spec.nodeRegistrationDelai" '
+        '(did you mean "nodeRegistrationDelay"?)'
+    ]
+
+
 @pytest.mark.parametrize("name", ["cpu", "memory", "ephemeral-storage", "pods", "nodes", "hugepages-2Mi"])
 def test_standard_resource_names_are_accepted(name: str) -> None:
     assert resource_name_error(name, f"spec.limits.{name}") is None

@@ -820,8 +820,22 @@ def ec2nodeclass_crd() -> CRD:
 
 
 def kwoknodeclass_crd() -> CRD:
-    """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class; its spec is empty."""
-    spec: Schema = {"type": "object", "description": "Empty: kwok nodes need no provider settings."}
+    """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class.
+
+    Its one field, ``nodeRegistrationDelay``, is accepted so that Karpenter's
+    manifests apply unchanged; karpy takes the delay from its own setting
+    (``--registration-delay``) instead.
+    """
+    spec: Schema = {
+        "type": "object",
+        "description": "Kwok nodes need no provider settings.",
+        "properties": {
+            "nodeRegistrationDelay": _string(
+                pattern=DURATION_PATTERN,
+                description="How long a kwok node takes to register (karpy uses --registration-delay).",
+            )
+        },
+    }
     status: Schema = {"type": "object", "properties": {"conditions": _conditions()}}
     schema = _object_schema("A KWOKNodeClass: nodes are fake Node objects in the cluster.", spec, status)
     return _crd(
