@@ -56,8 +56,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from karpy.api.crds import all_crds, render_yaml
 from karpy.kube._http import ApiStatusError, ApiTransport
-from karpy.kube.crds import all_crds, render_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CONTROL_PLANE = REPO / "scripts" / "control-plane"

@@ -87,6 +87,26 @@ CASES = {
         nodepool(cpu="-1"),
         ("negative.yaml", 'NodePool "broken"', "spec.limits", "cpu"),
     ),
+    "misspelt field": (
+        "typo.yaml",
+        nodepool().replace("requirements:", "requirments:"),
+        (
+            "typo.yaml",
+            'NodePool "broken"',
+            'spec.template.spec.requirments: unknown field "spec.template.spec.requirments"',
+            '(did you mean "requirements"?)',
+        ),
+    ),
+    "misspelt resource name": (
+        "cpus.yaml",
+        nodepool().replace("{cpu:", "{cpus:"),
+        (
+            "cpus.yaml",
+            'NodePool "broken"',
+            'spec.limits.cpus: unknown resource name "cpus"',
+            'did you mean "cpu"',
+        ),
+    ),
     "missing node class": (
         "orphan.yaml",
         nodepool(node_class="does-not-exist"),

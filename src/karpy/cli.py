@@ -42,9 +42,9 @@ from pathlib import Path
 from karpy import __version__
 from karpy.api.convert import ConvertedDocument, convert_manifests
 from karpy.api.convert import render_yaml as render_converted
+from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
-from karpy.kube.crds import all_crds, render_yaml
 from karpy.logs import configure as configure_logging
 from karpy.settings import SettingsError, add_run_options, run_options
 from karpy.sim.report import render_text, result_json

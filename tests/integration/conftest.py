@@ -27,7 +27,7 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 
-from karpy.kube.crds import all_crds, render_yaml
+from karpy.api.crds import all_crds, render_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "control-plane"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from tests.support import run_cli
 
-from karpy.kube.crds import (
+from karpy.api.crds import (
     V1BETA1,
     all_crds,
     ec2nodeclass_crd,

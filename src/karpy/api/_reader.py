@@ -6,12 +6,18 @@ object and the dotted field path (``spec.limits.cpu``). Every parser in
 ``karpy.api`` therefore reads through a :class:`FieldReader`, which carries the
 path it stands at and raises :class:`ManifestError` with that path. The parsers
 stay short (one line a field) and no parser has to format a message itself.
+A reader given a :class:`karpy.api.fields.ReadLog` also records which keys
+were asked for, so that a format its parser defines (the Scenario) can refuse
+the keys no one asked for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from karpy.api.fields import ReadLog
 
 T = TypeVar("T")
 
@@ -48,17 +54,29 @@ def _type_name(value: object) -> str:
 class FieldReader:
     """A view on one mapping of a manifest, at a known field path."""
 
-    __slots__ = ("_data", "path")
+    __slots__ = ("_data", "_log", "path")
 
-    def __init__(self, data: Mapping[str, object], path: str = "") -> None:
+    def __init__(self, data: Mapping[str, object], path: str = "", log: ReadLog | None = None) -> None:
+        """``log``, when given, records the keys asked for here and in every reader below."""
         self._data = data
         self.path = path
+        self._log = log
 
     @classmethod
-    def of(cls, value: object, path: str = "") -> FieldReader:
+    def of(cls, value: object, path: str = "", log: ReadLog | None = None) -> FieldReader:
         if not isinstance(value, Mapping):
             raise ManifestError(path, f"expected an object, got {_type_name(value)}")
-        return cls(value, path)
+        return cls(value, path, log)
+
+    def _get(self, key: str) -> object:
+        if self._log is not None:
+            self._log.asked(self._data, self.path, key)
+        return self._data.get(key)
+
+    def _keys(self) -> Iterator[str]:
+        if self._log is not None:
+            self._log.free_form(self._data, self.path)
+        return iter(self._data)
 
     def child_path(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key
@@ -67,19 +85,19 @@ class FieldReader:
         return ManifestError(self.child_path(key) if key else self.path, message)
 
     def has(self, key: str) -> bool:
-        return self._data.get(key) is not None
+        return self._get(key) is not None
 
     def raw(self, key: str) -> object:
-        return self._data.get(key)
+        return self._get(key)
 
     def keys(self) -> Iterator[str]:
-        return iter(self._data)
+        return self._keys()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
+        return self._keys()
 
     def string(self, key: str, default: str = "") -> str:
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
             return default
         if not isinstance(value, str):
@@ -93,7 +111,7 @@ class FieldReader:
         return value
 
     def integer(self, key: str, default: int | None = None) -> int | None:
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
@@ -101,7 +119,7 @@ class FieldReader:
         return value
 
     def boolean(self, key: str, default: bool = False) -> bool:
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
             return default
         if not isinstance(value, bool):
@@ -110,7 +128,7 @@ class FieldReader:
 
     def scalar_str(self, key: str, default: str | None = None) -> str | None:
         """A string, number or boolean read as its string form (quantities, label values)."""
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
             return default
         if isinstance(value, bool):
@@ -121,10 +139,10 @@ class FieldReader:
 
     def obj(self, key: str) -> FieldReader:
         """The mapping under ``key``; an absent key reads as an empty mapping."""
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
-            return FieldReader({}, self.child_path(key))
-        return FieldReader.of(value, self.child_path(key))
+            return FieldReader({}, self.child_path(key), self._log)
+        return FieldReader.of(value, self.child_path(key), self._log)
 
     def str_map(self, key: str) -> dict[str, str]:
         reader = self.obj(key)
@@ -135,7 +153,7 @@ class FieldReader:
         return result
 
     def str_list(self, key: str) -> tuple[str, ...]:
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
             return ()
         if not isinstance(value, list):
@@ -151,12 +169,12 @@ class FieldReader:
 
     def items(self, key: str, parse: Callable[[FieldReader], T]) -> tuple[T, ...]:
         """Parse each mapping of the list under ``key`` with ``parse``."""
-        value = self._data.get(key)
+        value = self._get(key)
         if value is None:
             return ()
         if not isinstance(value, list):
             raise self.error(key, f"expected a list, got {_type_name(value)}")
         return tuple(
-            parse(FieldReader.of(item, f"{self.child_path(key)}[{index}]"))
+            parse(FieldReader.of(item, f"{self.child_path(key)}[{index}]", self._log))
             for index, item in enumerate(value)
         )

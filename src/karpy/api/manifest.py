@@ -8,7 +8,10 @@ and the good ones are kept, so one typo does not hide everything else.
 Kinds that describe the cluster but do not affect node autoscaling
 (Namespace, Service, ConfigMap, …) are skipped with a note; kinds karpy has
 never heard of are errors, because a misspelt kind is a mistake worth
-catching before it reaches a cluster.
+catching before it reaches a cluster. For the same reason a field the kind
+does not have (``consolidationPolcy``, ``requirments``) is an error, as the
+API server's strict decoding makes it, and the object is not used
+(:mod:`karpy.api.fields`): its intent is not what karpy would read.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from karpy.api.core import (
     PodDisruptionBudget,
     ReplicaSet,
 )
+from karpy.api.fields import unknown_fields
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, NodePool
@@ -173,6 +177,11 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
             )
         else:
             result.add_error(f"{source}: {label}: kind: unknown kind {kind!r} (apiVersion {api_version!r})")
+        return
+    unknown = unknown_fields(raw, api_version, kind)
+    if unknown:
+        for error in unknown:
+            result.add_error(f"{source}: {label}: {error}")
         return
     try:
         obj = parser(reader, api_version)

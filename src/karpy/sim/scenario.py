@@ -29,7 +29,12 @@ applied at time zero, the run going on until the cluster is steady), or a
 
 ``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
-field.
+field; a Scenario with a bad field of its own is not run (a bad object it
+applies is skipped, as in plain manifests). A field the format does not
+have (``durration``) is one of them, with a did-you-mean: the format's fields
+are the ones :func:`parse_scenario` asks for (a ``ReadLog``, see
+:mod:`karpy.api.fields`), so a new field is added in one place, by reading it
+there; ``metadata`` is an ObjectMeta, as in every kind.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import yaml
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
+from karpy.api.fields import OBJECT_META, ReadLog, check
 from karpy.api.manifest import KubernetesYAMLLoader, LoadResult, parse_document, parse_manifests
 from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 
@@ -139,10 +145,19 @@ def _parse_launch_error(reader: FieldReader) -> LaunchError:
 def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tuple[Scenario, list[str]]:
     """A Scenario document; file references resolve against ``base``."""
     errors: list[str] = []
-    reader = FieldReader(raw)
-    name = reader.obj("metadata").string("name") or "scenario"
+    log = ReadLog()
+    reader = FieldReader(raw, log=log)
+    metadata = reader.raw("metadata")
+    name = FieldReader.of(metadata or {}, "metadata").string("name") or "scenario"
     label = f'{source}: Scenario "{name}"'
     scenario = Scenario(name=name, source=source)
+
+    def unknown_fields(stopped_at: str | None) -> list[str]:
+        found = [*check(metadata, OBJECT_META, "metadata"), *log.unknown_fields(stopped_at)]
+        return [f"{label}: {field}" for field in found]
+
+    if (reader.string("apiVersion"), reader.string("kind")) != (SCENARIO_API_VERSION, SCENARIO_KIND):
+        errors.append(f"{label}: apiVersion: a {SCENARIO_KIND} is {SCENARIO_API_VERSION}")
     try:
         spec = reader.obj("spec")
         scenario.duration = _duration(spec, "duration", DEFAULT_DURATION)
@@ -156,7 +171,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             for failure in cloud.items("registrationFailures", _parse_launch_error)
         ]
     except ManifestError as error:
-        return scenario, [f"{label}: {error}"]
+        return scenario, [*errors, f"{label}: {error}", *unknown_fields(error.path)]
 
     def step(item: FieldReader) -> Step:
         at = _duration(item, "at", 0.0)
@@ -205,13 +220,17 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             )
         return parsed
 
+    stopped_at: str | None = None
     try:
         scenario.steps = sorted(spec.items("steps", step), key=lambda s: s.at)
     except ManifestError as error:
         errors.append(f"{label}: {error}")
-    for parsed_step in scenario.steps:
-        errors.extend(parsed_step.objects.errors)
-    return scenario, errors
+        stopped_at = error.path
+    errors.extend(unknown_fields(stopped_at))
+    object_errors = [error for parsed_step in scenario.steps for error in parsed_step.objects.errors]
+    if errors:
+        scenario.steps = []  # a Scenario with a bad field is not run, as one with a bad step is not
+    return scenario, [*errors, *object_errors]
 
 
 def is_scenario(raw: object) -> bool:

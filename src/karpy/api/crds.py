@@ -5,6 +5,10 @@ only once its CRD is installed. These are the CRDs of Karpenter's API as karpy
 speaks it: ``NodePool`` and ``NodeClaim`` in ``karpenter.sh/v1``, ``EC2NodeClass``
 in ``karpenter.k8s.aws/v1`` and ``KWOKNodeClass`` in ``karpenter.kwok.sh/v1alpha1``.
 ``karpy crds`` prints them as YAML, for ``karpy crds | kubectl apply -f -``.
+They are pure data built from the API model, so they live with it in
+``karpy.api``: the real-cluster adapter installs them, and ``karpy validate``
+and ``karpy simulate`` refuse fields they do not list (``read_schemas()``,
+:mod:`karpy.api.fields`), v1beta1 included.
 
 They are written by hand from the facts of Karpenter's own CRDs (group, names,
 scope, field names, defaults, enums, patterns, CEL rules and printer columns)
@@ -301,6 +305,25 @@ def _claim_spec_properties(*, in_nodepool: bool) -> Schema:
             pattern=DURATION_PATTERN,
             description="The longest a node drains before it is deleted, PodDisruptionBudgets or not.",
         ),
+    }
+
+
+def _kubelet_properties() -> Schema:
+    """The kubelet settings Karpenter takes (on the NodePool in v1beta1, on the EC2NodeClass in v1)."""
+    percent: Schema = {"type": "integer", "format": "int32", "minimum": 0, "maximum": 100}
+    return {
+        "clusterDNS": {"type": "array", "items": _string()},
+        "maxPods": {"type": "integer", "format": "int32", "minimum": 0},
+        "podsPerCore": {"type": "integer", "format": "int32", "minimum": 0},
+        "systemReserved": _string_map(),
+        "kubeReserved": _string_map(),
+        "evictionHard": _string_map(),
+        "evictionSoft": _string_map(),
+        "evictionSoftGracePeriod": _string_map(),
+        "evictionMaxPodGracePeriod": {"type": "integer", "format": "int32"},
+        "imageGCHighThresholdPercent": percent,
+        "imageGCLowThresholdPercent": dict(percent),
+        "cpuCFSQuota": {"type": "boolean"},
     }
 
 
@@ -669,14 +692,9 @@ def ec2nodeclass_crd() -> CRD:
         "the others are kept for the provider).",
         "x-kubernetes-preserve-unknown-fields": True,
         "properties": {
-            "maxPods": {"type": "integer", "format": "int32", "minimum": 0},
-            "podsPerCore": {"type": "integer", "format": "int32", "minimum": 0},
+            **_kubelet_properties(),
             "kubeReserved": _resource_list("Resources reserved for Kubernetes system components."),
             "systemReserved": _resource_list("Resources reserved for OS system daemons."),
-            "evictionHard": _string_map(),
-            "evictionSoft": _string_map(),
-            "evictionSoftGracePeriod": _string_map(),
-            "clusterDNS": {"type": "array", "items": _string()},
         },
     }
     free_form = {"x-kubernetes-preserve-unknown-fields": True}
@@ -805,8 +823,22 @@ def ec2nodeclass_crd() -> CRD:
 
 
 def kwoknodeclass_crd() -> CRD:
-    """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class; its spec is empty."""
-    spec: Schema = {"type": "object", "description": "Empty: kwok nodes need no provider settings."}
+    """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class.
+
+    Its one field, ``nodeRegistrationDelay``, is accepted so that Karpenter's
+    manifests apply unchanged; karpy takes the delay from its own setting
+    (``--registration-delay``) instead.
+    """
+    spec: Schema = {
+        "type": "object",
+        "description": "Kwok nodes need no provider settings.",
+        "properties": {
+            "nodeRegistrationDelay": _string(
+                pattern=DURATION_PATTERN,
+                description="How long a kwok node takes to register (karpy uses --registration-delay).",
+            )
+        },
+    }
     status: Schema = {"type": "object", "properties": {"conditions": _conditions()}}
     schema = _object_schema("A KWOKNodeClass: nodes are fake Node objects in the cluster.", spec, status)
     return _crd(
@@ -829,3 +861,64 @@ def render_yaml(crds: Iterable[CRD]) -> str:
         for crd in crds
     ]
     return "".join(f"---\n{document}" for document in documents)
+
+
+# --- the schemas of the versions karpy reads from files -----------------------------------------
+
+
+def _storage_schema(crd: CRD) -> Schema:
+    versions = crd["spec"]["versions"]
+    schema: Schema = next(v for v in versions if v["storage"])["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _nodepool_v1beta1_schema(v1: Schema) -> Schema:
+    """A v1beta1 NodePool's fields as Karpenter's v1beta1 API had them, from the v1 schema.
+
+    v1beta1 had ``disruption.expireAfter`` (v1 moved it to the template),
+    ``nodeClassRef.apiVersion`` (v1 has ``group``), and ``kubelet`` and
+    ``resources`` in the template (v1 moved kubelet to the node class); it had
+    no ``terminationGracePeriod``.
+    """
+    schema = copy.deepcopy(v1)
+    spec = schema["properties"]["spec"]["properties"]
+    spec["disruption"]["properties"]["expireAfter"] = _string(pattern=DURATION_OR_NEVER_PATTERN)
+    claim = spec["template"]["properties"]["spec"]["properties"]
+    del claim["expireAfter"], claim["terminationGracePeriod"]
+    claim["nodeClassRef"]["properties"] = {"apiVersion": _string(), "kind": _string(), "name": _string()}
+    claim["kubelet"] = {"type": "object", "properties": _kubelet_properties()}
+    claim["resources"] = {
+        "type": "object",
+        "properties": {"requests": _resource_list("The least resources a node must have.")},
+    }
+    return schema
+
+
+def _ec2nodeclass_v1beta1_schema(v1: Schema) -> Schema:
+    """A v1beta1 EC2NodeClass's fields: v1's without kubelet, capacity reservations and AMI aliases."""
+    schema = copy.deepcopy(v1)
+    spec = schema["properties"]["spec"]["properties"]
+    del spec["kubelet"], spec["capacityReservationSelectorTerms"]
+    ami_term = spec["amiSelectorTerms"]["items"]["properties"]
+    del ami_term["alias"], ami_term["ssmParameter"]
+    return schema
+
+
+def read_schemas() -> dict[tuple[str, str], Schema]:
+    """The schema of every Karpenter kind and version ``karpy simulate`` and ``karpy validate`` read.
+
+    The v1 schemas are the CRDs' own; the v1beta1 ones are never served (the
+    CRDs refuse v1beta1 writes) but files in v1beta1 are read and converted,
+    so their fields are known too.
+    """
+    schemas: dict[tuple[str, str], Schema] = {}
+    for crd in all_crds():
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            if version["storage"]:
+                schemas[f"{spec['group']}/{version['name']}", spec["names"]["kind"]] = _storage_schema(crd)
+    schemas[f"{GROUP}/{V1BETA1}", "NodePool"] = _nodepool_v1beta1_schema(schemas[f"{GROUP}/{V1}", "NodePool"])
+    schemas[f"{EC2_GROUP}/{V1BETA1}", EC2_KIND] = _ec2nodeclass_v1beta1_schema(
+        schemas[f"{EC2_GROUP}/{V1}", EC2_KIND]
+    )
+    return schemas
