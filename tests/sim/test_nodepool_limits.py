@@ -1,4 +1,4 @@
-"""NodePool limits, end to end in the simulator.
+"""NodePool limits and pod priority, end to end in the simulator.
 
 A NodePool's limits are counted at the largest option of every NodeClaim
 not yet launched (Karpenter's rule: the limit holds whatever type the cloud
@@ -25,6 +25,17 @@ spec:
     spec:
       nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
   limits: {limits}
+"""
+
+
+def priority_pod(name: str, cpu: str, priority: int) -> str:
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  priority: {priority}
+  containers: [{{name: main, resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}}}]
 """
 
 
@@ -60,3 +71,15 @@ def test_under_a_limit_that_binds_as_many_pods_run_as_the_limit_allows() -> None
     assert len(stuck) == 3 and all(
         "NodePool default is at its cpu limit" in reason for reason in stuck.values()
     )
+
+
+def test_the_high_priority_pods_run_when_the_limit_allows_only_some() -> None:
+    simulation = run(
+        any_type_nodepool("{cpu: 2}"),
+        priority_pod("batch", "1500m", 0),
+        priority_pod("web", "1", 1000),
+    )
+    # One 2-CPU node, room for one of them: the larger would go first but for priority. (The
+    # simulated kube-scheduler binds by priority too, so the plan is what tells the difference.)
+    assert list(simulation.provisioner.last.unschedulable) == ["default/batch"]
+    assert running(simulation) == ["web"]

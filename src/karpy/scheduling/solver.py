@@ -6,8 +6,10 @@ a :class:`Plan` out. No client, no clock, no cloud.
 The algorithm is first-fit decreasing over flexible bins, the shape of
 Karpenter's scheduler:
 
-1. Pods are taken largest first (CPU, then memory, then name, so the plan is
-   deterministic whatever the input order).
+1. Pods are taken by priority (``spec.priority``, highest first), then
+   largest first (CPU, then memory, then name, so the plan is deterministic
+   whatever the input order). When capacity or a limit runs short, it is the
+   low-priority pods that stay pending; no running pod is preempted.
 2. Each pod tries the existing nodes and the NodeClaims already in flight,
    in name order, and takes the first whose labels, taints, free resources,
    host ports and topology admit it.
@@ -197,9 +199,10 @@ def pod_requests(pod: Pod) -> ResourceAmounts:
     return requests
 
 
-def _sort_key(pod: Pod) -> tuple[int, int, str]:
+def _sort_key(pod: Pod) -> tuple[int, int, int, str]:
+    """Placement order: higher priority first, then largest first (CPU, memory), then by key."""
     requests = pod.spec.requests
-    return (-requests.get("cpu", 0), -requests.get("memory", 0), pod.key)
+    return (-pod.spec.priority, -requests.get("cpu", 0), -requests.get("memory", 0), pod.key)
 
 
 def max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
@@ -1890,9 +1893,9 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
     """``pods`` in placement order, as runs of pods that schedule alike (a Deployment's replicas).
 
     Pods are alike when namespace, labels, spec and their volumes' terms are
-    equal. Groups go largest first (CPU, then memory), then by a written-out
-    signature, and pods within a group by key, so the plan does not depend on
-    the input order. Comparing specs directly, after a cheap bucket by
+    equal. Groups go by priority, highest first, then largest first (CPU,
+    then memory), then by a written-out signature, and pods within a group
+    by key, so the plan does not depend on the input order. Comparing specs directly, after a cheap bucket by
     labels and requests, writes out (``repr``) one spec per group rather
     than one per pod, which for a large plan was a tenth of the solve.
     """
@@ -1919,7 +1922,7 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
     def order(members: list[Pod]) -> tuple[object, ...]:
         first = members[0]
         return (
-            *_sort_key(first)[:2],
+            *_sort_key(first)[:3],
             first.metadata.namespace,
             repr(sorted(first.metadata.labels.items())),
             repr(first.spec),
