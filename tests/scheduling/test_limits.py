@@ -1,12 +1,17 @@
 """NodePool limits: what a new NodeClaim may keep of its options, and when a pod is refused.
 
-Karpenter counts the largest option of every NodeClaim it plans against the
-NodePool's limits, so a limit holds whatever type the cloud then picks, and
-it drops the options of a new NodeClaim that would break what the limits
-leave, launching with the rest. karpy does the same; these tests pin down
-that a limit the cluster is far from does not leave pods pending, that the
-limit still holds for every option kept, and that a pod is refused, naming
-the limit, only when no option fits what is left.
+Karpenter's own behaviour here is to filter options: it counts the largest
+option of every NodeClaim it plans against the NodePool's limits, so a limit
+holds whatever type the cloud then picks, and it drops the options of a new
+NodeClaim that would break what the limits leave and launches with the
+rest. karpy does the same. It also goes further, and says so: a NodeClaim
+planned earlier in the same pass gives up the large options its pods do not
+need when a later pod needs the room (Karpenter keeps what it counted when
+the NodeClaim was made), and when a limit still leaves pods pending the plan
+is made again with bigger, fuller nodes and kept if it runs more pods. These
+tests pin down that a limit the cluster is far from leaves no pod pending,
+that the limit still holds for every option kept, and that a pod is refused,
+naming the limit, only when no option fits what is left.
 """
 
 from __future__ import annotations

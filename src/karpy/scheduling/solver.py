@@ -20,18 +20,18 @@ Karpenter's scheduler:
    fits the summed requests plus the DaemonSets that would run on that type.
    A pod joins a bin if at least one option survives the join.
 4. Otherwise it opens a bin in the first NodePool, by descending weight, that
-   it tolerates, is compatible with, and whose limits leave room. Every bin
-   of a pool with limits counts its largest option against them, as
-   Karpenter does, so a limit is never exceeded whatever type the cloud
-   picks; and, as Karpenter does, a new bin keeps only the options that fit
-   what the limits leave, and opens with those. A bin opened while the pool
-   had room keeps options far larger than its pods need, so when no option
-   fits, the pool's bins first give up their largest options (their pods
-   fit every option they keep); only when even their smallest leave no room
-   is the pod refused there, with the reason naming the limit, and the next
-   pool tried. If a limit leaves pods pending, the plan is made once more
-   with the bins of limited pools growing whatever it costs, and the plan
-   running more pods is kept (see ``_solve``).
+   it tolerates, is compatible with, and whose limits leave room. As in
+   Karpenter, every bin of a pool with limits counts its largest option
+   against them, so a limit is never exceeded whatever type the cloud picks,
+   and a new bin keeps only the options that fit what the limits leave and
+   opens with those. A bin opened while the pool had room keeps options far
+   larger than its pods need, so when no option fits, the pool's bins first
+   give up their largest options (their pods fit every option they keep;
+   see ``_make_room``). Only when even their smallest leave no room is the
+   pod refused there, with the reason naming the limit, and the next pool
+   tried. If a limit leaves pods pending, the plan is made once more with
+   the bins of limited pools growing whatever it costs, and the plan running
+   more pods is kept (see ``_solve``).
 5. A pod that fits nowhere gives up one preference (see
    :mod:`karpy.scheduling.constraints`) and tries again; when none is left it
    stays pending with a reason per NodePool.
@@ -1895,9 +1895,10 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
     Pods are alike when namespace, labels, spec and their volumes' terms are
     equal. Groups go by priority, highest first, then largest first (CPU,
     then memory), then by a written-out signature, and pods within a group
-    by key, so the plan does not depend on the input order. Comparing specs directly, after a cheap bucket by
-    labels and requests, writes out (``repr``) one spec per group rather
-    than one per pod, which for a large plan was a tenth of the solve.
+    by key, so the plan does not depend on the input order. Comparing specs
+    directly, after a cheap bucket by labels and requests, writes out
+    (``repr``) one spec per group rather than one per pod, which for a large
+    plan was a tenth of the solve.
     """
     buckets: dict[tuple[object, ...], list[tuple[Pod, list[Pod]]]] = {}
     for pod in pods:
