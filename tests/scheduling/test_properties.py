@@ -67,9 +67,19 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Pod], list[NodePoolCapacity]]:
     for index in range(draw(st.integers(1, 3))):
         tainted = draw(st.booleans())
         template = "      taints: [{key: dedicated, effect: NoSchedule}]" if tainted else ""
-        limit = draw(st.one_of(st.none(), st.integers(0, 40)))
         nodepool = make_nodepool(f"pool{index}", f"  weight: {draw(st.integers(1, 100))}", template)
-        remaining = None if limit is None else {"cpu": limit * 1000}
+        remaining = draw(
+            st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {"cpu": st.integers(0, 40).map(lambda cpus: cpus * 1000)},
+                    optional={
+                        "memory": st.integers(0, 128).map(lambda gib: gib * 1024**3),
+                        "nodes": st.integers(0, 8),
+                    },
+                ),
+            )
+        )
         overhead = {"cpu": draw(st.integers(0, 500)), "pods": draw(st.integers(0, 2))}
         pools.append(NodePoolCapacity(nodepool, draw(instance_types()), overhead, remaining))
     return draw(pods()), pools

@@ -6,8 +6,10 @@ a :class:`Plan` out. No client, no clock, no cloud.
 The algorithm is first-fit decreasing over flexible bins, the shape of
 Karpenter's scheduler:
 
-1. Pods are taken largest first (CPU, then memory, then name, so the plan is
-   deterministic whatever the input order).
+1. Pods are taken by priority (``spec.priority``, highest first), then
+   largest first (CPU, then memory, then name, so the plan is deterministic
+   whatever the input order). When capacity or a limit runs short, it is the
+   low-priority pods that stay pending; no running pod is preempted.
 2. Each pod tries the existing nodes and the NodeClaims already in flight,
    in name order, and takes the first whose labels, taints, free resources,
    host ports and topology admit it.
@@ -18,9 +20,18 @@ Karpenter's scheduler:
    fits the summed requests plus the DaemonSets that would run on that type.
    A pod joins a bin if at least one option survives the join.
 4. Otherwise it opens a bin in the first NodePool, by descending weight, that
-   it tolerates, is compatible with, and whose limits leave room (counting
-   the largest option of every bin already opened, as Karpenter does, so a
-   limit is never exceeded whatever type the cloud picks).
+   it tolerates, is compatible with, and whose limits leave room. As in
+   Karpenter, every bin of a pool with limits counts its largest option
+   against them, so a limit is never exceeded whatever type the cloud picks,
+   and a new bin keeps only the options that fit what the limits leave and
+   opens with those. A bin opened while the pool had room keeps options far
+   larger than its pods need, so when no option fits, the pool's bins first
+   give up their largest options (their pods fit every option they keep;
+   see ``_make_room``). Only when even their smallest leave no room is the
+   pod refused there, with the reason naming the limit, and the next pool
+   tried. If a limit leaves pods pending, the plan is made once more with
+   the bins of limited pools growing whatever it costs, and the plan running
+   more pods is kept (see ``_solve``).
 5. A pod that fits nowhere gives up one preference (see
    :mod:`karpy.scheduling.constraints`) and tries again; when none is left it
    stays pending with a reason per NodePool.
@@ -188,9 +199,10 @@ def pod_requests(pod: Pod) -> ResourceAmounts:
     return requests
 
 
-def _sort_key(pod: Pod) -> tuple[int, int, str]:
+def _sort_key(pod: Pod) -> tuple[int, int, int, str]:
+    """Placement order: higher priority first, then largest first (CPU, memory), then by key."""
     requests = pod.spec.requests
-    return (-requests.get("cpu", 0), -requests.get("memory", 0), pod.key)
+    return (-pod.spec.priority, -requests.get("cpu", 0), -requests.get("memory", 0), pod.key)
 
 
 def max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
@@ -516,8 +528,15 @@ class _Scheduler:
         pools: Sequence[NodePoolCapacity],
         requested_resources: Iterable[str] = (),
         volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+        *,
+        fill_limited_pools: bool = False,
     ) -> None:
         self.volume_terms = volume_terms or {}
+        # NodeClaims of pools with limits grow whatever growing costs (see ``_solve``).
+        self.fill_limited_pools = fill_limited_pools
+        # Whether a limit turned away a pod that was then left pending.
+        self.left_at_limit = False
+        self._limit_refusals = 0
         self.pools = sorted(pools, key=lambda pool: (-(pool.nodepool.weight or 0), pool.nodepool.name))
         self.pool_requirements = {pool.nodepool.name: self._pool_requirements(pool) for pool in self.pools}
         # A function of the pools, not a bound method: the scheduler and its topology must not
@@ -621,6 +640,7 @@ class _Scheduler:
             self._movable.update(pod.key for pod in pods)
         remaining = list(pods)
         reasons: list[str] = []
+        limit_refusals = self._limit_refusals
         while remaining and constraints is not None:
             reasons = []
             if self._is_topology_free(constraints):
@@ -630,6 +650,8 @@ class _Scheduler:
             if remaining:
                 constraints = constraints.relax()
         reason = "; ".join(reasons) if reasons else "no NodePool exists"
+        if remaining and self._limit_refusals > limit_refusals:
+            self.left_at_limit = True
         for pod in remaining:
             plan.unschedulable[pod.key] = reason
 
@@ -1249,6 +1271,8 @@ class _Scheduler:
         count: int,
     ) -> bool:
         """Whether taking ``count`` more pods at price ``after`` costs more than fresh nodes for them."""
+        if self.fill_limited_pools and pool.remaining is not None:
+            return False
         step = after - target.cheapest_price
         return step > 0 and step > self._alone(pool, option, requests, count)
 
@@ -1360,7 +1384,6 @@ class _Scheduler:
             if not admission.ok:
                 reason = admission.reason
                 continue
-            reserved_elsewhere = self._reserved_in_pool(pool) if pool.remaining is not None else {}
             for narrowed in self._narrowings(constraints, merged, admission):
                 opening = self._opening(pool, merged, narrowed, fitting_rows, requests)
                 if opening is None:
@@ -1368,24 +1391,12 @@ class _Scheduler:
                     continue
                 rows = opening.rows
                 if pool.remaining is not None:
-                    options = self._types(pool, rows)
-                    within_at = [
-                        index
-                        for index, t in enumerate(options)
-                        if _within(add_amounts(reserved_elsewhere, max_capacity([t])), pool.remaining)
-                    ]
-                    within = [options[index] for index in within_at]
-                    if not within:
-                        smallest = add_amounts(
-                            reserved_elsewhere, max_capacity([min(options, key=_capacity_key)])
-                        )
-                        over = sorted(r for r, limit in pool.remaining.items() if smallest.get(r, 0) > limit)
-                        reason = (
-                            f"NodePool {pool.nodepool.name} is at its {', '.join(over) or 'resource'} limit"
-                        )
+                    within = self._within_limits(pool, rows)
+                    if isinstance(within, str):
+                        reason = within
                         continue
-                    options, rows = within, rows[np.asarray(within_at, dtype=np.intp)]
-                    if not min_values_met(narrowed, options):
+                    rows = within
+                    if not min_values_met(narrowed, self._types(pool, rows)):
                         reason = "the instance types within the NodePool's limits do not satisfy minValues"
                         continue
                 target.update(narrowed, rows, dict(requests))
@@ -1401,6 +1412,106 @@ class _Scheduler:
                 self._commit(constraints, target, admission.allowed)
                 return None
         return reason
+
+    def _within_limits(
+        self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.intp] | str:
+        """The options at ``rows`` a new NodeClaim of ``pool`` may have under its limits, or why none.
+
+        An option is kept when, counted at its capacity beside the largest option
+        of every NodeClaim of the pool this plan has opened, it stays within what
+        the limits leave: whatever type the cloud then picks for each, the limit
+        holds. If none is, those NodeClaims first give up the options they do not
+        need (``_make_room``); the pod is refused, naming the limit, only when
+        even their smallest options leave no room for the smallest of these.
+        """
+        remaining = pool.remaining
+        assert remaining is not None
+        options = self._types(pool, rows)
+        smallest = max_capacity([min(options, key=_capacity_key)])
+        reserved = self._reserved_in_pool(pool)
+        if not _within(add_amounts(reserved, smallest), remaining) and self._make_room(pool, smallest):
+            reserved = self._reserved_in_pool(pool)
+        within_at = [
+            index
+            for index, option in enumerate(options)
+            if _within(add_amounts(reserved, max_capacity([option])), remaining)
+        ]
+        if not within_at:
+            at_smallest = add_amounts(reserved, smallest)
+            over = sorted(r for r, limit in remaining.items() if at_smallest.get(r, 0) > limit)
+            self._limit_refusals += 1
+            return f"NodePool {pool.nodepool.name} is at its {', '.join(over) or 'resource'} limit"
+        return rows[np.asarray(within_at, dtype=np.intp)]
+
+    def _make_room(self, pool: NodePoolCapacity, needed: ResourceAmounts) -> bool:
+        """Cut this plan's NodeClaims of ``pool`` down to smaller options until ``needed`` fits its limits.
+
+        Each NodeClaim counts its largest option against the limits, and one
+        opened while the pool had room keeps options far larger than its pods
+        need (up to a 96-CPU type for one 1-CPU pod). Left so, a few such
+        NodeClaims would turn every later pod away at a limit the cluster is
+        far from. So, the largest reservations first, a NodeClaim drops the
+        options that the shortfall says it cannot keep, or, when that would
+        leave none, every option larger than its smallest. Its pods fit every
+        option it keeps (it only ever had options that fit them), its
+        requirements do not change, and a cut that would break its
+        ``minValues`` is not made. Nothing is cut unless the shortfall is
+        covered in full (returns whether it was). A ``nodes`` limit cannot be
+        helped this way: each NodeClaim is one node whatever its options.
+        """
+        remaining = pool.remaining
+        assert remaining is not None
+        reserved = self._reserved_in_pool(pool)
+        short = {
+            resource: reserved.get(resource, 0) + needed.get(resource, 0) - limit
+            for resource, limit in remaining.items()
+            if reserved.get(resource, 0) + needed.get(resource, 0) > limit
+        }
+        if NODES_RESOURCE in short:
+            return False
+        resources = sorted(short)
+        targets = sorted(
+            (target for target in self.bins if target.pool is pool),
+            key=lambda target: [-target.reserved.get(resource, 0) for resource in resources],
+        )
+        cuts: list[tuple[_Target, npt.NDArray[np.intp]]] = []
+        for target in targets:
+            if not short:
+                break
+            rows = self._cut(target, short)
+            if rows is None:
+                continue
+            cuts.append((target, rows))
+            after = max_capacity(self._types(pool, rows))
+            for resource in list(short):
+                short[resource] -= target.reserved.get(resource, 0) - after.get(resource, 0)
+                if short[resource] <= 0:
+                    del short[resource]
+        if short:
+            return False
+        for target, rows in cuts:
+            target.update(target.requirements, rows, target.requests)
+            target.headroom = self._most_room(pool, rows)
+            self._refresh_rooms(target)
+        return True
+
+    def _cut(self, target: _Target, short: Mapping[str, int]) -> npt.NDArray[np.intp] | None:
+        """The options ``target`` keeps to free ``short`` of its reservation, or as much as it can.
+
+        None when it cannot free any (its options are already its smallest) or
+        when what is left would not satisfy its ``minValues``.
+        """
+        options = target.options
+        ceiling = {resource: target.reserved.get(resource, 0) - amount for resource, amount in short.items()}
+        keep = [index for index, option in enumerate(options) if _within(option.capacity, ceiling)]
+        if not keep:
+            smallest = min(options, key=_capacity_key).capacity
+            ceiling = {resource: smallest.get(resource, 0) for resource in short}
+            keep = [index for index, option in enumerate(options) if _within(option.capacity, ceiling)]
+        if len(keep) == len(options) or not min_values_met(target.requirements, [options[i] for i in keep]):
+            return None
+        return target.rows[np.asarray(keep, dtype=np.intp)]
 
     def _fitting_rows(
         self,
@@ -1782,11 +1893,12 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
     """``pods`` in placement order, as runs of pods that schedule alike (a Deployment's replicas).
 
     Pods are alike when namespace, labels, spec and their volumes' terms are
-    equal. Groups go largest first (CPU, then memory), then by a written-out
-    signature, and pods within a group by key, so the plan does not depend on
-    the input order. Comparing specs directly, after a cheap bucket by
-    labels and requests, writes out (``repr``) one spec per group rather
-    than one per pod, which for a large plan was a tenth of the solve.
+    equal. Groups go by priority, highest first, then largest first (CPU,
+    then memory), then by a written-out signature, and pods within a group
+    by key, so the plan does not depend on the input order. Comparing specs
+    directly, after a cheap bucket by labels and requests, writes out
+    (``repr``) one spec per group rather than one per pod, which for a large
+    plan was a tenth of the solve.
     """
     buckets: dict[tuple[object, ...], list[tuple[Pod, list[Pod]]]] = {}
     for pod in pods:
@@ -1811,7 +1923,7 @@ def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requi
     def order(members: list[Pod]) -> tuple[object, ...]:
         first = members[0]
         return (
-            *_sort_key(first)[:2],
+            *_sort_key(first)[:3],
             first.metadata.namespace,
             repr(sorted(first.metadata.labels.items())),
             repr(first.spec),
@@ -1867,13 +1979,53 @@ def _solve(
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]],
 ) -> Plan:
+    """The plan for ``pods``; made a second time, filling limited pools, if a limit left pods pending.
+
+    A NodeClaim grows to a bigger type only when that is cheaper than fresh
+    nodes (step 3), which spreads pods over many small NodeClaims. Under a
+    limit that binds, fresh nodes are not to be had and small nodes spend the
+    limit worst (each loses its reserved CPU and memory, and a 2-CPU node
+    takes one 1-CPU pod): ten such pods under an 8-CPU limit get four nodes of
+    one pod, where one 8-CPU node takes seven. So when a limit leaves pods
+    pending, the plan is made again with the NodeClaims of limited pools
+    growing whatever it costs (first-fit as Karpenter does it), and the plan
+    that runs more pods, the highest priorities first, is kept. Plans that
+    no limit cuts short are made once, as before.
+    """
+    groups = _alike_groups(pods, volume_terms)
+    plan, left_at_limit = _plan(groups, existing, pools, volume_terms, fill_limited_pools=False)
+    if left_at_limit:
+        fuller, _ = _plan(groups, existing, pools, volume_terms, fill_limited_pools=True)
+        if _placed_by_priority(fuller, pods) > _placed_by_priority(plan, pods):
+            plan = fuller
+    return plan
+
+
+def _plan(
+    groups: Sequence[Sequence[Pod]],
+    existing: Sequence[ExistingCapacity],
+    pools: Sequence[NodePoolCapacity],
+    volume_terms: Mapping[str, Sequence[Requirements]],
+    *,
+    fill_limited_pools: bool,
+) -> tuple[Plan, bool]:
+    """One plan for the ``groups`` of alike pods, and whether a limit left some pending."""
     plan = Plan()
-    scheduler = _Scheduler(
-        existing, pools, {resource for pod in pods for resource in pod.spec.requests}, volume_terms
-    )
-    for group in _alike_groups(pods, volume_terms):
+    requested = {resource for group in groups for pod in group for resource in pod.spec.requests}
+    scheduler = _Scheduler(existing, pools, requested, volume_terms, fill_limited_pools=fill_limited_pools)
+    for group in groups:
         scheduler.place_group(group, plan)
     scheduler.repack()
     prices = _Prices()
     plan.new_nodeclaims = [_finish(target, prices) for target in scheduler.bins]
-    return plan
+    return plan, scheduler.left_at_limit
+
+
+def _placed_by_priority(plan: Plan, pods: Sequence[Pod]) -> list[int]:
+    """How many pods the plan places at each priority, highest first (compared as a whole)."""
+    placed: dict[int, int] = {}
+    for pod in pods:
+        placed.setdefault(pod.spec.priority, 0)
+        if pod.key not in plan.unschedulable:
+            placed[pod.spec.priority] += 1
+    return [placed[priority] for priority in sorted(placed, reverse=True)]
