@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from karpy.api._reader import FieldReader
+from karpy.api.conditions import Condition
 from karpy.api.core import read_resources
 from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts
@@ -84,6 +85,21 @@ class KubeletConfiguration:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeClassStatus:
+    """The part of a node class' status karpy writes: its conditions (``Ready``).
+
+    An EC2NodeClass' status holds more (resolved subnets, AMIs); the cluster
+    adapters keep what a record does not hold when they write this back.
+    """
+
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> NodeClassStatus:
+        return cls(conditions=reader.items("conditions", Condition.parse))
+
+
+@dataclass(frozen=True, slots=True)
 class EC2NodeClass:
     metadata: ObjectMeta
     subnet_selector_terms: tuple[SelectorTerm, ...]
@@ -94,6 +110,7 @@ class EC2NodeClass:
     tags: dict[str, str] = field(default_factory=dict)
     kubelet: KubeletConfiguration = field(default_factory=KubeletConfiguration)
     converted_from: str = ""
+    status: NodeClassStatus = field(default_factory=NodeClassStatus)
 
     kind = EC2_KIND
     group = EC2_GROUP
@@ -134,6 +151,7 @@ class EC2NodeClass:
             tags=spec.str_map("tags"),
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
             converted_from=converted_from,
+            status=NodeClassStatus.parse(reader.obj("status")),
         )
 
     @property
@@ -144,13 +162,17 @@ class EC2NodeClass:
 @dataclass(frozen=True, slots=True)
 class KWOKNodeClass:
     metadata: ObjectMeta
+    status: NodeClassStatus = field(default_factory=NodeClassStatus)
 
     kind = KWOK_KIND
     group = KWOK_GROUP
 
     @classmethod
     def parse(cls, reader: FieldReader) -> KWOKNodeClass:
-        return cls(metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False))
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            status=NodeClassStatus.parse(reader.obj("status")),
+        )
 
     @property
     def name(self) -> str:

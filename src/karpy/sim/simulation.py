@@ -32,6 +32,7 @@ from karpy.controllers.disruption import DisruptionController, NodeClaimDisrupti
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime, Watch
 from karpy.controllers.termination import Terminator
@@ -113,6 +114,7 @@ class Simulation:
                 self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
             ),
             self.disruption,
+            NodePoolStatusController(self.cluster, cloud_for(NodePoolStatusController.name), self.clock),
             SimulatedKubeScheduler(self.cluster),
             SimulatedKubelet(self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet),
             SimulatedWorkloadControllers(self.cluster),
