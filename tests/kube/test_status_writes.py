@@ -15,8 +15,11 @@ from tests.kube.test_cluster_writes import FakeTransport, cluster_over
 from karpy.api.conditions import Condition
 from karpy.api.nodeclass import EC2NodeClass, NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, NodePoolStatus
+from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.kube._encode import merged_owned_status
 from karpy.kube._resources import EC2_NODE_CLASS, NODEPOOL
+from karpy.kube.cluster import WallClock
 
 POOL_PATH = "/apis/karpenter.sh/v1/nodepools/default"
 
@@ -154,3 +157,35 @@ def test_a_node_class_status_write_keeps_the_fields_karpy_does_not_model() -> No
     method, path, body = transport.requests[-1]
     assert (method, path) == ("PUT", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status")
     assert isinstance(body, dict) and body["status"]["subnets"] == stored_status["subnets"]
+
+
+def test_the_controller_reports_an_unreadable_nodepool_once_with_a_warning_event() -> None:
+    stored = raw_nodepool(limits={"cpu": -5})
+    transport = FakeTransport(
+        lambda method, path, body: stored if method == "GET" else echo(method, path, body)
+    )
+    cluster = cluster_over(transport)
+    cluster.replace(NODEPOOL, [stored])
+    controller = NodePoolStatusController(cluster, KwokCloudProvider(cluster), WallClock())
+    controller.reconcile("NodePool/default")
+    assert cluster.flush_events(10)
+    writes = [(method, path, body) for method, path, body in transport.requests if method in ("PUT", "POST")]
+    assert [(method, path) for method, path, _ in writes] == [
+        ("PUT", f"{POOL_PATH}/status"),
+        ("POST", "/api/v1/namespaces/default/events"),
+    ]
+    status = writes[0][2]
+    assert isinstance(status, dict)
+    validation = {entry["type"]: entry for entry in status["status"]["conditions"]}["ValidationSucceeded"]
+    assert validation["status"] == "False" and validation["message"].startswith("spec.limits.cpu: ")
+    event = writes[1][2]
+    assert isinstance(event, dict)
+    assert (event["type"], event["reason"]) == ("Warning", "NodePoolValidationFailed")
+    assert event["involvedObject"]["kind"] == "NodePool" and "spec.limits.cpu" in event["message"]
+    # The status as written comes back through the watch: nothing more is written or recorded.
+    cluster.replace(NODEPOOL, [echo("PUT", "", status)])
+    sent = len(transport.requests)
+    controller.reconcile("NodePool/default")
+    assert cluster.flush_events(10)
+    assert len(transport.requests) == sent
+    cluster.close()

@@ -42,6 +42,17 @@ from fresh state, which it must handle anyway). How each kind is written:
   ``metadata.resourceVersion`` as a precondition, so nothing karpy's slim
   records leave out (a Node's nodeInfo, a Pod's containers) is lost.
 - Other kinds get a metadata merge patch (labels, annotations, finalizers).
+- The status of NodePools and node classes (``update_status``) is a PUT of
+  the ``/status`` subresource: the server's object with the status fields
+  karpy owns replaced, the others kept, checked against the resourceVersion.
+
+**A NodePool that cannot be read** (the CRD accepted what karpy's reading
+refuses, say ``limits.cpu: -5``) is not in :meth:`nodepools`, so nothing is
+ever launched from it, but it is not forgotten either: it is kept as an
+:class:`~karpy.api.nodepool.UnreadableNodePool` (its metadata, the field at
+fault, its status) in :meth:`unreadable_nodepools`, and its changes are
+announced under ``UnreadableNodePool``, so the NodePool status controller can
+report the fault on the object itself.
 
 A 403 whose Status names the cause ``NamespaceTerminating`` (a namespace
 being deleted accepts nothing new) raises :class:`NamespaceTerminatingError`;

@@ -521,6 +521,7 @@ def nodepool_crd() -> CRD:
         "properties": {
             "conditions": _conditions(),
             "resources": _resource_list("The resources of the pool's nodes, and their count (nodes)."),
+            "nodes": {"type": "integer", "format": "int64", "description": "The number of the pool's nodes."},
             "nodeClassObservedGeneration": {"type": "integer", "format": "int64"},
         },
     }
