@@ -2,7 +2,7 @@
 
 The simulator and this module wire the very same controllers (provisioning,
 the NodeClaim lifecycle and pod events, disruption conditions, disruption,
-termination) to a :class:`~karpy.controllers.runtime.Runtime`; what differs is
+termination, NodePool and node class status) to a :class:`~karpy.controllers.runtime.Runtime`; what differs is
 what they are wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over
 the apiserver of a kubeconfig, the wall clock, and the
 :class:`~karpy.cloud.kwok.provider.KwokCloudProvider`, whose "instances" are

@@ -1,7 +1,7 @@
 """``karpy simulate``: the real controllers, an in-memory cluster, virtual time.
 
-The provisioning, NodeClaim lifecycle, disruption and termination controllers
-are the very objects ``karpy run`` uses; only what they are wired to differs:
+The provisioning, NodeClaim lifecycle, disruption, termination and NodePool
+status controllers are the very objects ``karpy run`` uses; only what they are wired to differs:
 an :class:`~karpy.sim.store.InMemoryCluster` instead of an apiserver, a
 :class:`~karpy.sim.cloud.SimulatedCloud` instead of EC2, a
 :class:`~karpy.sim.clock.VirtualClock` instead of the wall clock, and
