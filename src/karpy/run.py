@@ -2,7 +2,7 @@
 
 The simulator and this module wire the very same controllers (provisioning,
 the NodeClaim lifecycle and pod events, disruption conditions, disruption,
-termination) to a :class:`~karpy.controllers.runtime.Runtime`; what differs is
+termination, NodePool and node class status) to a :class:`~karpy.controllers.runtime.Runtime`; what differs is
 what they are wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over
 the apiserver of a kubeconfig, the wall clock, and the
 :class:`~karpy.cloud.kwok.provider.KwokCloudProvider`, whose "instances" are
@@ -72,6 +72,7 @@ from karpy.cloud.provider import CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime
 from karpy.controllers.termination import Terminator
@@ -181,6 +182,7 @@ class Runner:
             Terminator(self.cluster, cloud("termination"), self.clock, metrics),
             NodeClaimDisruptionConditions(self.cluster, self.clock, cloud("nodeclaim.disruption"), metrics),
             DisruptionController(self.cluster, self.clock, cloud("disruption"), metrics=metrics),
+            NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
             *metrics_controllers(self.cluster, self.clock, metrics),
         ):
             self.runtime.register(controller)

@@ -11,11 +11,13 @@ from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, l
 from karpy import __version__
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool
 from karpy.cloud.provider import (
     CloudProviderError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
+    NodeClassProblem,
     RepairPolicy,
 )
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, reason_label
@@ -186,6 +188,9 @@ class FailingCloud:
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return []
+
+    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
+        return None
 
 
 @pytest.mark.parametrize(

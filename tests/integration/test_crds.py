@@ -142,6 +142,19 @@ def test_invalid_v1_nodepool_is_rejected(crds: ControlPlane, spec_lines: str, ex
     assert expected in error
 
 
+@pytest.mark.parametrize("cpu", ['"-5"', "-5", '"-500m"'], ids=["string", "integer", "millicores"])
+def test_a_negative_limit_is_rejected(crds: ControlPlane, cpu: str) -> None:
+    manifest = nodepool("it-crds-negative", f"  limits: {{cpu: {cpu}, memory: 1Gi}}\n")
+    error = kubectl_failing(crds, "create", "-f", "-", stdin=manifest)
+    assert "is invalid" in error and "spec.limits.cpu" in error
+
+
+def test_non_negative_limits_are_accepted(crds: ControlPlane) -> None:
+    manifest = nodepool("it-crds-limits", '  limits: {cpu: 5, memory: "+1Gi", nvidia.com/gpu: "0"}\n')
+    crds.kubectl("create", "-f", "-", stdin=manifest)
+    crds.kubectl("delete", "nodepool", "it-crds-limits", "--wait=true")
+
+
 def test_restricted_requirement_key_is_rejected_by_cel(crds: ControlPlane) -> None:
     manifest = nodepool("it-crds-hostname").replace(
         "requirements: []", "requirements: [{key: kubernetes.io/hostname, operator: Exists}]"

@@ -157,8 +157,14 @@ def _quantity() -> Schema:
     }
 
 
-def _resource_list(description: str) -> Schema:
-    return {"type": "object", "description": description, "additionalProperties": _quantity()}
+def _resource_list(description: str, *, non_negative: bool = False) -> Schema:
+    amount = _quantity()
+    if non_negative:
+        # A negative limit caps nothing and karpy cannot read it: refused at the door. The
+        # pattern's sign is only "+" for strings; an integer needs a minimum of its own.
+        amount["pattern"] = QUANTITY_PATTERN.replace(r"^(\+|-)?", r"^\+?", 1)
+        amount["minimum"] = 0
+    return {"type": "object", "description": description, "additionalProperties": amount}
 
 
 def _rule(rule: str, message: str) -> dict[str, str]:
@@ -532,7 +538,9 @@ def nodepool_crd() -> CRD:
         "properties": {
             "template": template,
             "disruption": disruption,
-            "limits": _resource_list("Caps on the resources of all the pool's nodes together."),
+            "limits": _resource_list(
+                "Caps on the resources of all the pool's nodes together.", non_negative=True
+            ),
             "weight": {
                 "type": "integer",
                 "format": "int32",
@@ -547,6 +555,7 @@ def nodepool_crd() -> CRD:
         "properties": {
             "conditions": _conditions(),
             "resources": _resource_list("The resources of the pool's nodes, and their count (nodes)."),
+            "nodes": {"type": "integer", "format": "int64", "description": "The number of the pool's nodes."},
             "nodeClassObservedGeneration": {"type": "integer", "format": "int64"},
         },
     }

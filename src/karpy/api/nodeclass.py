@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from karpy.api._reader import FieldReader
+from karpy.api.conditions import Condition
 from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.meta import ObjectMeta
@@ -87,6 +88,21 @@ class KubeletConfiguration:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeClassStatus:
+    """The part of a node class' status karpy writes: its conditions (``Ready``).
+
+    An EC2NodeClass' status holds more (resolved subnets, AMIs); the cluster
+    adapters keep what a record does not hold when they write this back.
+    """
+
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> NodeClassStatus:
+        return cls(conditions=reader.items("conditions", Condition.parse))
+
+
+@dataclass(frozen=True, slots=True)
 class EC2NodeClass:
     metadata: ObjectMeta
     subnet_selector_terms: tuple[SelectorTerm, ...]
@@ -100,6 +116,7 @@ class EC2NodeClass:
     # What the conversion from converted_from changed (karpy.api.conversion); not part
     # of what the class is, so left out of comparisons.
     conversion_notes: tuple[str, ...] = field(default=(), compare=False)
+    status: NodeClassStatus = field(default_factory=NodeClassStatus)
 
     kind = EC2_KIND
     group = EC2_GROUP
@@ -138,6 +155,7 @@ class EC2NodeClass:
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
             converted_from=converted_from,
             conversion_notes=notes,
+            status=NodeClassStatus.parse(reader.obj("status")),
         )
 
     @property
@@ -175,13 +193,17 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
 @dataclass(frozen=True, slots=True)
 class KWOKNodeClass:
     metadata: ObjectMeta
+    status: NodeClassStatus = field(default_factory=NodeClassStatus)
 
     kind = KWOK_KIND
     group = KWOK_GROUP
 
     @classmethod
     def parse(cls, reader: FieldReader) -> KWOKNodeClass:
-        return cls(metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False))
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            status=NodeClassStatus.parse(reader.obj("status")),
+        )
 
     @property
     def name(self) -> str:

@@ -9,6 +9,15 @@ manifests apply unchanged:
 - ``spec.weight`` is 1..100 and orders NodePools, higher first;
 - ``spec.limits`` caps the resources of all the pool's nodes together.
 
+``status`` is what Karpenter writes and ``kubectl get nodepools`` prints:
+``resources`` (the capacity of the pool's nodes, with their count under
+``nodes``), ``nodes``, ``nodeClassObservedGeneration`` and the conditions
+``ValidationSucceeded``, ``NodeClassReady`` and ``Ready`` (true when both
+others are). A NodePool stored on a server that karpy cannot read (it was
+accepted by a CRD laxer than karpy's reading) is kept as an
+:class:`UnreadableNodePool`: its name, the field at fault and its stored
+status, so that the fault can be reported on the object itself.
+
 Many guides still print ``karpenter.sh/v1beta1``. Those manifests are
 converted on read, as Karpenter's conversion webhook did:
 WhenUnderutilized becomes WhenEmptyOrUnderutilized (with ``consolidateAfter:
@@ -25,12 +34,14 @@ path it maps to; each change is noted (:mod:`karpy.api.conversion`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.conditions import Condition
 from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.duration import DurationError, parse_duration, parse_optional_duration
@@ -65,6 +76,10 @@ DEFAULT_BUDGET_NODES = "10%"
 NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
 NODEPOOL_HASH_VERSION = "v3"
+
+CONDITION_READY = "Ready"
+CONDITION_NODECLASS_READY = "NodeClassReady"
+CONDITION_VALIDATION_SUCCEEDED = "ValidationSucceeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +244,26 @@ class Disruption:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePoolStatus:
+    """``status``: the resources of the pool's nodes and the pool's conditions."""
+
+    # Capacity of the pool's nodes summed, with their count under "nodes" (as Karpenter's).
+    resources: ResourceAmounts = field(default_factory=dict)
+    nodes: int | None = None
+    node_class_observed_generation: int | None = None
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> NodePoolStatus:
+        return cls(
+            resources=read_resources(reader, "resources"),
+            nodes=reader.integer("nodes"),
+            node_class_observed_generation=reader.integer("nodeClassObservedGeneration"),
+            conditions=reader.items("conditions", Condition.parse),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NodePool:
     metadata: ObjectMeta
     template: NodeClaimTemplate
@@ -239,6 +274,7 @@ class NodePool:
     # What the conversion from converted_from changed (karpy.api.conversion); not part
     # of what the pool is, so left out of comparisons.
     conversion_notes: tuple[str, ...] = field(default=(), compare=False)
+    status: NodePoolStatus = field(default_factory=NodePoolStatus)
 
     kind = "NodePool"
 
@@ -266,6 +302,7 @@ class NodePool:
             weight=weight,
             converted_from=converted_from,
             conversion_notes=notes,
+            status=NodePoolStatus.parse(reader.obj("status")),
         )
 
     @property
@@ -292,6 +329,55 @@ class NodePool:
         }
         digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
         return str(int(digest[:16], 16))
+
+
+def status_only_change(old: object | None, new: object | None) -> bool:
+    """Whether ``old`` and ``new`` are one NodePool whose status alone changed.
+
+    Controllers that act on what a NodePool asks for skip such changes: a
+    status write is the pool's own bookkeeping, and reacting to it would
+    make every status write a trigger for more work.
+    """
+    if not isinstance(old, NodePool) or not isinstance(new, NodePool):
+        return False
+    same_version = old.metadata.with_changes(resource_version=new.metadata.resource_version)
+    return dataclasses.replace(old, metadata=same_version, status=new.status) == new
+
+
+# The cache table and change notifications of UnreadableNodePool records.
+UNREADABLE_NODEPOOL = "UnreadableNodePool"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableNodePool:
+    """A stored NodePool karpy cannot read: its metadata, the field at fault and why, its status."""
+
+    metadata: ObjectMeta
+    path: str
+    message: str
+    status: NodePoolStatus = field(default_factory=NodePoolStatus)
+
+    kind = "NodePool"
+
+    @classmethod
+    def of(cls, raw: dict[str, Any], error: ManifestError) -> UnreadableNodePool:
+        """The record of ``raw``, which failed to parse with ``error`` (its status read if it can be)."""
+        reader = FieldReader(raw)
+        metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=False)
+        try:
+            status = NodePoolStatus.parse(reader.obj("status"))
+        except ManifestError:
+            status = NodePoolStatus()  # rewritten whole by the next status write
+        return cls(metadata, error.path, error.message, status)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def with_version(self, resource_version: str) -> UnreadableNodePool:
+        return dataclasses.replace(
+            self, metadata=self.metadata.with_changes(resource_version=resource_version)
+        )
 
 
 def _taint_order(taint: Taint) -> tuple[str, str, str]:

@@ -12,6 +12,10 @@ lets the same controllers drive AWS, kwok-style fake nodes and the simulator:
 - ``get_instance_types`` lists what a NodePool may launch, with offerings and
   their current availability;
 - ``is_drifted`` reports provider-side drift (the node class changed);
+- ``node_class_problem`` says whether the provider serves a node class and
+  whether it is ready: ``None`` when NodePools using it can launch, else the
+  reason and message a NodePool's ``NodeClassReady`` condition and its pods'
+  FailedScheduling events carry (``karpy run`` serves no EC2NodeClass, say);
 - ``repair_policies`` say which node conditions mean a node is broken.
 
 Errors are typed so controllers can react without parsing messages: an
@@ -27,6 +31,7 @@ from typing import Protocol
 
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool
 
 
@@ -58,6 +63,18 @@ class RepairPolicy:
     toleration_seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class NodeClassProblem:
+    """Why NodePools using a node class cannot launch: a condition reason and a message for humans."""
+
+    reason: str
+    message: str
+
+
+# The reason of a node class of a kind the configured cloud provider does not launch.
+REASON_NODECLASS_NOT_SERVED = "NodeClassNotServed"
+
+
 class CloudProvider(Protocol):
     name: str
 
@@ -74,3 +91,5 @@ class CloudProvider(Protocol):
     def is_drifted(self, nodeclaim: NodeClaim) -> str: ...
 
     def repair_policies(self) -> builtins.list[RepairPolicy]: ...
+
+    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None: ...

@@ -19,7 +19,7 @@ from karpy.api.core import DaemonSet, Node, PersistentVolume, PersistentVolumeCl
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
-from karpy.api.nodepool import NodePool
+from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, UnreadableNodePool
 
 
 def object_kind(obj: object) -> str:
@@ -78,6 +78,9 @@ class TypedReads:
     def nodepool(self, name: str) -> NodePool | None:
         found = self._get("NodePool", name)
         return found if isinstance(found, NodePool) else None
+
+    def unreadable_nodepools(self) -> Iterable[UnreadableNodePool]:
+        return self._all(UNREADABLE_NODEPOOL)
 
     def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
         found = self._get(kind, name)

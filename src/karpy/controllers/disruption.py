@@ -44,6 +44,7 @@ from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
+    status_only_change,
 )
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
 from karpy.cloud.provider import CloudProvider, CloudProviderError
@@ -576,7 +577,7 @@ class NodeClaimDisruptionConditions:
 
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         pool = new if isinstance(new, NodePool) else None
-        if pool is None:
+        if pool is None or status_only_change(old, new):
             return []
         return [claim.name for claim in self.cluster.nodeclaims() if claim.nodepool == pool.name]
 

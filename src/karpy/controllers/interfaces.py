@@ -30,7 +30,7 @@ from karpy.api.core import (
 )
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
-from karpy.api.nodepool import NodePool
+from karpy.api.nodepool import NodePool, UnreadableNodePool
 
 KubeObject = TypeVar("KubeObject")
 
@@ -87,6 +87,10 @@ class ClusterReader(Protocol):
 
     def nodepool(self, name: str) -> NodePool | None: ...
 
+    def unreadable_nodepools(self) -> Iterable[UnreadableNodePool]:
+        """NodePools the server holds that karpy cannot read (announced as ``UnreadableNodePool``)."""
+        ...
+
     def node_class(self, group: str, kind: str, name: str) -> NodeClass | None: ...
 
     def daemonsets(self) -> Iterable[DaemonSet]: ...
@@ -105,6 +109,14 @@ class ClusterWriter(Protocol):
 
     def update(self, obj: KubeObject) -> KubeObject:
         """Replace an object, checked against its resourceVersion; returns what was stored."""
+        ...
+
+    def update_status(self, obj: KubeObject) -> KubeObject:
+        """Write the status of a NodePool (readable or not) or node class, checked as ``update`` is.
+
+        Only the status is written (the status subresource); what the record
+        does not hold of the stored status is kept.
+        """
         ...
 
     def delete(self, obj: object) -> None:

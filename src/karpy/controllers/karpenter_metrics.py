@@ -65,18 +65,21 @@ from karpy import __version__
 from karpy.api.core import POD_PENDING, POD_RUNNING, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool
-from karpy.api.quantity import ResourceAmounts, add_amounts
+from karpy.api.quantity import ResourceAmounts
 from karpy.cloud.provider import (
     CloudProvider,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
+    NodeClassProblem,
     RepairPolicy,
 )
 from karpy.controllers.interfaces import Clock, ClusterReader
 from karpy.controllers.metrics import Gauge, Registry
 from karpy.controllers.runtime import Watch
+from karpy.controllers.state import nodepool_resources
 
 T = TypeVar("T")
 
@@ -87,8 +90,6 @@ REASON_PROVISIONED = "provisioned"
 REASON_EXPIRED = "expired"
 REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 REASON_LIVENESS = "liveness"
-
-NODES_RESOURCE_TYPE = "nodes"
 
 
 def reason_label(reason: str) -> str:
@@ -258,13 +259,7 @@ class Metrics:
     # -- NodePools -------------------------------------------------------------
 
     def nodepool_observed(self, nodepool: NodePool, nodeclaims: Iterable[NodeClaim]) -> None:
-        usage: ResourceAmounts = {}
-        count = 0
-        for nodeclaim in nodeclaims:
-            usage = add_amounts(usage, nodeclaim.status.capacity)
-            count += 1
-        set_per_resource(self.nodepools_usage, nodepool.name, usage)
-        self.nodepools_usage.labels(resource_type=NODES_RESOURCE_TYPE, nodepool=nodepool.name).set(count)
+        set_per_resource(self.nodepools_usage, nodepool.name, nodepool_resources(nodeclaims))
         set_per_resource(self.nodepools_limit, nodepool.name, nodepool.limits)
 
     def nodepool_gone(self, name: str) -> None:
@@ -327,6 +322,10 @@ class MeteredCloudProvider:
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return self._call("RepairPolicies", self.cloud.repair_policies)
+
+    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
+        # Not a call to the cloud (Karpenter reads the node class' Ready condition): not metered.
+        return self.cloud.node_class_problem(node_class)
 
 
 # -- controllers that only record metrics ---------------------------------------

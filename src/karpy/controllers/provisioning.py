@@ -18,15 +18,18 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from karpy.api.conditions import find_condition
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import (
     API_VERSION_V1,
+    CONDITION_READY,
     NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION,
     NODEPOOL_HASH_VERSION_ANNOTATION,
     NodePool,
+    status_only_change,
 )
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
@@ -109,6 +112,9 @@ class Provisioner:
         return ()
 
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
+        if status_only_change(old, new) and _readiness(old) == _readiness(new):
+            return ()  # the pool's own bookkeeping: it offers nothing new to pending pods
+        # A pool that became Ready (its node class appeared, say) may take pods left pending.
         return self.trigger() if self.cluster.pending_pods() else ()
 
     # -- reconcile ---------------------------------------------------------
@@ -175,6 +181,11 @@ class Provisioner:
         result.unschedulable = dict(plan.unschedulable)
         self.last = result
         return result
+
+
+def _readiness(pool: object | None) -> str:
+    ready = find_condition(pool.status.conditions, CONDITION_READY) if isinstance(pool, NodePool) else None
+    return ready.status if ready is not None else ""
 
 
 def describe_requests(requests: ResourceAmounts) -> str:

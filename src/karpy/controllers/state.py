@@ -5,10 +5,18 @@ NodeClaims have room for which pods, what every NodePool's DaemonSets take
 from each new node, and how much of each NodePool's limits is already used.
 Computing it in one place keeps the two from disagreeing about capacity,
 which is the root of consolidation churn in autoscalers that do.
+
+Whether a NodePool's node class can launch anything is decided here too
+(:func:`node_class_problem`), once for the provisioner, the disruption
+controller and the NodePool status controller: a pool whose class is missing,
+being deleted or not served by the cloud provider offers no instance types,
+and pods it would have taken are told why in those words, rather than that no
+instance type satisfies the pool's requirements.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -16,11 +24,11 @@ from dataclasses import dataclass
 from karpy.api.core import DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodepool import NodePool
+from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import DISRUPTED_TAINT_KEY, UNREGISTERED_TAINT_KEY, untolerated
-from karpy.cloud.provider import CloudProvider, CloudProviderError
+from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClassProblem
 from karpy.controllers.interfaces import ClusterReader
 from karpy.scheduling.solver import (
     NODES_RESOURCE,
@@ -194,6 +202,47 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
     )
 
 
+REASON_NODECLASS_NOT_FOUND = "NodeClassNotFound"
+REASON_NODECLASS_TERMINATING = "NodeClassTerminating"
+
+
+def node_class_problem(
+    cluster: ClusterReader, cloud: CloudProvider, ref: NodeClassRef
+) -> NodeClassProblem | None:
+    """Why a NodePool whose ``nodeClassRef`` is ``ref`` cannot launch now; None when it can.
+
+    The reasons are Karpenter's for a NodePool's NodeClassReady condition: the
+    class is not found, it is being deleted, or (asked of the cloud provider)
+    the provider does not serve it or it is not ready. Each message names the
+    class, so it reads on its own in a pod's FailedScheduling event.
+    """
+    node_class = cluster.node_class(ref.group, ref.kind, ref.name)
+    if node_class is None:
+        return NodeClassProblem(REASON_NODECLASS_NOT_FOUND, f"{ref} ({ref.group}) not found")
+    if node_class.metadata.deleting:
+        return NodeClassProblem(REASON_NODECLASS_TERMINATING, f"{ref} is being deleted")
+    problem = cloud.node_class_problem(node_class)
+    if problem is None:
+        return None
+    return NodeClassProblem(problem.reason, f"{ref} is not ready: {problem.message}")
+
+
+def nodepool_resources(nodeclaims: Iterable[NodeClaim]) -> ResourceAmounts:
+    """What a NodePool's ``status.resources`` and usage metric say: its NodeClaims' capacity, and their count.
+
+    Every NodeClaim of the pool counts as a node (Karpenter counts the nodes
+    of its cluster state, launched or not); a NodeClaim adds its capacity once
+    it is launched.
+    """
+    resources: ResourceAmounts = {}
+    count = 0
+    for nodeclaim in nodeclaims:
+        resources = add_amounts(resources, nodeclaim.status.capacity)
+        count += 1
+    resources[NODES_RESOURCE] = count
+    return resources
+
+
 def nodepool_capacity(
     cluster: ClusterReader,
     nodepool: NodePool,
@@ -264,15 +313,20 @@ def scheduling_snapshot(
     overheads: dict[str, ResourceAmounts] = {}
     pools: list[NodePoolCapacity] = []
     for pool in nodepools.values():
-        try:
-            instance_types[pool.name] = cloud.get_instance_types(pool)
-        except CloudProviderError as error:
-            log.warning("NodePool %s has no instance types: %s", pool.name, error)
-            instance_types[pool.name] = []
+        problem = node_class_problem(cluster, cloud, pool.template.node_class_ref)
+        instance_types[pool.name] = []
+        if problem is None:
+            try:
+                instance_types[pool.name] = cloud.get_instance_types(pool)
+            except CloudProviderError as error:
+                log.warning("NodePool %s has no instance types: %s", pool.name, error)
         overheads[pool.name], type_overhead = daemon_overhead(pool, daemonsets, instance_types[pool.name])
-        pools.append(
-            nodepool_capacity(cluster, pool, instance_types[pool.name], overheads[pool.name], type_overhead)
+        capacity = nodepool_capacity(
+            cluster, pool, instance_types[pool.name], overheads[pool.name], type_overhead
         )
+        if problem is not None:
+            capacity = dataclasses.replace(capacity, unavailable=f"node class {problem.message}")
+        pools.append(capacity)
     existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
     return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing)
 

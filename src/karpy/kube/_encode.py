@@ -21,6 +21,10 @@ So what is written depends on who owns the object:
   replaces a list whole, so the taints list is rebuilt from the stored taint
   dicts that remain (keeping their ``timeAdded``) plus the new ones. A Pod's
   phase is never written: in a real cluster that is the kubelet's.
+- **NodePool and node class statuses** are karpy's to write, their specs the
+  user's: only the status subresource is written, with the status fields
+  karpy owns taken from the record and any others the server holds kept
+  (:func:`merged_owned_status`).
 
 Every function here is pure (dicts in, dicts out) and is unit tested without
 a cluster.
@@ -37,7 +41,8 @@ from karpy.api.core import Node, Pod
 from karpy.api.duration import format_duration
 from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.api.nodepool import API_VERSION_V1
+from karpy.api.nodeclass import NodeClassStatus
+from karpy.api.nodepool import API_VERSION_V1, NodePoolStatus
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.taints import Taint
 
@@ -216,3 +221,33 @@ def node_merge_patch(stored: Mapping[str, Any], node: Node) -> JSON:
 def pod_merge_patch(stored: Mapping[str, Any], pod: Pod) -> JSON:
     """A merge patch of a Pod's labels, annotations and finalizers (the rest is not karpy's)."""
     return metadata_merge_patch(stored, pod.metadata)
+
+
+def owned_status_to_dict(status: NodePoolStatus | NodeClassStatus) -> tuple[JSON, tuple[str, ...]]:
+    """The status fields karpy writes for a NodePool or node class, and the names of all it owns.
+
+    A field it owns but that is empty is left out of the first (and so removed
+    from the stored status by :func:`merged_owned_status`).
+    """
+    if isinstance(status, NodeClassStatus):
+        owned: tuple[str, ...] = ("conditions",)
+        result: JSON = {}
+    else:
+        owned = ("resources", "nodes", "nodeClassObservedGeneration", "conditions")
+        result = {"resources": resources_to_dict(status.resources)} if status.resources else {}
+        if status.nodes is not None:
+            result["nodes"] = status.nodes
+        if status.node_class_observed_generation is not None:
+            result["nodeClassObservedGeneration"] = status.node_class_observed_generation
+    if status.conditions:
+        result["conditions"] = [condition_to_dict(condition) for condition in status.conditions]
+    return result, owned
+
+
+def merged_owned_status(stored: Mapping[str, Any], status: NodePoolStatus | NodeClassStatus) -> JSON:
+    """The stored status with the fields karpy owns replaced by ``status``'s (others, e.g. an
+    EC2NodeClass' resolved subnets, kept)."""
+    written, owned = owned_status_to_dict(status)
+    result = {key: value for key, value in stored.items() if key not in owned}
+    result.update(written)
+    return result

@@ -42,6 +42,17 @@ from fresh state, which it must handle anyway). How each kind is written:
   ``metadata.resourceVersion`` as a precondition, so nothing karpy's slim
   records leave out (a Node's nodeInfo, a Pod's containers) is lost.
 - Other kinds get a metadata merge patch (labels, annotations, finalizers).
+- The status of NodePools and node classes (``update_status``) is a PUT of
+  the ``/status`` subresource: the server's object with the status fields
+  karpy owns replaced, the others kept, checked against the resourceVersion.
+
+**A NodePool that cannot be read** (the CRD accepted what karpy's reading
+refuses, say ``limits.cpu: -5``) is not in :meth:`nodepools`, so nothing is
+ever launched from it, but it is not forgotten either: it is kept as an
+:class:`~karpy.api.nodepool.UnreadableNodePool` (its metadata, the field at
+fault, its status) in :meth:`unreadable_nodepools`, and its changes are
+announced under ``UnreadableNodePool``, so the NodePool status controller can
+report the fault on the object itself.
 
 A 403 whose Status names the cause ``NamespaceTerminating`` (a namespace
 being deleted accepts nothing new) raises :class:`NamespaceTerminatingError`;
@@ -75,6 +86,8 @@ from karpy.api.core import (
 from karpy.api.manifest import PARSERS
 from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import NodeClassStatus
+from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNodePool
 from karpy.controllers.cache import TypedReads
 from karpy.controllers.cache import object_meta as _meta_of
 from karpy.controllers.interfaces import (
@@ -88,6 +101,7 @@ from karpy.controllers.interfaces import (
 from karpy.kube._encode import (
     merged_metadata,
     merged_nodeclaim_status,
+    merged_owned_status,
     metadata_merge_patch,
     node_merge_patch,
     node_to_dict,
@@ -108,7 +122,7 @@ from karpy.kube._http import (
     ApiTransport,
 )
 from karpy.kube._informer import EVENT_DELETED, Informer
-from karpy.kube._resources import EVENT, POD, TYPES_BY_KIND, WATCHED_TYPES, ResourceType
+from karpy.kube._resources import EVENT, NODEPOOL, POD, TYPES_BY_KIND, WATCHED_TYPES, ResourceType
 
 log = logging.getLogger("karpy.kube.cluster")
 
@@ -187,6 +201,9 @@ class KubeCluster(TypedReads):
         self._resources = {resource.kind: resource for resource in kinds}
         self._raw: dict[str, dict[str, JSON]] = {kind: {} for kind in self._resources}
         self._records: dict[str, dict[str, object]] = {kind: {} for kind in self._resources}
+        self._records[UNREADABLE_NODEPOOL] = {}
+        # Changes to UnreadableNodePool records made under the lock, announced after it.
+        self._unreadable_changes: list[tuple[object | None, object | None]] = []
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
         self._listeners: list[Listener] = []
@@ -284,6 +301,7 @@ class KubeCluster(TypedReads):
             for key in [key for key in table if key not in seen]:
                 changes.append(self._store(resource, key, None))
         self._announce(resource.kind, [change for change in changes if change != (None, None)])
+        self._announce_unreadable()
 
     def apply(self, resource: ResourceType, event_type: str, obj: JSON) -> None:
         key = _raw_key(resource, obj)
@@ -291,6 +309,7 @@ class KubeCluster(TypedReads):
             change = self._store(resource, key, None if event_type == EVENT_DELETED else obj)
         if change != (None, None):
             self._announce(resource.kind, [change])
+        self._announce_unreadable()
 
     def _store(
         self, resource: ResourceType, key: str, raw: JSON | None
@@ -298,11 +317,16 @@ class KubeCluster(TypedReads):
         kind = resource.kind
         old = self._records[kind].get(key)
         new: object | None = None
+        unreadable: UnreadableNodePool | None = None
         if raw is not None:
             try:
                 new = parse_record(resource, raw)
             except (ManifestError, ValueError) as error:
                 log.warning("%s %s cannot be read, ignored: %s", kind, key, error)
+                if kind == NODEPOOL.kind and isinstance(error, ManifestError):
+                    unreadable = self._unreadable_nodepool(raw, error)
+        if kind == NODEPOOL.kind:
+            self._keep_unreadable(key, unreadable)
         if new is None:
             self._raw[kind].pop(key, None)
             self._records[kind].pop(key, None)
@@ -313,6 +337,27 @@ class KubeCluster(TypedReads):
         if kind == POD.kind:
             self._index_pod(key, old, new)
         return old, new
+
+    @staticmethod
+    def _unreadable_nodepool(raw: JSON, error: ManifestError) -> UnreadableNodePool | None:
+        try:
+            return UnreadableNodePool.of(raw, error)
+        except ManifestError:
+            return None  # not even its metadata reads: nothing to report it on
+
+    def _keep_unreadable(self, key: str, record: UnreadableNodePool | None) -> None:
+        """Keep (or drop) the record of a NodePool that cannot be read; the change is announced later."""
+        table = self._records[UNREADABLE_NODEPOOL]
+        old = table.pop(key, None)
+        if record is not None:
+            table[key] = record
+        if old is not None or record is not None:
+            self._unreadable_changes.append((old, record))
+
+    def _announce_unreadable(self) -> None:
+        with self._lock:
+            changes, self._unreadable_changes = self._unreadable_changes, []
+        self._announce(UNREADABLE_NODEPOOL, changes)
 
     def _index_pod(self, key: str, old: object | None, new: object | None) -> None:
         if isinstance(old, Pod):
@@ -526,6 +571,37 @@ class KubeCluster(TypedReads):
             metadata["resourceVersion"] = version
         else:
             metadata.pop("resourceVersion", None)
+
+    def update_status(self, obj: T) -> T:
+        """PUT the status subresource of a NodePool (readable or not) or node class.
+
+        The body is the server's object with the status fields karpy owns
+        replaced, so fields it does not model are kept. Nothing is sent when
+        those fields already hold the record's values.
+        """
+        resource = _resource_of(obj)
+        meta = _meta_of(obj)
+        status = getattr(obj, "status", None)
+        if not isinstance(status, NodePoolStatus | NodeClassStatus):
+            raise TypeError(f"KubeCluster does not write the status of {resource.kind} objects")
+        current = self._current(resource, meta)
+        stored = current.get("status")
+        stored = stored if isinstance(stored, dict) else {}
+        wanted = merged_owned_status(stored, status)
+        unchanged = wanted == stored
+        if unchanged and (not meta.resource_version or meta.resource_version == _raw_version(current)):
+            return self._decode_status(resource, current, obj)
+        body = _copy(current)
+        body["status"] = wanted
+        self._set_version(body, meta.resource_version)
+        answer = self._call("PUT", resource.object_path(meta.namespace, meta.name, "status"), body)
+        return self._decode_status(resource, answer, obj)
+
+    def _decode_status(self, resource: ResourceType, body: JSON, like: T) -> T:
+        if isinstance(like, UnreadableNodePool):
+            # It cannot be parsed: the record written, at the server's new resourceVersion.
+            return like.with_version(_raw_version(body))  # type: ignore[return-value]
+        return self._decode(resource, body, like)
 
     def delete(self, obj: object) -> None:
         resource = _resource_of(obj)

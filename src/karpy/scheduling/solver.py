@@ -158,6 +158,8 @@ class NodePoolCapacity:
     # DaemonSet overhead per instance type name where it differs from daemon_overhead
     # (a DaemonSet that runs only on arm64 costs nothing on an amd64 type).
     type_overhead: Mapping[str, ResourceAmounts] = field(default_factory=dict)
+    # Why the pool can launch nothing now (its node class is not ready); "" when it can.
+    unavailable: str = ""
 
     def overhead(self, instance_type: InstanceType) -> ResourceAmounts:
         return self.type_overhead.get(instance_type.name, self.daemon_overhead)
@@ -1349,6 +1351,8 @@ class _Scheduler:
         self, pool: NodePoolCapacity, constraints: PodConstraints, requests: ResourceAmounts
     ) -> str | None:
         """Open a bin for the pod in ``pool``, or say why it cannot be done."""
+        if pool.unavailable:
+            return pool.unavailable
         taint = _blocking_taint(pool.nodepool.template.taints, constraints)
         if taint is not None:
             return f"the pod does not tolerate taint {taint}"

@@ -42,6 +42,7 @@ from karpy.cloud.provider import (
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
+    NodeClassProblem,
     RepairPolicy,
 )
 from karpy.controllers.interfaces import Clock, ClusterReader
@@ -140,6 +141,10 @@ class SimulatedCloud:
         if node_class is None:
             raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} ({ref.group}) not found")
         return node_class
+
+    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
+        """Both kinds of node class are served, and ready as soon as they exist."""
+        return None
 
     def zones_for(self, node_class: NodeClass) -> tuple[str, ...]:
         if isinstance(node_class, KWOKNodeClass):
@@ -328,7 +333,7 @@ def node_class_digest(node_class: NodeClass) -> str:
     spec = {
         name: value
         for name, value in _fields(node_class)
-        if name not in ("metadata", "converted_from", "conversion_notes")
+        if name not in ("metadata", "converted_from", "conversion_notes", "status")
     }
     return hashlib.sha256(repr(sorted(spec.items())).encode()).hexdigest()[:16]
 

@@ -1,7 +1,7 @@
 """``karpy simulate``: the real controllers, an in-memory cluster, virtual time.
 
-The provisioning, NodeClaim lifecycle, disruption and termination controllers
-are the very objects ``karpy run`` uses; only what they are wired to differs:
+The provisioning, NodeClaim lifecycle, disruption, termination and NodePool
+status controllers are the very objects ``karpy run`` uses; only what they are wired to differs:
 an :class:`~karpy.sim.store.InMemoryCluster` instead of an apiserver, a
 :class:`~karpy.sim.cloud.SimulatedCloud` instead of EC2, a
 :class:`~karpy.sim.clock.VirtualClock` instead of the wall clock, and
@@ -32,6 +32,7 @@ from karpy.controllers.disruption import DisruptionController, NodeClaimDisrupti
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime, Watch
 from karpy.controllers.termination import Terminator
@@ -113,6 +114,7 @@ class Simulation:
                 self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
             ),
             self.disruption,
+            NodePoolStatusController(self.cluster, cloud_for(NodePoolStatusController.name), self.clock),
             SimulatedKubeScheduler(self.cluster),
             SimulatedKubelet(self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet),
             SimulatedWorkloadControllers(self.cluster),

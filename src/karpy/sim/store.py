@@ -215,6 +215,22 @@ class InMemoryCluster(TypedReads):
         self._announce(kind, current, stored)
         return stored
 
+    def update_status(self, obj: T) -> T:
+        """Write ``obj``'s status over the stored object, as a write to the status subresource does."""
+        kind = object_kind(obj)
+        key = object_key(obj)
+        current = self.get(kind, key)
+        if current is None:
+            raise NotFoundError(f"{kind} {key} not found")
+        status = getattr(obj, "status", None)
+        if status is None:
+            raise TypeError(f"{kind} has no status")
+        stored = object_meta(current)
+        meta = stored.with_changes(
+            resource_version=object_meta(obj).resource_version or stored.resource_version
+        )
+        return self.update(dataclasses.replace(current, metadata=meta, status=status))  # type: ignore[no-any-return]
+
     def delete(self, obj: object) -> None:
         self.delete_key(object_kind(obj), object_key(obj))
 

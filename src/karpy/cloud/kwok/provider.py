@@ -13,6 +13,10 @@ state of a kwok instance, so the provider keeps no state of its own that a
 restart could lose; ``get`` and ``list`` read the Nodes carrying the
 ``kwok://`` providerID prefix, and ``delete`` deletes the Node.
 
+It serves ``KWOKNodeClass`` only: ``node_class_problem`` says so of any other
+class (an EC2NodeClass), which marks the NodePools using it
+``NodeClassReady=False`` and tells their pods why they stay pending.
+
 What it offers is the bundled AWS catalog (every type, every zone), so plans and
 prices match what the simulator and Karpenter on AWS would produce. ``create``
 chooses the way the simulated cloud does: spot whenever the NodeClaim allows it
@@ -59,7 +63,7 @@ from karpy.api.nodeclaim import (
     NodeClaimSpec,
     NodeClaimStatus,
 )
-from karpy.api.nodeclass import KWOKNodeClass
+from karpy.api.nodeclass import KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
     CAPACITY_TYPE_ON_DEMAND,
@@ -73,9 +77,11 @@ from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 from karpy.cloud.provider import (
+    REASON_NODECLASS_NOT_SERVED,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
+    NodeClassProblem,
     RepairPolicy,
 )
 from karpy.controllers.interfaces import AlreadyExistsError, Cluster, NotFoundError
@@ -83,6 +89,8 @@ from karpy.controllers.interfaces import AlreadyExistsError, Cluster, NotFoundEr
 log = logging.getLogger("karpy.cloud.kwok")
 
 PROVIDER_ID_PREFIX = "kwok://"
+# Why an EC2NodeClass (the only other kind karpy reads) launches nothing here.
+NOT_SERVED_MESSAGE = "karpy run serves KWOKNodeClass only; no AWS provider is configured"
 KWOK_IMAGE_ID = "kwok"
 
 
@@ -123,12 +131,18 @@ class KwokCloudProvider:
 
     # -- node classes ------------------------------------------------------
 
+    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
+        if isinstance(node_class, KWOKNodeClass):
+            return None
+        return NodeClassProblem(REASON_NODECLASS_NOT_SERVED, NOT_SERVED_MESSAGE)
+
     def _check_node_class(self, ref: NodeClassRef) -> None:
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
         if node_class is None:
             raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} ({ref.group}) not found")
-        if not isinstance(node_class, KWOKNodeClass):
-            raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} is not a KWOKNodeClass")
+        problem = self.node_class_problem(node_class)
+        if problem is not None:
+            raise NodeClassNotReadyError(f"{ref}: {problem.message}")
 
     # -- CloudProvider -----------------------------------------------------
 

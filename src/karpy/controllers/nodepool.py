@@ -1,0 +1,287 @@
+"""NodePool and node class status: what ``kubectl get nodepools`` shows, and what is wrong.
+
+Karpenter keeps a NodePool's status up to date and users read it first when
+nodes do not come: ``kubectl get nodepools -o wide`` prints NODES, READY, CPU
+and MEMORY from it. This controller writes the same status:
+
+- ``resources``: the capacity of the pool's NodeClaims summed, with their
+  count under ``nodes`` (the NODES column), and ``nodes`` itself;
+  :func:`karpy.controllers.state.nodepool_resources` computes it, as it does
+  for the ``karpenter_nodepools_usage`` metric, so the two always agree;
+- ``ValidationSucceeded``: true for every NodePool karpy reads. A NodePool
+  the server holds but karpy cannot read (a CRD laxer than karpy accepted
+  ``limits.cpu: -5``) is never provisioned from; it gets
+  ``ValidationSucceeded=False`` with the field path and message, and a
+  Warning event, instead of only a log line;
+- ``NodeClassReady``: whether the node class the pool names exists, is not
+  being deleted and is served and ready according to the cloud provider
+  (:func:`karpy.controllers.state.node_class_problem`, the same test the
+  provisioner applies, so the condition and the pods' FailedScheduling events
+  say the same thing), with ``nodeClassObservedGeneration``;
+- ``Ready``: true when both are, else false naming the conditions that are not
+  (Karpenter's ``UnhealthyDependents``).
+
+Each node class (EC2NodeClass, KWOKNodeClass) gets its own ``Ready``
+condition from the cloud provider: ``karpy run``'s kwok provider serves no
+EC2NodeClass, the simulated cloud serves both.
+
+Why it is safe to run all the time: a status is written only when it differs
+from the stored one, and a condition's ``lastTransitionTime`` moves only when
+its status does (:func:`karpy.api.conditions.set_condition`), so reconciling
+again changes nothing and a status write, which comes back as a change
+notification, does not start another write. The controllers that act on what
+a NodePool asks for ignore changes of its status alone
+(:func:`karpy.api.nodepool.status_only_change`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+
+from karpy.api.conditions import FALSE, TRUE, UNKNOWN, Condition, find_condition, set_condition
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass, NodeClass, NodeClassStatus
+from karpy.api.nodepool import (
+    CONDITION_NODECLASS_READY,
+    CONDITION_READY,
+    CONDITION_VALIDATION_SUCCEEDED,
+    UNREADABLE_NODEPOOL,
+    NodePool,
+    NodePoolStatus,
+    UnreadableNodePool,
+)
+from karpy.api.quantity import ResourceAmounts
+from karpy.cloud.provider import CloudProvider, NodeClassProblem
+from karpy.controllers.interfaces import EVENT_WARNING, Clock, Cluster
+from karpy.controllers.runtime import Watch
+from karpy.controllers.state import node_class_problem, nodepool_resources
+from karpy.logs import about
+from karpy.scheduling.solver import NODES_RESOURCE
+
+log = logging.getLogger("karpy.nodepool")
+
+REASON_VALIDATION_FAILED = "NodePoolValidationFailed"
+REASON_UNHEALTHY_DEPENDENTS = "UnhealthyDependents"
+REASON_AWAITING_RECONCILIATION = "AwaitingReconciliation"
+# The conditions a NodePool's Ready summarizes, in the order its message names them.
+NODEPOOL_DEPENDENTS = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODECLASS_READY)
+
+NODEPOOL_KEY = "NodePool/"
+
+
+def with_ready(
+    conditions: tuple[Condition, ...], dependents: Iterable[str], now: float
+) -> tuple[Condition, ...]:
+    """``conditions`` with ``Ready`` summarizing ``dependents``: true when all are.
+
+    False when any is false (the message names them, ``NodeClassReady=False``),
+    Unknown while any is still unknown or unset.
+    """
+    states = {
+        kind: (found.status if (found := find_condition(conditions, kind)) else UNKNOWN)
+        for kind in dependents
+    }
+    failing = [f"{kind}={status}" for kind, status in states.items() if status == FALSE]
+    if failing:
+        return set_condition(
+            conditions, CONDITION_READY, FALSE, now, REASON_UNHEALTHY_DEPENDENTS, ", ".join(failing)
+        )
+    waiting = [f"{kind}={status}" for kind, status in states.items() if status != TRUE]
+    if waiting:
+        return set_condition(
+            conditions, CONDITION_READY, UNKNOWN, now, REASON_AWAITING_RECONCILIATION, ", ".join(waiting)
+        )
+    return set_condition(conditions, CONDITION_READY, TRUE, now)
+
+
+def nodepool_status(
+    current: NodePoolStatus,
+    now: float,
+    resources: ResourceAmounts,
+    problem: NodeClassProblem | None,
+    node_class_generation: int | None,
+) -> NodePoolStatus:
+    """The status of a NodePool karpy reads, from its resources and its node class' problem, if any."""
+    conditions = set_condition(current.conditions, CONDITION_VALIDATION_SUCCEEDED, TRUE, now)
+    if problem is None:
+        conditions = set_condition(conditions, CONDITION_NODECLASS_READY, TRUE, now)
+    else:
+        conditions = set_condition(
+            conditions, CONDITION_NODECLASS_READY, FALSE, now, problem.reason, problem.message
+        )
+    return NodePoolStatus(
+        resources=dict(resources),
+        nodes=resources.get(NODES_RESOURCE, 0),
+        node_class_observed_generation=node_class_generation,
+        conditions=with_ready(conditions, NODEPOOL_DEPENDENTS, now),
+    )
+
+
+def unreadable_nodepool_status(
+    current: NodePoolStatus, now: float, path: str, message: str
+) -> NodePoolStatus:
+    """The status of a NodePool karpy cannot read: ValidationSucceeded=False naming the field.
+
+    What else the status holds stays: karpy does not know the pool's node
+    class, and its NodeClaims (if any) are still counted where they were.
+    """
+    conditions = set_condition(
+        current.conditions,
+        CONDITION_VALIDATION_SUCCEEDED,
+        FALSE,
+        now,
+        REASON_VALIDATION_FAILED,
+        f"{path}: {message}" if path else message,
+    )
+    return dataclasses.replace(current, conditions=with_ready(conditions, NODEPOOL_DEPENDENTS, now))
+
+
+def node_class_status(
+    current: NodeClassStatus, now: float, problem: NodeClassProblem | None
+) -> NodeClassStatus:
+    """A node class' status: Ready unless the cloud provider names a problem."""
+    if problem is None:
+        return NodeClassStatus(set_condition(current.conditions, CONDITION_READY, TRUE, now))
+    return NodeClassStatus(
+        set_condition(current.conditions, CONDITION_READY, FALSE, now, problem.reason, problem.message)
+    )
+
+
+class NodePoolStatusController:
+    """Writes the status of NodePools (readable or not) and of node classes; see the module docstring.
+
+    Keys are ``NodePool/<name>`` and ``<node class kind>/<name>``.
+    """
+
+    name = "nodepool.status"
+
+    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+        self.cluster = cluster
+        self.cloud = cloud
+        self.clock = clock
+
+    # -- triggers ----------------------------------------------------------
+
+    def watches(self) -> list[Watch]:
+        return [
+            Watch("NodePool", self._on_nodepool),
+            Watch(UNREADABLE_NODEPOOL, self._on_nodepool),
+            Watch("NodeClaim", self._on_nodeclaim),
+            Watch(EC2_KIND, self._on_node_class),
+            Watch(KWOK_KIND, self._on_node_class),
+        ]
+
+    @staticmethod
+    def _on_nodepool(old: object | None, new: object | None) -> Iterable[str]:
+        if isinstance(new, NodePool | UnreadableNodePool):
+            return [NODEPOOL_KEY + new.name]
+        return ()
+
+    @staticmethod
+    def _on_nodeclaim(old: object | None, new: object | None) -> Iterable[str]:
+        # Only a NodeClaim appearing, going or launching changes its pool's resources.
+        if (
+            isinstance(old, NodeClaim)
+            and isinstance(new, NodeClaim)
+            and old.status.capacity == new.status.capacity
+        ):
+            return ()
+        claim = new if isinstance(new, NodeClaim) else old
+        if isinstance(claim, NodeClaim) and claim.nodepool:
+            return [NODEPOOL_KEY + claim.nodepool]
+        return ()
+
+    def _on_node_class(self, old: object | None, new: object | None) -> Iterable[str]:
+        changed = new if new is not None else old
+        if not isinstance(changed, EC2NodeClass | KWOKNodeClass):
+            return ()
+        keys = [] if new is None else [f"{changed.kind}/{changed.name}"]
+        for pool in self.cluster.nodepools():
+            ref = pool.template.node_class_ref
+            if (ref.group, ref.kind, ref.name) == (changed.group, changed.kind, changed.name):
+                keys.append(NODEPOOL_KEY + pool.name)
+        return keys
+
+    # -- reconcile ---------------------------------------------------------
+
+    def reconcile(self, key: str) -> float | None:
+        kind, _, name = key.partition("/")
+        if kind == "NodePool":
+            pool = self.cluster.nodepool(name)
+            if pool is not None:
+                self._reconcile_nodepool(pool)
+            else:
+                for unreadable in self.cluster.unreadable_nodepools():
+                    if unreadable.name == name:
+                        self._reconcile_unreadable(unreadable)
+            return None
+        node_class = self._node_class(kind, name)
+        if node_class is not None:
+            status = node_class_status(
+                node_class.status, self.clock.now(), self.cloud.node_class_problem(node_class)
+            )
+            if status != node_class.status:
+                self.cluster.update_status(dataclasses.replace(node_class, status=status))
+                _log_ready_change(node_class, node_class.status.conditions, status.conditions)
+        return None
+
+    def _node_class(self, kind: str, name: str) -> NodeClass | None:
+        for candidate in (EC2NodeClass, KWOKNodeClass):
+            if candidate.kind == kind:
+                return self.cluster.node_class(candidate.group, kind, name)
+        return None
+
+    def _reconcile_nodepool(self, pool: NodePool) -> None:
+        ref = pool.template.node_class_ref
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        status = nodepool_status(
+            pool.status,
+            self.clock.now(),
+            nodepool_resources(claim for claim in self.cluster.nodeclaims() if claim.nodepool == pool.name),
+            node_class_problem(self.cluster, self.cloud, ref),
+            node_class.metadata.generation if node_class is not None else None,
+        )
+        if status != pool.status:
+            self.cluster.update_status(dataclasses.replace(pool, status=status))
+            _log_ready_change(pool, pool.status.conditions, status.conditions)
+
+    def _reconcile_unreadable(self, pool: UnreadableNodePool) -> None:
+        status = unreadable_nodepool_status(pool.status, self.clock.now(), pool.path, pool.message)
+        if status == pool.status:
+            return
+        self.cluster.update_status(dataclasses.replace(pool, status=status))
+        before = find_condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED)
+        after = find_condition(status.conditions, CONDITION_VALIDATION_SUCCEEDED)
+        if after is not None and (
+            before is None or (before.status, before.message) != (after.status, after.message)
+        ):
+            self.cluster.record_event(
+                pool,
+                EVENT_WARNING,
+                REASON_VALIDATION_FAILED,
+                f"{after.message}; karpy does not provision from this NodePool until it is fixed",
+            )
+            log.warning(
+                "nodepool %s is not valid: %s",
+                pool.name,
+                after.message,
+                extra=about(pool, controller=self.name),
+            )
+
+
+def _log_ready_change(
+    obj: NodePool | NodeClass, before: tuple[Condition, ...], after: tuple[Condition, ...]
+) -> None:
+    """One log line when an object's Ready condition changes status or reason."""
+    old, new = find_condition(before, CONDITION_READY), find_condition(after, CONDITION_READY)
+    if new is None or (old is not None and (old.status, old.message) == (new.status, new.message)):
+        return
+    log.info(
+        "%s %s is %s",
+        obj.kind.lower(),
+        obj.metadata.name,
+        "ready" if new.is_true else f"not ready: {new.message}",
+        extra=about(obj, controller=NodePoolStatusController.name),
+    )
