@@ -109,7 +109,24 @@ class Provisioner:
         # Capacity going away (a node or NodeClaim deleted) may strand pods.
         if new is None and self.cluster.pending_pods():
             return self.trigger()
+        if self._launch_freed_limit(old, new) and self.cluster.pending_pods():
+            return self.trigger()
         return ()
+
+    def _launch_freed_limit(self, old: object | None, new: object | None) -> bool:
+        """Whether a NodeClaim of a pool with limits has just launched.
+
+        Until it launches, a NodeClaim counts against its pool's limits at the
+        largest type it lists; once launched, at the type the cloud chose,
+        which is often smaller. Pods refused at the limit meanwhile would
+        otherwise wait for an unrelated change before they are tried again.
+        """
+        if not isinstance(new, NodeClaim) or not new.launched:
+            return False
+        if isinstance(old, NodeClaim) and old.launched:
+            return False
+        nodepool = self.cluster.nodepool(new.nodepool)
+        return nodepool is not None and bool(nodepool.limits)
 
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         if status_only_change(old, new) and _readiness(old) == _readiness(new):
