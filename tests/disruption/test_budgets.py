@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from tests.support import make_nodepool
 
-from karpy.disruption.budgets import CronError, CronSchedule, allowed_disruptions
+from karpy.api.cron import CronError, CronSchedule
+from karpy.disruption.budgets import allowed_disruptions
 
 
 def at(text: str) -> float:
