@@ -231,6 +231,7 @@ class DisruptionController:
             now,
             self.spot_to_spot,
             volume_terms(self.cluster, pods),
+            snapshot.namespace_labels,
         )
         self._note_waiting(decision.blocked)
         self.unconsolidatable = dict(decision.unconsolidatable)

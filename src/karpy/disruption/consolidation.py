@@ -135,6 +135,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.disruption.emptiness import Candidate, empty_since, is_empty, reschedulable
+from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
     ExistingCapacity,
     NewNodeClaim,
@@ -357,10 +358,12 @@ class RemovalSimulator:
         capacity: Sequence[ExistingCapacity],
         pools: Sequence[NodePoolCapacity],
         volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+        namespace_labels: NamespaceLabels | None = None,
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
         self.pools = list(pools)
         self.volume_terms = volume_terms or {}
+        self.namespace_labels = namespace_labels
         self.uninitialized = frozenset(item.name for item in self.capacity if item.in_flight)
         # Each node as the solver needs to see it when the moving pods have no inter-pod
         # terms: without its pods if none of them constrains its neighbours.
@@ -382,7 +385,9 @@ class RemovalSimulator:
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
         gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
         pods = [pod for c in removed for pod in c.pods if reschedulable(pod)]
-        return solve(pods, self._existing_for(pods, gone), self.pools, self.volume_terms)
+        return solve(
+            pods, self._existing_for(pods, gone), self.pools, self.volume_terms, self.namespace_labels
+        )
 
     def _existing_for(self, pods: Sequence[Pod], gone: set[str]) -> list[ExistingCapacity]:
         if any(_has_inter_pod_terms(pod) for pod in pods):
@@ -690,6 +695,7 @@ def decide_consolidation(
     now: float,
     spot_to_spot: bool = False,
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+    namespace_labels: NamespaceLabels | None = None,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -708,7 +714,7 @@ def decide_consolidation(
                 f"disruption budget of NodePool {pool} allows no more {REASON_UNDERUTILIZED} disruptions now"
             )
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
-    simulator = RemovalSimulator(other_capacity, pools, volume_terms)
+    simulator = RemovalSimulator(other_capacity, pools, volume_terms, namespace_labels)
     command = consolidate_multi(eligible, simulator, selection.prices, allowed, spot_to_spot=spot_to_spot)
     if command is None:
         command, decision.unconsolidatable = consolidate_single(

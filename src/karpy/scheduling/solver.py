@@ -96,7 +96,13 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.scheduling._patterns import CHUNK_DIVISORS, Pattern, pack
-from karpy.scheduling.constraints import ConstraintError, PodConstraints, PodSelector, pod_constraints
+from karpy.scheduling.constraints import (
+    ConstraintError,
+    NamespaceLabels,
+    PodConstraints,
+    PodSelector,
+    pod_constraints,
+)
 from karpy.scheduling.topology import Admission, Domain, Topology
 
 MAX_INSTANCE_TYPES = 60
@@ -516,8 +522,10 @@ class _Scheduler:
         pools: Sequence[NodePoolCapacity],
         requested_resources: Iterable[str] = (),
         volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+        namespace_labels: NamespaceLabels | None = None,
     ) -> None:
         self.volume_terms = volume_terms or {}
+        self.namespace_labels = namespace_labels
         self.pools = sorted(pools, key=lambda pool: (-(pool.nodepool.weight or 0), pool.nodepool.name))
         self.pool_requirements = {pool.nodepool.name: self._pool_requirements(pool) for pool in self.pools}
         # A function of the pools, not a bound method: the scheduler and its topology must not
@@ -549,7 +557,7 @@ class _Scheduler:
                 for port in pod.spec.host_ports:
                     target.host_ports.add(port)
                 try:
-                    anti = pod_constraints(pod).anti_affinity
+                    anti = pod_constraints(pod, namespace_labels=namespace_labels).anti_affinity
                 except ConstraintError:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
@@ -606,7 +614,7 @@ class _Scheduler:
         self._opened_cache.clear()
         try:
             constraints: PodConstraints | None = pod_constraints(
-                pods[0], self.volume_terms.get(pods[0].key, ())
+                pods[0], self.volume_terms.get(pods[0].key, ()), self.namespace_labels
             )
         except ConstraintError as error:
             for pod in pods:
@@ -1830,14 +1838,16 @@ def solve(
     existing: Sequence[ExistingCapacity],
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+    namespace_labels: NamespaceLabels | None = None,
 ) -> Plan:
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
 
     ``volume_terms`` maps a pod's key to the node affinity terms of the
-    persistent volumes it mounts (a zonal volume's zone).
+    persistent volumes it mounts (a zonal volume's zone); ``namespace_labels``
+    gives every namespace's labels, for pod affinity's namespaceSelectors.
     """
     with _cycle_collection_paused():
-        return _solve(pods, existing, pools, volume_terms or {})
+        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels)
 
 
 @contextmanager
@@ -1866,10 +1876,15 @@ def _solve(
     existing: Sequence[ExistingCapacity],
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]],
+    namespace_labels: NamespaceLabels | None,
 ) -> Plan:
     plan = Plan()
     scheduler = _Scheduler(
-        existing, pools, {resource for pod in pods for resource in pod.spec.requests}, volume_terms
+        existing,
+        pools,
+        {resource for pod in pods for resource in pod.spec.requests},
+        volume_terms,
+        namespace_labels,
     )
     for group in _alike_groups(pods, volume_terms):
         scheduler.place_group(group, plan)
