@@ -11,6 +11,7 @@ applied at time zero, the run going on until the cluster is steady), or a
     metadata: {name: scale-up-and-down}
     spec:
       duration: 2h                      # time limit (default 24h)
+      jobs: {duration: 5m}              # how long Job pods run without karpy.dev/duration
       cloud:                            # optional simulated-cloud settings
         registrationDelay: 30s
         capacityFailures:
@@ -29,7 +30,8 @@ applied at time zero, the run going on until the cluster is steady), or a
 
 ``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
-field.
+field. docs/scenarios.md describes every field, its default, and the
+workload kinds the simulator runs.
 """
 
 from __future__ import annotations
@@ -48,7 +50,19 @@ from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
 DEFAULT_DURATION = 24 * 3600.0
-SCALABLE_KINDS = ("Deployment", "ReplicaSet")
+SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+# Kinds a delete step names in the ``default`` namespace when it names none.
+NAMESPACED_KINDS = (
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "Pod",
+    "PodDisruptionBudget",
+    "PersistentVolumeClaim",
+)
 
 
 @dataclass(slots=True)
@@ -72,6 +86,8 @@ class Scenario:
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
+    # How long a Job's pod runs when its template has no karpy.dev/duration; None: until deleted.
+    job_duration: float | None = None
     run_until_steady: bool = True
     source: str = ""
 
@@ -155,6 +171,9 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             RegistrationFailure(failure.start, failure.end)
             for failure in cloud.items("registrationFailures", _parse_launch_error)
         ]
+        jobs = spec.obj("jobs")
+        if jobs.has("duration"):
+            scenario.job_duration = _duration(jobs, "duration")
     except ManifestError as error:
         return scenario, [f"{label}: {error}"]
 
@@ -197,7 +216,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
                     raise body.error("replicas", "required, not negative")
                 parsed.replicas = replicas
                 parsed.namespace = parsed.namespace or "default"
-            elif parsed.kind in ("Deployment", "ReplicaSet", "DaemonSet", "Pod", "PodDisruptionBudget"):
+            elif parsed.kind in NAMESPACED_KINDS:
                 parsed.namespace = parsed.namespace or "default"
             target = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
             parsed.description = f"{parsed.kind} {target}" + (
