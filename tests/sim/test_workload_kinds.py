@@ -402,3 +402,14 @@ def test_the_workloads_scenario_runs_every_kind_together() -> None:
     assert len(fired) == 3
     completed = [record for record in simulation.recorder.pods.values() if record.succeeded_at is not None]
     assert len(completed) == 4 + 3 + 1  # the Job's, the CronJob's and the bare Pod
+
+
+def test_a_replicaset_applied_on_its_own_keeps_its_pods() -> None:
+    replicaset = deployment(replicas=2).replace("kind: Deployment", "kind: ReplicaSet")
+    simulation = started(nodepool(), replicaset)
+    simulation.run(3600)
+    pods = workload_pods(simulation)
+    assert len(pods) == 2 and all(pod.phase == POD_RUNNING for pod in pods)
+    simulation.cluster.delete(pods[0])
+    simulation.run(3600)
+    assert sum(1 for pod in workload_pods(simulation) if pod.phase == POD_RUNNING) == 2
