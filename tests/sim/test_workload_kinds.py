@@ -413,3 +413,16 @@ def test_a_replicaset_applied_on_its_own_keeps_its_pods() -> None:
     simulation.cluster.delete(pods[0])
     simulation.run(3600)
     assert sum(1 for pod in workload_pods(simulation) if pod.phase == POD_RUNNING) == 2
+
+
+def test_a_cronjob_keeps_the_last_three_complete_jobs_and_deletes_older_ones_with_their_pods() -> None:
+    simulation = started(nodepool(), cronjob())
+    simulation.run(65 * MINUTE)
+    assert job_times(simulation) == [40 * MINUTE, 50 * MINUTE, 60 * MINUTE]
+    fired = [event for event in simulation.cluster.events if event.reason == "SuccessfulCreate"]
+    assert len(fired) == 6
+    jobs = {job.metadata.name for job in simulation.cluster.objects("Job")}
+    owners = {
+        pod.metadata.controller.name for pod in simulation.pods() if pod.metadata.controller is not None
+    }
+    assert owners <= jobs  # the pruned Jobs' pods went with them

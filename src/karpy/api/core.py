@@ -704,6 +704,8 @@ class CronJob:
     job_template: Job
     suspend: bool = False
     concurrency_policy: str = "Allow"
+    # How many complete Jobs are kept; older ones are deleted, with their pods.
+    successful_jobs_history_limit: int = 3
     status: CronJobStatus = field(default_factory=CronJobStatus)
 
     kind = "CronJob"
@@ -740,12 +742,14 @@ class CronJob:
             )
         )
         last = reader.obj("status").string("lastScheduleTime")
+        history_limit = _non_negative(spec, "successfulJobsHistoryLimit")
         return cls(
             metadata=metadata,
             schedule=schedule,
             job_template=job,
             suspend=spec.boolean("suspend"),
             concurrency_policy=policy,
+            successful_jobs_history_limit=3 if history_limit is None else history_limit,
             status=CronJobStatus(parse_timestamp(last, "status.lastScheduleTime") if last else None),
         )
 

@@ -24,7 +24,8 @@
   schedule in virtual time. Fires missed while the controller was not
   looking (or while suspended) are caught up with one Job, for the latest;
   ``Forbid`` skips a fire while a Job is still running, ``Replace`` deletes
-  the running Job first, ``Allow`` runs them side by side.
+  the running Job first, ``Allow`` runs them side by side. Complete Jobs
+  beyond ``successfulJobsHistoryLimit`` (3) are deleted, oldest first.
 - Pod garbage collection: pods bound to a Node that no longer exists go.
 
 A pod the apiserver refuses (a PriorityClass that does not exist) is a
@@ -413,6 +414,7 @@ class SimulatedWorkloadControllers:
         cronjob = self.cluster.get("CronJob", f"{namespace}/{name}")
         if not isinstance(cronjob, CronJob) or cronjob.metadata.deleting:
             return None
+        self._prune_history(cronjob)
         schedule = CronSchedule(cronjob.schedule)
         now = self.clock.now()
         since = cronjob.status.last_schedule_time
@@ -433,18 +435,31 @@ class SimulatedWorkloadControllers:
         following = schedule.next_fire_after(latest)
         return None if following is None else following - now
 
-    def _fire(self, cronjob: CronJob, scheduled: float) -> None:
-        namespace = cronjob.metadata.namespace
-        active = [
+    def _jobs_of(self, cronjob: CronJob) -> list[Job]:
+        return [
             job
             for job in self.cluster.objects("Job")
             if isinstance(job, Job)
-            and job.metadata.namespace == namespace
+            and job.metadata.namespace == cronjob.metadata.namespace
             and (controller := job.metadata.controller) is not None
             and controller.uid == cronjob.metadata.uid
-            and not job.status.complete
             and not job.metadata.deleting
         ]
+
+    def _prune_history(self, cronjob: CronJob) -> None:
+        complete = sorted(
+            (job for job in self._jobs_of(cronjob) if job.status.complete),
+            key=lambda job: (job.status.completion_time or 0.0, job.metadata.name),
+        )
+        for job in complete[: max(0, len(complete) - cronjob.successful_jobs_history_limit)]:
+            try:
+                self.cluster.delete(job)
+            except NotFoundError:
+                continue
+
+    def _fire(self, cronjob: CronJob, scheduled: float) -> None:
+        namespace = cronjob.metadata.namespace
+        active = [job for job in self._jobs_of(cronjob) if not job.status.complete]
         if active and cronjob.concurrency_policy == "Forbid":
             self.cluster.record_event(
                 cronjob,
