@@ -426,3 +426,15 @@ def test_a_cronjob_keeps_the_last_three_complete_jobs_and_deletes_older_ones_wit
         pod.metadata.controller.name for pod in simulation.pods() if pod.metadata.controller is not None
     }
     assert owners <= jobs  # the pruned Jobs' pods went with them
+
+
+def test_deleting_a_running_job_removes_its_pods_and_then_its_nodes() -> None:
+    simulation = started(nodepool(), JOB.replace("karpy.dev/duration: 5m", "karpy.dev/duration: 1h"))
+    simulation.run(2 * MINUTE, until_steady=False)
+    assert sum(1 for pod in workload_pods(simulation) if pod.phase == POD_RUNNING) == 2
+    job = simulation.cluster.get("Job", "default/batch")
+    simulation.cluster.delete(job)
+    simulation.run(3600)
+    assert workload_pods(simulation) == []
+    assert simulation.nodeclaims() == []
+    assert simulation.steady()

@@ -361,9 +361,32 @@ class SimulatedWorkloadControllers:
         metadata = pod.metadata.with_changes(name=pod_name, generate_name="", labels=labels)
         return self._create_pod(statefulset, pod.with_changes(metadata=metadata, spec=spec))
 
+    def _release(self, pods: Iterable[Pod]) -> None:
+        """Take the job-tracking finalizer off ``pods``: the Job has counted them, or is gone."""
+        for pod in pods:
+            finalizers = tuple(f for f in pod.metadata.finalizers if f != JOB_TRACKING_FINALIZER)
+            try:
+                self.cluster.update(
+                    pod.with_changes(metadata=pod.metadata.with_changes(finalizers=finalizers))
+                )
+            except NotFoundError:
+                continue
+
     def _job(self, namespace: str, name: str) -> None:
         job = self.cluster.get("Job", f"{namespace}/{name}")
         if not isinstance(job, Job) or job.metadata.deleting:
+            # The pods of a deleted Job are let go, or they would never finish being deleted.
+            gone_uid = job.metadata.uid if isinstance(job, Job) else None
+            self._release(
+                pod
+                for pod in self.cluster.pods()
+                if pod.metadata.namespace == namespace
+                and JOB_TRACKING_FINALIZER in pod.metadata.finalizers
+                and (controller := pod.metadata.controller) is not None
+                and controller.kind == "Job"
+                and controller.name == name
+                and (gone_uid is None or controller.uid == gone_uid)
+            )
             return
         pods = self._owned_pods(namespace, job.metadata.uid)
         tracked = [pod for pod in pods if JOB_TRACKING_FINALIZER in pod.metadata.finalizers]
