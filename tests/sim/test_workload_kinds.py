@@ -438,3 +438,13 @@ def test_deleting_a_running_job_removes_its_pods_and_then_its_nodes() -> None:
     assert workload_pods(simulation) == []
     assert simulation.nodeclaims() == []
     assert simulation.steady()
+
+
+def test_replace_deletes_the_running_job_and_its_pods_for_the_new_one() -> None:
+    simulation = started(nodepool(), cronjob("Replace", "15m"))
+    simulation.run(35 * MINUTE)
+    assert job_times(simulation) == [30 * MINUTE]
+    fired = [event for event in simulation.cluster.events if event.reason == "SuccessfulCreate"]
+    assert len(fired) == 3
+    (pod,) = workload_pods(simulation)
+    assert pod.phase == POD_RUNNING and not pod.metadata.deleting
