@@ -226,6 +226,14 @@ class SimulatedWorkloadControllers:
             return False
         return True
 
+    def _delete(self, objects: Iterable[object]) -> None:
+        """Delete each of ``objects``; one already gone is no matter."""
+        for obj in objects:
+            try:
+                self.cluster.delete(obj)
+            except NotFoundError:
+                continue
+
     def _owned_pods(self, namespace: str, uid: str) -> list[Pod]:
         return [
             pod
@@ -287,11 +295,7 @@ class SimulatedWorkloadControllers:
                 pods,
                 key=lambda pod: (bool(pod.node_name), -(pod.metadata.creation_timestamp or 0.0), pod.key),
             )
-            for pod in surplus[:-missing]:
-                try:
-                    self.cluster.delete(pod)
-                except NotFoundError:
-                    continue
+            self._delete(surplus[:-missing])
 
     def _daemonset(self, namespace: str, name: str) -> None:
         daemonset = self.cluster.get("DaemonSet", f"{namespace}/{name}")
@@ -331,10 +335,7 @@ class SimulatedWorkloadControllers:
         for ordinal in surplus:
             extra = by_ordinal[ordinal]
             if not extra.metadata.deleting:
-                try:
-                    self.cluster.delete(extra)
-                except NotFoundError:
-                    continue
+                self._delete([extra])
             if ordered:
                 break  # the next one goes when this one is gone
 
@@ -404,21 +405,10 @@ class SimulatedWorkloadControllers:
         )
         if status != job.status:
             job = self.cluster.update(job.with_changes(status=status))  # counted before released
-        for pod in released:
-            finalizers = tuple(f for f in pod.metadata.finalizers if f != JOB_TRACKING_FINALIZER)
-            try:
-                self.cluster.update(
-                    pod.with_changes(metadata=pod.metadata.with_changes(finalizers=finalizers))
-                )
-            except NotFoundError:
-                continue
+        self._release(released)
         active = [pod for pod in pods if not pod.is_terminal and not pod.metadata.deleting]
         if job.suspend:
-            for pod in active:
-                try:
-                    self.cluster.delete(pod)
-                except NotFoundError:
-                    continue
+            self._delete(active)
             return
         if done:
             return
@@ -474,11 +464,7 @@ class SimulatedWorkloadControllers:
             (job for job in self._jobs_of(cronjob) if job.status.complete),
             key=lambda job: (job.status.completion_time or 0.0, job.metadata.name),
         )
-        for job in complete[: max(0, len(complete) - cronjob.successful_jobs_history_limit)]:
-            try:
-                self.cluster.delete(job)
-            except NotFoundError:
-                continue
+        self._delete(complete[: max(0, len(complete) - cronjob.successful_jobs_history_limit)])
 
     def _fire(self, cronjob: CronJob, scheduled: float) -> None:
         namespace = cronjob.metadata.namespace
@@ -492,11 +478,7 @@ class SimulatedWorkloadControllers:
             )
             return
         if cronjob.concurrency_policy == "Replace":
-            for job in active:
-                try:
-                    self.cluster.delete(job)
-                except NotFoundError:
-                    continue
+            self._delete(active)
         template = cronjob.job_template
         job = template.with_changes(
             metadata=template.metadata.with_changes(
