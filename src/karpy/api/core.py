@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from karpy.api._reader import FieldReader, ManifestError
-from karpy.api.cron import CronError, CronSchedule
+from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.meta import ObjectMeta, parse_timestamp
 from karpy.api.quantity import (
@@ -714,11 +714,9 @@ class CronJob:
     def parse(cls, reader: FieldReader) -> CronJob:
         metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=True)
         spec = reader.obj("spec")
-        schedule = spec.required_str("schedule")
-        try:
-            CronSchedule(schedule)
-        except CronError as error:
-            raise spec.error("schedule", str(error)) from error
+        schedule = read_schedule(spec, "schedule")
+        if schedule is None:
+            raise spec.error("schedule", "required")
         time_zone = spec.string("timeZone", "UTC")
         if time_zone not in ("UTC", "Etc/UTC"):
             raise spec.error("timeZone", f"only UTC is simulated, got {time_zone!r}")

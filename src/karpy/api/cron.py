@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from karpy.api._reader import FieldReader
+
 _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -63,6 +65,17 @@ def _field_values(text: str, low: int, high: int) -> frozenset[int]:
     return frozenset(values)
 
 
+def read_schedule(reader: FieldReader, key: str) -> str | None:
+    """A cron ``schedule`` field, checked to be one; None when it is not there."""
+    schedule = reader.string(key) or None
+    if schedule is not None:
+        try:
+            CronSchedule(schedule)
+        except CronError as error:
+            raise reader.error(key, str(error)) from error
+    return schedule
+
+
 class CronSchedule:
     """A standard five-field cron expression, evaluated in UTC."""
 
@@ -70,7 +83,7 @@ class CronSchedule:
         text = _MACROS.get(expression.strip(), expression.strip())
         fields = text.split()
         if len(fields) != 5:
-            raise CronError(f"expected five fields, got {expression!r}")
+            raise CronError(f"expected a cron expression of five fields, got {expression!r}")
         self.minutes, self.hours, self.days, self.months, weekdays = (
             _field_values(field.replace("7", "0") if index == 4 else field, *_RANGES[index])
             for index, field in enumerate(fields)
