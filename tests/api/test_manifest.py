@@ -227,10 +227,6 @@ def test_a_document_that_is_not_a_mapping_is_counted_from_the_start_of_the_strea
 @pytest.mark.parametrize(
     ("document", "note"),
     [
-        (
-            "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n",
-            'Namespace "team-a": skipped (Namespace',
-        ),
         ("apiVersion: v1\nkind: Service\nmetadata: {name: web}\n", 'Service "web": skipped (Service'),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n", 'ConfigMap "cfg": skipped (ConfigMap'),
     ],
@@ -274,7 +270,7 @@ def test_list_items_are_flattened_into_objects_errors_and_notes() -> None:
     items = [
         yaml.safe_load(NODE.format(name="n1")),
         yaml.safe_load(POD.format(name="p1")),
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}},
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p2"}, "spec": {"priority": "high"}},
         None,
     ]
@@ -282,7 +278,7 @@ def test_list_items_are_flattened_into_objects_errors_and_notes() -> None:
         yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}), "list.yaml"
     )
     assert [(loaded.kind, loaded.name) for loaded in result.objects] == [("Node", "n1"), ("Pod", "p1")]
-    assert result.notes == ['list.yaml: Namespace "ns": skipped (Namespace does not affect node autoscaling)']
+    assert result.notes == ['list.yaml: Service "web": skipped (Service does not affect node autoscaling)']
     assert result.errors == ['list.yaml: Pod "p2": spec.priority: expected an integer, got string']
 
 

@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from tests.support import make_nodepool
 
-from karpy.disruption.budgets import CronError, CronSchedule, allowed_disruptions
+from karpy.api.cron import CronError, CronSchedule
+from karpy.api.manifest import parse_manifests
+from karpy.disruption.budgets import allowed_disruptions
 
 
 def at(text: str) -> float:
@@ -63,3 +65,30 @@ def test_a_budget_with_reasons_applies_only_to_them() -> None:
 def test_the_default_budget_is_ten_percent() -> None:
     pool = make_nodepool()
     assert allowed_disruptions(pool, "Empty", 25, 0, at("2026-03-02T10:00")) == 3
+
+
+@pytest.mark.parametrize(
+    ("schedule", "error"),
+    [
+        ("61 * * * *", "'61' is out of range 0-59"),
+        ("0 9 * * mon", "invalid field 'mon'"),
+        ("*/0 * * * *", "invalid step '0'"),
+    ],
+)
+def test_a_budget_schedule_cron_cannot_read_is_an_error_where_it_is_written(
+    schedule: str, error: str
+) -> None:
+    text = f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+  disruption:
+    budgets: [{{nodes: "0", schedule: "{schedule}", duration: 1h}}]
+"""
+    result = parse_manifests(text, "f.yaml")
+    assert result.objects == []
+    assert result.errors == [f'f.yaml: NodePool "default": spec.disruption.budgets[0].schedule: {error}']

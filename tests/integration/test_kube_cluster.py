@@ -23,6 +23,7 @@ from karpy.api.requirements import Requirement
 from karpy.api.taints import Taint
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, EvictionRefusedError
+from karpy.controllers.state import namespace_labels
 from karpy.kube._http import ApiTransport
 from karpy.kube._resources import POD
 from karpy.kube.cluster import KubeCluster
@@ -338,3 +339,17 @@ def test_watch_gone_after_compaction_relists_and_loses_no_change(crds: ControlPl
         assert any(old is None and new == during for old, new in changes)
     finally:
         kube.close()
+
+
+def test_namespace_labels_reach_the_scheduling_snapshot(
+    cluster: tuple[KubeCluster, Recorder], control_plane: ControlPlane, namespace: str
+) -> None:
+    kube, _ = cluster
+    control_plane.kubectl("label", "namespace", namespace, "team=web")
+
+    def labels() -> dict[str, str] | None:
+        found = namespace_labels(kube).get(namespace, {})
+        return found if found.get("team") == "web" else None
+
+    found = wait_until(labels, what=f"namespace {namespace} labelled team=web in the cache")
+    assert found["kubernetes.io/metadata.name"] == namespace

@@ -14,6 +14,7 @@ from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_HOSTNAME, LABEL_ZONE, Requirements
+from karpy.scheduling.constraints import pod_constraints
 from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, Plan, solve
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -377,3 +378,38 @@ def test_a_volume_in_a_zone_the_pod_cannot_use_leaves_it_pending() -> None:
     pods = app_pods(1, "  nodeSelector: {topology.kubernetes.io/zone: zone-a}")
     plan = solve(pods, [], [pool()], {pods[0].key: (Requirements.from_labels({LABEL_ZONE: "zone-c"}),)})
     assert "default/web-0" in plan.unschedulable
+
+
+ANTI_AFFINITY_TO_TEAM_WEB = """  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - topologyKey: kubernetes.io/hostname
+          labelSelector: {matchLabels: {app: cache}}
+          namespaceSelector: {matchExpressions: [{key: team, operator: In, values: [web]}]}
+          namespaces: [ops]"""
+
+
+def test_a_namespace_selector_selects_namespaces_by_their_labels_and_adds_the_named_ones() -> None:
+    pod = make_pod("loner", namespace="batch", extra_spec=ANTI_AFFINITY_TO_TEAM_WEB)
+    namespaces = {
+        "shop": {"team": "web", "kubernetes.io/metadata.name": "shop"},
+        "batch": {"team": "data", "kubernetes.io/metadata.name": "batch"},
+        "ops": {"kubernetes.io/metadata.name": "ops"},
+    }
+    (term,) = pod_constraints(pod, namespace_labels=namespaces).anti_affinity
+    assert term.selects.namespaces == frozenset({"shop", "ops"})
+    assert term.selects.matches_labels("shop", {"app": "cache"})
+    assert not term.selects.matches_labels("batch", {"app": "cache"})
+    # Without the namespaces' labels only the name label is known: no namespace is team=web.
+    (unresolved,) = pod_constraints(pod).anti_affinity
+    assert not unresolved.selects.matches_labels("shop", {"app": "cache"})
+    assert unresolved.selects.matches_labels("ops", {"app": "cache"})
+
+
+def test_plans_keep_pods_apart_from_the_pods_of_selected_namespaces() -> None:
+    cache = make_pod("web-cache", "100m", "128Mi", namespace="shop", labels="{app: cache}")
+    loner = make_pod("loner", "100m", "128Mi", namespace="batch", extra_spec=ANTI_AFFINITY_TO_TEAM_WEB)
+    labelled = {"shop": {"team": "web"}, "batch": {"team": "data"}}
+    assert len(solve([cache, loner], [], [pool()], namespace_labels=labelled).new_nodeclaims) == 2
+    unlabelled = {"shop": {"team": "data"}, "batch": {"team": "data"}}
+    assert len(solve([cache, loner], [], [pool()], namespace_labels=unlabelled).new_nodeclaims) == 1

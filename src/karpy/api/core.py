@@ -1,7 +1,8 @@
-"""The Kubernetes core and apps objects karpy schedules around.
+"""The Kubernetes core, apps, batch and scheduling objects karpy schedules around.
 
-Pods, Nodes, Deployments, ReplicaSets, DaemonSets and PodDisruptionBudgets are
-read from ordinary Kubernetes YAML (or the apiserver's JSON) into slim frozen
+Pods, Nodes, Namespaces, Deployments, ReplicaSets, StatefulSets, DaemonSets,
+Jobs, CronJobs, PriorityClasses, PodDisruptionBudgets and persistent volumes
+are read from ordinary Kubernetes YAML (or the apiserver's JSON) into slim frozen
 records holding only what the controllers act on. Keeping them slim is what
 lets one process hold tens of thousands of pods; keeping them frozen is what
 makes a snapshot a snapshot: a controller changes an object by writing a new
@@ -20,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from karpy.api._reader import FieldReader, ManifestError
-from karpy.api.meta import ObjectMeta
+from karpy.api.cron import read_schedule
+from karpy.api.duration import DurationError, parse_duration
+from karpy.api.meta import ObjectMeta, parse_timestamp
 from karpy.api.quantity import (
     QuantityError,
     ResourceAmounts,
@@ -32,7 +35,11 @@ from karpy.api.requirements import Requirement, RequirementError, Requirements
 from karpy.api.taints import Taint, Toleration
 
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+# How long a pod's containers run before they exit successfully (a Job's work, in the simulator).
+RUN_DURATION_ANNOTATION = "karpy.dev/duration"
 DEFAULT_SCHEDULER = "default-scheduler"
+# The label the apiserver sets on every Namespace: its name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 POD_PENDING = "Pending"
 POD_RUNNING = "Running"
@@ -258,6 +265,27 @@ def effective_requests(spec: FieldReader) -> ResourceAmounts:
     return add_amounts(result, read_resources(spec, "overhead"))
 
 
+def run_duration(annotations: Mapping[str, str]) -> float | None:
+    """The seconds a pod runs for by its ``karpy.dev/duration`` annotation; None if it has none."""
+    text = annotations.get(RUN_DURATION_ANNOTATION)
+    if text is None:
+        return None
+    value = parse_duration(text)
+    if value < 0:
+        raise DurationError("must not be negative")
+    return value
+
+
+def _read_annotations(metadata: FieldReader) -> dict[str, str]:
+    """The annotations, with a ``karpy.dev/duration`` one checked to be a duration."""
+    annotations = metadata.str_map("annotations")
+    try:
+        run_duration(annotations)
+    except DurationError as error:
+        raise metadata.obj("annotations").error(RUN_DURATION_ANNOTATION, str(error)) from error
+    return annotations
+
+
 @dataclass(frozen=True, slots=True)
 class PodTemplate:
     labels: dict[str, str]
@@ -267,9 +295,7 @@ class PodTemplate:
     @classmethod
     def parse(cls, reader: FieldReader) -> PodTemplate:
         metadata = reader.obj("metadata")
-        return cls(
-            metadata.str_map("labels"), metadata.str_map("annotations"), PodSpec.parse(reader.obj("spec"))
-        )
+        return cls(metadata.str_map("labels"), _read_annotations(metadata), PodSpec.parse(reader.obj("spec")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +318,7 @@ class Pod:
             (message for kind, state, message in conditions if kind == "PodScheduled" and state == "False"),
             "",
         )
+        _read_annotations(reader.obj("metadata"))
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
             spec=PodSpec.parse(reader.obj("spec")),
@@ -389,11 +416,16 @@ class Node:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
+def _non_negative(reader: FieldReader, key: str) -> int | None:
+    value = reader.integer(key)
+    if value is not None and value < 0:
+        raise reader.error(key, "must not be negative")
+    return value
+
+
 def _replicas(reader: FieldReader) -> int:
-    replicas = reader.integer("replicas", 1)
-    if replicas is None or replicas < 0:
-        raise reader.error("replicas", "must not be negative")
-    return replicas
+    replicas = _non_negative(reader, "replicas")
+    return 1 if replicas is None else replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -555,3 +587,215 @@ class PersistentVolume:
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             node_terms=required.items("nodeSelectorTerms", read_match_expressions),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StatefulSet(ScaledWorkload):
+    """A ScaledWorkload whose pods have stable names and each their own volumes.
+
+    Pod ``<name>-<ordinal>`` mounts the claim ``<template>-<name>-<ordinal>``
+    made from each of ``volume_claim_templates``; the claims outlive their
+    pods (the default Retain policy), which is what keeps a pod with a zonal
+    volume in its zone.
+    """
+
+    volume_claim_templates: tuple[PersistentVolumeClaim, ...] = ()
+    # OrderedReady (the default) starts pod N+1 only when pod N runs; Parallel starts all at once.
+    parallel: bool = False
+
+    kind = "StatefulSet"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> StatefulSet:
+        workload = ScaledWorkload.parse(reader)
+        spec = reader.obj("spec")
+        policy = spec.string("podManagementPolicy", "OrderedReady")
+        if policy not in ("OrderedReady", "Parallel"):
+            raise spec.error("podManagementPolicy", f"must be OrderedReady or Parallel, got {policy!r}")
+        namespace = workload.metadata.namespace
+
+        def claim_template(item: FieldReader) -> PersistentVolumeClaim:
+            claim = PersistentVolumeClaim.parse(item)
+            return dataclasses.replace(claim, metadata=claim.metadata.with_changes(namespace=namespace))
+
+        return cls(
+            metadata=workload.metadata,
+            replicas=workload.replicas,
+            selector=workload.selector,
+            template=workload.template,
+            volume_claim_templates=spec.items("volumeClaimTemplates", claim_template),
+            parallel=policy == "Parallel",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """What the Job controller records: pods counted as succeeded, and when the Job completed."""
+
+    succeeded: int = 0
+    completion_time: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.completion_time is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A batch/v1 Job: ``completions`` pods must succeed, at most ``parallelism`` at a time.
+
+    Without ``completions`` the Job is done when its ``parallelism`` pods
+    have succeeded (a work queue whose workers all finish). ``backoffLimit``
+    and the other failure settings are read but not simulated: simulated
+    pods do not fail.
+    """
+
+    metadata: ObjectMeta
+    template: PodTemplate
+    completions: int | None = 1
+    parallelism: int = 1
+    suspend: bool = False
+    backoff_limit: int = 6
+    status: JobStatus = field(default_factory=JobStatus)
+
+    kind = "Job"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Job:
+        spec = reader.obj("spec")
+        parallelism = _non_negative(spec, "parallelism")
+        backoff_limit = _non_negative(spec, "backoffLimit")
+        status = reader.obj("status")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            template=PodTemplate.parse(spec.obj("template")),
+            completions=_non_negative(spec, "completions"),
+            parallelism=1 if parallelism is None else parallelism,
+            suspend=spec.boolean("suspend"),
+            backoff_limit=6 if backoff_limit is None else backoff_limit,
+            status=JobStatus(succeeded=_non_negative(status, "succeeded") or 0),
+        )
+
+    @property
+    def wanted_successes(self) -> int:
+        """How many pods must succeed for the Job to be complete."""
+        return self.parallelism if self.completions is None else self.completions
+
+    def with_changes(self, **changes: object) -> Job:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+CONCURRENCY_POLICIES = ("Allow", "Forbid", "Replace")
+
+
+@dataclass(frozen=True, slots=True)
+class CronJobStatus:
+    """When the CronJob last created a Job (the fire it was for)."""
+
+    last_schedule_time: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CronJob:
+    """A batch/v1 CronJob: a Job from ``job_template`` at each fire of ``schedule`` (UTC)."""
+
+    metadata: ObjectMeta
+    schedule: str
+    job_template: Job
+    suspend: bool = False
+    concurrency_policy: str = "Allow"
+    # How many complete Jobs are kept; older ones are deleted, with their pods.
+    successful_jobs_history_limit: int = 3
+    status: CronJobStatus = field(default_factory=CronJobStatus)
+
+    kind = "CronJob"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> CronJob:
+        metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=True)
+        spec = reader.obj("spec")
+        schedule = read_schedule(spec, "schedule")
+        if schedule is None:
+            raise spec.error("schedule", "required")
+        time_zone = spec.string("timeZone", "UTC")
+        if time_zone not in ("UTC", "Etc/UTC"):
+            raise spec.error("timeZone", f"only UTC is simulated, got {time_zone!r}")
+        policy = spec.string("concurrencyPolicy", "Allow")
+        if policy not in CONCURRENCY_POLICIES:
+            raise spec.error("concurrencyPolicy", f"must be one of {', '.join(CONCURRENCY_POLICIES)}")
+        job_template = spec.obj("jobTemplate")
+        job_metadata = job_template.obj("metadata")
+        job = Job.parse(
+            FieldReader(
+                {
+                    "metadata": {
+                        "name": metadata.name,
+                        "namespace": metadata.namespace,
+                        "labels": job_metadata.raw("labels"),
+                        "annotations": job_metadata.raw("annotations"),
+                    },
+                    "spec": job_template.raw("spec") or {},
+                },
+                spec.child_path("jobTemplate"),
+            )
+        )
+        last = reader.obj("status").string("lastScheduleTime")
+        history_limit = _non_negative(spec, "successfulJobsHistoryLimit")
+        return cls(
+            metadata=metadata,
+            schedule=schedule,
+            job_template=job,
+            suspend=spec.boolean("suspend"),
+            concurrency_policy=policy,
+            successful_jobs_history_limit=3 if history_limit is None else history_limit,
+            status=CronJobStatus(parse_timestamp(last, "status.lastScheduleTime") if last else None),
+        )
+
+    def with_changes(self, **changes: object) -> CronJob:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+# Classes every cluster has, as the apiserver creates them at start-up.
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """A scheduling.k8s.io/v1 PriorityClass: the priority its pods get when they are created."""
+
+    metadata: ObjectMeta
+    value: int
+    global_default: bool = False
+
+    kind = "PriorityClass"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> PriorityClass:
+        value = reader.integer("value")
+        if value is None:
+            raise reader.error("value", "required")
+        if value > 1_000_000_000:
+            raise reader.error("value", "must not be more than 1000000000 (higher values are reserved)")
+        return cls(
+            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            value=value,
+            global_default=reader.boolean("globalDefault"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A Namespace; its labels are what pod affinity's ``namespaceSelector`` selects by."""
+
+    metadata: ObjectMeta
+
+    kind = "Namespace"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> Namespace:
+        return cls(ObjectMeta.parse(reader.obj("metadata"), namespaced=False))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels, with the ``kubernetes.io/metadata.name`` label the apiserver always sets."""
+        return {**self.metadata.labels, NAMESPACE_NAME_LABEL: self.metadata.name}

@@ -6,7 +6,7 @@ a bad one yields one error line naming the file, the object and the field
 (``nodepool.yaml: NodePool "default": spec.limits.cpu: must not be negative``)
 and the good ones are kept, so one typo does not hide everything else.
 Kinds that describe the cluster but do not affect node autoscaling
-(Namespace, Service, ConfigMap, …) are skipped with a note; kinds karpy has
+(Service, ConfigMap, …) are skipped with a note; kinds karpy has
 never heard of are errors, because a misspelt kind is a mistake worth
 catching before it reaches a cluster. For the same reason a field the kind
 does not have (``consolidationPolcy``, ``requirments``) is an error, as the
@@ -23,14 +23,19 @@ import yaml
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.core import (
+    CronJob,
     DaemonSet,
     Deployment,
+    Job,
+    Namespace,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
+    PriorityClass,
     ReplicaSet,
+    StatefulSet,
 )
 from karpy.api.fields import unknown_fields
 from karpy.api.nodeclaim import NodeClaim
@@ -40,7 +45,6 @@ from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, NodePool
 # Kinds a cluster's manifests commonly hold that have no bearing on node autoscaling.
 IGNORED_KINDS = frozenset(
     {
-        "Namespace",
         "Service",
         "ConfigMap",
         "Secret",
@@ -52,7 +56,6 @@ IGNORED_KINDS = frozenset(
         "Ingress",
         "NetworkPolicy",
         "HorizontalPodAutoscaler",
-        "PriorityClass",
         "StorageClass",
         "CustomResourceDefinition",
     }
@@ -72,6 +75,11 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("apps/v1", "Deployment"): lambda reader, _: Deployment.parse(reader),
     ("apps/v1", "ReplicaSet"): lambda reader, _: ReplicaSet.parse(reader),
     ("apps/v1", "DaemonSet"): lambda reader, _: DaemonSet.parse(reader),
+    ("apps/v1", "StatefulSet"): lambda reader, _: StatefulSet.parse(reader),
+    ("batch/v1", "Job"): lambda reader, _: Job.parse(reader),
+    ("batch/v1", "CronJob"): lambda reader, _: CronJob.parse(reader),
+    ("scheduling.k8s.io/v1", "PriorityClass"): lambda reader, _: PriorityClass.parse(reader),
+    ("v1", "Namespace"): lambda reader, _: Namespace.parse(reader),
     ("policy/v1", "PodDisruptionBudget"): lambda reader, _: PodDisruptionBudget.parse(reader),
     ("v1", "PersistentVolumeClaim"): lambda reader, _: PersistentVolumeClaim.parse(reader),
     ("v1", "PersistentVolume"): lambda reader, _: PersistentVolume.parse(reader),

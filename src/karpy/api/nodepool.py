@@ -44,6 +44,7 @@ from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.conditions import Condition
 from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
+from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration, parse_optional_duration
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND
@@ -199,14 +200,12 @@ class Budget:
             raise reader.error(
                 "nodes", f"must be a non-negative integer or a percentage up to 100%, got {nodes!r}"
             )
-        schedule = reader.string("schedule") or None
+        schedule = read_schedule(reader, "schedule")
         duration = read_duration(reader, "duration", None, allow_never=False)
         if (schedule is None) != (duration is None):
             raise reader.error(
                 "schedule" if schedule is None else "duration", "schedule and duration go together"
             )
-        if schedule is not None and len(schedule.split()) != 5 and not schedule.startswith("@"):
-            raise reader.error("schedule", f"expected a cron expression of five fields, got {schedule!r}")
         reasons = reader.str_list("reasons")
         for reason in reasons:
             if reason not in DISRUPTION_REASONS:

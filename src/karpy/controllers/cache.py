@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from karpy.api.core import DaemonSet, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget
+from karpy.api.core import (
+    DaemonSet,
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+)
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
@@ -93,6 +101,9 @@ class TypedReads:
 
     def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]:
         return self._all("PodDisruptionBudget")
+
+    def namespaces(self) -> Iterable[Namespace]:
+        return self._all("Namespace")
 
     def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
         found = self._get("PersistentVolumeClaim", f"{namespace}/{name}")

@@ -239,6 +239,7 @@ class DisruptionController:
             now,
             self.spot_to_spot,
             volume_terms(self.cluster, pods),
+            snapshot.namespace_labels,
             savings_known=self._given_up.keys(),
         )
         self._keep_savings_given_up(decision.blocked, decision.savings_given_up)

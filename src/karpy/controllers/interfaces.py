@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 
 from karpy.api.core import (
     DaemonSet,
+    Namespace,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -96,6 +97,10 @@ class ClusterReader(Protocol):
     def daemonsets(self) -> Iterable[DaemonSet]: ...
 
     def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]: ...
+
+    def namespaces(self) -> Iterable[Namespace]:
+        """The Namespace objects known (a cache that does not watch them has none)."""
+        ...
 
     def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None: ...
 

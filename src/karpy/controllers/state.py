@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from karpy.api.core import DaemonSet, Node, Pod
+from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodeClassRef, NodePool
@@ -285,6 +285,22 @@ def volume_terms(cluster: ClusterReader, pods: Sequence[Pod]) -> dict[str, tuple
     return result
 
 
+def namespace_labels(cluster: ClusterReader) -> dict[str, dict[str, str]]:
+    """Every namespace's labels by name: those of its Namespace object, if any, and its name label.
+
+    A namespace holding pods exists whether or not its object was read (the
+    simulator runs manifests without Namespaces); it has the name label the
+    apiserver gives every namespace, so a namespaceSelector on that label
+    still selects it.
+    """
+    labels: dict[str, dict[str, str]] = {
+        pod.metadata.namespace: {NAMESPACE_NAME_LABEL: pod.metadata.namespace} for pod in cluster.pods()
+    }
+    for namespace in cluster.namespaces():
+        labels[namespace.metadata.name] = namespace.labels
+    return labels
+
+
 @dataclass(slots=True)
 class SchedulingSnapshot:
     """Everything the scheduling core needs about the cluster, taken at one moment."""
@@ -294,9 +310,10 @@ class SchedulingSnapshot:
     instance_types: dict[str, list[InstanceType]]
     pools: list[NodePoolCapacity]
     existing: list[ExistingCapacity]
+    namespace_labels: dict[str, dict[str, str]]
 
     def solve(self, pods: Sequence[Pod]) -> Plan:
-        return solve(pods, self.existing, self.pools, volume_terms(self.cluster, pods))
+        return solve(pods, self.existing, self.pools, volume_terms(self.cluster, pods), self.namespace_labels)
 
 
 def scheduling_snapshot(
@@ -328,7 +345,7 @@ def scheduling_snapshot(
             capacity = dataclasses.replace(capacity, unavailable=f"node class {problem.message}")
         pools.append(capacity)
     existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
-    return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing)
+    return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing, namespace_labels(cluster))
 
 
 def pdb_blocked_pods(cluster: ClusterReader) -> dict[str, str]:

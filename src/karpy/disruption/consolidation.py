@@ -140,6 +140,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.disruption.emptiness import Candidate, empty_since, is_empty, reschedulable
+from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
     ExistingCapacity,
     NewNodeClaim,
@@ -372,10 +373,12 @@ class RemovalSimulator:
         capacity: Sequence[ExistingCapacity],
         pools: Sequence[NodePoolCapacity],
         volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+        namespace_labels: NamespaceLabels | None = None,
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
         self.pools = list(pools)
         self.volume_terms = volume_terms or {}
+        self.namespace_labels = namespace_labels
         self.uninitialized = frozenset(item.name for item in self.capacity if item.in_flight)
         # Each node as the solver needs to see it when the moving pods have no inter-pod
         # terms: without its pods if none of them constrains its neighbours.
@@ -397,7 +400,9 @@ class RemovalSimulator:
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
         gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
         pods = [pod for c in removed for pod in c.pods if reschedulable(pod)]
-        return solve(pods, self._existing_for(pods, gone), self.pools, self.volume_terms)
+        return solve(
+            pods, self._existing_for(pods, gone), self.pools, self.volume_terms, self.namespace_labels
+        )
 
     def _existing_for(self, pods: Sequence[Pod], gone: set[str]) -> list[ExistingCapacity]:
         if any(_has_inter_pod_terms(pod) for pod in pods):
@@ -728,6 +733,7 @@ def decide_consolidation(
     now: float,
     spot_to_spot: bool = False,
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+    namespace_labels: NamespaceLabels | None = None,
     savings_known: Container[str] = frozenset(),
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
@@ -756,7 +762,7 @@ def decide_consolidation(
             )
             held_back.append(candidate)
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
-    simulator = RemovalSimulator(other_capacity, pools, volume_terms)
+    simulator = RemovalSimulator(other_capacity, pools, volume_terms, namespace_labels)
     decision.savings_given_up = savings_given_up(
         [c for c in held_back if c.nodeclaim.name not in savings_known],
         simulator,

@@ -60,6 +60,8 @@ PERSISTENT_VOLUME_CLAIM = ResourceType(
     "PersistentVolumeClaim", "v1", "persistentvolumeclaims", namespaced=True
 )
 PERSISTENT_VOLUME = ResourceType("PersistentVolume", "v1", "persistentvolumes", namespaced=False)
+# Their labels are what pod affinity's namespaceSelector selects by.
+NAMESPACE = ResourceType("Namespace", "v1", "namespaces", namespaced=False)
 EVENT = ResourceType("Event", "v1", "events", namespaced=True)
 
 #: The kinds KubeCluster keeps informer caches of.
@@ -74,6 +76,7 @@ WATCHED_TYPES: tuple[ResourceType, ...] = (
     POD_DISRUPTION_BUDGET,
     PERSISTENT_VOLUME_CLAIM,
     PERSISTENT_VOLUME,
+    NAMESPACE,
 )
 
 TYPES_BY_KIND: dict[str, ResourceType] = {resource.kind: resource for resource in WATCHED_TYPES}

@@ -28,15 +28,18 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from karpy.api.core import LabelSelector, Pod
+from karpy.api.core import NAMESPACE_NAME_LABEL, LabelSelector, Pod
 from karpy.api.requirements import Requirements
 from karpy.api.taints import PREFER_NO_SCHEDULE, Toleration
 
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
 IGNORE = "Ignore"
+
+
+# Every namespace's labels by its name (``kubernetes.io/metadata.name`` included).
+NamespaceLabels = Mapping[str, Mapping[str, str]]
 
 
 class ConstraintError(ValueError):
@@ -47,9 +50,12 @@ class ConstraintError(ValueError):
 class PodSelector:
     """Which pods a term or constraint counts: a label selector within some namespaces.
 
-    ``namespaces`` None means every namespace. A namespaceSelector is matched
-    against the namespace's ``kubernetes.io/metadata.name`` label, the one
-    label every namespace has; other namespace labels are not known here.
+    ``namespaces`` None means every namespace. A namespaceSelector is
+    resolved, when the cluster's namespaces and their labels are given, into
+    the namespaces it selects now (as kube-scheduler resolves it from its
+    namespace lister), and kept as ``namespaces``; without them it is matched
+    against the ``kubernetes.io/metadata.name`` label alone, the one label
+    every namespace has.
     """
 
     selector: LabelSelector
@@ -255,7 +261,9 @@ def _with_match_label_keys(selector: LabelSelector, keys: Sequence[object], pod:
     return LabelSelector(labels, tuple(expressions))
 
 
-def _pod_selector(raw: Mapping[str, object], pod: Pod, where: str) -> PodSelector:
+def _pod_selector(
+    raw: Mapping[str, object], pod: Pod, where: str, namespace_labels: NamespaceLabels | None
+) -> PodSelector:
     selector = _selector(raw.get("labelSelector"), f"{where}.labelSelector")
     selector = _with_match_label_keys(
         selector, _sequence(raw.get("matchLabelKeys"), f"{where}.matchLabelKeys"), pod
@@ -274,22 +282,32 @@ def _pod_selector(raw: Mapping[str, object], pod: Pod, where: str) -> PodSelecto
         namespaces = None if empty else frozenset(str(n) for n in namespaces_raw)
         if empty:
             namespace_selector = None
+        elif namespace_labels is not None and namespaces is not None:
+            selected = (
+                name for name, labels in namespace_labels.items() if namespace_selector.matches(labels)
+            )
+            namespaces = namespaces.union(selected)
+            namespace_selector = None
     else:
         namespaces = frozenset(str(n) for n in namespaces_raw) or frozenset((pod.metadata.namespace,))
     return PodSelector(selector, namespaces, namespace_selector)
 
 
-def _term(raw_item: object, pod: Pod, where: str, weight: int = 0) -> AffinityTerm:
+def _term(
+    raw_item: object, pod: Pod, where: str, namespace_labels: NamespaceLabels | None, weight: int = 0
+) -> AffinityTerm:
     raw = _mapping(raw_item, where)
     key = raw.get("topologyKey")
     if not isinstance(key, str) or not key:
         raise ConstraintError(f"{where}.topologyKey: required")
-    return AffinityTerm(key, _pod_selector(raw, pod, where), weight)
+    return AffinityTerm(key, _pod_selector(raw, pod, where, namespace_labels), weight)
 
 
-def _terms(raw: Mapping[str, object], pod: Pod, where: str) -> tuple[list[AffinityTerm], list[AffinityTerm]]:
+def _terms(
+    raw: Mapping[str, object], pod: Pod, where: str, namespace_labels: NamespaceLabels | None
+) -> tuple[list[AffinityTerm], list[AffinityTerm]]:
     required = [
-        _term(item, pod, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{index}]")
+        _term(item, pod, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{index}]", namespace_labels)
         for index, item in enumerate(
             _sequence(raw.get("requiredDuringSchedulingIgnoredDuringExecution"), f"{where}.required")
         )
@@ -303,7 +321,13 @@ def _terms(raw: Mapping[str, object], pod: Pod, where: str) -> tuple[list[Affini
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
             raise ConstraintError(f"{where}.preferred[{index}].weight: must be an integer from 1 to 100")
         preferred.append(
-            _term(entry.get("podAffinityTerm"), pod, f"{where}.preferred[{index}].podAffinityTerm", weight)
+            _term(
+                entry.get("podAffinityTerm"),
+                pod,
+                f"{where}.preferred[{index}].podAffinityTerm",
+                namespace_labels,
+                weight,
+            )
         )
     return required, preferred
 
@@ -344,11 +368,15 @@ def _spread(raw: Mapping[str, object], pod: Pod, where: str) -> SpreadConstraint
     )
 
 
-def pod_constraints(pod: Pod, volume_terms: Sequence[Requirements] = ()) -> PodConstraints:
+def pod_constraints(
+    pod: Pod, volume_terms: Sequence[Requirements] = (), namespace_labels: NamespaceLabels | None = None
+) -> PodConstraints:
     """The typed constraints of ``pod``; raises ConstraintError on a malformed one.
 
     ``volume_terms`` are the node affinity terms (ORed) of the volumes the pod
     mounts; every node alternative of the pod must also satisfy one of them.
+    ``namespace_labels`` are the labels of every namespace of the cluster, by
+    name, for the affinity terms' namespaceSelectors.
     """
     spec = pod.spec
     alternatives = spec.node_requirements()
@@ -360,8 +388,10 @@ def pod_constraints(pod: Pod, volume_terms: Sequence[Requirements] = ()) -> PodC
         _spread(raw, pod, f"topologySpreadConstraints[{index}]")
         for index, raw in enumerate(spec.topology_spread_constraints)
     ]
-    affinity, preferred_affinity = _terms(spec.pod_affinity, pod, "affinity.podAffinity")
-    anti_affinity, preferred_anti_affinity = _terms(spec.pod_anti_affinity, pod, "affinity.podAntiAffinity")
+    affinity, preferred_affinity = _terms(spec.pod_affinity, pod, "affinity.podAffinity", namespace_labels)
+    anti_affinity, preferred_anti_affinity = _terms(
+        spec.pod_anti_affinity, pod, "affinity.podAntiAffinity", namespace_labels
+    )
     preferred_node_terms = tuple(
         term.requirements for term in sorted(spec.preferred_node_terms, key=lambda term: -term.weight)
     )

@@ -107,7 +107,13 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.scheduling._patterns import CHUNK_DIVISORS, Pattern, pack
-from karpy.scheduling.constraints import ConstraintError, PodConstraints, PodSelector, pod_constraints
+from karpy.scheduling.constraints import (
+    ConstraintError,
+    NamespaceLabels,
+    PodConstraints,
+    PodSelector,
+    pod_constraints,
+)
 from karpy.scheduling.topology import Admission, Domain, Topology
 
 MAX_INSTANCE_TYPES = 60
@@ -530,10 +536,12 @@ class _Scheduler:
         pools: Sequence[NodePoolCapacity],
         requested_resources: Iterable[str] = (),
         volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+        namespace_labels: NamespaceLabels | None = None,
         *,
         fill_limited_pools: bool = False,
     ) -> None:
         self.volume_terms = volume_terms or {}
+        self.namespace_labels = namespace_labels
         # NodeClaims of pools with limits grow whatever growing costs (see ``_solve``).
         self.fill_limited_pools = fill_limited_pools
         # Whether a limit turned away a pod that was then left pending.
@@ -570,7 +578,7 @@ class _Scheduler:
                 for port in pod.spec.host_ports:
                     target.host_ports.add(port)
                 try:
-                    anti = pod_constraints(pod).anti_affinity
+                    anti = pod_constraints(pod, namespace_labels=namespace_labels).anti_affinity
                 except ConstraintError:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
@@ -627,7 +635,7 @@ class _Scheduler:
         self._opened_cache.clear()
         try:
             constraints: PodConstraints | None = pod_constraints(
-                pods[0], self.volume_terms.get(pods[0].key, ())
+                pods[0], self.volume_terms.get(pods[0].key, ()), self.namespace_labels
             )
         except ConstraintError as error:
             for pod in pods:
@@ -1946,14 +1954,16 @@ def solve(
     existing: Sequence[ExistingCapacity],
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
+    namespace_labels: NamespaceLabels | None = None,
 ) -> Plan:
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
 
     ``volume_terms`` maps a pod's key to the node affinity terms of the
-    persistent volumes it mounts (a zonal volume's zone).
+    persistent volumes it mounts (a zonal volume's zone); ``namespace_labels``
+    gives every namespace's labels, for pod affinity's namespaceSelectors.
     """
     with _cycle_collection_paused():
-        return _solve(pods, existing, pools, volume_terms or {})
+        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels)
 
 
 @contextmanager
@@ -1982,6 +1992,7 @@ def _solve(
     existing: Sequence[ExistingCapacity],
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]],
+    namespace_labels: NamespaceLabels | None,
 ) -> Plan:
     """The plan for ``pods``; made a second time, filling limited pools, if a limit left pods pending.
 
@@ -1997,9 +2008,11 @@ def _solve(
     no limit cuts short are made once, as before.
     """
     groups = _alike_groups(pods, volume_terms)
-    plan, left_at_limit = _plan(groups, existing, pools, volume_terms, fill_limited_pools=False)
+    plan, left_at_limit = _plan(
+        groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=False
+    )
     if left_at_limit:
-        fuller, _ = _plan(groups, existing, pools, volume_terms, fill_limited_pools=True)
+        fuller, _ = _plan(groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=True)
         if _placed_by_priority(fuller, pods) > _placed_by_priority(plan, pods):
             plan = fuller
     return plan
@@ -2010,13 +2023,16 @@ def _plan(
     existing: Sequence[ExistingCapacity],
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]],
+    namespace_labels: NamespaceLabels | None,
     *,
     fill_limited_pools: bool,
 ) -> tuple[Plan, bool]:
     """One plan for the ``groups`` of alike pods, and whether a limit left some pending."""
     plan = Plan()
     requested = {resource for group in groups for pod in group for resource in pod.spec.requests}
-    scheduler = _Scheduler(existing, pools, requested, volume_terms, fill_limited_pools=fill_limited_pools)
+    scheduler = _Scheduler(
+        existing, pools, requested, volume_terms, namespace_labels, fill_limited_pools=fill_limited_pools
+    )
     for group in groups:
         scheduler.place_group(group, plan)
     scheduler.repack()

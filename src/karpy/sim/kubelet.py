@@ -6,6 +6,13 @@ reports Ready a little later, agents such as a CNI remove startup taints,
 and the kubelet starts the pods bound to it. Each of those is a timer here,
 with delays that default to typical EC2 figures and can be changed per
 scenario. Pods being deleted stop after a short grace and are removed.
+
+A pod whose work ends (a Job's, or a bare pod's) runs for its
+``karpy.dev/duration`` annotation, or for a Job's pods without one the
+scenario's ``jobs.duration``, and then Succeeds: it stays on its node as a
+finished pod does, holding no resources and pending for nothing. Pods of
+ReplicaSets, StatefulSets and DaemonSets restart their containers in
+Kubernetes (restartPolicy Always), so they never finish here either.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from karpy.api.conditions import TRUE
-from karpy.api.core import POD_PENDING, POD_RUNNING, Node, NodeCondition, Pod
+from karpy.api.core import POD_PENDING, POD_RUNNING, POD_SUCCEEDED, Node, NodeCondition, Pod, run_duration
 from karpy.api.meta import ObjectMeta
 from karpy.api.requirements import LABEL_HOSTNAME
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
@@ -30,6 +37,8 @@ class KubeletSettings:
     startup_taint_delay: float = 3.0
     pod_start_delay: float = 2.0
     pod_stop_delay: float = 1.0
+    # How long a Job's pod runs when its template says nothing; None: until it is deleted.
+    job_duration: float | None = None
 
 
 class SimulatedKubelet:
@@ -91,6 +100,15 @@ class SimulatedKubelet:
         if kind == "node":
             return self._node(rest)
         return self._pod(rest)
+
+    def finishes_at(self, pod: Pod) -> float | None:
+        """When a running pod's containers exit successfully; None if they run on."""
+        if pod.phase != POD_RUNNING or pod.start_time is None or pod.owner_kind not in ("", "Job"):
+            return None
+        duration = run_duration(pod.metadata.annotations)
+        if duration is None and pod.owner_kind == "Job":
+            duration = self.settings.job_duration
+        return None if duration is None else pod.start_time + duration
 
     def _register(self, provider_id: str) -> None:
         instance = self.cloud.instances.get(provider_id)
@@ -165,5 +183,11 @@ class SimulatedKubelet:
             start_at = self._bound_at.get(pod.key, now) + self.settings.pod_start_delay
             if now < start_at:
                 return start_at - now
-            self.cluster.update(pod.with_changes(phase=POD_RUNNING, start_time=now))
+            pod = self.cluster.update(pod.with_changes(phase=POD_RUNNING, start_time=now))
+        finish_at = self.finishes_at(pod)
+        if finish_at is None:
+            return None
+        if now < finish_at:
+            return finish_at - now
+        self.cluster.update(pod.with_changes(phase=POD_SUCCEEDED))
         return None

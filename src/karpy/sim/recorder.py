@@ -3,7 +3,7 @@
 The recorder listens to the in-memory cluster like ``kubectl get -w`` does:
 every time a NodeClaim's printed columns (TYPE, CAPACITY, ZONE, NODE, READY)
 change, it keeps a row. It also keeps, per pod, when it was created, bound,
-running and deleted, and per NodeClaim, when it was created, became ready and
+running, finished and deleted, and per NodeClaim, when it was created, became ready and
 was deleted, with the hourly price of what was launched. The report and the
 JSON output are built from this record alone.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from karpy.api.conditions import find_condition
-from karpy.api.core import POD_RUNNING, Pod
+from karpy.api.core import POD_RUNNING, POD_SUCCEEDED, Pod
 from karpy.api.nodeclaim import CONDITION_READY, NodeClaim
 from karpy.controllers.interfaces import Clock
 
@@ -59,6 +59,7 @@ class PodRecord:
     node: str = ""
     bound_at: float | None = None
     running_at: float | None = None
+    succeeded_at: float | None = None
     deleted_at: float | None = None
     daemonset: bool = False
 
@@ -165,6 +166,8 @@ class Recorder:
             record.node = new.node_name
         if new.phase == POD_RUNNING and record.running_at is None:
             record.running_at = now
+        if new.phase == POD_SUCCEEDED and record.succeeded_at is None:
+            record.succeeded_at = now
         waiting = not new.is_terminal and not new.metadata.deleting and new.phase != POD_RUNNING
         if waiting and not record.daemonset:
             if self.first_pending_at is None:

@@ -253,6 +253,9 @@ def summary_lines(simulation: Simulation) -> list[str]:
         lines.append(f"  first Pending pod -> all Running   {done - first:.0f}s")
     elif first is not None:
         lines.append("  first Pending pod -> all Running   not reached")
+    completed = sum(1 for record in recorder.pods.values() if record.succeeded_at is not None)
+    if completed:
+        lines.append(f"  pods completed       {completed}")
     unschedulable = simulation.provisioner.last.unschedulable
     live = {pod.key for pod in simulation.cluster.pods() if not pod.node_name}
     stuck = {key: reason for key, reason in unschedulable.items() if key in live}

@@ -11,6 +11,7 @@ applied at time zero, the run going on until the cluster is steady), or a
     metadata: {name: scale-up-and-down}
     spec:
       duration: 2h                      # time limit (default 24h)
+      jobs: {duration: 5m}              # how long Job pods run without karpy.dev/duration
       cloud:                            # optional simulated-cloud settings
         registrationDelay: 30s
         capacityFailures:
@@ -34,7 +35,8 @@ applies is skipped, as in plain manifests). A field the format does not
 have (``durration``) is one of them, with a did-you-mean: the format's fields
 are the ones :func:`parse_scenario` asks for (a ``ReadLog``, see
 :mod:`karpy.api.fields`), so a new field is added in one place, by reading it
-there; ``metadata`` is an ObjectMeta, as in every kind.
+there; ``metadata`` is an ObjectMeta, as in every kind. docs/scenarios.md describes
+every field, its default, and the workload kinds the simulator runs.
 """
 
 from __future__ import annotations
@@ -54,7 +56,19 @@ from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
 DEFAULT_DURATION = 24 * 3600.0
-SCALABLE_KINDS = ("Deployment", "ReplicaSet")
+SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+# Kinds a delete step names in the ``default`` namespace when it names none.
+NAMESPACED_KINDS = (
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "Pod",
+    "PodDisruptionBudget",
+    "PersistentVolumeClaim",
+)
 
 
 @dataclass(slots=True)
@@ -78,6 +92,8 @@ class Scenario:
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
+    # How long a Job's pod runs when its template has no karpy.dev/duration; None: until deleted.
+    job_duration: float | None = None
     run_until_steady: bool = True
     source: str = ""
 
@@ -170,6 +186,9 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             RegistrationFailure(failure.start, failure.end)
             for failure in cloud.items("registrationFailures", _parse_launch_error)
         ]
+        jobs = spec.obj("jobs")
+        if jobs.has("duration"):
+            scenario.job_duration = _duration(jobs, "duration")
     except ManifestError as error:
         return scenario, [*errors, f"{label}: {error}", *unknown_fields(error.path)]
 
@@ -212,7 +231,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
                     raise body.error("replicas", "required, not negative")
                 parsed.replicas = replicas
                 parsed.namespace = parsed.namespace or "default"
-            elif parsed.kind in ("Deployment", "ReplicaSet", "DaemonSet", "Pod", "PodDisruptionBudget"):
+            elif parsed.kind in NAMESPACED_KINDS:
                 parsed.namespace = parsed.namespace or "default"
             target = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
             parsed.description = f"{parsed.kind} {target}" + (

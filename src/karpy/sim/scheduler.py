@@ -8,18 +8,28 @@ way kube-scheduler's default profile mostly does: the least allocated node
 wins, ties to the node registered first (kube-scheduler picks among ties at
 random; a simulation has to be repeatable). Pods it cannot place are marked Unschedulable, which is
 what makes them pending for the provisioner.
+
+Volumes are bound as a WaitForFirstConsumer StorageClass binds them (the
+usual class for zonal block storage, and the one Karpenter's docs advise):
+a claim with no volume yet is provisioned in the zone of the node its first
+pod is bound to, and from then on the volume's node affinity is one more
+filter for every pod that mounts it. A pod whose claim does not exist waits,
+unschedulable, as kube-scheduler makes it wait.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Iterable
 
-from karpy.api.core import DEFAULT_SCHEDULER, Node, Pod
+from karpy.api.core import DEFAULT_SCHEDULER, Node, PersistentVolume, Pod
+from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
+from karpy.api.requirements import LABEL_ZONE, Requirements
 from karpy.api.taints import untolerated
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import used_on_node
+from karpy.controllers.state import used_on_node, volume_terms
 from karpy.scheduling.solver import pod_requests
 from karpy.sim.store import InMemoryCluster
 
@@ -68,9 +78,16 @@ class SimulatedKubeScheduler:
             pending, key=lambda pod: (-pod.spec.priority, pod.metadata.creation_timestamp or 0, pod.key)
         )
         choosers: dict[tuple[object, ...], _NodeChooser] = {}
+        volumes = volume_terms(self.cluster, pending)
         for pod in ordered:
+            missing = self._missing_claim(pod)
+            if missing:
+                self._mark_unschedulable(pod, f'persistentvolumeclaim "{missing}" not found')
+                continue
             requests = pod_requests(pod)
             options = pod.spec.node_requirements()
+            if pod.key in volumes:
+                options = tuple(option.intersection(term) for option in options for term in volumes[pod.key])
             kind = (
                 tuple(sorted(requests.items())),
                 pod.spec.tolerations,
@@ -88,14 +105,36 @@ class SimulatedKubeScheduler:
                 choosers[kind] = chooser
             best = chooser.best()
             if best is None:
-                message = UNSCHEDULABLE_MESSAGE.format(nodes=len(nodes))
-                if pod.unschedulable_reason != message:
-                    self.cluster.update(pod.with_changes(unschedulable_reason=message))
+                self._mark_unschedulable(pod, UNSCHEDULABLE_MESSAGE.format(nodes=len(nodes)))
                 continue
+            self._bind_volumes(pod, best)
             self.cluster.bind(pod, best.name)
             self.bindings += 1
             free[best.name] = subtract_amounts(free[best.name], requests)
         return None
+
+    def _mark_unschedulable(self, pod: Pod, message: str) -> None:
+        if pod.unschedulable_reason != message:
+            self.cluster.update(pod.with_changes(unschedulable_reason=message))
+
+    def _missing_claim(self, pod: Pod) -> str:
+        for claim_name in pod.spec.claim_names:
+            if self.cluster.persistent_volume_claim(pod.metadata.namespace, claim_name) is None:
+                return claim_name
+        return ""
+
+    def _bind_volumes(self, pod: Pod, node: Node) -> None:
+        """Provision a volume, in ``node``'s zone, for each claim of ``pod`` that has none yet."""
+        zone = node.metadata.labels.get(LABEL_ZONE)
+        for claim_name in pod.spec.claim_names:
+            claim = self.cluster.persistent_volume_claim(pod.metadata.namespace, claim_name)
+            if claim is None or claim.volume_name:
+                continue
+            terms = (Requirements.from_labels({LABEL_ZONE: zone}),) if zone else ()
+            volume = self.cluster.create(
+                PersistentVolume(metadata=ObjectMeta(name=f"pvc-{claim.metadata.uid}"), node_terms=terms)
+            )
+            self.cluster.update(dataclasses.replace(claim, volume_name=volume.metadata.name))
 
 
 class _NodeChooser:

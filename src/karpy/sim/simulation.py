@@ -9,9 +9,10 @@ stand-ins for kube-scheduler, the kubelets and the workload controllers.
 
 The loop: reconcile everything due now; if the cluster is steady and no
 scenario step is left, stop; otherwise jump the clock to the next due timer.
-Steady means every pod runs (or was found unschedulable with a reason),
-every NodeClaim is initialized, nothing is being deleted, and disruption has
-nothing due now or later.
+Steady means every pod runs, finished, or was found unschedulable with a
+reason, every NodeClaim is initialized, nothing is being deleted,
+disruption has nothing due now or later, and no running pod finishes nor
+CronJob fires before the run's end (what follows those is still to come).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from karpy.api.core import POD_RUNNING, Deployment, Node, Pod, ReplicaSet
+from karpy.api.core import POD_RUNNING, CronJob, Deployment, Node, Pod, ReplicaSet, StatefulSet
+from karpy.api.cron import CronSchedule
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY
@@ -43,7 +45,7 @@ from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
 from karpy.sim.recorder import Recorder
 from karpy.sim.scenario import Scenario, Step
 from karpy.sim.scheduler import SimulatedKubeScheduler
-from karpy.sim.store import InMemoryCluster
+from karpy.sim.store import AdmissionError, InMemoryCluster
 from karpy.sim.workloads import SimulatedWorkloadControllers
 
 log = logging.getLogger("karpy.sim")
@@ -105,6 +107,9 @@ class Simulation:
         self.disruption = DisruptionController(
             self.cluster, self.clock, cloud_for("disruption"), metrics=self.metrics
         )
+        self.kubelet = SimulatedKubelet(
+            self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
+        )
         for controller in (
             self.provisioner,
             NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
@@ -116,8 +121,8 @@ class Simulation:
             self.disruption,
             NodePoolStatusController(self.cluster, cloud_for(NodePoolStatusController.name), self.clock),
             SimulatedKubeScheduler(self.cluster),
-            SimulatedKubelet(self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet),
-            SimulatedWorkloadControllers(self.cluster),
+            self.kubelet,
+            SimulatedWorkloadControllers(self.cluster, self.clock),
         ):
             self.runtime.register(controller)
         if metrics is not None:
@@ -181,10 +186,17 @@ class Simulation:
             kind = object_kind(obj)
             current = self.cluster.get(kind, object_key(obj))
             if current is None:
-                self.cluster.create(obj)
+                try:
+                    self.cluster.create(obj)
+                except AdmissionError as error:
+                    self.recorder.note(f"refused {kind} {object_key(obj)}: {error}")
+                    continue
             else:
                 meta = object_meta(obj).with_changes(resource_version=object_meta(current).resource_version)
-                self.cluster.update(dataclasses.replace(obj, metadata=meta))  # type: ignore[type-var]
+                changes: dict[str, object] = {"metadata": meta}
+                if hasattr(current, "status"):
+                    changes["status"] = current.status  # as kubectl apply, the spec only
+                self.cluster.update(dataclasses.replace(obj, **changes))  # type: ignore[type-var]
             self.recorder.note(f"applied {kind} {object_key(obj)}")
 
     def perform(self, step: Step) -> None:
@@ -202,7 +214,7 @@ class Simulation:
             except NotFoundError:
                 pass
             self.recorder.note(f"deleted {step.kind} {key}")
-        elif step.action == "scale" and isinstance(current, Deployment | ReplicaSet):
+        elif step.action == "scale" and isinstance(current, Deployment | ReplicaSet | StatefulSet):
             self.cluster.update(dataclasses.replace(current, replicas=step.replicas))
             self.recorder.note(f"scaled {step.kind} {key} to {step.replicas} replicas")
 
@@ -219,6 +231,15 @@ class Simulation:
                 return False
             if pod.phase != POD_RUNNING and pod.key not in unschedulable:
                 return False
+            finish_at = self.kubelet.finishes_at(pod)
+            if finish_at is not None and finish_at <= self.end:
+                return False
+        for cronjob in self.cluster.objects("CronJob"):
+            if isinstance(cronjob, CronJob) and not cronjob.suspend and not cronjob.metadata.deleting:
+                since = cronjob.status.last_schedule_time or cronjob.metadata.creation_timestamp or 0.0
+                due = CronSchedule(cronjob.schedule).next_fire_after(since)
+                if due is not None and due <= self.end:
+                    return False
         for nodeclaim in self.cluster.nodeclaims():
             if nodeclaim.metadata.deleting or not nodeclaim.initialized:
                 return False
@@ -233,6 +254,8 @@ class Simulation:
         self.cloud.settings.capacity_failures.extend(scenario.capacity_failures)
         self.cloud.settings.launch_errors.extend(scenario.launch_errors)
         self.cloud.settings.registration_failures.extend(scenario.registration_failures)
+        if scenario.job_duration is not None:
+            self.kubelet.settings.job_duration = scenario.job_duration
         self.driver = ScenarioDriver(self, scenario.steps)
         self.runtime.register(self.driver)
         for index, step in enumerate(scenario.steps):

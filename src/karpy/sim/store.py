@@ -13,6 +13,11 @@ behaves like one where controllers can tell the difference:
 - deleting an owner deletes its dependents (background cascading, as the
   garbage collector does for Deployments → ReplicaSets → Pods);
 - the Eviction API honours PodDisruptionBudgets and answers 429 otherwise;
+- a pod is admitted as the Priority admission plugin admits it: its
+  ``priorityClassName`` (or the ``globalDefault`` PriorityClass when it names
+  none) sets ``spec.priority``, and a class that does not exist refuses the
+  create with :class:`AdmissionError` (the apiserver's 403), which whoever
+  created the pod reports;
 - every change is announced to subscribers as (kind, old, new), the way an
   informer's event handlers see it.
 
@@ -28,10 +33,13 @@ from typing import Any, TypeVar
 
 from karpy.api.core import (
     POD_RUNNING,
+    SYSTEM_PRIORITY_CLASSES,
     Deployment,
     Pod,
     PodDisruptionBudget,
+    PriorityClass,
     ReplicaSet,
+    StatefulSet,
 )
 from karpy.api.meta import ObjectMeta
 from karpy.controllers.cache import TypedReads, object_key, object_kind, object_meta
@@ -40,6 +48,7 @@ from karpy.controllers.interfaces import (
     Clock,
     ConflictError,
     EvictionRefusedError,
+    KubeError,
     NotFoundError,
 )
 
@@ -60,6 +69,10 @@ class Event:
     kind: str
     namespace: str
     name: str
+
+
+class AdmissionError(KubeError):
+    """403 from an admission plugin: the object is refused as written."""
 
 
 def _with_meta(obj: T, meta: ObjectMeta) -> T:
@@ -157,6 +170,28 @@ class InMemoryCluster(TypedReads):
 
     # -- ClusterWriter ---------------------------------------------------
 
+    def _admit_pod(self, pod: Pod) -> Pod:
+        """``pod`` with the priority its class gives it, as the Priority admission plugin sets it."""
+        class_name = pod.spec.priority_class_name
+        if not class_name:
+            default = next((pc for pc in self.priority_classes() if pc.global_default), None)
+            if default is None:
+                return pod
+            spec = dataclasses.replace(
+                pod.spec, priority=default.value, priority_class_name=default.metadata.name
+            )
+            return pod.with_changes(spec=spec)
+        priority_class = self.get("PriorityClass", class_name)
+        if isinstance(priority_class, PriorityClass):
+            value = priority_class.value
+        elif class_name in SYSTEM_PRIORITY_CLASSES:
+            value = SYSTEM_PRIORITY_CLASSES[class_name]
+        else:
+            raise AdmissionError(
+                f'pods "{pod.metadata.name}" is forbidden: no PriorityClass with name {class_name} was found'
+            )
+        return pod.with_changes(spec=dataclasses.replace(pod.spec, priority=value))
+
     def create(self, obj: T) -> T:
         kind = object_kind(obj)
         meta = object_meta(obj)
@@ -167,6 +202,8 @@ class InMemoryCluster(TypedReads):
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         if key in self._objects.get(kind, {}):
             raise AlreadyExistsError(f"{kind} {key} already exists")
+        if isinstance(obj, Pod):
+            obj = self._admit_pod(obj.with_changes(metadata=meta))  # type: ignore[assignment]
         version = self._next_version()
         meta = meta.with_changes(
             uid=meta.uid or f"uid-{kind.lower()}-{version}",
@@ -304,7 +341,7 @@ class InMemoryCluster(TypedReads):
         for pod in matching:
             owner = pod.metadata.controller
             scalable = self.get(owner.kind, f"{pod.metadata.namespace}/{owner.name}") if owner else None
-            if owner is not None and isinstance(scalable, ReplicaSet):
+            if owner is not None and isinstance(scalable, ReplicaSet | StatefulSet):
                 if owner.uid not in counted:
                     counted.add(owner.uid)
                     expected += scalable.replicas
@@ -337,3 +374,9 @@ class InMemoryCluster(TypedReads):
 
     def replicasets(self) -> Iterable[ReplicaSet]:
         return self.objects("ReplicaSet")
+
+    def statefulsets(self) -> Iterable[StatefulSet]:
+        return self.objects("StatefulSet")
+
+    def priority_classes(self) -> Iterable[PriorityClass]:
+        return self.objects("PriorityClass")
