@@ -38,11 +38,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
-from karpy.api.manifest import KubernetesYAMLLoader, LoadResult, parse_document, parse_manifests
+from karpy.api.manifest import LoadResult, load_documents, parse_document, parse_manifests
+from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
@@ -109,13 +108,21 @@ def load_files(paths: list[Path]) -> LoadResult:
             files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
             result.extend(load_files(files))
             continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            result.errors.append(f"{_display(path)}: cannot read: {error.strerror or error}")
-            continue
-        result.extend(parse_manifests(text, _display(path)))
+        text = _read_text(path, result)
+        if text is not None:
+            result.extend(parse_manifests(text, _display(path)))
     return result
+
+
+def _read_text(path: Path, result: LoadResult) -> str | None:
+    """The text of a manifest file, or None with the reason it cannot be read in ``result``."""
+    try:
+        return decode_manifest_bytes(path.read_bytes())
+    except OSError as error:
+        result.add_error(f"{_display(path)}: cannot read: {error.strerror or error}")
+    except TextDecodeError as error:
+        result.add_error(f"{_display(path)}: {error}")
+    return None
 
 
 def _parse_failure(reader: FieldReader) -> CapacityFailure:
@@ -229,10 +236,10 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     for path in files:
         if not path.exists():
             continue
-        try:
-            documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=KubernetesYAMLLoader))
-        except (yaml.YAMLError, OSError, ValueError):
-            continue  # reported when loaded as manifests below
+        # A file that cannot be read or parsed is reported when loaded as manifests below.
+        unreported = LoadResult()
+        text = _read_text(path, unreported)
+        documents = load_documents(text, _display(path), unreported) if text is not None else ()
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
             raw = scenario_docs[0]
