@@ -9,6 +9,11 @@ Kinds that describe the cluster but do not affect node autoscaling
 (Namespace, Service, ConfigMap, …) are skipped with a note; kinds karpy has
 never heard of are errors, because a misspelt kind is a mistake worth
 catching before it reaches a cluster.
+
+The text comes from :mod:`karpy.api.text` (a file's bytes decoded as kubectl
+decodes them). YAML that is valid but would make the loader recurse past
+Python's limit or expand aliases without bound (a "billion laughs") is
+refused by :class:`KubernetesYAMLLoader` with one line, like a syntax error.
 """
 
 from __future__ import annotations
@@ -82,10 +87,11 @@ KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 # level, and Python stops at 1,000 frames, so karpy's bound is lower. Real manifests
 # nest a few dozen levels at most (a CRD's openAPIV3Schema is the deepest).
 MAX_NESTING_DEPTH = 256
-# The most nodes aliases may add to a document. go-yaml (under kubectl) refuses
-# "excessive aliasing" once a document past 400,000 nodes is mostly aliases; a
-# plain cap of the same size keeps a billion-laughs document to a few seconds of
-# work for anything that walks the loaded data, and no manifest needs more.
+# The most nodes aliases may add to a document. go-yaml (under kubectl) lets aliases
+# make up 99% of a document of up to 400,000 decoded nodes and a shrinking share of
+# bigger ones ("document contains excessive aliasing"); a plain cap of the same size
+# keeps a billion-laughs document to a few seconds of work for anything that walks
+# the loaded data, and no manifest needs more.
 MAX_ALIAS_NODES = 400_000
 
 
