@@ -324,3 +324,15 @@ def test_a_directory_with_a_deeply_nested_file_is_reported_and_the_rest_runs(
     assert code == 2
     assert_one_line_error(err, "deep.yaml:1:257:", "nested deeper than 256 levels")
     assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
+
+
+def test_a_syntax_error_after_the_scenario_in_its_file_is_reported_and_the_scenario_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    write(tmp_path, "scenario.yaml", (SEED / "scenario.yaml").read_text() + "---\nitems: [unclosed\n")
+    code, result, err = simulate_json(capsys, str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "scenario.yaml:", "invalid YAML")
+    assert result["scenario"] == "seed-walkthrough"
+    assert result["summary"]["allRunningAt"] is not None

@@ -236,10 +236,11 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     for path in files:
         if not path.exists():
             continue
-        # A file that cannot be read or parsed is reported when loaded as manifests below.
-        unreported = LoadResult()
-        text = _read_text(path, unreported)
-        documents = load_documents(text, _display(path), unreported) if text is not None else ()
+        # What cannot be read is reported here if the file holds the Scenario, else when
+        # the files are loaded as manifests below.
+        unread = LoadResult()
+        text = _read_text(path, unread)
+        documents = load_documents(text, _display(path), unread) if text is not None else ()
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
             raw = scenario_docs[0]
@@ -247,7 +248,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
             scenario, errors = parse_scenario(raw, _display(path), path.parent)
             others = [p for p in files if p != path and p.parent != path.parent]
             extra = load_files(others) if others else LoadResult()
-            extra.errors.extend(errors)
+            extra.errors.extend(unread.errors + errors)
             if extra.objects:
                 scenario.steps.insert(
                     0, Step(at=0.0, action="apply", objects=extra, description="extra manifests")
