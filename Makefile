@@ -41,7 +41,7 @@ contracts: .venv/.synced
 control-plane: .venv/.synced
 	scripts/control-plane build
 
-# The tests that need no control plane: a few minutes, the quick check while working.
+# The tests that need no control plane (about a minute and a half on 2 cores): the quick check.
 unit: .venv/.synced
 	$(RUN) pytest -q -m "not integration"
 
