@@ -9,12 +9,13 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit control-plane bench clean
+.PHONY: demo test env lint typecheck contracts unit integration control-plane bench clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
 
-test: .venv/.synced lint typecheck contracts control-plane unit
+# Everything: the checks, then the tests without the control plane, then those with it.
+test: .venv/.synced lint typecheck contracts control-plane unit integration
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -40,8 +41,13 @@ contracts: .venv/.synced
 control-plane: .venv/.synced
 	scripts/control-plane build
 
+# The tests that need no control plane (about a minute and a half on 2 cores): the quick check.
 unit: .venv/.synced
-	$(RUN) pytest -q
+	$(RUN) pytest -q -m "not integration"
+
+# The tests against a real control plane (tests/integration), built first if not cached.
+integration: .venv/.synced control-plane
+	$(RUN) pytest -q -m integration
 
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
 bench: .venv/.synced

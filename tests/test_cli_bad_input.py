@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 from tests.support import run_cli, simulate_json
 
+from karpy.api.manifest import MAX_NESTING_DEPTH, parse_manifests
 from karpy.sim.scenario import builtin_scenario_path
 
 SEED = builtin_scenario_path().parent
@@ -121,34 +125,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_simulate_reports_bad_input_and_keeps_the_valid_objects(
-    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    file_name, text, fragments = CASES[case]
-    bad = write(tmp_path, file_name, text)
-    code, result, err = simulate_json(capsys, *seed_files(), str(bad))
-    assert code == 2
-    assert_one_line_error(err, *fragments)
-    assert len(result["errors"]) == 1
-    # The seed objects in the same run are not lost: the walkthrough still runs.
-    running = [pod for pod in result["pods"] if pod["phase"] == "Running"]
-    assert len(running) == 5
-
-
 # Cases karpy validate reports as warnings, or as errors only with --strict.
 WARNING_CASES = frozenset({"missing node class"})
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_validate_reports_bad_input(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    file_name, text, fragments = CASES[case]
-    bad = write(tmp_path, file_name, text)
-    strict = ["--strict"] if case in WARNING_CASES else []
-    code, out, err = run_cli(capsys, "validate", *strict, *seed_files(), str(bad))
-    assert code == 2
-    assert_one_line_error(err, *fragments)
-    assert "ok: " in out and "NodePool default" in out
 
 
 def test_validate_accepts_the_seed_manifests(capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,3 +217,193 @@ def test_a_does_not_exist_requirement_is_not_mistaken_for_a_contradiction(
     code, out, err = run_cli(capsys, "validate", str(SEED / "ec2nodeclass.yaml"), str(pool))
     assert code == 0, err
     assert "NodePool plain" in out
+
+
+# Files that are not the UTF-8 YAML a manifest should be, or that would make a
+# naive loader recurse or expand without bound. Each is (file name, bytes, the
+# fragments its one error line holds).
+CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"
+DEPTH = 3000
+LAUGH_LEVELS = "".join(
+    f"  l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]\n" for level in range(1, 10)
+)
+ADVERSARIAL: dict[str, tuple[str, bytes, tuple[str, ...]]] = {
+    "binary": ("binary.yaml", bytes(range(256)) * 16, ("binary.yaml:", "binary data")),
+    "NUL bytes in text": (
+        "nul.yaml",
+        CONFIG_MAP.replace("ConfigMap", "Config\x00Map").encode(),
+        ("nul.yaml:", "binary data", "NUL byte at line 2, column 13"),
+    ),
+    "Latin-1": (
+        "latin1.yaml",
+        CONFIG_MAP.replace("settings", "caf\u00e9").encode("latin-1"),
+        ("latin1.yaml:", "not UTF-8 text", "0xE9", "line 3, column 21"),
+    ),
+    "UTF-32 with a byte-order mark": (
+        "utf32.yaml",
+        CONFIG_MAP.encode("utf-32"),
+        ("utf32.yaml:", "UTF-32LE text", "UTF-8 or UTF-16"),
+    ),
+    "UTF-16 with a mark but an odd length": (
+        "utf16-cut.yaml",
+        CONFIG_MAP.encode("utf-16")[:-1],
+        ("utf16-cut.yaml:", "not UTF-16LE text"),
+    ),
+    "deep flow sequences": (
+        "deep-seq.yaml",
+        ("[" * DEPTH + "]" * DEPTH).encode(),
+        ("deep-seq.yaml:1:257:", "nested deeper than 256 levels"),
+    ),
+    "deep flow mappings": (
+        "deep-flow-map.yaml",
+        ("{a: " * DEPTH + "1" + "}" * DEPTH).encode(),
+        ("deep-flow-map.yaml:1:1025:", "nested deeper than 256 levels"),
+    ),
+    "deep block mappings": (
+        "deep-block.yaml",
+        "".join(" " * level + "a:\n" for level in range(DEPTH)).encode(),
+        ("deep-block.yaml:257:", "nested deeper than 256 levels"),
+    ),
+    "deep through aliases": (
+        "deep-alias.yaml",
+        (
+            "a0: &a0 x\n" + "".join(f"a{level}: &a{level} [*a{level - 1}]\n" for level in range(1, 300))
+        ).encode(),
+        ("deep-alias.yaml:", "nested deeper than 256 levels through aliases"),
+    ),
+    "an alias inside its own anchor": (
+        "cycle.yaml",
+        (CONFIG_MAP + "data: &loop {self: *loop}\n").encode(),
+        ("cycle.yaml:4:", "alias *loop is inside its own anchor"),
+    ),
+    "billion laughs": (
+        "laughs.yaml",
+        (CONFIG_MAP + "data:\n  l0: &l0 lol\n" + LAUGH_LEVELS).encode(),
+        ("laughs.yaml:", "aliases add more than 400,000 nodes"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES | ADVERSARIAL))
+def test_simulate_reports_bad_input_and_keeps_the_valid_objects(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file_name, text, fragments = (CASES | ADVERSARIAL)[case]
+    bad = tmp_path / file_name
+    bad.write_bytes(text if isinstance(text, bytes) else text.encode())
+    code, result, err = simulate_json(capsys, *seed_files(), str(bad))
+    assert code == 2
+    assert_one_line_error(err, *fragments)
+    assert len(result["errors"]) == 1
+    # The seed objects in the same run are not lost: the walkthrough still runs.
+    running = [pod for pod in result["pods"] if pod["phase"] == "Running"]
+    assert len(running) == 5
+
+
+@pytest.mark.parametrize("case", sorted(CASES | ADVERSARIAL))
+def test_validate_reports_bad_input(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file_name, text, fragments = (CASES | ADVERSARIAL)[case]
+    bad = tmp_path / file_name
+    bad.write_bytes(text if isinstance(text, bytes) else text.encode())
+    strict = ["--strict"] if case in WARNING_CASES else []
+    code, out, err = run_cli(capsys, "validate", *strict, *seed_files(), str(bad))
+    assert code == 2
+    assert_one_line_error(err, *fragments)
+    assert "ok: " in out and "NodePool default" in out
+
+
+# kubectl reads a UTF-8 byte-order mark and UTF-16 with a mark (either byte order) as text.
+ENCODINGS = {
+    "UTF-8 with a byte-order mark": codecs.BOM_UTF8 + (SEED / "deployment.yaml").read_bytes(),
+    "UTF-16LE with a byte-order mark": codecs.BOM_UTF16_LE
+    + (SEED / "deployment.yaml").read_text().encode("utf-16-le"),
+    "UTF-16BE with a byte-order mark": codecs.BOM_UTF16_BE
+    + (SEED / "deployment.yaml").read_text().encode("utf-16-be"),
+}
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+def test_a_manifest_kubectl_reads_is_read(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_bytes(ENCODINGS[encoding])
+    code, result, err = simulate_json(
+        capsys, str(SEED / "ec2nodeclass.yaml"), str(SEED / "nodepool.yaml"), str(deployment)
+    )
+    assert code == 0, err
+    assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
+
+
+def test_the_deepest_nesting_allowed_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nested = "[" * MAX_NESTING_DEPTH + "]" * MAX_NESTING_DEPTH
+    config_map = write(tmp_path, "deep.yaml", CONFIG_MAP + f"data: {{x: {nested[2:-2]}}}\n")
+    code, out, err = run_cli(capsys, "validate", str(config_map))
+    assert code == 0, err
+    assert 'ConfigMap "settings": skipped' in out
+
+
+def test_a_billion_laughs_is_refused_without_being_expanded() -> None:
+    text = CONFIG_MAP + "data:\n  l0: &l0 lol\n" + LAUGH_LEVELS
+    tracemalloc.start()
+    started = time.process_time()
+    result = parse_manifests(text, "laughs.yaml")
+    elapsed = time.process_time() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert [error.split(": ", 1)[1] for error in result.errors] == [
+        "document too complex: aliases add more than 400,000 nodes"
+    ]
+    assert elapsed < 1.0 and peak < 10_000_000
+
+
+def test_a_huge_scalar_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_map = write(tmp_path, "big.yaml", CONFIG_MAP + "data: {x: " + "a" * 2_000_000 + "}\n")
+    code, out, err = run_cli(capsys, "validate", *seed_files(), str(config_map))
+    assert code == 0, err
+    assert out.count("ok: ") == 3 and 'ConfigMap "settings": skipped' in out
+
+
+def copy_seed_manifests(directory: Path) -> None:
+    for name in ("ec2nodeclass.yaml", "nodepool.yaml", "deployment.yaml"):
+        (directory / name).write_bytes((SEED / name).read_bytes())
+
+
+def test_a_scenario_reports_an_unreadable_file_it_applies_and_runs_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    (tmp_path / "binary.yaml").write_bytes(bytes(range(256)))
+    (tmp_path / "deep.yaml").write_text("[" * DEPTH + "]" * DEPTH)
+    scenario = (
+        (SEED / "scenario.yaml").read_text().replace("deployment.yaml]", "deployment.yaml, binary.yaml]")
+    )
+    write(tmp_path, "scenario.yaml", scenario)
+    code, result, err = simulate_json(capsys, str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "binary.yaml:", "binary data")
+    assert result["summary"]["nodeclaimsLaunched"] >= 1
+    assert result["summary"]["allRunningAt"] is not None
+
+
+def test_a_directory_with_a_deeply_nested_file_is_reported_and_the_rest_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    (tmp_path / "deep.yaml").write_text("[" * DEPTH + "]" * DEPTH)
+    code, result, err = simulate_json(capsys, str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "deep.yaml:1:257:", "nested deeper than 256 levels")
+    assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
+
+
+def test_a_syntax_error_after_the_scenario_in_its_file_is_reported_and_the_scenario_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    write(tmp_path, "scenario.yaml", (SEED / "scenario.yaml").read_text() + "---\nitems: [unclosed\n")
+    code, result, err = simulate_json(capsys, str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "scenario.yaml:", "invalid YAML")
+    assert result["scenario"] == "seed-walkthrough"
+    assert result["summary"]["allRunningAt"] is not None

@@ -30,8 +30,13 @@ initial lists, queued meanwhile, give every controller its first keys.
 
 **Only the leader reconciles.** With leader election on (``karpy run``'s
 default; see :mod:`karpy.kube.leader`), every replica starts its informers
-and keeps its caches synced, but the loop reconciles only once this replica
-holds the Lease. A standby drains the notifications into the Runtime all the
+and keeps its caches synced, runs for the Lease once they have synced (as
+controller-runtime's manager starts its election after its caches), and
+reconciles only once it holds the Lease. Running for the lease only then
+means a replica that cannot list (no RBAC, an apiserver it cannot reach)
+never holds the lease that a working standby needs, and the log reads in the
+order things happen: caches synced, running for the lease, acquired,
+controllers running. A standby drains the notifications into the Runtime all the
 same, which only marks keys due (a key queued twice is kept once, so the
 backlog is bounded by the number of objects, not the wait), so a new leader
 reconciles everything at once from warm caches. The loop checks leadership
@@ -198,12 +203,10 @@ class Runner:
         )
         self.observability.start()  # probes answer while the caches list
         self.cluster.start()
-        if self.elector is not None:
-            self.elector.start()
         try:
             if not self._wait_for_sync(stop) or not self._wait_for_leadership(stop):
                 return
-            log.info("caches synced, controllers running")
+            log.info("controllers running")
             # Instances a previous leader launched and left booting get their Nodes.
             self.cloud.resume_boots()
             if started is not None:
@@ -230,12 +233,15 @@ class Runner:
             waited += MAX_IDLE_WAIT
             if waited >= self.settings.sync_timeout:
                 raise CacheSyncTimeoutError(f"caches not synced after {self.settings.sync_timeout:g}s")
-        return not stop.is_set()
+        if stop.is_set():
+            return False
+        log.info("caches synced")
+        return True
 
     def _wait_for_leadership(self, stop: threading.Event) -> bool:
         if self.elector is None:
             return True
-        log.info("caches synced, waiting for lease %s", self.elector.lease_name)
+        self.elector.start()  # only now: see "Only the leader reconciles" above
         while not self.elector.wait_for_leadership(MAX_IDLE_WAIT):
             if stop.is_set():
                 return False

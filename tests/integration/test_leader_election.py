@@ -247,7 +247,11 @@ def start_pair(
     leader = by_identity[holder]
     standby = other if leader is one else one
     leader.wait_for("controllers running")
-    assert "acquired lease" in leader.log()
+    log = leader.log()
+    # The log tells the start-up in the order it happens: the lease is sought once the caches synced.
+    steps = ("caches synced", "running for lease", "acquired lease", "controllers running")
+    assert [log.find(step) for step in steps] == sorted(log.find(step) for step in steps), log
+    assert "acquired lease" in log
     assert "acquired lease" not in standby.log()
     assert "controllers running" not in standby.log()
     return leader, standby

@@ -8,15 +8,23 @@ exactly where a kube-apiserver would.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, JSON, ApiResponse, ApiStatusError
+from karpy.kube._http import (
+    HTTP_CONFLICT,
+    HTTP_NOT_FOUND,
+    JSON,
+    ApiResponse,
+    ApiStatusError,
+    ApiTransport,
+)
 from karpy.kube.leader import (
     DEFAULT_LEASE_NAME,
     FALLBACK_NAMESPACE,
@@ -25,6 +33,7 @@ from karpy.kube.leader import (
     LeaseRecord,
     election_config,
 )
+from karpy.run import Runner, RunSettings
 
 NAMESPACE = "karpy"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{DEFAULT_LEASE_NAME}"
@@ -488,3 +497,40 @@ def test_the_elector_is_usable_across_threads(server: FakeLeaseServer) -> None:
     asker.join()
     a.stop()
     assert answers and all(answers)
+
+
+def test_the_runner_runs_for_the_lease_only_once_its_caches_have_synced(
+    server: FakeLeaseServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = LeaderElectionConfig(namespace=NAMESPACE, identity="replica-a")
+    runner = Runner(cast(ApiTransport, server), RunSettings(leader_election=config))
+    # The informers never start: their caches count as synced when the test says so.
+    informers_synced = [informer.synced for informer in runner.cluster._informers.values()]
+    runner.cluster.start = lambda: None  # type: ignore[method-assign]
+    runner.cluster.stop = lambda timeout=10.0: None  # type: ignore[method-assign]
+    stop, started = threading.Event(), threading.Event()
+    caplog.set_level(logging.INFO)
+    thread = threading.Thread(target=runner.run, args=(stop, started))
+    thread.start()
+    try:
+        time.sleep(1.0)
+        assert server.requests == [], "the lease was sought before the caches synced"
+        assert not started.is_set()
+        for synced in informers_synced:
+            synced.set()
+        assert started.wait(10)
+    finally:
+        stop.set()
+        thread.join(10)
+    messages = [record.getMessage() for record in caplog.records]
+
+    def first(fragment: str) -> int:
+        return next(index for index, message in enumerate(messages) if fragment in message)
+
+    assert (
+        first("caches synced")
+        < first("running for lease karpy/karpy-leader-election as replica-a")
+        < first("acquired lease karpy/karpy-leader-election as replica-a: leading")
+        < first("controllers running")
+    ), messages
+    assert server.record.holder == ""  # released on stop

@@ -12,12 +12,18 @@ catching before it reaches a cluster. For the same reason a field the kind
 does not have (``consolidationPolcy``, ``requirments``) is an error, as the
 API server's strict decoding makes it, and the object is not used
 (:mod:`karpy.api.fields`): its intent is not what karpy would read.
+
+The text comes from :mod:`karpy.api.text` (a file's bytes decoded as kubectl
+decodes them). YAML that is valid but would make the loader recurse past
+Python's limit or expand aliases without bound (a "billion laughs") is
+refused by :class:`KubernetesYAMLLoader` with one line, like a syntax error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import yaml
 
@@ -87,12 +93,96 @@ PARSERS: dict[tuple[str, str], Parser] = {
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 
 
-class KubernetesYAMLLoader(yaml.SafeLoader):
-    """YAML read as Kubernetes reads it: a timestamp stays the string it was written as.
+# The deepest nesting of collections a document may have, counted through aliases.
+# Kubernetes' decoders stop at 10,000 levels (go-yaml's "exceeded max depth", the
+# JSON decoder's nesting limit); PyYAML composes recursively, two Python frames a
+# level, and Python stops at 1,000 frames, so karpy's bound is lower. Real manifests
+# nest a few dozen levels at most (a CRD's openAPIV3Schema is the deepest).
+MAX_NESTING_DEPTH = 256
+# The most nodes aliases may add to a document. go-yaml (under kubectl) lets aliases
+# make up 99% of a document of up to 400,000 decoded nodes and a shrinking share of
+# bigger ones ("document contains excessive aliasing"); a plain cap of the same size
+# keeps a billion-laughs document to a few seconds of work for anything that walks
+# the loaded data, and no manifest needs more.
+MAX_ALIAS_NODES = 400_000
 
-    PyYAML turns an unquoted ``2024-05-01T10:00:00Z`` into a datetime (and fails
-    outright on an impossible date); Kubernetes' YAML decoder keeps it a string.
+
+class YAMLLimitError(yaml.composer.ComposerError):
+    """A document nests too deep or its aliases expand too far; ``problem`` says which."""
+
+
+@dataclass(slots=True)
+class _NodeExtent:
+    """A node with every alias in it expanded: how many nodes, how many levels of collections."""
+
+    nodes: int
+    depth: int
+    anchor: str | None = None
+
+
+class KubernetesYAMLLoader(yaml.SafeLoader):
+    """YAML read as Kubernetes reads it.
+
+    A timestamp stays the string it was written as: PyYAML turns an unquoted
+    ``2024-05-01T10:00:00Z`` into a datetime (and fails outright on an
+    impossible date); Kubernetes' YAML decoder keeps it a string.
+
+    A document nested deeper than :data:`MAX_NESTING_DEPTH` levels of
+    collections, whose aliases add more than :data:`MAX_ALIAS_NODES` nodes, or
+    with an alias inside its own anchor (a cycle, which go-yaml refuses too),
+    is refused with :class:`YAMLLimitError` at the event where it crosses the
+    line. The check watches the parser's events as the composer takes them,
+    before the composer recurses into a collection: one pass, no recursion,
+    and PyYAML never reaches Python's recursion limit (a ``RecursionError``
+    raised deep inside PyYAML would leave the loader half way through a node).
+    The extent of each anchored node is remembered, so an alias costs its
+    expanded size in arithmetic, without anything being expanded.
     """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._open: list[_NodeExtent] = []  # the collections being read, outermost first
+        self._anchored: dict[str, _NodeExtent] = {}
+        self._alias_nodes = 0
+
+    def get_event(self) -> yaml.Event:
+        event: yaml.Event = super().get_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+        if isinstance(event, yaml.DocumentStartEvent):
+            self._open, self._anchored, self._alias_nodes = [], {}, 0
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if len(self._open) >= MAX_NESTING_DEPTH:
+                raise self._limit(f"nested deeper than {MAX_NESTING_DEPTH} levels", event)
+            self._open.append(_NodeExtent(nodes=1, depth=1, anchor=event.anchor))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            self._close(self._open.pop(), event)
+        elif isinstance(event, yaml.ScalarEvent):
+            self._close(_NodeExtent(nodes=1, depth=0, anchor=event.anchor), event)
+        elif isinstance(event, yaml.AliasEvent):
+            anchor = event.anchor or ""
+            if any(extent.anchor == anchor for extent in self._open):
+                raise self._limit(f"alias *{anchor} is inside its own anchor", event)
+            target = self._anchored.get(anchor)
+            if target is not None:  # an undefined alias is the composer's to report
+                self._alias_nodes += target.nodes
+                if self._alias_nodes > MAX_ALIAS_NODES:
+                    raise self._limit(f"aliases add more than {MAX_ALIAS_NODES:,} nodes", event)
+                self._close(_NodeExtent(target.nodes, target.depth), event)
+        return event
+
+    def _close(self, extent: _NodeExtent, event: yaml.Event) -> None:
+        """``extent`` is complete: remember it if anchored and add it to the collection holding it."""
+        if extent.anchor is not None:
+            self._anchored[extent.anchor] = extent
+        if len(self._open) + extent.depth > MAX_NESTING_DEPTH:
+            raise self._limit(f"nested deeper than {MAX_NESTING_DEPTH} levels through aliases", event)
+        if self._open:
+            parent = self._open[-1]
+            parent.nodes += extent.nodes
+            parent.depth = max(parent.depth, extent.depth + 1)
+
+    @staticmethod
+    def _limit(problem: str, event: yaml.Event) -> YAMLLimitError:
+        return YAMLLimitError(None, None, problem, cast(yaml.error.Mark, event.start_mark))
 
 
 def _timestamp_as_string(loader: KubernetesYAMLLoader, node: yaml.Node) -> str:
@@ -204,24 +294,34 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
     result.objects.append(LoadedObject(source, api_version, kind, name, obj))
 
 
-def parse_manifests(text: str, source: str) -> LoadResult:
-    """Every object in a YAML stream; a syntax error stops the stream where it stands."""
-    result = LoadResult()
+def load_documents(text: str, source: str, result: LoadResult) -> Iterator[object]:
+    """The documents of a YAML stream as plain data; an error goes into ``result`` and ends the stream.
+
+    A syntax error, or a document past the loader's bounds, stops the stream
+    where it stands: what follows cannot be read reliably.
+    """
     documents = yaml.load_all(text, Loader=KubernetesYAMLLoader)
-    index = 0
     while True:
         try:
             document = next(documents)
         except StopIteration:
-            return result
+            return
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             position = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
             problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-            result.add_error(f"{source}{position}: invalid YAML: {problem}")
-            return result
+            kind = "document too complex" if isinstance(error, YAMLLimitError) else "invalid YAML"
+            result.add_error(f"{source}{position}: {kind}: {problem}")
+            return
         except ValueError as error:  # a value an explicit tag cannot hold ("!!int abc")
             result.add_error(f"{source}: invalid YAML: {error}")
-            return result
+            return
+        yield document
+
+
+def parse_manifests(text: str, source: str) -> LoadResult:
+    """Every object in a YAML stream; a syntax error stops the stream where it stands."""
+    result = LoadResult()
+    for index, document in enumerate(load_documents(text, source, result)):
         parse_document(document, source, index, result)
-        index += 1
+    return result

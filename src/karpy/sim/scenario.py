@@ -45,12 +45,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.fields import OBJECT_META, ReadLog, check
-from karpy.api.manifest import KubernetesYAMLLoader, LoadResult, parse_document, parse_manifests
+from karpy.api.manifest import LoadResult, load_documents, parse_document, parse_manifests
+from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
@@ -131,13 +130,21 @@ def load_files(paths: list[Path]) -> LoadResult:
             files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
             result.extend(load_files(files))
             continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            result.errors.append(f"{_display(path)}: cannot read: {error.strerror or error}")
-            continue
-        result.extend(parse_manifests(text, _display(path)))
+        text = _read_text(path, result)
+        if text is not None:
+            result.extend(parse_manifests(text, _display(path)))
     return result
+
+
+def _read_text(path: Path, result: LoadResult) -> str | None:
+    """The text of a manifest file, or None with the reason it cannot be read in ``result``."""
+    try:
+        return decode_manifest_bytes(path.read_bytes())
+    except OSError as error:
+        result.add_error(f"{_display(path)}: cannot read: {error.strerror or error}")
+    except TextDecodeError as error:
+        result.add_error(f"{_display(path)}: {error}")
+    return None
 
 
 def _parse_failure(reader: FieldReader) -> CapacityFailure:
@@ -267,10 +274,11 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     for path in files:
         if not path.exists():
             continue
-        try:
-            documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=KubernetesYAMLLoader))
-        except (yaml.YAMLError, OSError, ValueError):
-            continue  # reported when loaded as manifests below
+        # What cannot be read is reported here if the file holds the Scenario, else when
+        # the files are loaded as manifests below.
+        unread = LoadResult()
+        text = _read_text(path, unread)
+        documents = load_documents(text, _display(path), unread) if text is not None else ()
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
             raw = scenario_docs[0]
@@ -278,7 +286,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
             scenario, errors = parse_scenario(raw, _display(path), path.parent)
             others = [p for p in files if p != path and p.parent != path.parent]
             extra = load_files(others) if others else LoadResult()
-            extra.errors.extend(errors)
+            extra.errors.extend(unread.errors + errors)
             if extra.objects:
                 scenario.steps.insert(
                     0, Step(at=0.0, action="apply", objects=extra, description="extra manifests")
