@@ -212,9 +212,9 @@ def test_an_object_that_does_not_convert_is_left_out_with_an_error(
 @pytest.mark.parametrize(
     ("name", "text", "fragment"),
     [
-        ("missing.yaml", None, "cannot read"),
+        ("missing.yaml", None, "no such file or directory"),
         ("broken.yaml", "kind: NodePool\nmetadata: [unclosed\n", "invalid YAML"),
-        ("latin1.yaml", "caf\xe9", "cannot read"),
+        ("latin1.yaml", "caf\xe9", "not UTF-8 text"),
     ],
 )
 def test_unreadable_input_is_an_error(

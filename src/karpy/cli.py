@@ -5,8 +5,9 @@
   directories, or a Scenario file; with none, the built-in seed walkthrough
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md).
-- ``karpy validate [--strict] PATH ...``: check manifests without running
-  anything. A NodePool whose node class is not in the files given is a
+- ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
+  and the files it applies, without running anything; the paths are read
+  exactly as ``karpy simulate`` reads them. A NodePool whose node class is not in the files given is a
   warning (the class may live in the cluster): exit status 0 with warnings,
   2 with errors; ``--strict`` makes warnings errors. ``karpy simulate``
   keeps it an error: its cluster holds nothing but the inputs.
@@ -14,7 +15,8 @@
   cluster, launching kwok nodes (docs/run.md); stops on SIGTERM or SIGINT.
   Replicas elect a leader through a Lease; one that loses its lease exits
   with status 1, to be restarted as a standby.
-- ``karpy convert FILE ...``: print the files' objects as one YAML stream,
+- ``karpy convert PATH ...``: print the objects of the files (a directory
+  stands for its manifest files) as one YAML stream,
   v1beta1 NodePools and EC2NodeClasses rewritten as v1 (everything else
   unchanged), for ``kubectl apply -f <(karpy convert old.yaml)`` or
   ``karpy convert old.yaml > new.yaml``. What each conversion changed is
@@ -48,7 +50,7 @@ from karpy.api.manifest import LoadResult
 from karpy.logs import configure as configure_logging
 from karpy.settings import SettingsError, add_run_options, run_options
 from karpy.sim.report import render_text, result_json
-from karpy.sim.scenario import Scenario, builtin_scenario_path, load_files, load_inputs
+from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
 from karpy.sim.simulation import Simulation
 from karpy.sim.validation import validate_references
 
@@ -85,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     convert = commands.add_parser(
         "convert", help="print manifests with v1beta1 NodePools and EC2NodeClasses rewritten as v1"
     )
-    convert.add_argument("paths", nargs="+", type=Path, metavar="FILE")
+    convert.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="manifest files or directories")
     commands.add_parser("crds", help="print the CRDs (karpy crds | kubectl apply -f -)")
     run_command = commands.add_parser("run", help="run karpy against a real cluster (kwok nodes)")
     run_command.add_argument(
@@ -116,18 +118,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _validate_scenario(scenario: Scenario, problems: LoadResult) -> None:
+def _validate_scenario(
+    scenario: Scenario, problems: LoadResult, *, missing_node_class_is_error: bool = True
+) -> list[str]:
+    """Check the references of every object a scenario applies; the warnings, if any.
+
+    A node class applied by any step counts for a NodePool of any step: a
+    step may apply a pool before or after its class, as users do with kubectl.
+    """
     node_classes: set[tuple[str, str, str]] = set()
     for step in scenario.steps:
         for item in step.objects.objects:
             group = getattr(item.obj, "group", None)
             if isinstance(group, str):
                 node_classes.add((group, item.kind, item.name))
+    warnings: list[str] = []
     for step in scenario.steps:
         if step.action == "apply":
-            validate_references(step.objects, node_classes)
+            warnings += validate_references(
+                step.objects, node_classes, missing_node_class_is_error=missing_node_class_is_error
+            )
             problems.errors.extend(error for error in step.objects.errors if error not in problems.errors)
             step.objects.errors.clear()
+    return warnings
 
 
 def simulate(args: argparse.Namespace) -> int:
@@ -161,43 +174,43 @@ def simulate(args: argparse.Namespace) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    loaded = load_files(args.paths)
-    warnings = validate_references(loaded, missing_node_class_is_error=args.strict)
-    for item in loaded.objects:
-        print(f"ok: {item.source}: {item.kind} {item.name}")
-    for note in loaded.notes:
+    """Check manifests, or a Scenario and every file it applies, without running anything.
+
+    Read exactly as ``karpy simulate`` reads the same paths, so what validates
+    clean is what a run would use.
+    """
+    scenario, problems = load_inputs(args.paths)
+    warnings = _validate_scenario(scenario, problems, missing_node_class_is_error=args.strict)
+    label = f'{scenario.source}: Scenario "{scenario.name}"'
+    if scenario.from_document and not any(error.startswith(label) for error in problems.errors):
+        print(f"ok: {scenario.source}: Scenario {scenario.name}")
+    for step in scenario.steps:
+        for item in step.objects.objects:
+            print(f"ok: {item.source}: {item.kind} {item.name}")
+    for note in problems.notes + [note for step in scenario.steps for note in step.objects.notes]:
         print(f"note: {note}")
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    for error in loaded.errors:
+    for error in problems.errors:
         print(f"error: {error}", file=sys.stderr)
-    return EXIT_BAD_INPUT if loaded.errors else EXIT_OK
+    return EXIT_BAD_INPUT if problems.errors else EXIT_OK
 
 
 def convert(args: argparse.Namespace) -> int:
     documents: list[ConvertedDocument] = []
+    unreadable = LoadResult()
     errors: list[str] = []
-    for path in args.paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as unreadable:
-            reason = (
-                unreadable.strerror
-                if isinstance(unreadable, OSError) and unreadable.strerror
-                else str(unreadable)
-            )
-            errors.append(f"{path}: cannot read: {reason}")
-            continue
-        converted = convert_manifests(text, str(path))
+    for source, text in list(manifest_texts(args.paths, unreadable)):
+        converted = convert_manifests(text, source)
         documents.extend(converted.documents)
         errors.extend(converted.errors)
     sys.stdout.write(render_converted(documents))
     for document in documents:
         for note in document.notes:
             print(f"note: {note}", file=sys.stderr)
-    for error in errors:
+    for error in unreadable.errors + errors:
         print(f"error: {error}", file=sys.stderr)
-    return EXIT_BAD_INPUT if errors else EXIT_OK
+    return EXIT_BAD_INPUT if unreadable.errors or errors else EXIT_OK
 
 
 def run_against_cluster(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from karpy.api._reader import FieldReader
-from karpy.api.manifest import KubernetesYAMLLoader, LoadResult, parse_document, parse_manifests
+from karpy.api.manifest import LoadResult, load_documents, parse_document
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND
 from karpy.api.nodeclass import convert_v1beta1 as convert_ec2nodeclass
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1
@@ -70,18 +70,16 @@ class ConvertResult:
 def convert_manifests(text: str, source: str) -> ConvertResult:
     """Every document of a YAML stream, v1beta1 NodePools and EC2NodeClasses as v1."""
     result = ConvertResult()
-    try:
-        documents = list(yaml.load_all(text, Loader=KubernetesYAMLLoader))
-    except (yaml.YAMLError, ValueError):
-        # The reader's own report says where the stream breaks.
-        result.errors.extend(parse_manifests(text, source).errors)
-        return result
-    for index, document in enumerate(documents):
+    # Read as every manifest is (karpy.api.manifest): the same bounds, and a syntax
+    # error ends the stream where it stands with the same report.
+    unreadable = LoadResult()
+    for index, document in enumerate(load_documents(text, source, unreadable)):
         if document is None:
             continue
         converted = _convert(document, source, index, result)
         if converted is not None:
             result.documents.append(converted)
+    result.errors.extend(unreadable.errors)
     return result
 
 

@@ -41,6 +41,7 @@ every field, its default, and the workload kinds the simulator runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -95,6 +96,8 @@ class Scenario:
     job_duration: float | None = None
     run_until_steady: bool = True
     source: str = ""
+    # Read from a Scenario document (not made up to apply plain manifests at time zero).
+    from_document: bool = False
 
 
 def _duration(reader: FieldReader, key: str, default: float | None = None) -> float:
@@ -119,24 +122,34 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def load_files(paths: list[Path]) -> LoadResult:
-    """Manifests from files and directories (``*.yaml``, ``*.yml``, ``*.json``, sorted)."""
-    result = LoadResult()
+def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str, str]]:
+    """(file as displayed, text) of every manifest file among ``paths``.
+
+    A directory stands for its ``*.yaml``, ``*.yml`` and ``*.json`` files,
+    sorted; what cannot be read is an error in ``result``.
+    """
     for path in paths:
         if not path.exists():
             result.errors.append(f"{_display(path)}: no such file or directory")
             continue
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
-            result.extend(load_files(files))
+            yield from manifest_texts(files, result)
             continue
-        text = _read_text(path, result)
+        text = read_manifest_text(path, result)
         if text is not None:
-            result.extend(parse_manifests(text, _display(path)))
+            yield _display(path), text
+
+
+def load_files(paths: list[Path]) -> LoadResult:
+    """Manifests from files and directories (see :func:`manifest_texts`)."""
+    result = LoadResult()
+    for source, text in list(manifest_texts(paths, result)):
+        result.extend(parse_manifests(text, source))
     return result
 
 
-def _read_text(path: Path, result: LoadResult) -> str | None:
+def read_manifest_text(path: Path, result: LoadResult) -> str | None:
     """The text of a manifest file, or None with the reason it cannot be read in ``result``."""
     try:
         return decode_manifest_bytes(path.read_bytes())
@@ -173,7 +186,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
     metadata = reader.raw("metadata")
     name = FieldReader.of(metadata or {}, "metadata").string("name") or "scenario"
     label = f'{source}: Scenario "{name}"'
-    scenario = Scenario(name=name, source=source)
+    scenario = Scenario(name=name, source=source, from_document=True)
 
     def unknown_fields(stopped_at: str | None) -> list[str]:
         found = [*check(metadata, OBJECT_META, "metadata"), *log.unknown_fields(stopped_at)]
@@ -277,7 +290,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         # What cannot be read is reported here if the file holds the Scenario, else when
         # the files are loaded as manifests below.
         unread = LoadResult()
-        text = _read_text(path, unread)
+        text = read_manifest_text(path, unread)
         documents = load_documents(text, _display(path), unread) if text is not None else ()
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
