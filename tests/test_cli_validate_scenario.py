@@ -12,7 +12,8 @@ import codecs
 from pathlib import Path
 
 import pytest
-from tests.support import run_cli
+from tests.support import run_cli, simulate_json
+from tests.test_cli_bad_input import assert_one_line_error
 
 from karpy.sim.scenario import builtin_scenario_path
 
@@ -90,3 +91,37 @@ def test_convert_reads_directories_and_utf16_files_like_the_other_commands(
     assert "apiVersion: karpenter.sh/v1\nkind: NodePool" in out
     [error] = [line for line in err.splitlines() if line.startswith("error: ")]
     assert "broken.yaml" in error and "not UTF-8 text" in error
+
+
+def test_simulate_keeps_a_pool_whose_class_is_missing_and_its_pods_say_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, result, err = simulate_json(capsys, str(SEED / "nodepool.yaml"), str(SEED / "deployment.yaml"))
+    assert code == 2
+    assert_one_line_error(err, 'NodePool "default"', 'EC2NodeClass "default"', "not found")
+    reasons = {pod["unschedulableReason"] for pod in result["pods"]}
+    assert reasons == {"NodePool default: node class EC2NodeClass/default (karpenter.k8s.aws) not found"}
+    [pool] = result["nodepools"]
+    conditions = {condition["type"]: condition for condition in pool["conditions"]}
+    assert (conditions["NodeClassReady"]["status"], conditions["NodeClassReady"]["reason"]) == (
+        "False",
+        "NodeClassNotFound",
+    )
+    assert conditions["Ready"]["status"] == "False"
+
+
+def test_the_json_gives_each_pool_its_nodes_resources_and_conditions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, result, err = simulate_json(capsys, "--duration", "2m", str(SEED))
+    assert code == 0, err
+    [pool] = result["nodepools"]
+    live = [claim for claim in result["nodeclaims"] if claim["deletedAt"] is None]
+    assert pool["nodes"] == len(live) > 0
+    assert pool["resources"]["nodes"] == str(len(live))
+    assert int(pool["resources"]["cpu"]) >= 5  # five 1-CPU pods run on the pool's nodes
+    assert {c["type"]: c["status"] for c in pool["conditions"]} == {
+        "ValidationSucceeded": "True",
+        "NodeClassReady": "True",
+        "Ready": "True",
+    }

@@ -119,7 +119,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate_scenario(
-    scenario: Scenario, problems: LoadResult, *, missing_node_class_is_error: bool = True
+    scenario: Scenario,
+    problems: LoadResult,
+    *,
+    missing_node_class_is_error: bool = True,
+    keep_pools_missing_a_node_class: bool = False,
 ) -> list[str]:
     """Check the references of every object a scenario applies; the warnings, if any.
 
@@ -136,7 +140,10 @@ def _validate_scenario(
     for step in scenario.steps:
         if step.action == "apply":
             warnings += validate_references(
-                step.objects, node_classes, missing_node_class_is_error=missing_node_class_is_error
+                step.objects,
+                node_classes,
+                missing_node_class_is_error=missing_node_class_is_error,
+                keep_pools_missing_a_node_class=keep_pools_missing_a_node_class,
             )
             problems.errors.extend(error for error in step.objects.errors if error not in problems.errors)
             step.objects.errors.clear()
@@ -146,7 +153,7 @@ def _validate_scenario(
 def simulate(args: argparse.Namespace) -> int:
     paths: list[Path] = args.paths or [builtin_scenario_path()]
     scenario, problems = load_inputs(paths)
-    _validate_scenario(scenario, problems)
+    _validate_scenario(scenario, problems, keep_pools_missing_a_node_class=True)
     if args.duration:
         try:
             scenario.duration = parse_duration(args.duration)

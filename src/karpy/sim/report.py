@@ -7,10 +7,12 @@ times in it are seconds since the start of the simulation, prices US dollars.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from karpy.api.duration import format_age
 from karpy.api.meta import format_timestamp
+from karpy.api.quantity import format_amount
 from karpy.sim.simulation import Simulation
 
 SCHEMA_VERSION = "karpy.dev/simulate/v1alpha1"
@@ -134,12 +136,39 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
             "reconciles": simulation.runtime.reconciles,
             "controllerErrors": list(simulation.runtime.errors),
         },
+        "nodepools": nodepools_json(simulation, since),
         "nodeclaims": nodeclaims,
         "pods": pods,
         "events": events,
         "disruption": disruption_json(simulation),
         "cost": cost_of(simulation),
     }
+
+
+def nodepools_json(
+    simulation: Simulation, since: Callable[[float | None], float | None]
+) -> list[dict[str, Any]]:
+    """Each NodePool's status at the end: what ``kubectl get nodepools -o wide`` shows of it."""
+    return [
+        {
+            "name": pool.name,
+            "nodes": pool.status.nodes or 0,
+            "resources": {
+                name: format_amount(name, amount) for name, amount in sorted(pool.status.resources.items())
+            },
+            "conditions": [
+                {
+                    "type": condition.type,
+                    "status": condition.status,
+                    "reason": condition.reason,
+                    "message": condition.message,
+                    "lastTransitionTime": since(condition.last_transition_time),
+                }
+                for condition in pool.status.conditions
+            ],
+        }
+        for pool in sorted(simulation.cluster.nodepools(), key=lambda pool: pool.name)
+    ]
 
 
 def disruption_holds(simulation: Simulation) -> tuple[dict[str, str], dict[str, str]]:

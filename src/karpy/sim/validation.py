@@ -7,7 +7,10 @@
   or in another file. So a missing node class is what the caller makes it:
   a warning for ``karpy validate`` (an error with ``--strict``), and an
   error for ``karpy simulate``, whose simulated cluster holds nothing but
-  the inputs, so the pool could never launch there.
+  the inputs, so the pool could never launch there. The simulator still
+  applies such a pool, as an API server would: it launches nothing, its
+  status says ``NodeClassReady=False``, and its pods' pending reasons name
+  the missing class instead of "no NodePool exists".
 - A NodePool's requirements must be satisfiable at all (no key whose
   requirements contradict each other) and by at least one instance type in
   the catalog the simulated cloud serves; a pool that can never launch
@@ -15,7 +18,8 @@
   These are errors whatever the caller: no cluster can make them right.
 
 Invalid NodePools are dropped with one error line each; everything else is
-kept, NodePools with only a warning included.
+kept, NodePools with only a warning (or a missing class, when the caller
+keeps those) included.
 """
 
 from __future__ import annotations
@@ -75,13 +79,15 @@ def validate_references(
     existing_node_classes: Iterable[tuple[str, str, str]] = (),
     *,
     missing_node_class_is_error: bool = True,
+    keep_pools_missing_a_node_class: bool = False,
 ) -> list[str]:
     """Drop NodePools that could never launch a node, with an error for each.
 
     A NodePool whose node class is not among the inputs (nor in
     ``existing_node_classes``) is dropped with an error when
     ``missing_node_class_is_error``; otherwise it is kept and the warning
-    returned, one line per NodePool.
+    returned, one line per NodePool. With ``keep_pools_missing_a_node_class``
+    such a pool is kept even when that is an error.
     """
     node_classes = set(existing_node_classes)
     for item in loaded.objects:
@@ -100,7 +106,8 @@ def validate_references(
                 warnings.append(f"{where}: {missing} among the files given (it may exist in the cluster)")
             if problem is not None:
                 loaded.add_error(f"{where}: {problem}")
-                continue
+                if not (problem == missing and keep_pools_missing_a_node_class):
+                    continue
         kept.append(item)
     loaded.objects = kept
     return warnings
