@@ -228,3 +228,23 @@ def test_unreadable_input_is_an_error(
     assert out == ""
     [error] = [line for line in err.splitlines() if line.startswith("error: ")]
     assert name in error and fragment in error
+
+
+def test_template_resource_requests_are_dropped_as_v1_has_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # v1beta1's template.spec.resources.requests is gone from v1's NodeClaim template: kept, the
+    # converted NodePool would be refused by the v1 CRD and by karpy validate alike.
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        EVERY_FIELD.replace("      kubelet:", '      resources: {requests: {cpu: "1"}}\n      kubelet:')
+    )
+    code, out, err = convert(capsys, old)
+    assert code == 0, err
+    assert yaml.safe_load(out) == EVERY_FIELD_V1
+    dropped = 'spec.template.spec.resources: dropped: v1 NodePools have no resource requests; {"requests": '
+    assert dropped in err
+    converted = tmp_path / "converted.yaml"
+    converted.write_text(out)
+    code, _, err = run_cli(capsys, "validate", str(converted))
+    assert code == 0, err

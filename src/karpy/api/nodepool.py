@@ -26,8 +26,10 @@ was refused by v1beta1 with WhenUnderutilized and is honoured by v1),
 ``disruption.expireAfter`` moves to ``template.spec.expireAfter``,
 ``nodeClassRef.apiVersion`` becomes ``nodeClassRef.group`` (a missing group
 and kind default to the AWS node class, ``karpenter.k8s.aws``
-``EC2NodeClass``), and ``kubelet`` is dropped (v1 keeps it on the node class;
-the note quotes it so it can be moved there). The conversion works on the raw
+``EC2NodeClass``), ``kubelet`` is dropped (v1 keeps it on the node class;
+the note quotes it so it can be moved there), and so is the template's
+``resources`` (v1's NodeClaim template has no resource requests, and
+Karpenter never read v1beta1's). The conversion works on the raw
 mapping, before typed parsing, so a v1beta1 error is reported at the v1 field
 path it maps to; each change is noted (:mod:`karpy.api.conversion`).
 """
@@ -416,6 +418,13 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
             "spec.template.spec.kubelet",
             "dropped: v1 has kubelet settings on the EC2NodeClass;"
             f" move {inline(kubelet)} to its spec.kubelet",
+        )
+    # v1beta1's template allowed resource requests that nothing read; v1's template has none.
+    resources = template_spec.pop("resources", None)
+    if resources is not None:
+        conversion.note(
+            "spec.template.spec.resources",
+            f"dropped: v1 NodePools have no resource requests; {inline(resources)} was never used",
         )
     return conversion
 
