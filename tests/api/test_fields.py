@@ -199,6 +199,18 @@ def test_ec2nodeclass_fields_per_version() -> None:
     ]
 
 
+def test_a_misspelt_kubelet_setting_of_an_ec2nodeclass_is_an_error() -> None:
+    # Karpenter's kubelet block has a fixed set of fields; "maxPod" kept silently would leave the
+    # nodes at the default max pods.
+    v1 = EC2NODECLASS.format(
+        version="v1",
+        extra="  amiSelectorTerms: [{alias: al2023@latest}]\n  kubelet: {maxPod: 20, cpuCFSQuota: true}",
+    )
+    assert [error.split(": ", 2)[2] for error in errors_of(v1)] == [
+        'spec.kubelet.maxPod: unknown field "spec.kubelet.maxPod" (did you mean "maxPods"?)'
+    ]
+
+
 def test_a_kwoknodeclass_takes_karpenters_one_field() -> None:
     kwok = "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: k}\n"
     assert errors_of(kwok + "spec: {nodeRegistrationDelay: 30s}\n") == []

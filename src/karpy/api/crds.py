@@ -695,11 +695,11 @@ def ec2nodeclass_crd() -> CRD:
             "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
         )
     )
+    # Karpenter's kubelet block is a fixed set of fields, all listed here: an unknown one is a
+    # typo (maxPod for maxPods), refused rather than kept, as karpy reads these settings.
     kubelet: Schema = {
         "type": "object",
-        "description": "Kubelet settings of the launched nodes (karpy reads the fields listed; "
-        "the others are kept for the provider).",
-        "x-kubernetes-preserve-unknown-fields": True,
+        "description": "Kubelet settings of the launched nodes.",
         "properties": {
             **_kubelet_properties(),
             "kubeReserved": _resource_list("Resources reserved for Kubernetes system components."),
