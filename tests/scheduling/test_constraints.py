@@ -294,6 +294,24 @@ def test_min_values_keeps_enough_instance_types() -> None:
     assert big.new_nodeclaims == [] or len(big.new_nodeclaims[0].instance_types) >= 2
 
 
+def test_min_values_the_fitting_types_cannot_meet_is_the_reason_given() -> None:
+    # Two types have room for a 4-CPU pod and the pool wants three: the pod stays pending
+    # because of minValues, which is what its reason must say (it has no topology constraint).
+    spec_pool = pool(
+        template_spec=(
+            "      requirements:\n"
+            "        - {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 3}"
+        )
+    )
+    assert solve(app_pods(1, "", cpu="1"), [], [spec_pool]).unschedulable == {}
+    plan = solve(app_pods(1, "", cpu="4"), [], [spec_pool])
+    assert plan.new_nodeclaims == []
+    assert list(plan.unschedulable.values()) == [
+        "NodePool default: the instance types that fit the pod do not satisfy minValues"
+        " (node.kubernetes.io/instance-type: 2 values, minValues 3)"
+    ]
+
+
 def test_daemonset_overhead_counts_only_on_the_types_the_daemonset_runs_on() -> None:
     arm_agent = {"cpu": 4000, "memory": 1024**3, "pods": 1}
     with_agent = pool(overhead=arm_agent, type_overhead={"small.2x": {}, "large.8x": {}})

@@ -240,6 +240,11 @@ def _blocking_taint(taints: Iterable[Taint], constraints: PodConstraints) -> Tai
 
 def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
     """Whether ``options`` offer as many distinct values as each requirement's minValues asks."""
+    return min_values_shortfall(requirements, options) is None
+
+
+def min_values_shortfall(requirements: Requirements, options: Sequence[InstanceType]) -> str | None:
+    """The first requirement whose minValues ``options`` do not meet, as a message; None if all are met."""
     for requirement in requirements:
         if requirement.min_values is None:
             continue
@@ -250,8 +255,8 @@ def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) 
             and requirement.has(value)
         }
         if len(values) < requirement.min_values:
-            return False
-    return True
+            return f"{requirement.key}: {len(values)} values, minValues {requirement.min_values}"
+    return None
 
 
 class _RoomIndex:
@@ -1391,7 +1396,7 @@ class _Scheduler:
             for narrowed in self._narrowings(constraints, merged, admission):
                 opening = self._opening(pool, merged, narrowed, fitting_rows, requests)
                 if opening is None:
-                    reason = "no instance type is offered in the domain its topology constraints allow"
+                    reason = self._no_opening_reason(pool, merged, narrowed, fitting_rows)
                     continue
                 rows = opening.rows
                 if pool.remaining is not None:
@@ -1569,6 +1574,27 @@ class _Scheduler:
             opening = _Opening(rows, self._most_room(pool, rows), probe.prices, probe.cheapest_price, room)
         self._opened_cache[key] = opening
         return opening
+
+    def _no_opening_reason(
+        self,
+        pool: NodePoolCapacity,
+        merged: Requirements,
+        narrowed: Requirements,
+        fitting_rows: npt.NDArray[np.intp],
+    ) -> str:
+        """Why :meth:`_opening` found no options: minValues the fitting types miss, or topology.
+
+        ``_viable`` drops every option when minValues is not met, so an empty
+        opening with types left in the domain is minValues' doing, not the
+        topology's.
+        """
+        rows = fitting_rows
+        if narrowed != merged:
+            rows = rows[self._labels_allow(pool, narrowed)[rows]]
+        shortfall = min_values_shortfall(narrowed, self._types(pool, rows)) if len(rows) else None
+        if shortfall is not None:
+            return f"the instance types that fit the pod do not satisfy minValues ({shortfall})"
+        return "no instance type is offered in the domain its topology constraints allow"
 
     # -- cost -------------------------------------------------------------------
 
