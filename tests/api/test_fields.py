@@ -211,6 +211,17 @@ def test_a_misspelt_kubelet_setting_of_an_ec2nodeclass_is_an_error() -> None:
     ]
 
 
+def test_a_misspelt_metadata_option_of_an_ec2nodeclass_is_an_error() -> None:
+    v1 = EC2NODECLASS.format(
+        version="v1",
+        extra="  amiSelectorTerms: [{alias: al2023@latest}]\n  metadataOptions: {httpToken: required}",
+    )
+    assert [error.split(": ", 2)[2] for error in errors_of(v1)] == [
+        'spec.metadataOptions.httpToken: unknown field "spec.metadataOptions.httpToken" '
+        '(did you mean "httpTokens"?)'
+    ]
+
+
 def test_a_kwoknodeclass_takes_karpenters_one_field() -> None:
     kwok = "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: k}\n"
     assert errors_of(kwok + "spec: {nodeRegistrationDelay: 30s}\n") == []

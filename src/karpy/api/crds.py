@@ -769,9 +769,20 @@ def ec2nodeclass_crd() -> CRD:
                 "maxItems": 50,
                 "items": {"type": "object", **free_form},
             },
+            # Karpenter's four instance metadata settings, closed like its CRD: "httpToken" is a typo.
             "metadataOptions": {
                 "type": "object",
-                **free_form,
+                "properties": {
+                    "httpEndpoint": _string(enum=["enabled", "disabled"]),
+                    "httpProtocolIPv6": _string(enum=["enabled", "disabled"]),
+                    "httpPutResponseHopLimit": {
+                        "type": "integer",
+                        "format": "int64",
+                        "minimum": 1,
+                        "maximum": 64,
+                    },
+                    "httpTokens": _string(enum=["required", "optional"]),
+                },
                 "default": {
                     "httpEndpoint": "enabled",
                     "httpProtocolIPv6": "disabled",
