@@ -199,26 +199,23 @@ def test_ec2nodeclass_fields_per_version() -> None:
     ]
 
 
-def test_a_misspelt_kubelet_setting_of_an_ec2nodeclass_is_an_error() -> None:
-    # Karpenter's kubelet block has a fixed set of fields; "maxPod" kept silently would leave the
-    # nodes at the default max pods.
+@pytest.mark.parametrize(
+    ("written", "field", "meant"),
+    [
+        # "maxPod" kept silently would leave the nodes at the default max pods.
+        ("kubelet: {maxPod: 20, cpuCFSQuota: true}", "spec.kubelet.maxPod", "maxPods"),
+        ("metadataOptions: {httpToken: required}", "spec.metadataOptions.httpToken", "httpTokens"),
+    ],
+)
+def test_a_misspelt_kubelet_or_metadata_setting_of_an_ec2nodeclass_is_an_error(
+    written: str, field: str, meant: str
+) -> None:
+    # Both blocks are Karpenter's fixed sets of fields, not free-form.
     v1 = EC2NODECLASS.format(
-        version="v1",
-        extra="  amiSelectorTerms: [{alias: al2023@latest}]\n  kubelet: {maxPod: 20, cpuCFSQuota: true}",
+        version="v1", extra=f"  amiSelectorTerms: [{{alias: al2023@latest}}]\n  {written}"
     )
     assert [error.split(": ", 2)[2] for error in errors_of(v1)] == [
-        'spec.kubelet.maxPod: unknown field "spec.kubelet.maxPod" (did you mean "maxPods"?)'
-    ]
-
-
-def test_a_misspelt_metadata_option_of_an_ec2nodeclass_is_an_error() -> None:
-    v1 = EC2NODECLASS.format(
-        version="v1",
-        extra="  amiSelectorTerms: [{alias: al2023@latest}]\n  metadataOptions: {httpToken: required}",
-    )
-    assert [error.split(": ", 2)[2] for error in errors_of(v1)] == [
-        'spec.metadataOptions.httpToken: unknown field "spec.metadataOptions.httpToken" '
-        '(did you mean "httpTokens"?)'
+        f'{field}: unknown field "{field}" (did you mean "{meant}"?)'
     ]
 
 
