@@ -205,7 +205,8 @@ def test_an_object_that_does_not_convert_is_left_out_with_an_error(
     code, out, err = convert(capsys, mixed)
     assert code == 2
     [error] = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert 'EC2NodeClass "default"' in error and "spec.amiFamily: unknown AMI family 'Ubuntu'" in error
+    assert 'EC2NodeClass "default"' in error
+    assert "spec.amiFamily: Karpenter v1 has no Ubuntu AMI family" in error
     assert [doc["kind"] for doc in yaml.safe_load_all(out)] == ["NodePool"]
 
 
