@@ -6,7 +6,8 @@
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md).
 - ``karpy validate [--strict] PATH ...``: check manifests without running
-  anything. A NodePool whose node class is not in the files given is a
+  anything, reading PATHs as ``karpy simulate`` does (a Scenario is checked
+  with the objects its steps apply). A NodePool whose node class is not in the files given is a
   warning (the class may live in the cluster): exit status 0 with warnings,
   2 with errors; ``--strict`` makes warnings errors. ``karpy simulate``
   keeps it an error: its cluster holds nothing but the inputs.
@@ -48,7 +49,7 @@ from karpy.api.manifest import LoadResult
 from karpy.logs import configure as configure_logging
 from karpy.settings import SettingsError, add_run_options, run_options
 from karpy.sim.report import render_text, result_json
-from karpy.sim.scenario import Scenario, builtin_scenario_path, load_files, load_inputs
+from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs
 from karpy.sim.simulation import Simulation
 from karpy.sim.validation import validate_references
 
@@ -160,9 +161,31 @@ def simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _inputs(paths: list[Path]) -> tuple[LoadResult, str | None]:
+    """What ``karpy simulate`` would read from ``paths``, as one result, and the Scenario's ok line.
+
+    A Scenario among the inputs is checked as simulate reads it (its own
+    fields, then the objects its steps apply); the line is None when there is
+    no Scenario or it has errors of its own.
+    """
+    scenario, loaded = load_inputs(paths)
+    for step in scenario.steps:
+        loaded.objects.extend(step.objects.objects)
+        loaded.notes.extend(step.objects.notes)
+        loaded.errors.extend(error for error in step.objects.errors if error not in loaded.errors)
+    if not scenario.from_file:
+        return loaded, None
+    label = f'{scenario.source}: Scenario "{scenario.name}"'
+    if any(error.startswith(f"{label}: ") for error in loaded.errors):
+        return loaded, None
+    return loaded, f"{scenario.source}: Scenario {scenario.name}"
+
+
 def validate(args: argparse.Namespace) -> int:
-    loaded = load_files(args.paths)
+    loaded, scenario_ok = _inputs(args.paths)
     warnings = validate_references(loaded, missing_node_class_is_error=args.strict)
+    if scenario_ok is not None:
+        print(f"ok: {scenario_ok}")
     for item in loaded.objects:
         print(f"ok: {item.source}: {item.kind} {item.name}")
     for note in loaded.notes:

@@ -80,6 +80,8 @@ class Scenario:
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
     run_until_steady: bool = True
     source: str = ""
+    # Read from a Scenario document, not made up for plain manifests.
+    from_file: bool = False
 
 
 def _duration(reader: FieldReader, key: str, default: float | None = None) -> float:
@@ -150,7 +152,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
     metadata = reader.raw("metadata")
     name = FieldReader.of(metadata or {}, "metadata").string("name") or "scenario"
     label = f'{source}: Scenario "{name}"'
-    scenario = Scenario(name=name, source=source)
+    scenario = Scenario(name=name, source=source, from_file=True)
 
     def unknown_fields(stopped_at: str | None) -> list[str]:
         found = [*check(metadata, OBJECT_META, "metadata"), *log.unknown_fields(stopped_at)]
