@@ -249,3 +249,19 @@ def test_template_resource_requests_are_dropped_as_v1_has_none(
     converted.write_text(out)
     code, _, err = run_cli(capsys, "validate", str(converted))
     assert code == 0, err
+
+
+def test_a_disruption_block_without_a_policy_converts_as_v1beta1s_default(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # v1beta1 defaulted the policy to WhenUnderutilized; v1 requires consolidateAfter in a written
+    # disruption block, so "disruption: {}" would be refused by the v1 CRD.
+    old = tmp_path / "old.yaml"
+    old.write_text(EVERY_FIELD.replace("    consolidationPolicy: WhenUnderutilized\n", ""))
+    code, out, err = convert(capsys, old)
+    assert code == 0, err
+    assert yaml.safe_load(out) == EVERY_FIELD_V1
+    assert (
+        "spec.disruption.consolidationPolicy: WhenUnderutilized (the v1beta1 default) is"
+        " WhenEmptyOrUnderutilized in v1" in err
+    )

@@ -20,7 +20,8 @@ status, so that the fault can be reported on the object itself.
 
 Many guides still print ``karpenter.sh/v1beta1``. Those manifests are
 converted on read, as Karpenter's conversion webhook did:
-WhenUnderutilized becomes WhenEmptyOrUnderutilized (with ``consolidateAfter:
+WhenUnderutilized, written or v1beta1's default in a disruption block that
+names no policy, becomes WhenEmptyOrUnderutilized (with ``consolidateAfter:
 0s`` when none is written, which is how v1beta1 behaved; one that is written
 was refused by v1beta1 with WhenUnderutilized and is honoured by v1),
 ``disruption.expireAfter`` moves to ``template.spec.expireAfter``,
@@ -430,12 +431,15 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
 
 
 def _convert_disruption(disruption: dict[str, object], conversion: Conversion) -> None:
-    if disruption.get("consolidationPolicy") != WHEN_UNDERUTILIZED_V1BETA1:
+    # v1beta1's default policy was WhenUnderutilized: a block without one converts as if it said so.
+    written = disruption.get("consolidationPolicy")
+    if written not in (None, WHEN_UNDERUTILIZED_V1BETA1):
         return
     disruption["consolidationPolicy"] = WHEN_EMPTY_OR_UNDERUTILIZED
     conversion.note(
         "spec.disruption.consolidationPolicy",
-        f"{WHEN_UNDERUTILIZED_V1BETA1} is {WHEN_EMPTY_OR_UNDERUTILIZED} in v1",
+        f"{WHEN_UNDERUTILIZED_V1BETA1}{'' if written else ' (the v1beta1 default)'}"
+        f" is {WHEN_EMPTY_OR_UNDERUTILIZED} in v1",
     )
     after = disruption.get("consolidateAfter")
     if after is None:
