@@ -1161,10 +1161,14 @@ class _Scheduler:
         """Ways to commit an open bin to the domains a constraint allows, best first."""
         if not admission.allowed:
             return [requirements]
+        # A key is settled only once its requirement is the one allowed domain: a requirement that
+        # lists several (a pool's zones) still leaves the domain open, and it must be chosen here for
+        # the topology to count the pod in it.
         open_keys = [
             key
             for key, allowed in sorted(admission.allowed.items())
-            if key != LABEL_HOSTNAME and not (key in requirements and requirements.get(key).values == allowed)
+            if key != LABEL_HOSTNAME
+            and not (len(allowed) == 1 and key in requirements and requirements.get(key).values == allowed)
         ]
         if not open_keys:
             return [requirements]
@@ -1862,20 +1866,28 @@ def _offered_values(
 ) -> Callable[[str], set[str]]:
     """Every value of a key (a zone, say) some pool's instance types can be launched with.
 
-    Asked for only for the keys pods' topology constraints use, so a plan
-    without zonal constraints never scans the catalog for zones.
+    A key no instance type of a pool defines (a label of the user's own, such
+    as the ``capacity-spread`` of Karpenter's on-demand/spot split) takes its
+    values from the pool's requirements, as in Karpenter: each is a domain a
+    node of that pool may be given. Asked for only for the keys pods'
+    topology constraints use, so a plan without zonal constraints never scans
+    the catalog for zones.
     """
 
     def offered(key: str) -> set[str]:
         values: set[str] = set()
         for pool in pools:
             allowed = pool_requirements[pool.nodepool.name].get(key)
+            defined = False
             for instance_type in pool.instance_types:
                 if key not in instance_type.requirements:
                     continue
+                defined = True
                 requirement = instance_type.requirements[key]
                 if not requirement.complement:
                     values.update(value for value in requirement.values if allowed.has(value))
+            if not defined and not allowed.complement:
+                values.update(allowed.values)
         return values
 
     return offered
