@@ -10,6 +10,7 @@ run is a defect, whatever the unit tests say.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,14 @@ EVERY_FIELD_V1BETA1 = REALWORLD / "nodepool-v1beta1-every-field.yaml"
 GPU = REALWORLD / "nodepool-gpu-bottlerocket.yaml"
 WINDOWS = REALWORLD / "nodepool-windows.yaml"
 WORKLOADS = REALWORLD / "workloads.yaml"
+CAPACITY_SPREAD = REALWORLD / "nodepools-capacity-spread.yaml"
 
 VALID = [
     EVERY_FIELD_V1,
     EVERY_FIELD_V1BETA1,
     GPU,
     WORKLOADS,
+    CAPACITY_SPREAD,
     pytest.param(
         WINDOWS,
         marks=pytest.mark.xfail(
@@ -76,3 +79,11 @@ def test_the_v1beta1_manifests_convert_to_v1_that_validates(
     code, validated, err = run_cli(capsys, "validate", "--strict", str(converted))
     assert code == 0, err
     assert validated.count("ok: ") == 3 and "note: " not in err
+
+
+def test_the_on_demand_spot_split_puts_one_pod_in_five_on_demand(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result, err = simulate_json(capsys, str(CAPACITY_SPREAD))
+    assert code == 0, err
+    pools = {claim["node"]: claim["nodepool"] for claim in result["nodeclaims"]}
+    placed = Counter(pools[pod["node"]] for pod in result["pods"])
+    assert placed == {"on-demand": 2, "spot": 8}
