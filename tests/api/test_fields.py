@@ -219,6 +219,16 @@ def test_a_misspelt_kubelet_or_metadata_setting_of_an_ec2nodeclass_is_an_error(
     ]
 
 
+def test_a_karpenter_field_karpy_does_not_implement_says_so() -> None:
+    static = NODEPOOL.format(
+        version="v1", node_class_ref=V1_REF, template_spec="", disruption="    consolidateAfter: 0s"
+    ).replace("spec:\n  template:", "spec:\n  replicas: 3\n  template:", 1)
+    assert [error.split(": ", 2)[2] for error in errors_of(static)] == [
+        "spec.replicas: static capacity (Karpenter's StaticCapacity feature, alpha) is not supported"
+        " by karpy; remove it"
+    ]
+
+
 def test_a_kwoknodeclass_takes_karpenters_one_field() -> None:
     kwok = "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: k}\n"
     assert errors_of(kwok + "spec: {nodeRegistrationDelay: 30s}\n") == []
