@@ -72,6 +72,21 @@ CASES = {
         ),
         ("impossible.yaml", 'NodePool "broken"', "spec.template.spec.requirements", "no instance type"),
     ),
+    "minValues the catalog cannot meet": (
+        "minvalues.yaml",
+        nodepool(
+            requirements=(
+                "[{key: karpenter.k8s.aws/instance-family, operator: In, values: [c5, m5, c4, r4, m5d],"
+                " minValues: 5}]"
+            )
+        ),
+        (
+            "minvalues.yaml",
+            'NodePool "broken"',
+            "spec.template.spec.requirements",
+            "do not meet minValues (karpenter.k8s.aws/instance-family: 2 values, minValues 5)",
+        ),
+    ),
     "contradictory requirements": (
         "contradiction.yaml",
         nodepool(
