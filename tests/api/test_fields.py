@@ -219,6 +219,16 @@ def test_a_misspelt_kubelet_or_metadata_setting_of_an_ec2nodeclass_is_an_error(
     ]
 
 
+def test_subnets_are_selected_by_tags_or_id_only() -> None:
+    # Karpenter's subnet terms have no name (security group and AMI terms do).
+    v1 = EC2NODECLASS.format(version="v1", extra="  amiSelectorTerms: [{name: my-ami}]")
+    by_name = v1.replace("subnetSelectorTerms: [", "subnetSelectorTerms: [{name: private}, ", 1)
+    assert "subnetSelectorTerms: [{name: private}, " in by_name
+    assert [error.split(": ", 2)[2] for error in errors_of(by_name)] == [
+        'spec.subnetSelectorTerms[0].name: unknown field "spec.subnetSelectorTerms[0].name"'
+    ]
+
+
 def test_a_karpenter_field_karpy_does_not_implement_says_so() -> None:
     static = NODEPOOL.format(
         version="v1", node_class_ref=V1_REF, template_spec="", disruption="    consolidateAfter: 0s"
