@@ -76,6 +76,21 @@ CASES = {
         ),
         ("impossible.yaml", 'NodePool "broken"', "spec.template.spec.requirements", "no instance type"),
     ),
+    "minValues the catalog cannot meet": (
+        "minvalues.yaml",
+        nodepool(
+            requirements=(
+                "[{key: karpenter.k8s.aws/instance-family, operator: In, values: [c5, m5, c4, r4, m5d],"
+                " minValues: 5}]"
+            )
+        ),
+        (
+            "minvalues.yaml",
+            'NodePool "broken"',
+            "spec.template.spec.requirements",
+            "do not meet minValues (karpenter.k8s.aws/instance-family: 2 values, minValues 5)",
+        ),
+    ),
     "contradictory requirements": (
         "contradiction.yaml",
         nodepool(
@@ -134,6 +149,31 @@ def test_validate_accepts_the_seed_manifests(capsys: pytest.CaptureFixture[str])
     assert code == 0, err
     assert out.count("ok: ") == 3
     assert "converted from karpenter.sh/v1beta1" in out
+
+
+def test_validate_checks_a_scenario_and_the_objects_it_applies(capsys: pytest.CaptureFixture[str]) -> None:
+    # The seed directory, as karpy simulate runs it: a Scenario and the files it applies.
+    code, out, err = run_cli(capsys, "validate", "--strict", str(SEED))
+    assert code == 0, err
+    assert sorted(line.split(": ")[-1] for line in out.splitlines() if line.startswith("ok: ")) == [
+        "Deployment karpenter-test",
+        "EC2NodeClass default",
+        "NodePool default",
+        "Scenario seed-walkthrough",
+    ]
+
+
+def test_validate_reports_a_scenarios_typos_like_simulate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = (SEED / "scenario.yaml").read_text().replace("steps:", "stepz:", 1)
+    for name in ("nodepool.yaml", "ec2nodeclass.yaml", "deployment.yaml"):
+        write(tmp_path, name, (SEED / name).read_text())
+    bad = write(tmp_path, "scenario.yaml", scenario)
+    code, out, err = run_cli(capsys, "validate", str(bad))
+    assert code == 2
+    assert_one_line_error(err, 'Scenario "seed-walkthrough"', "spec.stepz", 'did you mean "steps"')
+    assert "unknown kind" not in err and "Scenario" not in out
 
 
 def test_validating_one_nodepool_warns_that_its_node_class_is_not_in_the_files(

@@ -205,7 +205,8 @@ def test_an_object_that_does_not_convert_is_left_out_with_an_error(
     code, out, err = convert(capsys, mixed)
     assert code == 2
     [error] = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert 'EC2NodeClass "default"' in error and "spec.amiFamily: unknown AMI family 'Ubuntu'" in error
+    assert 'EC2NodeClass "default"' in error
+    assert "spec.amiFamily: Karpenter v1 has no Ubuntu AMI family" in error
     assert [doc["kind"] for doc in yaml.safe_load_all(out)] == ["NodePool"]
 
 
@@ -228,3 +229,39 @@ def test_unreadable_input_is_an_error(
     assert out == ""
     [error] = [line for line in err.splitlines() if line.startswith("error: ")]
     assert name in error and fragment in error
+
+
+def test_template_resource_requests_are_dropped_as_v1_has_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # v1beta1's template.spec.resources.requests is gone from v1's NodeClaim template: kept, the
+    # converted NodePool would be refused by the v1 CRD and by karpy validate alike.
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        EVERY_FIELD.replace("      kubelet:", '      resources: {requests: {cpu: "1"}}\n      kubelet:')
+    )
+    code, out, err = convert(capsys, old)
+    assert code == 0, err
+    assert yaml.safe_load(out) == EVERY_FIELD_V1
+    dropped = 'spec.template.spec.resources: dropped: v1 NodePools have no resource requests; {"requests": '
+    assert dropped in err
+    converted = tmp_path / "converted.yaml"
+    converted.write_text(out)
+    code, _, err = run_cli(capsys, "validate", str(converted))
+    assert code == 0, err
+
+
+def test_a_disruption_block_without_a_policy_converts_as_v1beta1s_default(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # v1beta1 defaulted the policy to WhenUnderutilized; v1 requires consolidateAfter in a written
+    # disruption block, so "disruption: {}" would be refused by the v1 CRD.
+    old = tmp_path / "old.yaml"
+    old.write_text(EVERY_FIELD.replace("    consolidationPolicy: WhenUnderutilized\n", ""))
+    code, out, err = convert(capsys, old)
+    assert code == 0, err
+    assert yaml.safe_load(out) == EVERY_FIELD_V1
+    assert (
+        "spec.disruption.consolidationPolicy: WhenUnderutilized (the v1beta1 default) is"
+        " WhenEmptyOrUnderutilized in v1" in err
+    )

@@ -7,8 +7,9 @@
   (docs/simulate-output.md).
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
   and the files it applies, without running anything; the paths are read
-  exactly as ``karpy simulate`` reads them. A NodePool whose node class is not in the files given is a
-  warning (the class may live in the cluster): exit status 0 with warnings,
+  exactly as ``karpy simulate`` reads them. A NodePool whose node class is
+  not in the files given is a warning (the class may live in the cluster):
+  exit status 0 with warnings,
   2 with errors; ``--strict`` makes warnings errors. ``karpy simulate``
   keeps it an error: its cluster holds nothing but the inputs.
 - ``karpy run [--kubeconfig PATH]``: run the controllers against a real

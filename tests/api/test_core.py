@@ -170,6 +170,23 @@ def parse_error(parse: Any, text: str) -> str:
             {"cpu": 100, "nvidia.com/gpu": 1},
             id="a resource only an init container asks for is kept",
         ),
+        pytest.param(
+            """
+            resources: {requests: {cpu: "3", memory: 6Gi}}
+            containers: [{name: a}, {name: b, resources: {requests: {cpu: 100m, nvidia.com/gpu: 1}}}]
+            overhead: {cpu: 50m}
+            """,
+            {"cpu": 3050, "memory": 6 * GI, "nvidia.com/gpu": 1},
+            id="pod-level requests replace the containers' for cpu and memory",
+        ),
+        pytest.param(
+            """
+            resources: {limits: {cpu: "1", memory: 2Gi}}
+            containers: [{name: a, resources: {requests: {cpu: 100m}}}]
+            """,
+            {"cpu": 100, "memory": 2 * GI},
+            id="pod-level limits default the pod-level requests no container makes",
+        ),
     ],
 )
 def test_effective_requests_are_what_the_kube_scheduler_reserves(

@@ -199,6 +199,46 @@ def test_ec2nodeclass_fields_per_version() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("written", "field", "meant"),
+    [
+        # "maxPod" kept silently would leave the nodes at the default max pods.
+        ("kubelet: {maxPod: 20, cpuCFSQuota: true}", "spec.kubelet.maxPod", "maxPods"),
+        ("metadataOptions: {httpToken: required}", "spec.metadataOptions.httpToken", "httpTokens"),
+    ],
+)
+def test_a_misspelt_kubelet_or_metadata_setting_of_an_ec2nodeclass_is_an_error(
+    written: str, field: str, meant: str
+) -> None:
+    # Both blocks are Karpenter's fixed sets of fields, not free-form.
+    v1 = EC2NODECLASS.format(
+        version="v1", extra=f"  amiSelectorTerms: [{{alias: al2023@latest}}]\n  {written}"
+    )
+    assert [error.split(": ", 2)[2] for error in errors_of(v1)] == [
+        f'{field}: unknown field "{field}" (did you mean "{meant}"?)'
+    ]
+
+
+def test_subnets_are_selected_by_tags_or_id_only() -> None:
+    # Karpenter's subnet terms have no name (security group and AMI terms do).
+    v1 = EC2NODECLASS.format(version="v1", extra="  amiSelectorTerms: [{name: my-ami}]")
+    by_name = v1.replace("subnetSelectorTerms: [", "subnetSelectorTerms: [{name: private}, ", 1)
+    assert "subnetSelectorTerms: [{name: private}, " in by_name
+    assert [error.split(": ", 2)[2] for error in errors_of(by_name)] == [
+        'spec.subnetSelectorTerms[0].name: unknown field "spec.subnetSelectorTerms[0].name"'
+    ]
+
+
+def test_a_karpenter_field_karpy_does_not_implement_says_so() -> None:
+    static = NODEPOOL.format(
+        version="v1", node_class_ref=V1_REF, template_spec="", disruption="    consolidateAfter: 0s"
+    ).replace("spec:\n  template:", "spec:\n  replicas: 3\n  template:", 1)
+    assert [error.split(": ", 2)[2] for error in errors_of(static)] == [
+        "spec.replicas: static capacity (Karpenter's StaticCapacity feature, alpha) is not supported"
+        " by karpy; remove it"
+    ]
+
+
 def test_a_kwoknodeclass_takes_karpenters_one_field() -> None:
     kwok = "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: k}\n"
     assert errors_of(kwok + "spec: {nodeRegistrationDelay: 30s}\n") == []

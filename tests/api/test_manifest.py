@@ -155,8 +155,29 @@ def test_an_impossible_unquoted_date_is_a_field_error_not_a_crash() -> None:
         ),
         pytest.param(
             "apiVersion: karpenter.sh/v1\nkind: NodePol\nmetadata: {name: x}\n",
-            "f.yaml: NodePol \"x\": kind: unknown kind 'NodePol' (apiVersion 'karpenter.sh/v1')",
+            "f.yaml: NodePol \"x\": kind: unknown kind 'NodePol' (apiVersion 'karpenter.sh/v1')"
+            ' (did you mean "NodePool"?)',
             id="misspelt kind",
+        ),
+        pytest.param(
+            "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: x}\n",
+            "f.yaml: Deploymnet \"x\": kind: unknown kind 'Deploymnet' (apiVersion 'apps/v1')"
+            ' (did you mean "Deployment"?)',
+            id="misspelt workload kind",
+        ),
+        pytest.param(
+            "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: x}\n",
+            "f.yaml: Provisioner \"x\": kind: unknown kind 'Provisioner' "
+            "(apiVersion 'karpenter.sh/v1alpha5'); Karpenter v0.32 replaced it with "
+            "NodePool (karpenter.sh/v1)",
+            id="Karpenter's retired Provisioner",
+        ),
+        pytest.param(
+            "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata: {name: x}\n",
+            "f.yaml: AWSNodeTemplate \"x\": kind: unknown kind 'AWSNodeTemplate' (apiVersion "
+            "'karpenter.k8s.aws/v1alpha1'); Karpenter v0.32 replaced it with "
+            "EC2NodeClass (karpenter.k8s.aws/v1)",
+            id="Karpenter's retired AWSNodeTemplate",
         ),
         pytest.param(
             "apiVersion: karpenter.sh/v1alpha5\nkind: NodePool\nmetadata: {name: x}\n",

@@ -19,6 +19,7 @@ from karpy.api.nodeclass import (
     KubeletConfiguration,
     KWOKNodeClass,
     SelectorTerm,
+    convert_v1beta1,
 )
 
 V1 = f"{EC2_GROUP}/v1"
@@ -177,6 +178,18 @@ def test_v1beta1_ami_family_becomes_an_alias_selector_term(family: str, alias: s
     assert node_class.converted_from == V1BETA1
 
 
+def test_v1beta1_ubuntu_with_its_ami_terms_becomes_al2_and_is_noted() -> None:
+    # Karpenter v1 has no Ubuntu family (its CRD refuses it); AL2's user data has the same format.
+    terms = [{"name": "ubuntu-eks/k8s_1.30/*"}]
+    conversion = convert_v1beta1(FieldReader(document({"amiSelectorTerms": terms, "amiFamily": "Ubuntu"})))
+    spec = conversion.mapping["spec"]
+    assert isinstance(spec, dict)
+    assert spec["amiFamily"] == "AL2" and spec["amiSelectorTerms"] == terms
+    assert conversion.notes == [
+        "spec.amiFamily: Ubuntu is not a v1 AMI family; became AL2, whose user data has the same format"
+    ]
+
+
 def test_v1beta1_ami_selector_terms_win_over_the_family() -> None:
     node_class = ec2({"amiSelectorTerms": [{"id": "ami-0123"}], "amiFamily": "Custom"}, V1BETA1)
     assert node_class.ami_selector_terms == (SelectorTerm(id="ami-0123"),)
@@ -192,6 +205,11 @@ def test_v1beta1_ami_selector_terms_win_over_the_family() -> None:
         (
             {"amiSelectorTerms": DELETE, "amiFamily": "Gentoo"},
             "spec.amiFamily: unknown AMI family 'Gentoo'",
+        ),
+        (
+            {"amiSelectorTerms": DELETE, "amiFamily": "Ubuntu"},
+            "spec.amiFamily: Karpenter v1 has no Ubuntu AMI family: select the Ubuntu AMIs with"
+            " amiSelectorTerms (by name, tags or id) and keep amiFamily Ubuntu, which becomes AL2",
         ),
         ({"subnetSelectorTerms": DELETE}, "spec.subnetSelectorTerms: required"),
     ],

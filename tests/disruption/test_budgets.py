@@ -71,7 +71,7 @@ def test_the_default_budget_is_ten_percent() -> None:
     ("schedule", "error"),
     [
         ("61 * * * *", "'61' is out of range 0-59"),
-        ("0 9 * * mon", "invalid field 'mon'"),
+        ("0 9 * * mun", "invalid field 'mun'"),
         ("*/0 * * * *", "invalid step '0'"),
     ],
 )

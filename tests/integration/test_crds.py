@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 SEED_V1 = REPO / "tests" / "data" / "seed-v1"
 SEED_V1BETA1_NODEPOOL = REPO / "src" / "karpy" / "sim" / "scenarios" / "seed" / "nodepool.yaml"
+EVERY_FIELD_V1 = REPO / "tests" / "data" / "realworld" / "nodepool-v1-every-field.yaml"
 
 KWOK_NODE_CLASS = """\
 apiVersion: karpenter.kwok.sh/v1alpha1
@@ -103,6 +104,23 @@ def test_seed_v1_manifests_are_accepted_and_defaulted(crds: ControlPlane) -> Non
     node_class = json.loads(crds.kubectl("get", "ec2nodeclass", "default", "-o", "json"))
     assert node_class["spec"]["amiSelectorTerms"] == [{"alias": "al2@latest"}]
     assert node_class["spec"]["metadataOptions"]["httpTokens"] == "required"
+
+
+def test_every_karpenter_field_is_accepted_and_a_misspelt_kubelet_or_metadata_option_refused(
+    crds: ControlPlane,
+) -> None:
+    text = EVERY_FIELD_V1.read_text().replace("name: default", "name: it-crds-every-field")
+    crds.kubectl("apply", "-f", "-", stdin=text)
+    node_class = json.loads(crds.kubectl("get", "ec2nodeclass", "it-crds-every-field", "-o", "json"))
+    assert node_class["spec"]["kubelet"]["maxPods"] == 20
+    assert node_class["spec"]["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    for written, misspelt, field in [
+        ("maxPods: 20", "maxPod: 20", "spec.kubelet.maxPod"),
+        ("httpTokens: required", "httpToken: required", "spec.metadataOptions.httpToken"),
+    ]:
+        typo = text.replace(written, misspelt).replace("it-crds-every-field", "it-crds-typo")
+        error = kubectl_failing(crds, "apply", "-f", "-", stdin=typo)
+        assert f'unknown field "{field}"' in error, error
 
 
 def test_a_minimal_nodepool_gets_every_karpenter_default(crds: ControlPlane) -> None:

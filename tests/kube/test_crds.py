@@ -168,7 +168,8 @@ def test_ec2nodeclass_requires_selector_terms_and_keeps_free_form_fields() -> No
     spec = properties(openapi(crd), "spec")
     assert spec["required"] == ["amiSelectorTerms", "securityGroupSelectorTerms", "subnetSelectorTerms"]
     assert properties(spec, "blockDeviceMappings")["items"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert properties(spec, "kubelet")["x-kubernetes-preserve-unknown-fields"] is True
+    # The kubelet block is Karpenter's fixed set of fields: closed, so that a typo is refused.
+    assert "x-kubernetes-preserve-unknown-fields" not in properties(spec, "kubelet")
     assert "maxPods" in properties(spec, "kubelet")["properties"]
     messages = [rule["message"] for rule in spec["x-kubernetes-validations"]]
     assert "must specify exactly one of ['role', 'instanceProfile']" in messages

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import pytest
 from tests.support import make_instance_type, make_nodepool, make_pod
 
 from karpy.api.core import Pod
@@ -82,6 +83,19 @@ def test_zonal_spread_puts_pods_evenly_across_zones() -> None:
     plan = solve(pods, [], [pool()])
     assert plan.unschedulable == {}
     assert Counter(zone_of(plan, pod) for pod in pods) == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
+
+
+@pytest.mark.parametrize("zones", ["[zone-a, zone-b, zone-c]", "[zone-a, zone-b]"])
+def test_zonal_spread_is_kept_when_the_pool_lists_its_zones(zones: str) -> None:
+    # Karpenter's docs list the zones in the NodePool; each NodeClaim must still be pinned to one
+    # zone, or several pods share a NodeClaim whose zone the cloud picks.
+    requirement = f"{{key: topology.kubernetes.io/zone, operator: In, values: {zones}}}"
+    listed = pool(template_spec=f"      requirements: [{requirement}]")
+    pods = app_pods(6, ZONE_SPREAD)
+    plan = solve(pods, [], [listed])
+    counts = Counter(zone_of(plan, pod) for pod in pods)
+    assert sorted(counts.values()) == [6 // len(counts)] * len(counts)
+    assert len(counts) == zones.count("zone")
 
 
 def test_zonal_spread_counts_pods_already_running() -> None:
@@ -280,6 +294,29 @@ def test_no_execute_taints_keep_intolerant_pods_off() -> None:
     assert "does not tolerate taint maintenance:NoExecute" in plan.unschedulable["default/web-0"]
 
 
+def test_spread_over_a_custom_label_the_node_pools_set_counts_their_values_as_domains() -> None:
+    # Karpenter's on-demand/spot ratio split: no instance type has the label, the pools'
+    # requirements give its values, and the pods spread over all five.
+    spread = """  topologySpreadConstraints:
+    - {maxSkew: 1, topologyKey: capacity-spread, whenUnsatisfiable: DoNotSchedule,
+       labelSelector: {matchLabels: {app: web}}}"""
+    pools = [
+        pool(
+            name,
+            template_spec=f"      requirements: [{{key: capacity-spread, operator: In, values: {values}}}]",
+        )
+        for name, values in (("on-demand", '["1"]'), ("spot", '["2", "3", "4", "5"]'))
+    ]
+    plan = solve(app_pods(10, spread), [], pools)
+    assert plan.unschedulable == {}
+    domains = Counter(
+        next(iter(claim.requirements.get("capacity-spread").values))
+        for claim in plan.new_nodeclaims
+        for _ in claim.pods
+    )
+    assert domains == {"1": 2, "2": 2, "3": 2, "4": 2, "5": 2}
+
+
 def test_min_values_keeps_enough_instance_types() -> None:
     spec_pool = pool(
         template_spec=(
@@ -293,6 +330,24 @@ def test_min_values_keeps_enough_instance_types() -> None:
     # Too big for all but one type: minValues cannot be met, the pod stays pending.
     big = solve(app_pods(1, "", cpu="7900m"), [], [spec_pool])
     assert big.new_nodeclaims == [] or len(big.new_nodeclaims[0].instance_types) >= 2
+
+
+def test_min_values_the_fitting_types_cannot_meet_is_the_reason_given() -> None:
+    # Two types have room for a 4-CPU pod and the pool wants three: the pod stays pending
+    # because of minValues, which is what its reason must say (it has no topology constraint).
+    spec_pool = pool(
+        template_spec=(
+            "      requirements:\n"
+            "        - {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 3}"
+        )
+    )
+    assert solve(app_pods(1, "", cpu="1"), [], [spec_pool]).unschedulable == {}
+    plan = solve(app_pods(1, "", cpu="4"), [], [spec_pool])
+    assert plan.new_nodeclaims == []
+    assert list(plan.unschedulable.values()) == [
+        "NodePool default: the instance types that fit the pod do not satisfy minValues"
+        " (node.kubernetes.io/instance-type: 2 values, minValues 3)"
+    ]
 
 
 def test_daemonset_overhead_counts_only_on_the_types_the_daemonset_runs_on() -> None:

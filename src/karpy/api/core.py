@@ -9,8 +9,9 @@ makes a snapshot a snapshot: a controller changes an object by writing a new
 one through the cluster writer, never by mutating what it read.
 
 A pod's resource requests are reduced here, once, to the *effective* requests
-Kubernetes schedules by (init containers, restartable sidecars and pod
-overhead included), so no later stage needs to know about containers.
+Kubernetes schedules by (init containers, restartable sidecars, pod-level
+resources and pod overhead included), so no later stage needs to know about
+containers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Self
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration
+from karpy.api.fields import HUGEPAGES_PREFIX
 from karpy.api.meta import ObjectMeta, parse_timestamp
 from karpy.api.quantity import (
     QuantityError,
@@ -37,6 +39,8 @@ from karpy.api.taints import Taint, Toleration
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 # How long a pod's containers run before they exit successfully (a Job's work, in the simulator).
 RUN_DURATION_ANNOTATION = "karpy.dev/duration"
+# The resources a pod's spec.resources may name, besides huge pages.
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 DEFAULT_SCHEDULER = "default-scheduler"
 # The label the apiserver sets on every Namespace: its name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -239,12 +243,20 @@ def _container_requests(container: FieldReader) -> ResourceAmounts:
     return requests
 
 
+def _pod_level_resource(name: str) -> bool:
+    """Whether ``spec.resources`` may name ``name`` (CPU, memory and huge pages only)."""
+    return name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+
+
 def effective_requests(spec: FieldReader) -> ResourceAmounts:
     """Requests as the kube-scheduler computes them for a pod.
 
     max(sum of app containers + all restartable init containers (sidecars),
     max over each init container of its requests + sidecars started before it),
-    plus the pod's overhead.
+    with pod-level requests (``spec.resources``, on by default since
+    Kubernetes 1.34) in place of that for the resources they name, plus the
+    pod's overhead. A pod-level limit stands for the request of a resource no
+    container requests, as the API server defaults it.
     """
     containers: ResourceAmounts = {}
     for container in spec.items("containers", _container_requests):
@@ -262,6 +274,12 @@ def effective_requests(spec: FieldReader) -> ResourceAmounts:
         else:
             init_peak = max_amounts(init_peak, add_amounts(sidecars, requests))
     result = max_amounts(add_amounts(containers, sidecars), init_peak)
+    pod_resources = spec.obj("resources")
+    pod_requests = read_resources(pod_resources, "requests")
+    for name, amount in read_resources(pod_resources, "limits").items():
+        if name not in result:
+            pod_requests.setdefault(name, amount)
+    result |= {name: amount for name, amount in pod_requests.items() if _pod_level_resource(name)}
     return add_amounts(result, read_resources(spec, "overhead"))
 
 

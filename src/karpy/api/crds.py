@@ -635,12 +635,17 @@ def nodeclaim_crd() -> CRD:
     )
 
 
-def _selector_terms(description: str, id_pattern: str, *, extra: Schema | None = None) -> Schema:
-    """Subnet, security group or AMI selector terms: ORed terms whose fields are ANDed."""
-    fields = "'tags', 'id', 'name'" + (", 'alias'" if extra and "alias" in extra else "")
-    has_any = "has(x.tags) || has(x.id) || has(x.name)" + (
-        " || has(x.alias)" if extra and "alias" in extra else ""
-    )
+def _selector_terms(
+    description: str, id_pattern: str, *, by_name: bool = True, extra: Schema | None = None
+) -> Schema:
+    """Subnet, security group or AMI selector terms: ORed terms whose fields are ANDed.
+
+    Subnets are selected by tags or id only (``by_name`` False), as in Karpenter.
+    """
+    names = ["tags", "id", *(["name"] if by_name else []), *(["alias"] if extra and "alias" in extra else [])]
+    fields = ", ".join(f"'{name}'" for name in names)
+    has_any = " || ".join(f"has(x.{name})" for name in names)
+    others = " || ".join(f"has(x.{name})" for name in names if name not in ("id", "alias"))
     properties: Schema = {
         "tags": _string_map(
             maxProperties=20,
@@ -653,7 +658,7 @@ def _selector_terms(description: str, id_pattern: str, *, extra: Schema | None =
             },
         ),
         "id": _string(pattern=id_pattern),
-        "name": _string(),
+        **({"name": _string()} if by_name else {}),
         **(extra or {}),
     }
     return {
@@ -665,7 +670,7 @@ def _selector_terms(description: str, id_pattern: str, *, extra: Schema | None =
         "x-kubernetes-validations": [
             _rule(f"self.all(x, {has_any})", f"expected at least one, got none, [{fields}]"),
             _rule(
-                "!self.exists(x, has(x.id) && (has(x.tags) || has(x.name)))",
+                f"!self.exists(x, has(x.id) && ({others}))",
                 "'id' is mutually exclusive, cannot be set with a combination of other fields",
             ),
         ],
@@ -695,11 +700,11 @@ def ec2nodeclass_crd() -> CRD:
             "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
         )
     )
+    # Karpenter's kubelet block is a fixed set of fields, all listed here: an unknown one is a
+    # typo (maxPod for maxPods), refused rather than kept, as karpy reads these settings.
     kubelet: Schema = {
         "type": "object",
-        "description": "Kubelet settings of the launched nodes (karpy reads the fields listed; "
-        "the others are kept for the provider).",
-        "x-kubernetes-preserve-unknown-fields": True,
+        "description": "Kubelet settings of the launched nodes.",
         "properties": {
             **_kubelet_properties(),
             "kubeReserved": _resource_list("Resources reserved for Kubernetes system components."),
@@ -714,6 +719,7 @@ def ec2nodeclass_crd() -> CRD:
             "subnetSelectorTerms": _selector_terms(
                 "Subnet selector terms: the subnets (and so the zones) nodes launch in.",
                 "subnet-[0-9a-z]+",
+                by_name=False,
             ),
             "securityGroupSelectorTerms": _selector_terms("Security group selector terms.", "sg-[0-9a-z]+"),
             "amiSelectorTerms": ami_terms,
@@ -769,9 +775,20 @@ def ec2nodeclass_crd() -> CRD:
                 "maxItems": 50,
                 "items": {"type": "object", **free_form},
             },
+            # Karpenter's four instance metadata settings, closed like its CRD: "httpToken" is a typo.
             "metadataOptions": {
                 "type": "object",
-                **free_form,
+                "properties": {
+                    "httpEndpoint": _string(enum=["enabled", "disabled"]),
+                    "httpProtocolIPv6": _string(enum=["enabled", "disabled"]),
+                    "httpPutResponseHopLimit": {
+                        "type": "integer",
+                        "format": "int64",
+                        "minimum": 1,
+                        "maximum": 64,
+                    },
+                    "httpTokens": _string(enum=["required", "optional"]),
+                },
                 "default": {
                     "httpEndpoint": "enabled",
                     "httpProtocolIPv6": "disabled",

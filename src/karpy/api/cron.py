@@ -8,7 +8,10 @@ macros, and evaluate them in UTC: the only time zone a simulation has, and
 Karpenter's for budgets.
 
 When both day fields are restricted a moment matches if *either* does, the
-rule cron has always had; when one is ``*`` only the other counts.
+rule cron has always had; when one is ``*`` (or ``?``, or a step over ``*``)
+only the other counts. Months and weekdays may be written by name (``jan``,
+``mon-fri``, any case), and Sunday as 0 or 7, as the cron library behind
+both Kubernetes' CronJobs and Karpenter's budgets reads them.
 """
 
 from __future__ import annotations
@@ -26,7 +29,18 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+# Day of week runs to 7 (Sunday again), folded onto 0 once read.
+_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_MONTH_NAMES = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1
+    )
+}
+_WEEKDAY_NAMES = {
+    name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
+}
+_NAMES: tuple[dict[str, int], ...] = ({}, {}, {}, _MONTH_NAMES, _WEEKDAY_NAMES)
 # How far ahead a next fire is looked for: a schedule may fire once a year
 # (``0 0 29 2 *`` only in leap years), so a little over four years.
 _HORIZON = timedelta(days=4 * 366 + 1)
@@ -36,7 +50,13 @@ class CronError(ValueError):
     pass
 
 
-def _field_values(text: str, low: int, high: int) -> frozenset[int]:
+def _number(text: str, names: dict[str, int]) -> int | None:
+    if text.isdigit():
+        return int(text)
+    return names.get(text.lower())
+
+
+def _field_values(text: str, low: int, high: int, names: dict[str, int]) -> frozenset[int]:
     values: set[int] = set()
     for item in text.split(","):
         step = 1
@@ -46,15 +66,16 @@ def _field_values(text: str, low: int, high: int) -> frozenset[int]:
             if not step_text.isdigit() or int(step_text) == 0:
                 raise CronError(f"invalid step {step_text!r}")
             step = int(step_text)
-        if part == "*":
+        if part in ("*", "?"):
             start, end = low, high
         elif "-" in part:
             start_text, end_text = part.split("-", 1)
-            if not (start_text.isdigit() and end_text.isdigit()):
+            first, last = _number(start_text, names), _number(end_text, names)
+            if first is None or last is None:
                 raise CronError(f"invalid range {part!r}")
-            start, end = int(start_text), int(end_text)
-        elif part.isdigit():
-            start = end = int(part)
+            start, end = first, last
+        elif (single := _number(part, names)) is not None:
+            start = end = single
             if step != 1:
                 end = high
         else:
@@ -85,12 +106,11 @@ class CronSchedule:
         if len(fields) != 5:
             raise CronError(f"expected a cron expression of five fields, got {expression!r}")
         self.minutes, self.hours, self.days, self.months, weekdays = (
-            _field_values(field.replace("7", "0") if index == 4 else field, *_RANGES[index])
-            for index, field in enumerate(fields)
+            _field_values(field, *_RANGES[index], _NAMES[index]) for index, field in enumerate(fields)
         )
-        self.weekdays = weekdays
-        self._any_day = fields[2] == "*"
-        self._any_weekday = fields[4] == "*"
+        self.weekdays = frozenset(day % 7 for day in weekdays)
+        self._any_day = fields[2].startswith(("*", "?"))
+        self._any_weekday = fields[4].startswith(("*", "?"))
 
     def _day_matches(self, moment: datetime) -> bool:
         day_ok = moment.day in self.days

@@ -55,7 +55,10 @@ depth first, so every other mapping visited was read to its end.
 the whole object; karpy's rule for bad input is that a bad object is reported
 and skipped while the good objects of the run are still used. An unknown field
 makes the object bad: each unknown field is an error line and the object is
-not applied (``karpy validate`` exits 2).
+not applied (``karpy validate`` exits 2). A field Karpenter has but karpy
+does not implement (a NodePool's ``replicas``, static capacity) is left out of
+the schemas on purpose and refused the same way, with an error that says it is
+unsupported rather than unknown (``UNSUPPORTED_FIELDS``).
 """
 
 from __future__ import annotations
@@ -171,12 +174,26 @@ def kind_trees() -> dict[tuple[str, str], FieldTree]:
     return trees
 
 
+# Fields Karpenter has and karpy does not implement, by (apiVersion, kind, path): refused like
+# unknown ones (a pool that silently ignored them would not be what was asked for), but saying so.
+UNSUPPORTED_FIELDS = {
+    ("karpenter.sh/v1", "NodePool", "spec.replicas"): (
+        "static capacity (Karpenter's StaticCapacity feature, alpha) is not supported by karpy"
+    ),
+}
+
+
 def unknown_fields(raw: Mapping[str, object], api_version: str, kind: str) -> list[ManifestError]:
     """One error per unknown field (or resource name) of a manifest; none for kinds without a schema."""
     tree = kind_trees().get((api_version, kind))
     if tree is None:
         return []
-    return list(check(raw, tree))
+    return [
+        ManifestError(error.path, f"{UNSUPPORTED_FIELDS[key]}; remove it")
+        if (key := (api_version, kind, error.path)) in UNSUPPORTED_FIELDS
+        else error
+        for error in check(raw, tree)
+    ]
 
 
 def check(value: object, tree: FieldTree, path: str = "") -> Iterator[ManifestError]:

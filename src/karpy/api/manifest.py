@@ -43,10 +43,10 @@ from karpy.api.core import (
     ReplicaSet,
     StatefulSet,
 )
-from karpy.api.fields import unknown_fields
+from karpy.api.fields import did_you_mean, unknown_fields
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
-from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, NodePool
+from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, GROUP, NodePool
 
 # Kinds a cluster's manifests commonly hold that have no bearing on node autoscaling.
 IGNORED_KINDS = frozenset(
@@ -91,6 +91,12 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("v1", "PersistentVolume"): lambda reader, _: PersistentVolume.parse(reader),
 }
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
+# Karpenter's kinds before v1beta1 (v0.32), which guides still print, and what took their place.
+RETIRED_KARPENTER_KINDS = {
+    "Provisioner": f"NodePool ({API_VERSION_V1})",
+    "Machine": f"NodeClaim ({API_VERSION_V1})",
+    "AWSNodeTemplate": f"EC2NodeClass ({EC2_GROUP}/v1)",
+}
 
 
 # The deepest nesting of collections a document may have, counted through aliases.
@@ -231,6 +237,14 @@ def describe(kind: str, name: str) -> str:
     return f'{kind} "{name}"' if name else kind
 
 
+def _unknown_kind_hint(kind: str, api_version: str) -> str:
+    """What replaced a retired Karpenter kind, or the one known kind close to ``kind``."""
+    replacement = RETIRED_KARPENTER_KINDS.get(kind)
+    if replacement is not None and api_version.split("/", 1)[0] in (GROUP, EC2_GROUP):
+        return f"; Karpenter v0.32 replaced it with {replacement}"
+    return did_you_mean(kind, KNOWN_KINDS | IGNORED_KINDS)
+
+
 def parse_document(raw: object, source: str, index: int, result: LoadResult) -> None:
     """Parse one YAML document (or a List's item) into ``result``."""
     where = f"{source} (document {index + 1})"
@@ -274,7 +288,10 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
                 f"{source}: {label}: apiVersion: {kind} is not served as {api_version!r}; use {served}"
             )
         else:
-            result.add_error(f"{source}: {label}: kind: unknown kind {kind!r} (apiVersion {api_version!r})")
+            result.add_error(
+                f"{source}: {label}: kind: unknown kind {kind!r} (apiVersion {api_version!r})"
+                + _unknown_kind_hint(kind, api_version)
+            )
         return
     unknown = unknown_fields(raw, api_version, kind)
     if unknown:

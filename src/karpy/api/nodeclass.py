@@ -32,6 +32,8 @@ EC2_KIND = "EC2NodeClass"
 KWOK_GROUP = "karpenter.kwok.sh"
 KWOK_KIND = "KWOKNodeClass"
 
+# v1beta1's Ubuntu family, which Karpenter v1 dropped.
+_UBUNTU = "Ubuntu"
 _AMI_FAMILY_ALIASES = {
     "AL2": "al2",
     "AL2023": "al2023",
@@ -169,14 +171,30 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
     v1 selects AMIs only through ``amiSelectorTerms``; v1beta1 could name just
     a family. A family with no terms becomes the family's alias term (and the
     family goes: the alias implies it); with terms, the family stays, as v1
-    still needs it to bootstrap AMIs chosen by id, name or tags.
+    still needs it to bootstrap AMIs chosen by id, name or tags. Ubuntu, which
+    v1 dropped, becomes AL2 (the same user data format) when terms select the
+    AMIs, and is an error without them: v1 has no Ubuntu alias to find them by.
     """
     conversion = Conversion({key: reader.raw(key) for key in reader})
     spec = copied_mapping(conversion.mapping, "spec")
-    if spec is None or spec.get("amiSelectorTerms"):
+    if spec is None:
         return conversion
     spec_reader = FieldReader(spec, reader.child_path("spec"))
     family = spec_reader.string("amiFamily")
+    if family == _UBUNTU:
+        # Karpenter v1 dropped the family; its AMIs are selected by terms and bootstrapped as AL2.
+        if not spec.get("amiSelectorTerms"):
+            raise spec_reader.error(
+                "amiFamily",
+                "Karpenter v1 has no Ubuntu AMI family: select the Ubuntu AMIs with amiSelectorTerms"
+                " (by name, tags or id) and keep amiFamily Ubuntu, which becomes AL2",
+            )
+        spec["amiFamily"] = "AL2"
+        conversion.note(
+            "spec.amiFamily", "Ubuntu is not a v1 AMI family; became AL2, whose user data has the same format"
+        )
+    if spec.get("amiSelectorTerms"):
+        return conversion
     if not family:
         raise spec_reader.error("amiFamily", "required when amiSelectorTerms is empty")
     if family not in _AMI_FAMILY_ALIASES:

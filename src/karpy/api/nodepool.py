@@ -20,14 +20,17 @@ status, so that the fault can be reported on the object itself.
 
 Many guides still print ``karpenter.sh/v1beta1``. Those manifests are
 converted on read, as Karpenter's conversion webhook did:
-WhenUnderutilized becomes WhenEmptyOrUnderutilized (with ``consolidateAfter:
+WhenUnderutilized, written or v1beta1's default in a disruption block that
+names no policy, becomes WhenEmptyOrUnderutilized (with ``consolidateAfter:
 0s`` when none is written, which is how v1beta1 behaved; one that is written
 was refused by v1beta1 with WhenUnderutilized and is honoured by v1),
 ``disruption.expireAfter`` moves to ``template.spec.expireAfter``,
 ``nodeClassRef.apiVersion`` becomes ``nodeClassRef.group`` (a missing group
 and kind default to the AWS node class, ``karpenter.k8s.aws``
-``EC2NodeClass``), and ``kubelet`` is dropped (v1 keeps it on the node class;
-the note quotes it so it can be moved there). The conversion works on the raw
+``EC2NodeClass``), ``kubelet`` is dropped (v1 keeps it on the node class;
+the note quotes it so it can be moved there), and so is the template's
+``resources`` (v1's NodeClaim template has no resource requests, and
+Karpenter never read v1beta1's). The conversion works on the raw
 mapping, before typed parsing, so a v1beta1 error is reported at the v1 field
 path it maps to; each change is noted (:mod:`karpy.api.conversion`).
 """
@@ -416,16 +419,26 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
             "dropped: v1 has kubelet settings on the EC2NodeClass;"
             f" move {inline(kubelet)} to its spec.kubelet",
         )
+    # v1beta1's template allowed resource requests that nothing read; v1's template has none.
+    resources = template_spec.pop("resources", None)
+    if resources is not None:
+        conversion.note(
+            "spec.template.spec.resources",
+            f"dropped: v1 NodePools have no resource requests; {inline(resources)} was never used",
+        )
     return conversion
 
 
 def _convert_disruption(disruption: dict[str, object], conversion: Conversion) -> None:
-    if disruption.get("consolidationPolicy") != WHEN_UNDERUTILIZED_V1BETA1:
+    # v1beta1's default policy was WhenUnderutilized: a block without one converts as if it said so.
+    written = disruption.get("consolidationPolicy")
+    if written not in (None, WHEN_UNDERUTILIZED_V1BETA1):
         return
     disruption["consolidationPolicy"] = WHEN_EMPTY_OR_UNDERUTILIZED
     conversion.note(
         "spec.disruption.consolidationPolicy",
-        f"{WHEN_UNDERUTILIZED_V1BETA1} is {WHEN_EMPTY_OR_UNDERUTILIZED} in v1",
+        f"{WHEN_UNDERUTILIZED_V1BETA1}{'' if written else ' (the v1beta1 default)'}"
+        f" is {WHEN_EMPTY_OR_UNDERUTILIZED} in v1",
     )
     after = disruption.get("consolidateAfter")
     if after is None:

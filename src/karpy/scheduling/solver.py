@@ -246,6 +246,11 @@ def _blocking_taint(taints: Iterable[Taint], constraints: PodConstraints) -> Tai
 
 def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
     """Whether ``options`` offer as many distinct values as each requirement's minValues asks."""
+    return min_values_shortfall(requirements, options) is None
+
+
+def min_values_shortfall(requirements: Requirements, options: Sequence[InstanceType]) -> str | None:
+    """The first requirement whose minValues ``options`` do not meet, as a message; None if all are met."""
     for requirement in requirements:
         if requirement.min_values is None:
             continue
@@ -256,8 +261,8 @@ def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) 
             and requirement.has(value)
         }
         if len(values) < requirement.min_values:
-            return False
-    return True
+            return f"{requirement.key}: {len(values)} values, minValues {requirement.min_values}"
+    return None
 
 
 class _RoomIndex:
@@ -1164,10 +1169,14 @@ class _Scheduler:
         """Ways to commit an open bin to the domains a constraint allows, best first."""
         if not admission.allowed:
             return [requirements]
+        # A key is settled only once its requirement is the one allowed domain: a requirement that
+        # lists several (a pool's zones) still leaves the domain open, and it must be chosen here for
+        # the topology to count the pod in it.
         open_keys = [
             key
             for key, allowed in sorted(admission.allowed.items())
-            if key != LABEL_HOSTNAME and not (key in requirements and requirements.get(key).values == allowed)
+            if key != LABEL_HOSTNAME
+            and not (len(allowed) == 1 and key in requirements and requirements.get(key).values == allowed)
         ]
         if not open_keys:
             return [requirements]
@@ -1399,7 +1408,7 @@ class _Scheduler:
             for narrowed in self._narrowings(constraints, merged, admission):
                 opening = self._opening(pool, merged, narrowed, fitting_rows, requests)
                 if opening is None:
-                    reason = "no instance type is offered in the domain its topology constraints allow"
+                    reason = self._no_opening_reason(pool, merged, narrowed, fitting_rows)
                     continue
                 rows = opening.rows
                 if pool.remaining is not None:
@@ -1577,6 +1586,27 @@ class _Scheduler:
             opening = _Opening(rows, self._most_room(pool, rows), probe.prices, probe.cheapest_price, room)
         self._opened_cache[key] = opening
         return opening
+
+    def _no_opening_reason(
+        self,
+        pool: NodePoolCapacity,
+        merged: Requirements,
+        narrowed: Requirements,
+        fitting_rows: npt.NDArray[np.intp],
+    ) -> str:
+        """Why :meth:`_opening` found no options: minValues the fitting types miss, or topology.
+
+        ``_viable`` drops every option when minValues is not met, so an empty
+        opening with types left in the domain is minValues' doing, not the
+        topology's.
+        """
+        rows = fitting_rows
+        if narrowed != merged:
+            rows = rows[self._labels_allow(pool, narrowed)[rows]]
+        shortfall = min_values_shortfall(narrowed, self._types(pool, rows)) if len(rows) else None
+        if shortfall is not None:
+            return f"the instance types that fit the pod do not satisfy minValues ({shortfall})"
+        return "no instance type is offered in the domain its topology constraints allow"
 
     # -- cost -------------------------------------------------------------------
 
@@ -1844,20 +1874,28 @@ def _offered_values(
 ) -> Callable[[str], set[str]]:
     """Every value of a key (a zone, say) some pool's instance types can be launched with.
 
-    Asked for only for the keys pods' topology constraints use, so a plan
-    without zonal constraints never scans the catalog for zones.
+    A key no instance type of a pool defines (a label of the user's own, such
+    as the ``capacity-spread`` of Karpenter's on-demand/spot split) takes its
+    values from the pool's requirements, as in Karpenter: each is a domain a
+    node of that pool may be given. Asked for only for the keys pods'
+    topology constraints use, so a plan without zonal constraints never scans
+    the catalog for zones.
     """
 
     def offered(key: str) -> set[str]:
         values: set[str] = set()
         for pool in pools:
             allowed = pool_requirements[pool.nodepool.name].get(key)
+            defined = False
             for instance_type in pool.instance_types:
                 if key not in instance_type.requirements:
                     continue
+                defined = True
                 requirement = instance_type.requirements[key]
                 if not requirement.complement:
                     values.update(value for value in requirement.values if allowed.has(value))
+            if not defined and not allowed.complement:
+                values.update(allowed.values)
         return values
 
     return offered

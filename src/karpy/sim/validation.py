@@ -13,8 +13,9 @@
   the missing class instead of "no NodePool exists".
 - A NodePool's requirements must be satisfiable at all (no key whose
   requirements contradict each other) and by at least one instance type in
-  the catalog the simulated cloud serves; a pool that can never launch
-  anything is almost always a typo in an instance type, a zone or an arch.
+  the catalog the simulated cloud serves, enough of them to meet each
+  ``minValues``; a pool that can never launch anything is almost always a
+  typo in an instance type, a zone or an arch.
   These are errors whatever the caller: no cluster can make them right.
 
 Invalid NodePools are dropped with one error line each; everything else is
@@ -33,6 +34,7 @@ from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import Operator
 from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
+from karpy.scheduling.solver import min_values_shortfall
 
 _FIELD = "spec.template.spec"
 
@@ -64,13 +66,21 @@ def nodepool_problem(nodepool: NodePool) -> str | None:
     for requirement in requirements:
         if requirement.is_empty() and requirement.key not in absent_allowed:
             return f"{_FIELD}.requirements: {requirement.key} can never be satisfied ({requirement})"
-    if not any(
-        instance_type.requirements.intersects(requirements) is None
-        and instance_type.available_offerings(requirements)
+    satisfying = [
+        instance_type
         for instance_type in catalog_instance_types()
-    ):
+        if instance_type.requirements.intersects(requirements) is None
+        and instance_type.available_offerings(requirements)
+    ]
+    if not satisfying:
         written = "; ".join(str(requirement) for requirement in nodepool.template.requirements)
         return f"{_FIELD}.requirements: no instance type in the catalog satisfies them ({written})"
+    shortfall = min_values_shortfall(requirements, satisfying)
+    if shortfall is not None:
+        return (
+            f"{_FIELD}.requirements: the catalog's instance types that satisfy them do not meet"
+            f" minValues ({shortfall})"
+        )
     return None
 
 
