@@ -1,0 +1,191 @@
+"""Every AWS call of the provider, in one small class: the seam between karpy and boto3.
+
+The class turns the SDK's responses into the records of
+:mod:`karpy.cloud.aws.selectors` and its errors into one
+:class:`AwsApiError`, so the code that decides things never sees a boto3
+response and the tests exercise the real SDK over real HTTP (against a local
+endpoint) with no test-only path in karpy.
+
+Configuration is the SDK's own: credentials from the standard chain
+(environment, web identity for IRSA, instance metadata…) and the endpoint
+from ``AWS_ENDPOINT_URL`` (botocore honours it, per service too); karpy only
+passes the region, which it reads from ``AWS_REGION`` as Karpenter does.
+botocore's ``standard`` retry mode retries throttling and 5xx with backoff and
+jitter before an error reaches karpy; what still fails is marked
+``retryable`` so a caller keeps its last good state rather than acting on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from karpy.cloud.aws.selectors import Filter, Image, ImageQuery, SecurityGroup, Subnet
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.type_defs import FilterTypeDef
+    from mypy_boto3_iam import IAMClient
+    from mypy_boto3_ssm import SSMClient
+
+_RETRIES = Config(retries={"mode": "standard", "max_attempts": 5})
+# Error codes that say "try again later", not "this is wrong".
+_RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+        "Unavailable",
+    }
+)
+
+
+class AwsApiError(Exception):
+    """An AWS call that failed: its error code, AWS' message, and whether retrying may help."""
+
+    def __init__(self, code: str, message: str, retryable: bool) -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+def _api_error(error: ClientError | BotoCoreError) -> AwsApiError:
+    if isinstance(error, BotoCoreError):
+        # No answer at all (connection refused, timeout): the endpoint may come back.
+        return AwsApiError(type(error).__name__, str(error), retryable=True)
+    details = error.response.get("Error", {})
+    code = details.get("Code", "Unknown")
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return AwsApiError(code, details.get("Message", ""), code in _RETRYABLE_CODES or status >= 500)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """SDK errors raised inside as :class:`AwsApiError`."""
+    try:
+        yield
+    except (ClientError, BotoCoreError) as error:
+        raise _api_error(error) from error
+
+
+def _filters(filters: tuple[Filter, ...]) -> list[FilterTypeDef]:
+    return [{"Name": name, "Values": list(values)} for name, values in filters]
+
+
+def _deprecated(deprecation_time: str, now: float) -> bool:
+    if not deprecation_time:
+        return False
+    return datetime.fromisoformat(deprecation_time).timestamp() <= now
+
+
+class AwsClient:
+    """The EC2, SSM and IAM calls EC2NodeClass resolution makes."""
+
+    def __init__(self, session: boto3.session.Session) -> None:
+        self._ec2: EC2Client = session.client("ec2", config=_RETRIES)
+        self._ssm: SSMClient = session.client("ssm", config=_RETRIES)
+        self._iam: IAMClient = session.client("iam", config=_RETRIES)
+
+    @classmethod
+    def for_region(cls, region: str) -> AwsClient:
+        """A client for ``region`` with the SDK's standard credentials and endpoint configuration."""
+        return cls(boto3.session.Session(region_name=region or None))
+
+    def describe_subnets(self, filters: tuple[Filter, ...]) -> list[Subnet]:
+        subnets: list[Subnet] = []
+        with _translated():
+            for page in self._ec2.get_paginator("describe_subnets").paginate(Filters=_filters(filters)):
+                subnets.extend(
+                    Subnet(
+                        id=found["SubnetId"],
+                        zone=found["AvailabilityZone"],
+                        zone_id=found.get("AvailabilityZoneId", ""),
+                        available_ips=found.get("AvailableIpAddressCount", 0),
+                    )
+                    for found in page["Subnets"]
+                )
+        return subnets
+
+    def describe_security_groups(self, filters: tuple[Filter, ...]) -> list[SecurityGroup]:
+        groups: list[SecurityGroup] = []
+        with _translated():
+            paginator = self._ec2.get_paginator("describe_security_groups")
+            for page in paginator.paginate(Filters=_filters(filters)):
+                groups.extend(
+                    SecurityGroup(found["GroupId"], found["GroupName"]) for found in page["SecurityGroups"]
+                )
+        return groups
+
+    def describe_images(self, query: ImageQuery, now: float) -> list[Image]:
+        """The images ``query`` matches, deprecated ones included (marked, for the caller to rank)."""
+        images: list[Image] = []
+        with _translated():
+            paginator = self._ec2.get_paginator("describe_images")
+            pages = (
+                paginator.paginate(
+                    Filters=_filters(query.filters), Owners=list(query.owners), IncludeDeprecated=True
+                )
+                if query.owners
+                else paginator.paginate(Filters=_filters(query.filters), IncludeDeprecated=True)
+            )
+            for page in pages:
+                images.extend(
+                    Image(
+                        id=found["ImageId"],
+                        name=found.get("Name", ""),
+                        architecture=found.get("Architecture", ""),
+                        creation_date=found.get("CreationDate", ""),
+                        deprecated=_deprecated(found.get("DeprecationTime", ""), now),
+                    )
+                    for found in page["Images"]
+                    if found.get("State", "available") == "available"
+                )
+        return images
+
+    def parameter(self, name: str) -> str | None:
+        """An SSM parameter's value, or None when there is no such parameter."""
+        try:
+            with _translated():
+                return self._ssm.get_parameter(Name=name)["Parameter"].get("Value")
+        except AwsApiError as error:
+            if error.code == "ParameterNotFound":
+                return None
+            raise
+
+    def instance_profile_roles(self, name: str) -> tuple[str, ...] | None:
+        """The names of the roles an instance profile holds, or None when it does not exist."""
+        try:
+            with _translated():
+                profile = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+        except AwsApiError as error:
+            if error.code == "NoSuchEntity":
+                return None
+            raise
+        return tuple(role["RoleName"] for role in profile["Roles"])
+
+    def create_instance_profile(self, name: str, tags: Mapping[str, str]) -> None:
+        with _translated():
+            self._iam.create_instance_profile(
+                InstanceProfileName=name, Tags=[{"Key": key, "Value": value} for key, value in tags.items()]
+            )
+
+    def set_instance_profile_role(self, name: str, role: str, current: tuple[str, ...]) -> None:
+        """Make ``role`` the one role of profile ``name``, which holds ``current`` now."""
+        with _translated():
+            for other in current:
+                if other != role:
+                    self._iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
+            if role not in current:
+                self._iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
