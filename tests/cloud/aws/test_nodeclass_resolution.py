@@ -8,11 +8,14 @@ names the selector that matched nothing.
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+import yaml
 from tests.cloud.aws.conftest import (
     CLUSTER,
     DISCOVERY_TAG,
@@ -225,3 +228,12 @@ def test_a_role_that_does_not_exist_is_aws_own_refusal_on_the_profile_condition(
     assert "NoSuchRole" in message
     assert resolution.instance_profile == ""
     assert condition(resolution, "Ready") == ("False", "UnhealthyDependents", "InstanceProfileReady=False")
+
+
+def test_the_example_class_of_docs_aws_md_resolves_ready(aws: AwsWorld) -> None:
+    page = (Path(__file__).resolve().parents[3] / "docs" / "aws.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", page, re.DOTALL)
+    assert example is not None
+    document = yaml.safe_load(example.group(1))
+    resolution = resolve(EC2NodeClass.parse(FieldReader(document), document["apiVersion"]))
+    assert resolution.ready, resolution.conditions

@@ -33,8 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from karpy.api.conditions import FALSE, TRUE, Condition, set_condition
+from karpy.api.conditions import FALSE, TRUE, Condition, find_condition, set_condition
 from karpy.api.nodeclass import EC2NodeClass
+from karpy.api.nodepool import CONDITION_READY
 from karpy.api.requirements import LABEL_REGION, Requirement
 from karpy.cloud.aws.client import AwsApiError, AwsClient
 from karpy.cloud.aws.selectors import (
@@ -100,7 +101,8 @@ class NodeClassResolution:
 
     @property
     def ready(self) -> bool:
-        return any(c.type == "Ready" and c.is_true for c in self.conditions)
+        ready = find_condition(self.conditions, CONDITION_READY)
+        return ready is not None and ready.is_true
 
     def status(self) -> dict[str, object]:
         """``EC2NodeClass.status`` as Karpenter writes it (empty lists and strings left out)."""
