@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import codecs
+import json
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
+import yaml
 from tests.support import run_cli, simulate_json
 
 from karpy.api.manifest import MAX_NESTING_DEPTH, parse_manifests
@@ -445,5 +447,18 @@ def test_a_syntax_error_after_the_scenario_in_its_file_is_reported_and_the_scena
     code, result, err = simulate_json(capsys, str(tmp_path))
     assert code == 2
     assert_one_line_error(err, "scenario.yaml:", "invalid YAML")
+    assert result["scenario"] == "seed-walkthrough"
+    assert result["summary"]["allRunningAt"] is not None
+
+
+def test_a_directory_whose_scenario_is_json_runs_the_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A directory stands for its .json files as for its .yaml ones, the Scenario among them.
+    copy_seed_manifests(tmp_path)
+    scenario = yaml.safe_load((SEED / "scenario.yaml").read_text())
+    write(tmp_path, "scenario.json", json.dumps(scenario))
+    code, result, err = simulate_json(capsys, str(tmp_path))
+    assert code == 0, err
     assert result["scenario"] == "seed-walkthrough"
     assert result["summary"]["allRunningAt"] is not None

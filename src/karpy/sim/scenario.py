@@ -57,6 +57,8 @@ SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
 DEFAULT_DURATION = 24 * 3600.0
 SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+# The files a directory stands for, as kubectl apply -f DIR reads them.
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 # Kinds a delete step names in the ``default`` namespace when it names none.
 NAMESPACED_KINDS = (
     "Deployment",
@@ -133,12 +135,16 @@ def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str,
             result.errors.append(f"{_display(path)}: no such file or directory")
             continue
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
-            yield from manifest_texts(files, result)
+            yield from manifest_texts(manifest_files(path), result)
             continue
         text = read_manifest_text(path, result)
         if text is not None:
             yield _display(path), text
+
+
+def manifest_files(directory: Path) -> list[Path]:
+    """The manifest files of ``directory`` (its :data:`MANIFEST_SUFFIXES` files), sorted."""
+    return sorted(path for path in directory.iterdir() if path.suffix in MANIFEST_SUFFIXES)
 
 
 def load_files(paths: list[Path]) -> LoadResult:
@@ -281,7 +287,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+            files.extend(manifest_files(path))
         else:
             files.append(path)
     for path in files:
