@@ -462,3 +462,39 @@ def test_a_directory_whose_scenario_is_json_runs_the_scenario(
     assert code == 0, err
     assert result["scenario"] == "seed-walkthrough"
     assert result["summary"]["allRunningAt"] is not None
+
+
+NOTHING_TO_READ = {
+    "an empty file": ("empty.yaml", ""),
+    "a file of comments": (
+        "comments.yaml",
+        "# Source: chart/templates/disabled.yaml\n---\n# nothing rendered\n",
+    ),
+    "a directory of no manifests": ("manifests", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOTHING_TO_READ))
+@pytest.mark.parametrize("command", ["validate", "simulate"])
+def test_input_holding_no_object_is_one_error_not_an_empty_success(
+    case: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, text = NOTHING_TO_READ[case]
+    path = tmp_path / name
+    if text is None:
+        path.mkdir()
+        write(path, "README.md", "# not a manifest\n")
+    else:
+        path.write_text(text)
+    code, _, err = run_cli(capsys, command, str(path))
+    assert code == 2
+    assert_one_line_error(err, f"{path}: no Kubernetes objects")
+
+
+def test_a_file_of_skipped_kinds_is_not_reported_as_holding_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_map = write(tmp_path, "settings.yaml", CONFIG_MAP)
+    code, out, err = run_cli(capsys, "validate", str(config_map))
+    assert code == 0, err
+    assert 'ConfigMap "settings": skipped' in out

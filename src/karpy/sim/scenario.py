@@ -313,7 +313,16 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
                 extra = LoadResult(errors=extra.errors, notes=extra.notes)
             return scenario, extra
     loaded = load_files(paths)
-    scenario = Scenario(name="manifests", source=", ".join(_display(p) for p in paths))
+    source = ", ".join(_display(p) for p in paths)
+    if not (loaded.objects or loaded.errors or loaded.notes):
+        # Nothing at all, not even a skipped kind: a wrong path or an empty file, as
+        # kubectl apply's "no objects passed to apply"; an empty run would hide it.
+        suffixes = f"{', '.join(MANIFEST_SUFFIXES[:-1])} and {MANIFEST_SUFFIXES[-1]}"
+        read_for = (
+            f" (a directory is read for its {suffixes} files)" if any(p.is_dir() for p in paths) else ""
+        )
+        loaded.add_error(f"{source}: no Kubernetes objects{read_for}")
+    scenario = Scenario(name="manifests", source=source)
     scenario.steps.append(
         Step(
             at=0.0,
