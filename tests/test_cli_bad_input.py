@@ -63,6 +63,11 @@ CASES = {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: [unclosed\n",
         ("bad.yaml:", "invalid YAML"),
     ),
+    "a key set twice in one mapping": (
+        "twice.yaml",
+        nodepool().replace("  limits:", "  weight: 10\n  weight: 20\n  limits:"),
+        ("twice.yaml:", "invalid YAML", "key 'weight' already set in map"),
+    ),
     "unknown kind": (
         "unknown.yaml",
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
@@ -498,3 +503,9 @@ def test_a_file_of_skipped_kinds_is_not_reported_as_holding_nothing(
     code, out, err = run_cli(capsys, "validate", str(config_map))
     assert code == 0, err
     assert 'ConfigMap "settings": skipped' in out
+
+
+def test_keys_a_merge_brings_in_may_be_overridden() -> None:
+    text = CONFIG_MAP + "data:\n  <<: &base {mode: fast, level: '1'}\n  mode: slow\n"
+    result = parse_manifests(text, "merge.yaml")
+    assert result.errors == [] and len(result.notes) == 1
