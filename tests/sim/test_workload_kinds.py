@@ -129,6 +129,21 @@ def test_scaling_a_statefulset_down_removes_the_highest_ordinals_and_keeps_their
     assert len(list(simulation.cluster.objects("PersistentVolumeClaim"))) == 3
 
 
+def test_a_statefulset_with_a_start_ordinal_numbers_its_pods_and_claims_from_it() -> None:
+    # spec.ordinals.start (GA in Kubernetes 1.31): a set migrated from another cluster keeps its names.
+    numbered = STATEFULSET.replace("  replicas: 3\n", "  replicas: 2\n  ordinals: {start: 5}\n")
+    simulation = started(nodepool(), numbered)
+    simulation.run(3600)
+    assert sorted(pod.metadata.name for pod in workload_pods(simulation)) == ["db-5", "db-6"]
+    statefulset = simulation.cluster.get("StatefulSet", "default/db")
+    assert isinstance(statefulset, StatefulSet)
+    simulation.cluster.update(statefulset.with_changes(replicas=1))
+    simulation.run(3600)
+    assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-5"]
+    claims = sorted(claim.metadata.name for claim in simulation.cluster.objects("PersistentVolumeClaim"))
+    assert claims == ["data-db-5", "data-db-6"]
+
+
 JOB = """
 apiVersion: batch/v1
 kind: Job

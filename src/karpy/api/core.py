@@ -614,12 +614,19 @@ class StatefulSet(ScaledWorkload):
     Pod ``<name>-<ordinal>`` mounts the claim ``<template>-<name>-<ordinal>``
     made from each of ``volume_claim_templates``; the claims outlive their
     pods (the default Retain policy), which is what keeps a pod with a zonal
-    volume in its zone.
+    volume in its zone. The ordinals run from ``spec.ordinals.start`` (0
+    unless set) for ``replicas`` pods.
     """
 
     volume_claim_templates: tuple[PersistentVolumeClaim, ...] = ()
     # OrderedReady (the default) starts pod N+1 only when pod N runs; Parallel starts all at once.
     parallel: bool = False
+    first_ordinal: int = 0
+
+    @property
+    def ordinals(self) -> range:
+        """The ordinals of the pods the StatefulSet wants, in the order it creates them."""
+        return range(self.first_ordinal, self.first_ordinal + self.replicas)
 
     kind = "StatefulSet"
 
@@ -643,6 +650,7 @@ class StatefulSet(ScaledWorkload):
             template=workload.template,
             volume_claim_templates=spec.items("volumeClaimTemplates", claim_template),
             parallel=policy == "Parallel",
+            first_ordinal=_non_negative(spec.obj("ordinals"), "start") or 0,
         )
 
 

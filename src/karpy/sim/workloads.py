@@ -321,7 +321,7 @@ class SimulatedWorkloadControllers:
             if ordinal is not None:
                 by_ordinal[ordinal] = owned
         ordered = not statefulset.parallel
-        for ordinal in range(statefulset.replicas):
+        for ordinal in statefulset.ordinals:
             pod = by_ordinal.get(ordinal)
             if pod is None:
                 # A pod still being removed keeps its name: the new one waits for it to go.
@@ -331,7 +331,7 @@ class SimulatedWorkloadControllers:
                     break
             elif ordered and (pod.phase != POD_RUNNING or pod.metadata.deleting):
                 break
-        surplus = sorted((o for o in by_ordinal if o >= statefulset.replicas), reverse=True)
+        surplus = sorted((o for o in by_ordinal if o not in statefulset.ordinals), reverse=True)
         for ordinal in surplus:
             extra = by_ordinal[ordinal]
             if not extra.metadata.deleting:
