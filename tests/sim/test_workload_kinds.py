@@ -144,6 +144,46 @@ def test_a_statefulset_with_a_start_ordinal_numbers_its_pods_and_claims_from_it(
     assert claims == ["data-db-5", "data-db-6"]
 
 
+def claim_names(simulation: Simulation) -> list[str]:
+    return sorted(claim.metadata.name for claim in simulation.cluster.objects("PersistentVolumeClaim"))
+
+
+def test_a_statefulset_whose_policy_deletes_claims_when_scaled_deletes_them_with_the_pods_it_removes() -> (
+    None
+):
+    policy = "  persistentVolumeClaimRetentionPolicy: {whenDeleted: Retain, whenScaled: Delete}\n"
+    simulation = started(
+        nodepool(), STATEFULSET.replace("  serviceName: db\n", f"  serviceName: db\n{policy}")
+    )
+    simulation.run(3600)
+    statefulset = simulation.cluster.get("StatefulSet", "default/db")
+    assert isinstance(statefulset, StatefulSet)
+    simulation.cluster.update(statefulset.with_changes(replicas=1))
+    simulation.run(3600)
+    assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-0"]
+    assert claim_names(simulation) == ["data-db-0"]
+    simulation.cluster.delete(statefulset)
+    simulation.run(600)
+    assert claim_names(simulation) == ["data-db-0"]  # whenDeleted: Retain
+
+
+def test_a_statefulset_whose_policy_deletes_claims_when_deleted_takes_them_with_it() -> None:
+    policy = "  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete}\n"
+    simulation = started(
+        nodepool(), STATEFULSET.replace("  serviceName: db\n", f"  serviceName: db\n{policy}")
+    )
+    simulation.run(3600)
+    assert claim_names(simulation) == ["data-db-0", "data-db-1", "data-db-2"]
+    statefulset = simulation.cluster.get("StatefulSet", "default/db")
+    assert isinstance(statefulset, StatefulSet)
+    simulation.cluster.update(statefulset.with_changes(replicas=2))
+    simulation.run(3600)
+    assert claim_names(simulation) == ["data-db-0", "data-db-1", "data-db-2"]  # whenScaled: Retain
+    simulation.cluster.delete(statefulset)
+    simulation.run(600)
+    assert workload_pods(simulation) == [] and claim_names(simulation) == []
+
+
 JOB = """
 apiVersion: batch/v1
 kind: Job
