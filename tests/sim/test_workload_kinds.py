@@ -15,6 +15,7 @@ from tests.support import kwok_nodepool as nodepool
 from karpy.api.core import POD_RUNNING, POD_SUCCEEDED, Job, Pod, StatefulSet
 from karpy.api.requirements import LABEL_ZONE
 from karpy.sim.cloud import CapacityFailure
+from karpy.sim.report import result_json
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -107,6 +108,24 @@ def test_a_statefulset_pod_recreated_after_its_node_goes_returns_to_its_volume_z
     assert again.phase == POD_RUNNING
     assert node_zone(simulation, again.node_name) == zone
     assert volume_zone(simulation, "default", "data-db-0") == zone  # the same claim, the same volume
+
+
+def test_the_output_shows_a_statefulset_pod_created_again_as_a_pod_of_its_own() -> None:
+    simulation = started(nodepool(), STATEFULSET)
+    simulation.run(3600)
+    first = simulation.cluster.pod("default", "db-0")
+    assert first is not None
+    claim = next(c for c in simulation.cluster.nodeclaims() if c.status.node_name == first.node_name)
+    simulation.cluster.delete(claim)
+    simulation.run(3600)
+    again = simulation.cluster.pod("default", "db-0")
+    assert again is not None and again.node_name != first.node_name
+    entries = [pod for pod in result_json(simulation, "db", [])["pods"] if pod["name"] == "db-0"]
+    assert [(pod["node"], pod["phase"]) for pod in entries] == [
+        (first.node_name, "Deleted"),
+        (again.node_name, "Running"),
+    ]
+    assert entries[1]["createdAt"] >= entries[0]["deletedAt"]
 
 
 def test_a_statefulset_starts_its_pods_in_order_one_at_a_time() -> None:
