@@ -284,6 +284,14 @@ def test_a_cronjob_creates_a_job_every_ten_minutes_of_virtual_time() -> None:
     assert all(job.status.complete for job in simulation.cluster.objects("Job") if isinstance(job, Job))
 
 
+def test_a_cronjob_every_interval_creates_a_job_each_interval_after_its_creation() -> None:
+    # "@every 25m": the cron library's constant delay, which Kubernetes reads and Helm charts use.
+    every = cronjob().replace('schedule: "*/10 * * * *"', 'schedule: "@every 25m"')
+    simulation = started(nodepool(), every)
+    simulation.run(80 * MINUTE)
+    assert job_times(simulation) == [25 * MINUTE, 50 * MINUTE, 75 * MINUTE]
+
+
 def test_forbid_skips_a_fire_while_the_last_job_runs_and_allow_does_not() -> None:
     forbid = started(nodepool(), cronjob("Forbid", "15m"))
     forbid.run(35 * MINUTE)

@@ -758,7 +758,7 @@ class CronJob:
     def parse(cls, reader: FieldReader) -> CronJob:
         metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=True)
         spec = reader.obj("spec")
-        schedule = read_schedule(spec, "schedule")
+        schedule = read_schedule(spec, "schedule", every=True)
         if schedule is None:
             raise spec.error("schedule", "required")
         time_zone = spec.string("timeZone", "UTC")
