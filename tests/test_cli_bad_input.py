@@ -509,3 +509,34 @@ def test_keys_a_merge_brings_in_may_be_overridden() -> None:
     text = CONFIG_MAP + "data:\n  <<: &base {mode: fast, level: '1'}\n  mode: slow\n"
     result = parse_manifests(text, "merge.yaml")
     assert result.errors == [] and len(result.notes) == 1
+
+
+def test_the_objects_beside_a_scenario_in_its_file_are_applied_at_time_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One file holding everything, as a user writes it: the Scenario, then its manifests.
+    scenario = (
+        "apiVersion: karpy.dev/v1alpha1\nkind: Scenario\nmetadata: {name: one-file}\nspec: {duration: 1h}\n"
+    )
+    manifests = [
+        (SEED / name).read_text() for name in ("ec2nodeclass.yaml", "nodepool.yaml", "deployment.yaml")
+    ]
+    everything = write(tmp_path, "everything.yaml", "\n---\n".join([scenario, *manifests]))
+    code, out, err = run_cli(capsys, "validate", str(everything))
+    assert code == 0, err
+    assert out.count("ok: ") == 4
+    code, result, err = simulate_json(capsys, str(everything))
+    assert code == 0, err
+    assert result["scenario"] == "one-file"
+    assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
+
+
+def test_a_second_scenario_in_the_file_is_an_error_not_silently_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    seed = (SEED / "scenario.yaml").read_text()
+    write(tmp_path, "scenario.yaml", seed + "---\n" + seed.replace("seed-walkthrough", "second"))
+    code, _, err = run_cli(capsys, "validate", str(tmp_path / "scenario.yaml"))
+    assert code == 2
+    assert_one_line_error(err, 'Scenario "second": not run', '"seed-walkthrough"')

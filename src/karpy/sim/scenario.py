@@ -28,7 +28,9 @@ applied at time zero, the run going on until the cluster is steady), or a
         - at: 20m
           delete: {kind: Deployment, namespace: default, name: app}
 
-``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
+``apply`` also takes ``objects:`` (inline manifests). Objects beside the
+Scenario in its own file are applied at time zero (no step could name them);
+a second Scenario is an error, as one run runs one. Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
 field; a Scenario with a bad field of its own is not run (a bad object it
 applies is skipped, as in plain manifests). A field the format does not
@@ -282,6 +284,12 @@ def is_scenario(raw: object) -> bool:
     return isinstance(raw, dict) and raw.get("kind") == SCENARIO_KIND
 
 
+def _scenario_name(raw: object) -> str:
+    metadata = raw.get("metadata") if isinstance(raw, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return str(name) if name is not None else "scenario"
+
+
 def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     """A scenario from ``paths``: a Scenario file among them, or plain manifests applied at zero."""
     files: list[Path] = []
@@ -297,14 +305,29 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         # the files are loaded as manifests below.
         unread = LoadResult()
         text = read_manifest_text(path, unread)
-        documents = load_documents(text, _display(path), unread) if text is not None else ()
+        documents = list(load_documents(text, _display(path), unread)) if text is not None else []
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
             raw = scenario_docs[0]
             assert isinstance(raw, dict)
             scenario, errors = parse_scenario(raw, _display(path), path.parent)
+            # The other objects of the Scenario's own file are applied at time zero, as
+            # those of files from other directories are: no step could name them.
+            extra = LoadResult()
+            for index, document in enumerate(documents):
+                if document is raw:
+                    continue
+                if is_scenario(document):
+                    name = _scenario_name(document)
+                    extra.add_error(
+                        f'{_display(path)}: Scenario "{name}": not run: a run runs one Scenario,'
+                        f' the first found ("{_scenario_name(raw)}")'
+                    )
+                else:
+                    parse_document(document, _display(path), index, extra)
             others = [p for p in files if p != path and p.parent != path.parent]
-            extra = load_files(others) if others else LoadResult()
+            if others:
+                extra.extend(load_files(others))
             extra.errors.extend(unread.errors + errors)
             if extra.objects:
                 scenario.steps.insert(
