@@ -137,13 +137,23 @@ def test_a_statefulset_starts_its_pods_in_order_one_at_a_time() -> None:
     assert created["db-0"] < created["db-1"] < created["db-2"]
 
 
+def scale_statefulset(simulation: Simulation, replicas: int) -> StatefulSet:
+    """Scale StatefulSet default/db to ``replicas`` and run an hour; the set as scaled."""
+    statefulset = simulation.cluster.get("StatefulSet", "default/db")
+    assert isinstance(statefulset, StatefulSet)
+    scaled = simulation.cluster.update(statefulset.with_changes(replicas=replicas))
+    simulation.run(3600)
+    return scaled
+
+
+def claim_names(simulation: Simulation) -> list[str]:
+    return sorted(claim.metadata.name for claim in simulation.cluster.objects("PersistentVolumeClaim"))
+
+
 def test_scaling_a_statefulset_down_removes_the_highest_ordinals_and_keeps_their_claims() -> None:
     simulation = started(nodepool(), STATEFULSET)
     simulation.run(3600)
-    statefulset = simulation.cluster.get("StatefulSet", "default/db")
-    assert isinstance(statefulset, StatefulSet)
-    simulation.cluster.update(statefulset.with_changes(replicas=1))
-    simulation.run(3600)
+    scale_statefulset(simulation, 1)
     assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-0"]
     assert len(list(simulation.cluster.objects("PersistentVolumeClaim"))) == 3
 
@@ -154,31 +164,18 @@ def test_a_statefulset_with_a_start_ordinal_numbers_its_pods_and_claims_from_it(
     simulation = started(nodepool(), numbered)
     simulation.run(3600)
     assert sorted(pod.metadata.name for pod in workload_pods(simulation)) == ["db-5", "db-6"]
-    statefulset = simulation.cluster.get("StatefulSet", "default/db")
-    assert isinstance(statefulset, StatefulSet)
-    simulation.cluster.update(statefulset.with_changes(replicas=1))
-    simulation.run(3600)
+    scale_statefulset(simulation, 1)
     assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-5"]
-    claims = sorted(claim.metadata.name for claim in simulation.cluster.objects("PersistentVolumeClaim"))
-    assert claims == ["data-db-5", "data-db-6"]
+    assert claim_names(simulation) == ["data-db-5", "data-db-6"]
 
 
-def claim_names(simulation: Simulation) -> list[str]:
-    return sorted(claim.metadata.name for claim in simulation.cluster.objects("PersistentVolumeClaim"))
-
-
-def test_a_statefulset_whose_policy_deletes_claims_when_scaled_deletes_them_with_the_pods_it_removes() -> (
-    None
-):
+def test_claims_deleted_when_scaled_go_with_the_pods_a_scale_down_removes() -> None:
     policy = "  persistentVolumeClaimRetentionPolicy: {whenDeleted: Retain, whenScaled: Delete}\n"
     simulation = started(
         nodepool(), STATEFULSET.replace("  serviceName: db\n", f"  serviceName: db\n{policy}")
     )
     simulation.run(3600)
-    statefulset = simulation.cluster.get("StatefulSet", "default/db")
-    assert isinstance(statefulset, StatefulSet)
-    simulation.cluster.update(statefulset.with_changes(replicas=1))
-    simulation.run(3600)
+    statefulset = scale_statefulset(simulation, 1)
     assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-0"]
     assert claim_names(simulation) == ["data-db-0"]
     simulation.cluster.delete(statefulset)
@@ -186,17 +183,14 @@ def test_a_statefulset_whose_policy_deletes_claims_when_scaled_deletes_them_with
     assert claim_names(simulation) == ["data-db-0"]  # whenDeleted: Retain
 
 
-def test_a_statefulset_whose_policy_deletes_claims_when_deleted_takes_them_with_it() -> None:
+def test_claims_deleted_when_the_statefulset_is_go_with_it() -> None:
     policy = "  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete}\n"
     simulation = started(
         nodepool(), STATEFULSET.replace("  serviceName: db\n", f"  serviceName: db\n{policy}")
     )
     simulation.run(3600)
     assert claim_names(simulation) == ["data-db-0", "data-db-1", "data-db-2"]
-    statefulset = simulation.cluster.get("StatefulSet", "default/db")
-    assert isinstance(statefulset, StatefulSet)
-    simulation.cluster.update(statefulset.with_changes(replicas=2))
-    simulation.run(3600)
+    statefulset = scale_statefulset(simulation, 2)
     assert claim_names(simulation) == ["data-db-0", "data-db-1", "data-db-2"]  # whenScaled: Retain
     simulation.cluster.delete(statefulset)
     simulation.run(600)
