@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import codecs
+import json
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
+import yaml
 from tests.support import run_cli, simulate_json
 
 from karpy.api.manifest import MAX_NESTING_DEPTH, parse_manifests
@@ -60,6 +62,11 @@ CASES = {
         "bad.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: [unclosed\n",
         ("bad.yaml:", "invalid YAML"),
+    ),
+    "a key set twice in one mapping": (
+        "twice.yaml",
+        nodepool().replace("  limits:", "  weight: 10\n  weight: 20\n  limits:"),
+        ("twice.yaml:", "invalid YAML", "key 'weight' already set in map"),
     ),
     "unknown kind": (
         "unknown.yaml",
@@ -447,3 +454,89 @@ def test_a_syntax_error_after_the_scenario_in_its_file_is_reported_and_the_scena
     assert_one_line_error(err, "scenario.yaml:", "invalid YAML")
     assert result["scenario"] == "seed-walkthrough"
     assert result["summary"]["allRunningAt"] is not None
+
+
+def test_a_directory_whose_scenario_is_json_runs_the_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A directory stands for its .json files as for its .yaml ones, the Scenario among them.
+    copy_seed_manifests(tmp_path)
+    scenario = yaml.safe_load((SEED / "scenario.yaml").read_text())
+    write(tmp_path, "scenario.json", json.dumps(scenario))
+    code, result, err = simulate_json(capsys, str(tmp_path))
+    assert code == 0, err
+    assert result["scenario"] == "seed-walkthrough"
+    assert result["summary"]["allRunningAt"] is not None
+
+
+NOTHING_TO_READ = {
+    "an empty file": ("empty.yaml", ""),
+    "a file of comments": (
+        "comments.yaml",
+        "# Source: chart/templates/disabled.yaml\n---\n# nothing rendered\n",
+    ),
+    "a directory of no manifests": ("manifests", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOTHING_TO_READ))
+@pytest.mark.parametrize("command", ["validate", "simulate"])
+def test_input_holding_no_object_is_one_error_not_an_empty_success(
+    case: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, text = NOTHING_TO_READ[case]
+    path = tmp_path / name
+    if text is None:
+        path.mkdir()
+        write(path, "README.md", "# not a manifest\n")
+    else:
+        path.write_text(text)
+    code, _, err = run_cli(capsys, command, str(path))
+    assert code == 2
+    assert_one_line_error(err, f"{path}: no Kubernetes objects")
+
+
+def test_a_file_of_skipped_kinds_is_not_reported_as_holding_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_map = write(tmp_path, "settings.yaml", CONFIG_MAP)
+    code, out, err = run_cli(capsys, "validate", str(config_map))
+    assert code == 0, err
+    assert 'ConfigMap "settings": skipped' in out
+
+
+def test_keys_a_merge_brings_in_may_be_overridden() -> None:
+    text = CONFIG_MAP + "data:\n  <<: &base {mode: fast, level: '1'}\n  mode: slow\n"
+    result = parse_manifests(text, "merge.yaml")
+    assert result.errors == [] and len(result.notes) == 1
+
+
+def test_the_objects_beside_a_scenario_in_its_file_are_applied_at_time_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One file holding everything, as a user writes it: the Scenario, then its manifests.
+    scenario = (
+        "apiVersion: karpy.dev/v1alpha1\nkind: Scenario\nmetadata: {name: one-file}\nspec: {duration: 1h}\n"
+    )
+    manifests = [
+        (SEED / name).read_text() for name in ("ec2nodeclass.yaml", "nodepool.yaml", "deployment.yaml")
+    ]
+    everything = write(tmp_path, "everything.yaml", "\n---\n".join([scenario, *manifests]))
+    code, out, err = run_cli(capsys, "validate", str(everything))
+    assert code == 0, err
+    assert out.count("ok: ") == 4
+    code, result, err = simulate_json(capsys, str(everything))
+    assert code == 0, err
+    assert result["scenario"] == "one-file"
+    assert sum(1 for pod in result["pods"] if pod["phase"] == "Running") == 5
+
+
+def test_a_second_scenario_in_the_file_is_an_error_not_silently_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    seed = (SEED / "scenario.yaml").read_text()
+    write(tmp_path, "scenario.yaml", seed + "---\n" + seed.replace("seed-walkthrough", "second"))
+    code, _, err = run_cli(capsys, "validate", str(tmp_path / "scenario.yaml"))
+    assert code == 2
+    assert_one_line_error(err, 'Scenario "second": not run', '"seed-walkthrough"')

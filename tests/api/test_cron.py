@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from karpy.api.cron import CronError, CronSchedule
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.cron import CronError, CronSchedule, read_schedule
 
 
 def _at(text: str) -> float:
@@ -57,3 +58,20 @@ def test_a_step_over_every_day_of_month_leaves_the_weekday_to_decide() -> None:
 def test_what_is_not_a_schedule_is_refused(bad: str) -> None:
     with pytest.raises(CronError):
         CronSchedule(bad)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "delay"), [("@every 6h", 6 * 3600.0), ("@every 1h30m", 5400.0), ("@every 1500ms", 1.0)]
+)
+def test_every_fires_its_delay_after_the_last_fire_in_whole_seconds(schedule: str, delay: float) -> None:
+    start = _at("2026-12-03T10:17:42.5")
+    assert CronSchedule(schedule).next_fire_after(start) == _at("2026-12-03T10:17:42") + delay
+
+
+def test_every_is_a_cronjob_schedule_and_not_a_disruption_budget_one() -> None:
+    every = FieldReader({"schedule": "@every 1h"}, "spec")
+    assert read_schedule(every, "schedule", every=True) == "@every 1h"
+    with pytest.raises(ManifestError, match="@every is not a schedule here"):
+        read_schedule(every, "schedule")
+    with pytest.raises(ManifestError, match="invalid duration"):
+        read_schedule(FieldReader({"schedule": "@every soon"}, "spec"), "schedule", every=True)

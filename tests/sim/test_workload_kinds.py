@@ -15,6 +15,7 @@ from tests.support import kwok_nodepool as nodepool
 from karpy.api.core import POD_RUNNING, POD_SUCCEEDED, Job, Pod, StatefulSet
 from karpy.api.requirements import LABEL_ZONE
 from karpy.sim.cloud import CapacityFailure
+from karpy.sim.report import result_json
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -109,6 +110,24 @@ def test_a_statefulset_pod_recreated_after_its_node_goes_returns_to_its_volume_z
     assert volume_zone(simulation, "default", "data-db-0") == zone  # the same claim, the same volume
 
 
+def test_the_output_shows_a_statefulset_pod_created_again_as_a_pod_of_its_own() -> None:
+    simulation = started(nodepool(), STATEFULSET)
+    simulation.run(3600)
+    first = simulation.cluster.pod("default", "db-0")
+    assert first is not None
+    claim = next(c for c in simulation.cluster.nodeclaims() if c.status.node_name == first.node_name)
+    simulation.cluster.delete(claim)
+    simulation.run(3600)
+    again = simulation.cluster.pod("default", "db-0")
+    assert again is not None and again.node_name != first.node_name
+    entries = [pod for pod in result_json(simulation, "db", [])["pods"] if pod["name"] == "db-0"]
+    assert [(pod["node"], pod["phase"]) for pod in entries] == [
+        (first.node_name, "Deleted"),
+        (again.node_name, "Running"),
+    ]
+    assert entries[1]["createdAt"] >= entries[0]["deletedAt"]
+
+
 def test_a_statefulset_starts_its_pods_in_order_one_at_a_time() -> None:
     simulation = started(nodepool(), STATEFULSET)
     simulation.run(2, until_steady=False)
@@ -118,15 +137,64 @@ def test_a_statefulset_starts_its_pods_in_order_one_at_a_time() -> None:
     assert created["db-0"] < created["db-1"] < created["db-2"]
 
 
+def scale_statefulset(simulation: Simulation, replicas: int) -> StatefulSet:
+    """Scale StatefulSet default/db to ``replicas`` and run an hour; the set as scaled."""
+    statefulset = simulation.cluster.get("StatefulSet", "default/db")
+    assert isinstance(statefulset, StatefulSet)
+    scaled = simulation.cluster.update(statefulset.with_changes(replicas=replicas))
+    simulation.run(3600)
+    return scaled
+
+
+def claim_names(simulation: Simulation) -> list[str]:
+    return sorted(claim.metadata.name for claim in simulation.cluster.objects("PersistentVolumeClaim"))
+
+
 def test_scaling_a_statefulset_down_removes_the_highest_ordinals_and_keeps_their_claims() -> None:
     simulation = started(nodepool(), STATEFULSET)
     simulation.run(3600)
-    statefulset = simulation.cluster.get("StatefulSet", "default/db")
-    assert isinstance(statefulset, StatefulSet)
-    simulation.cluster.update(statefulset.with_changes(replicas=1))
-    simulation.run(3600)
+    scale_statefulset(simulation, 1)
     assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-0"]
     assert len(list(simulation.cluster.objects("PersistentVolumeClaim"))) == 3
+
+
+def test_a_statefulset_with_a_start_ordinal_numbers_its_pods_and_claims_from_it() -> None:
+    # spec.ordinals.start (GA in Kubernetes 1.31): a set migrated from another cluster keeps its names.
+    numbered = STATEFULSET.replace("  replicas: 3\n", "  replicas: 2\n  ordinals: {start: 5}\n")
+    simulation = started(nodepool(), numbered)
+    simulation.run(3600)
+    assert sorted(pod.metadata.name for pod in workload_pods(simulation)) == ["db-5", "db-6"]
+    scale_statefulset(simulation, 1)
+    assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-5"]
+    assert claim_names(simulation) == ["data-db-5", "data-db-6"]
+
+
+def test_claims_deleted_when_scaled_go_with_the_pods_a_scale_down_removes() -> None:
+    policy = "  persistentVolumeClaimRetentionPolicy: {whenDeleted: Retain, whenScaled: Delete}\n"
+    simulation = started(
+        nodepool(), STATEFULSET.replace("  serviceName: db\n", f"  serviceName: db\n{policy}")
+    )
+    simulation.run(3600)
+    statefulset = scale_statefulset(simulation, 1)
+    assert [pod.metadata.name for pod in workload_pods(simulation)] == ["db-0"]
+    assert claim_names(simulation) == ["data-db-0"]
+    simulation.cluster.delete(statefulset)
+    simulation.run(600)
+    assert claim_names(simulation) == ["data-db-0"]  # whenDeleted: Retain
+
+
+def test_claims_deleted_when_the_statefulset_is_go_with_it() -> None:
+    policy = "  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete}\n"
+    simulation = started(
+        nodepool(), STATEFULSET.replace("  serviceName: db\n", f"  serviceName: db\n{policy}")
+    )
+    simulation.run(3600)
+    assert claim_names(simulation) == ["data-db-0", "data-db-1", "data-db-2"]
+    statefulset = scale_statefulset(simulation, 2)
+    assert claim_names(simulation) == ["data-db-0", "data-db-1", "data-db-2"]  # whenScaled: Retain
+    simulation.cluster.delete(statefulset)
+    simulation.run(600)
+    assert workload_pods(simulation) == [] and claim_names(simulation) == []
 
 
 JOB = """
@@ -208,6 +276,14 @@ def test_a_cronjob_creates_a_job_every_ten_minutes_of_virtual_time() -> None:
     minute = int(simulation.clock.start // 60)
     assert names == [f"report-{minute + 10}", f"report-{minute + 20}", f"report-{minute + 30}"]
     assert all(job.status.complete for job in simulation.cluster.objects("Job") if isinstance(job, Job))
+
+
+def test_a_cronjob_every_interval_creates_a_job_each_interval_after_its_creation() -> None:
+    # "@every 25m": the cron library's constant delay, which Kubernetes reads and Helm charts use.
+    every = cronjob().replace('schedule: "*/10 * * * *"', 'schedule: "@every 25m"')
+    simulation = started(nodepool(), every)
+    simulation.run(80 * MINUTE)
+    assert job_times(simulation) == [25 * MINUTE, 50 * MINUTE, 75 * MINUTE]
 
 
 def test_forbid_skips_a_fire_while_the_last_job_runs_and_allow_does_not() -> None:

@@ -607,6 +607,14 @@ class PersistentVolume:
         )
 
 
+def _deletes_claims(retention: FieldReader, key: str) -> bool:
+    """Whether a StatefulSet's claim retention policy says ``Delete`` for ``key`` (default Retain)."""
+    policy = retention.string(key, "Retain")
+    if policy not in ("Retain", "Delete"):
+        raise retention.error(key, f"must be Retain or Delete, got {policy!r}")
+    return policy == "Delete"
+
+
 @dataclass(frozen=True, slots=True)
 class StatefulSet(ScaledWorkload):
     """A ScaledWorkload whose pods have stable names and each their own volumes.
@@ -614,12 +622,26 @@ class StatefulSet(ScaledWorkload):
     Pod ``<name>-<ordinal>`` mounts the claim ``<template>-<name>-<ordinal>``
     made from each of ``volume_claim_templates``; the claims outlive their
     pods (the default Retain policy), which is what keeps a pod with a zonal
-    volume in its zone.
+    volume in its zone. The ordinals run from ``spec.ordinals.start`` (0
+    unless set) for ``replicas`` pods.
+
+    ``persistentVolumeClaimRetentionPolicy`` may say ``Delete`` instead:
+    ``whenDeleted`` deletes the claims with the StatefulSet, ``whenScaled``
+    deletes the claims of the pods a scale-down removes, so a pod that comes
+    back later gets a new volume, in whatever zone it lands.
     """
 
     volume_claim_templates: tuple[PersistentVolumeClaim, ...] = ()
     # OrderedReady (the default) starts pod N+1 only when pod N runs; Parallel starts all at once.
     parallel: bool = False
+    first_ordinal: int = 0
+    delete_claims_when_deleted: bool = False
+    delete_claims_when_scaled: bool = False
+
+    @property
+    def ordinals(self) -> range:
+        """The ordinals of the pods the StatefulSet wants, in the order it creates them."""
+        return range(self.first_ordinal, self.first_ordinal + self.replicas)
 
     kind = "StatefulSet"
 
@@ -631,6 +653,7 @@ class StatefulSet(ScaledWorkload):
         if policy not in ("OrderedReady", "Parallel"):
             raise spec.error("podManagementPolicy", f"must be OrderedReady or Parallel, got {policy!r}")
         namespace = workload.metadata.namespace
+        retention = spec.obj("persistentVolumeClaimRetentionPolicy")
 
         def claim_template(item: FieldReader) -> PersistentVolumeClaim:
             claim = PersistentVolumeClaim.parse(item)
@@ -643,6 +666,9 @@ class StatefulSet(ScaledWorkload):
             template=workload.template,
             volume_claim_templates=spec.items("volumeClaimTemplates", claim_template),
             parallel=policy == "Parallel",
+            first_ordinal=_non_negative(spec.obj("ordinals"), "start") or 0,
+            delete_claims_when_deleted=_deletes_claims(retention, "whenDeleted"),
+            delete_claims_when_scaled=_deletes_claims(retention, "whenScaled"),
         )
 
 
@@ -732,7 +758,7 @@ class CronJob:
     def parse(cls, reader: FieldReader) -> CronJob:
         metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=True)
         spec = reader.obj("spec")
-        schedule = read_schedule(spec, "schedule")
+        schedule = read_schedule(spec, "schedule", every=True)
         if schedule is None:
             raise spec.error("schedule", "required")
         time_zone = spec.string("timeZone", "UTC")

@@ -12,6 +12,14 @@ rule cron has always had; when one is ``*`` (or ``?``, or a step over ``*``)
 only the other counts. Months and weekdays may be written by name (``jan``,
 ``mon-fri``, any case), and Sunday as 0 or 7, as the cron library behind
 both Kubernetes' CronJobs and Karpenter's budgets reads them.
+
+A CronJob may also say ``@every <duration>`` (``@every 6h``, ``@every 1h30m``):
+Kubernetes' cron library reads it although its docs do not list it, and Helm
+charts use it. It fires ``duration`` after the CronJob's creation, then
+``duration`` after each fire (the library's constant delay, in whole seconds,
+at least one). Karpenter's budget schedules do not take it (their CRD's
+pattern allows the named macros and five fields only), so it is read only
+where asked for (:func:`read_schedule`'s ``every``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from karpy.api._reader import FieldReader
+from karpy.api.duration import DurationError, parse_duration
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -86,10 +95,18 @@ def _field_values(text: str, low: int, high: int, names: dict[str, int]) -> froz
     return frozenset(values)
 
 
-def read_schedule(reader: FieldReader, key: str) -> str | None:
-    """A cron ``schedule`` field, checked to be one; None when it is not there."""
+_EVERY = "@every"
+
+
+def read_schedule(reader: FieldReader, key: str, *, every: bool = False) -> str | None:
+    """A cron ``schedule`` field, checked to be one; None when it is not there.
+
+    ``@every <duration>`` is one only where ``every`` says so (a CronJob's).
+    """
     schedule = reader.string(key) or None
     if schedule is not None:
+        if not every and schedule.strip().startswith(_EVERY):
+            raise reader.error(key, f"{_EVERY} is not a schedule here; use five cron fields or a macro")
         try:
             CronSchedule(schedule)
         except CronError as error:
@@ -98,10 +115,19 @@ def read_schedule(reader: FieldReader, key: str) -> str | None:
 
 
 class CronSchedule:
-    """A standard five-field cron expression, evaluated in UTC."""
+    """A standard five-field cron expression, evaluated in UTC, or a CronJob's ``@every``."""
 
     def __init__(self, expression: str) -> None:
         text = _MACROS.get(expression.strip(), expression.strip())
+        # Seconds between fires for "@every <duration>"; None for a cron expression.
+        self.every: float | None = None
+        if text.startswith(_EVERY + " "):
+            try:
+                delay = parse_duration(text.removeprefix(_EVERY).strip())
+            except DurationError as error:
+                raise CronError(f"{_EVERY}: {error}") from error
+            self.every = max(1.0, float(int(delay)))
+            text = "* * * * *"
         fields = text.split()
         if len(fields) != 5:
             raise CronError(f"expected a cron expression of five fields, got {expression!r}")
@@ -145,6 +171,8 @@ class CronSchedule:
         cannot match, so a yearly schedule costs a few hundred steps, not
         half a million minutes.
         """
+        if self.every is not None:
+            return float(int(after)) + self.every
         moment = datetime.fromtimestamp(after, tz=UTC).replace(second=0, microsecond=0)
         moment += timedelta(minutes=1)
         limit = moment + _HORIZON

@@ -16,7 +16,9 @@ API server's strict decoding makes it, and the object is not used
 The text comes from :mod:`karpy.api.text` (a file's bytes decoded as kubectl
 decodes them). YAML that is valid but would make the loader recurse past
 Python's limit or expand aliases without bound (a "billion laughs") is
-refused by :class:`KubernetesYAMLLoader` with one line, like a syntax error.
+refused by :class:`KubernetesYAMLLoader` with one line, like a syntax error,
+and so is a key written twice in one mapping, which Kubernetes' decoder
+refuses and PyYAML would quietly resolve to its last value.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ class KubernetesYAMLLoader(yaml.SafeLoader):
 
     A timestamp stays the string it was written as: PyYAML turns an unquoted
     ``2024-05-01T10:00:00Z`` into a datetime (and fails outright on an
-    impossible date); Kubernetes' YAML decoder keeps it a string.
+    impossible date); Kubernetes' YAML decoder keeps it a string. A key set
+    twice in one mapping is an error, as it is there.
 
     A document nested deeper than :data:`MAX_NESTING_DEPTH` levels of
     collections, whose aliases add more than :data:`MAX_ALIAS_NODES` nodes, or
@@ -189,6 +192,30 @@ class KubernetesYAMLLoader(yaml.SafeLoader):
     @staticmethod
     def _limit(problem: str, event: yaml.Event) -> YAMLLimitError:
         return YAMLLimitError(None, None, problem, cast(yaml.error.Mark, event.start_mark))
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        """A mapping whose keys are each written once, as Kubernetes' YAML decoder requires.
+
+        go-yaml refuses a key set twice in one mapping ("already set in map")
+        where PyYAML keeps the last value, so a second ``resources:`` in a
+        container would quietly replace the first. Keys a merge (``<<: *base``)
+        brings in may be overridden, as in go-yaml: only the keys written in
+        the mapping itself are compared.
+        """
+        seen: dict[tuple[type, object], yaml.Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            first = seen.setdefault((type(key), key), key_node)
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} already set in map (first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep)
 
 
 def _timestamp_as_string(loader: KubernetesYAMLLoader, node: yaml.Node) -> str:

@@ -2,7 +2,8 @@
 
 The recorder listens to the in-memory cluster like ``kubectl get -w`` does:
 every time a NodeClaim's printed columns (TYPE, CAPACITY, ZONE, NODE, READY)
-change, it keeps a row. It also keeps, per pod, when it was created, bound,
+change, it keeps a row. It also keeps, per pod (by uid, so a pod created again under an
+earlier pod's name has a record of its own), when it was created, bound,
 running, finished and deleted, and per NodeClaim, when it was created, became ready and
 was deleted, with the hourly price of what was launched. The report and the
 JSON output are built from this record alone.
@@ -62,6 +63,11 @@ class PodRecord:
     succeeded_at: float | None = None
     deleted_at: float | None = None
     daemonset: bool = False
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(slots=True)
@@ -70,7 +76,7 @@ class Recorder:
     cloud: SimulatedCloud | None = None
     rows: list[WatchRow] = field(default_factory=list)
     nodeclaims: dict[str, NodeClaimRecord] = field(default_factory=dict)
-    pods: dict[str, PodRecord] = field(default_factory=dict)
+    pods: dict[str, PodRecord] = field(default_factory=dict)  # by the pod's uid
     notes: list[tuple[float, str]] = field(default_factory=list)
     first_pending_at: float | None = None
     all_running_at: float | None = None
@@ -146,15 +152,18 @@ class Recorder:
         pod = new if isinstance(new, Pod) else old if isinstance(old, Pod) else None
         if pod is None:
             return
-        record = self.pods.get(pod.key)
+        # One record per pod, not per name: a StatefulSet's pod created again under the
+        # same name is another pod, with its own node and times.
+        record = self.pods.get(pod.metadata.uid)
         if record is None:
             record = PodRecord(
                 pod.metadata.namespace,
                 pod.metadata.name,
                 pod.metadata.creation_timestamp or now,
                 daemonset=pod.is_daemonset_pod,
+                uid=pod.metadata.uid,
             )
-            self.pods[pod.key] = record
+            self.pods[pod.metadata.uid] = record
         if new is None:
             record.deleted_at = record.deleted_at or now
             self._pending.discard(pod.key)

@@ -83,8 +83,9 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
     live = {pod.key: pod for pod in simulation.cluster.pods()}
     unschedulable = simulation.provisioner.last.unschedulable
     pods = []
-    for key, record in sorted(recorder.pods.items()):
-        pod = live.get(key)
+    for record in sorted(recorder.pods.values(), key=lambda record: (record.key, record.created_at)):
+        pod = live.get(record.key)
+        pod = pod if pod is not None and pod.metadata.uid == record.uid else None
         running = record.running_at
         pending_until = running if running is not None else (record.deleted_at or recorder.end)
         pods.append(
@@ -98,7 +99,7 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
                 "createdAt": since(record.created_at),
                 "runningAt": since(running),
                 "deletedAt": since(record.deleted_at),
-                "unschedulableReason": unschedulable.get(key, "")
+                "unschedulableReason": unschedulable.get(record.key, "")
                 if pod is not None and not pod.node_name
                 else "",
             }

@@ -28,7 +28,9 @@ applied at time zero, the run going on until the cluster is steady), or a
         - at: 20m
           delete: {kind: Deployment, namespace: default, name: app}
 
-``apply`` also takes ``objects:`` (inline manifests). Errors in a scenario
+``apply`` also takes ``objects:`` (inline manifests). Objects beside the
+Scenario in its own file are applied at time zero (no step could name them);
+a second Scenario is an error, as one run runs one. Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
 field; a Scenario with a bad field of its own is not run (a bad object it
 applies is skipped, as in plain manifests). A field the format does not
@@ -57,6 +59,8 @@ SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
 DEFAULT_DURATION = 24 * 3600.0
 SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+# The files a directory stands for, as kubectl apply -f DIR reads them.
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 # Kinds a delete step names in the ``default`` namespace when it names none.
 NAMESPACED_KINDS = (
     "Deployment",
@@ -133,12 +137,16 @@ def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str,
             result.errors.append(f"{_display(path)}: no such file or directory")
             continue
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
-            yield from manifest_texts(files, result)
+            yield from manifest_texts(manifest_files(path), result)
             continue
         text = read_manifest_text(path, result)
         if text is not None:
             yield _display(path), text
+
+
+def manifest_files(directory: Path) -> list[Path]:
+    """The manifest files of ``directory`` (its :data:`MANIFEST_SUFFIXES` files), sorted."""
+    return sorted(path for path in directory.iterdir() if path.suffix in MANIFEST_SUFFIXES)
 
 
 def load_files(paths: list[Path]) -> LoadResult:
@@ -276,12 +284,18 @@ def is_scenario(raw: object) -> bool:
     return isinstance(raw, dict) and raw.get("kind") == SCENARIO_KIND
 
 
+def _scenario_name(raw: object) -> str:
+    metadata = raw.get("metadata") if isinstance(raw, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return str(name) if name is not None else "scenario"
+
+
 def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     """A scenario from ``paths``: a Scenario file among them, or plain manifests applied at zero."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+            files.extend(manifest_files(path))
         else:
             files.append(path)
     for path in files:
@@ -291,14 +305,29 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         # the files are loaded as manifests below.
         unread = LoadResult()
         text = read_manifest_text(path, unread)
-        documents = load_documents(text, _display(path), unread) if text is not None else ()
+        documents = list(load_documents(text, _display(path), unread)) if text is not None else []
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
             raw = scenario_docs[0]
             assert isinstance(raw, dict)
             scenario, errors = parse_scenario(raw, _display(path), path.parent)
+            # The other objects of the Scenario's own file are applied at time zero, as
+            # those of files from other directories are: no step could name them.
+            extra = LoadResult()
+            for index, document in enumerate(documents):
+                if document is raw:
+                    continue
+                if is_scenario(document):
+                    name = _scenario_name(document)
+                    extra.add_error(
+                        f'{_display(path)}: Scenario "{name}": not run: a run runs one Scenario,'
+                        f' the first found ("{_scenario_name(raw)}")'
+                    )
+                else:
+                    parse_document(document, _display(path), index, extra)
             others = [p for p in files if p != path and p.parent != path.parent]
-            extra = load_files(others) if others else LoadResult()
+            if others:
+                extra.extend(load_files(others))
             extra.errors.extend(unread.errors + errors)
             if extra.objects:
                 scenario.steps.insert(
@@ -307,7 +336,16 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
                 extra = LoadResult(errors=extra.errors, notes=extra.notes)
             return scenario, extra
     loaded = load_files(paths)
-    scenario = Scenario(name="manifests", source=", ".join(_display(p) for p in paths))
+    source = ", ".join(_display(p) for p in paths)
+    if not (loaded.objects or loaded.errors or loaded.notes):
+        # Nothing at all, not even a skipped kind: a wrong path or an empty file, as
+        # kubectl apply's "no objects passed to apply"; an empty run would hide it.
+        suffixes = f"{', '.join(MANIFEST_SUFFIXES[:-1])} and {MANIFEST_SUFFIXES[-1]}"
+        read_for = (
+            f" (a directory is read for its {suffixes} files)" if any(p.is_dir() for p in paths) else ""
+        )
+        loaded.add_error(f"{source}: no Kubernetes objects{read_for}")
+    scenario = Scenario(name="manifests", source=source)
     scenario.steps.append(
         Step(
             at=0.0,

@@ -8,11 +8,15 @@
 - DaemonSet → one pod per node whose taints the template tolerates and whose
   labels its node constraints accept, bound directly to the node, as the
   DaemonSet controller does.
-- StatefulSet → pods ``<name>-0`` … ``<name>-<replicas-1>``, each with its own
+- StatefulSet → pods ``<name>-<start>`` … ``<name>-<start+replicas-1>`` (``start``
+  from ``spec.ordinals``, 0 by default), each with its own
   PersistentVolumeClaims ``<template>-<name>-<ordinal>`` created before the
   pod and kept after it (the default Retain policy): a pod recreated under
   the same name mounts the same claims, and so, once its volume is bound to
-  a zone, goes back to that zone. OrderedReady (the default) creates a pod
+  a zone, goes back to that zone. A ``Delete`` retention policy makes the
+  claims owned, as the StatefulSet controller does: by the set
+  (``whenDeleted``), or by a pod a scale-down removes (``whenScaled``), so
+  the store's cascading deletion removes them after their owner. OrderedReady (the default) creates a pod
   only when the ones before it run, and removes surplus pods highest ordinal
   first, one at a time; Parallel does both at once.
 - Job → at most ``parallelism`` running pods until ``completions`` of them
@@ -321,7 +325,7 @@ class SimulatedWorkloadControllers:
             if ordinal is not None:
                 by_ordinal[ordinal] = owned
         ordered = not statefulset.parallel
-        for ordinal in range(statefulset.replicas):
+        for ordinal in statefulset.ordinals:
             pod = by_ordinal.get(ordinal)
             if pod is None:
                 # A pod still being removed keeps its name: the new one waits for it to go.
@@ -331,10 +335,12 @@ class SimulatedWorkloadControllers:
                     break
             elif ordered and (pod.phase != POD_RUNNING or pod.metadata.deleting):
                 break
-        surplus = sorted((o for o in by_ordinal if o >= statefulset.replicas), reverse=True)
+        surplus = sorted((o for o in by_ordinal if o not in statefulset.ordinals), reverse=True)
         for ordinal in surplus:
             extra = by_ordinal[ordinal]
             if not extra.metadata.deleting:
+                if statefulset.delete_claims_when_scaled:
+                    self._hand_claims_to(extra)
                 self._delete([extra])
             if ordered:
                 break  # the next one goes when this one is gone
@@ -342,25 +348,33 @@ class SimulatedWorkloadControllers:
     def _create_statefulset_pod(self, statefulset: StatefulSet, ordinal: int) -> bool:
         namespace, name = statefulset.metadata.namespace, statefulset.metadata.name
         claims: list[str] = []
+        owner = _owner("StatefulSet", "apps/v1", statefulset.metadata)
         for template in statefulset.volume_claim_templates:
             claim = claim_name(template, statefulset, ordinal)
             claims.append(claim)
             if self.cluster.persistent_volume_claim(namespace, claim) is None:
                 labels = {**template.metadata.labels, **statefulset.selector.match_labels}
-                self.cluster.create(
-                    dataclasses.replace(
-                        template,
-                        metadata=ObjectMeta(name=claim, namespace=namespace, labels=labels),
-                        volume_name="",
-                    )
-                )
-        owner = _owner("StatefulSet", "apps/v1", statefulset.metadata)
+                # Owned by the set when it deletes its claims, so they go with it.
+                owners = (owner,) if statefulset.delete_claims_when_deleted else ()
+                metadata = ObjectMeta(name=claim, namespace=namespace, labels=labels, owner_references=owners)
+                self.cluster.create(dataclasses.replace(template, metadata=metadata, volume_name=""))
         pod = pod_from_template(statefulset.template, owner, namespace, "")
         pod_name = f"{name}-{ordinal}"
         labels = {**pod.metadata.labels, STATEFULSET_POD_NAME_LABEL: pod_name, POD_INDEX_LABEL: str(ordinal)}
         spec = dataclasses.replace(pod.spec, claim_names=(*pod.spec.claim_names, *claims))
         metadata = pod.metadata.with_changes(name=pod_name, generate_name="", labels=labels)
         return self._create_pod(statefulset, pod.with_changes(metadata=metadata, spec=spec))
+
+    def _hand_claims_to(self, pod: Pod) -> None:
+        """Make ``pod`` an owner of its claims, so they go when it goes, as a scale-down that
+        deletes claims does: the claim outlives the pod's last use of it, never the other way."""
+        owner = OwnerReference(api_version="v1", kind="Pod", name=pod.metadata.name, uid=pod.metadata.uid)
+        for name in pod.spec.claim_names:
+            claim = self.cluster.persistent_volume_claim(pod.metadata.namespace, name)
+            if claim is not None and owner not in claim.metadata.owner_references:
+                owners = (*claim.metadata.owner_references, owner)
+                metadata = claim.metadata.with_changes(owner_references=owners)
+                self.cluster.update(dataclasses.replace(claim, metadata=metadata))
 
     def _release(self, pods: Iterable[Pod]) -> None:
         """Take the job-tracking finalizer off ``pods``: the Job has counted them, or is gone."""
