@@ -108,16 +108,19 @@ def validate_references(
     for item in loaded.objects:
         if isinstance(item.obj, NodePool):
             where = f'{item.source}: NodePool "{item.obj.name}"'
-            problem = nodepool_problem(item.obj)
             missing = missing_node_class(item.obj, node_classes)
             if missing is not None and missing_node_class_is_error:
-                problem = missing
-            elif missing is not None:
+                # The one error such a pool gets: its requirements are not looked at.
+                loaded.add_error(f"{where}: {missing}")
+                if keep_pools_missing_a_node_class:
+                    kept.append(item)
+                continue
+            if missing is not None:
                 warnings.append(f"{where}: {missing} among the files given (it may exist in the cluster)")
+            problem = nodepool_problem(item.obj)
             if problem is not None:
                 loaded.add_error(f"{where}: {problem}")
-                if not (problem == missing and keep_pools_missing_a_node_class):
-                    continue
+                continue
         kept.append(item)
     loaded.objects = kept
     return warnings
