@@ -43,7 +43,7 @@ every field, its default, and the workload kinds the simulator runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -51,7 +51,7 @@ from pathlib import Path
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.fields import OBJECT_META, ReadLog, check
-from karpy.api.manifest import LoadResult, load_documents, parse_document, parse_manifests
+from karpy.api.manifest import LoadResult, load_documents, parse_document
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
 
@@ -126,19 +126,28 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def _manifest_paths(paths: list[Path], result: LoadResult) -> Iterator[Path]:
+    """Every manifest file among ``paths``, a directory standing for its manifest files.
+
+    A path that does not exist is an error in ``result``, reported as the
+    walk reaches it.
+    """
+    for path in paths:
+        if not path.exists():
+            result.errors.append(f"{_display(path)}: no such file or directory")
+        elif path.is_dir():
+            yield from _manifest_paths(manifest_files(path), result)
+        else:
+            yield path
+
+
 def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str, str]]:
     """(file as displayed, text) of every manifest file among ``paths``.
 
     A directory stands for its ``*.yaml``, ``*.yml`` and ``*.json`` files,
     sorted; what cannot be read is an error in ``result``.
     """
-    for path in paths:
-        if not path.exists():
-            result.errors.append(f"{_display(path)}: no such file or directory")
-            continue
-        if path.is_dir():
-            yield from manifest_texts(manifest_files(path), result)
-            continue
+    for path in _manifest_paths(paths, result):
         text = read_manifest_text(path, result)
         if text is not None:
             yield _display(path), text
@@ -149,12 +158,50 @@ def manifest_files(directory: Path) -> list[Path]:
     return sorted(path for path in directory.iterdir() if path.suffix in MANIFEST_SUFFIXES)
 
 
+@dataclass(slots=True)
+class _ReadFile:
+    """One manifest file read once: its YAML documents and what kept it from being read in full."""
+
+    source: str
+    documents: list[object]
+    # The file could not be read or decoded (no documents then).
+    unreadable: list[str]
+    # The YAML stream broke off after ``documents`` (a syntax error, a bound passed).
+    broken_off: list[str]
+
+    @classmethod
+    def read(cls, path: Path) -> _ReadFile:
+        unreadable, broken_off = LoadResult(), LoadResult()
+        text = read_manifest_text(path, unreadable)
+        source = _display(path)
+        documents = list(load_documents(text, source, broken_off)) if text is not None else []
+        return cls(source, documents, unreadable.errors, broken_off.errors)
+
+    def parsed(self) -> LoadResult:
+        """Its objects, as :func:`karpy.api.manifest.parse_manifests` makes them of its text."""
+        result = LoadResult()
+        for index, document in enumerate(self.documents):
+            parse_document(document, self.source, index, result)
+        result.errors.extend(self.broken_off)
+        return result
+
+
+def _load(paths: list[Path], read: Callable[[Path], _ReadFile]) -> LoadResult:
+    """Manifests from files and directories: every file's reading problems, then its objects."""
+    result = LoadResult()
+    files: list[_ReadFile] = []
+    for path in _manifest_paths(paths, result):
+        read_file = read(path)
+        result.errors.extend(read_file.unreadable)
+        files.append(read_file)
+    for read_file in files:
+        result.extend(read_file.parsed())
+    return result
+
+
 def load_files(paths: list[Path]) -> LoadResult:
     """Manifests from files and directories (see :func:`manifest_texts`)."""
-    result = LoadResult()
-    for source, text in list(manifest_texts(paths, result)):
-        result.extend(parse_manifests(text, source))
-    return result
+    return _load(paths, _ReadFile.read)
 
 
 def read_manifest_text(path: Path, result: LoadResult) -> str | None:
@@ -298,14 +345,21 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
             files.extend(manifest_files(path))
         else:
             files.append(path)
+    # Each file is read and its YAML loaded once, whether it holds the Scenario or not.
+    read_files: dict[Path, _ReadFile] = {}
+
+    def read(path: Path) -> _ReadFile:
+        if path not in read_files:
+            read_files[path] = _ReadFile.read(path)
+        return read_files[path]
+
     for path in files:
         if not path.exists():
             continue
         # What cannot be read is reported here if the file holds the Scenario, else when
         # the files are loaded as manifests below.
-        unread = LoadResult()
-        text = read_manifest_text(path, unread)
-        documents = list(load_documents(text, _display(path), unread)) if text is not None else []
+        read_file = read(path)
+        documents = read_file.documents
         scenario_docs = [document for document in documents if is_scenario(document)]
         if scenario_docs:
             raw = scenario_docs[0]
@@ -327,15 +381,15 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
                     parse_document(document, _display(path), index, extra)
             others = [p for p in files if p != path and p.parent != path.parent]
             if others:
-                extra.extend(load_files(others))
-            extra.errors.extend(unread.errors + errors)
+                extra.extend(_load(others, read))
+            extra.errors.extend(read_file.unreadable + read_file.broken_off + errors)
             if extra.objects:
                 scenario.steps.insert(
                     0, Step(at=0.0, action="apply", objects=extra, description="extra manifests")
                 )
                 extra = LoadResult(errors=extra.errors, notes=extra.notes)
             return scenario, extra
-    loaded = load_files(paths)
+    loaded = _load(paths, read)
     source = ", ".join(_display(p) for p in paths)
     if not (loaded.objects or loaded.errors or loaded.notes):
         # Nothing at all, not even a skipped kind: a wrong path or an empty file, as
