@@ -36,6 +36,8 @@ from karpy.logs import LOG_FORMATS, parse_level
 T = TypeVar("T")
 
 DEFAULT_METRICS_PORT = 8080
+DEFAULT_LAUNCH_CONCURRENCY = 16
+CLOUD_PROVIDERS = ("kwok", "aws")
 DEFAULT_HEALTH_PROBE_PORT = 8081
 
 
@@ -65,7 +67,37 @@ SETTINGS: tuple[Setting, ...] = (
         "the batch of pending pods closes when no new one came for this long",
     ),
     Setting("BATCH_MAX_DURATION", "10s", "the batch of pending pods closes after this long at most"),
-    Setting("CLUSTER_NAME", "", "the cluster's name, shown in the start-up log line"),
+    Setting(
+        "KARPY_CLOUD_PROVIDER",
+        "kwok",
+        "kwok (Node objects kept Ready by kwok or the fake kubelet) or aws (EC2 instances)",
+    ),
+    Setting(
+        "CLUSTER_NAME",
+        "",
+        "the cluster's name: in the start-up log line, and on AWS in every tag (required there)",
+    ),
+    Setting(
+        "INTERRUPTION_QUEUE",
+        "",
+        "AWS: the SQS queue of spot interruption and instance events (empty: not watched)",
+    ),
+    Setting(
+        "CLUSTER_ENDPOINT",
+        "",
+        "AWS: the API server URL AL2, AL2023 and Bottlerocket nodes join (Custom user data needs none)",
+    ),
+    Setting("CLUSTER_CA_BUNDLE", "", "AWS: the cluster's CA certificate, base64 PEM, for the same nodes"),
+    Setting(
+        "KARPY_AWS_SSM_PREFIX",
+        "",
+        "AWS: a prefix to the /aws/service/... SSM parameters AMI aliases are read from",
+    ),
+    Setting(
+        "KARPY_AWS_LAUNCH_CONCURRENCY",
+        str(DEFAULT_LAUNCH_CONCURRENCY),
+        "AWS: CreateFleet and TerminateInstances calls in flight at once",
+    ),
     Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
     Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
     Setting("METRICS_PORT", str(DEFAULT_METRICS_PORT), "the port of /metrics (0: any free port)"),
@@ -93,6 +125,12 @@ class RunOptions:
     metrics_port: int = DEFAULT_METRICS_PORT
     health_probe_port: int = DEFAULT_HEALTH_PROBE_PORT
     registration_delay: float = 0.0
+    cloud_provider: str = "kwok"
+    interruption_queue: str = ""
+    cluster_endpoint: str = ""
+    cluster_ca_bundle: str = ""
+    aws_ssm_prefix: str = ""
+    aws_launch_concurrency: int = DEFAULT_LAUNCH_CONCURRENCY
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +157,23 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise SettingsError(f"{port} is not a port number (0 to 65535)")
     return port
+
+
+def _cloud_provider(text: str) -> str:
+    value = text.strip().lower()
+    if value not in CLOUD_PROVIDERS:
+        raise SettingsError(f"unknown cloud provider {text!r} (expected kwok or aws)")
+    return value
+
+
+def _positive_integer(text: str) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise SettingsError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise SettingsError(f"{number} is not at least 1")
+    return number
 
 
 def _log_format(text: str) -> str:
@@ -161,13 +216,25 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         raise SettingsError(
             f"BATCH_MAX_DURATION ({maximum:g}s) is shorter than BATCH_IDLE_DURATION ({idle:g}s)"
         )
+    cloud_provider = read("KARPY_CLOUD_PROVIDER", _cloud_provider)
+    cluster_name = source("CLUSTER_NAME")[0].strip()
+    if cloud_provider == "aws" and not cluster_name:
+        raise SettingsError(
+            "CLUSTER_NAME is required with the aws cloud provider: it tags every instance karpy launches"
+        )
     return RunOptions(
         batch_idle_duration=idle,
         batch_max_duration=maximum,
-        cluster_name=source("CLUSTER_NAME")[0].strip(),
+        cluster_name=cluster_name,
         log_level=log_level,
         log_format=read("KARPY_LOG_FORMAT", _log_format),
         metrics_port=read("METRICS_PORT", _port),
         health_probe_port=read("HEALTH_PROBE_PORT", _port),
         registration_delay=read("KARPY_REGISTRATION_DELAY", _duration),
+        cloud_provider=cloud_provider,
+        interruption_queue=source("INTERRUPTION_QUEUE")[0].strip(),
+        cluster_endpoint=source("CLUSTER_ENDPOINT")[0].strip(),
+        cluster_ca_bundle=source("CLUSTER_CA_BUNDLE")[0].strip(),
+        aws_ssm_prefix=source("KARPY_AWS_SSM_PREFIX")[0].strip().rstrip("/"),
+        aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
     )

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from karpy.cloud.aws.resolution import ResolutionSettings
-
-DEFAULT_LAUNCH_CONCURRENCY = 16
+from karpy.settings import DEFAULT_LAUNCH_CONCURRENCY
 
 
 @dataclass(frozen=True, slots=True)
