@@ -39,8 +39,9 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from karpy import __version__
 from karpy.api.convert import ConvertedDocument, convert_manifests
@@ -49,11 +50,14 @@ from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.logs import configure as configure_logging
-from karpy.settings import SettingsError, add_run_options, run_options
+from karpy.settings import RunOptions, SettingsError, add_run_options, run_options
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
 from karpy.sim.simulation import Simulation
 from karpy.sim.validation import validate_references
+
+if TYPE_CHECKING:
+    from karpy.cloud.aws.settings import AwsSettings
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
@@ -221,6 +225,21 @@ def convert(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if unreadable.errors or errors else EXIT_OK
 
 
+def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings:
+    """The AWS provider's settings; the region is the SDK's (AWS_REGION, else AWS_DEFAULT_REGION)."""
+    from karpy.cloud.aws.settings import AwsSettings
+
+    return AwsSettings(
+        cluster_name=options.cluster_name,
+        region=environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip(),
+        interruption_queue=options.interruption_queue,
+        ssm_prefix=options.aws_ssm_prefix,
+        cluster_endpoint=options.cluster_endpoint,
+        cluster_ca_bundle=options.cluster_ca_bundle,
+        launch_concurrency=options.aws_launch_concurrency,
+    )
+
+
 def run_against_cluster(args: argparse.Namespace) -> int:
     # The real-cluster stack is loaded only when it runs.
     from karpy.controllers.provisioning import ProvisioningSettings
@@ -252,6 +271,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             observability=ObservabilitySettings(options.metrics_port, options.health_probe_port),
             cluster_name=options.cluster_name,
             tune_gc=True,
+            aws=aws_settings(options, os.environ) if options.cloud_provider == "aws" else None,
         )
         run(args.kubeconfig, settings=settings)
     except LeadershipLostError as lost:

@@ -61,32 +61,39 @@ a second later; one failing reconcile never stops the others.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import queue
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from karpy.cloud.kwok.provider import KwokCloudProvider
-from karpy.cloud.provider import CloudProvider
+from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import WallClock
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, metrics_controllers
+from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.runtime import Runtime
+from karpy.controllers.runtime import Controller, Runtime
 from karpy.controllers.termination import Terminator
 from karpy.kube._http import ApiTransport
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
 from karpy.observability import ObservabilitySettings, RunObservability
+
+if TYPE_CHECKING:
+    # Loaded only for --cloud-provider aws (AwsStack), so that a kwok run never imports boto3.
+    from karpy.cloud.aws.interruption import SqsInterruptionQueue
+    from karpy.cloud.aws.settings import AwsSettings
 
 log = logging.getLogger("karpy.run")
 
@@ -112,6 +119,8 @@ class RunSettings:
     # Tune the garbage collector for a cache-sized heap (``tune_gc``): the whole
     # process's setting, so only ``karpy run`` itself asks for it.
     tune_gc: bool = False
+    # The AWS provider's settings; None: the kwok provider (the default).
+    aws: AwsSettings | None = None
 
 
 # The cyclic collector's first-generation threshold while karpy runs (CPython's is 700).
@@ -165,17 +174,27 @@ class Runner:
         self.transport = transport
         self.clock = WallClock()
         self.cluster = KubeCluster(transport, clock=self.clock)
-        self.cloud = KwokCloudProvider(
-            self.cluster,
-            registration_delay=self.settings.registration_delay,
-            clock=self.clock,
-        )
+        self.changes: queue.Queue[Change] = queue.Queue()
         self.runtime = Runtime(self.clock)
         self.observability = RunObservability(self.settings.observability, lambda: self.cluster.synced)
         metrics = self.observability.metrics
+        self.aws: AwsStack | None = None
+        self.kwok: KwokCloudProvider | None = None
+        self.cloud: CloudProvider
+        if self.settings.aws is not None:
+            self.aws = AwsStack(
+                self.settings.aws, self.cluster, self.clock, metrics, transport, self._hand_over
+            )
+            self.cloud = self.aws.provider
+        else:
+            self.kwok = KwokCloudProvider(
+                self.cluster,
+                registration_delay=self.settings.registration_delay,
+                clock=self.clock,
+            )
+            self.cloud = self.kwok
         election = self.settings.leader_election
         self.elector = LeaderElector(transport, election) if election is not None else None
-        self.changes: queue.Queue[Change] = queue.Queue()
         self.cluster.subscribe(self._hand_over)
 
         def cloud(controller: str) -> CloudProvider:
@@ -191,6 +210,7 @@ class Runner:
             DisruptionController(self.cluster, self.clock, cloud("disruption"), metrics=metrics),
             NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
             *metrics_controllers(self.cluster, self.clock, metrics),
+            *(self.aws.controllers(cloud) if self.aws is not None else ()),
         ):
             self.runtime.register(controller)
 
@@ -209,8 +229,11 @@ class Runner:
             if not self._wait_for_sync(stop) or not self._wait_for_leadership(stop):
                 return
             log.info("controllers running")
-            # Instances a previous leader launched and left booting get their Nodes.
-            self.cloud.resume_boots()
+            if self.kwok is not None:
+                # Instances a previous leader launched and left booting get their Nodes.
+                self.kwok.resume_boots()
+            if self.aws is not None:
+                self.aws.start()  # only the leader reads the interruption queue
             if started is not None:
                 started.set()
             while not stop.is_set():
@@ -219,6 +242,8 @@ class Runner:
                 self.runtime.run_due()
                 self._wait(self._idle_seconds())
         finally:
+            if self.aws is not None:
+                self.aws.stop()
             if self.elector is not None:
                 self.elector.stop()  # releases the lease if held, so a standby takes over at once
             self.cluster.stop()
@@ -281,6 +306,94 @@ class Runner:
         except queue.Empty:
             return
         self.runtime.on_change(kind, old, new)
+
+
+class AwsStack:
+    """The AWS provider and what comes with it: node class status, pricing, garbage collection, interruption.
+
+    Built only for ``--cloud-provider aws``, so a kwok run never imports
+    boto3. The provider's background launches and the interruption queue's
+    messages reach the reconcile loop as changes put on the Runner's queue
+    (``hand_over``), like the informers' notifications: one thread still owns
+    the Runtime.
+    """
+
+    def __init__(
+        self,
+        settings: AwsSettings,
+        cluster: KubeCluster,
+        clock: WallClock,
+        metrics: Metrics,
+        transport: ApiTransport,
+        hand_over: Callable[[str, object | None, object | None], None],
+    ) -> None:
+        from karpy.cloud.aws.client import AwsClient
+        from karpy.cloud.aws.provider import AwsCloudProvider
+
+        if not settings.kubernetes_version:
+            settings = dataclasses.replace(settings, kubernetes_version=kubernetes_version(transport))
+        self.settings = settings
+        self.cluster = cluster
+        self.clock = clock
+        self.metrics = metrics
+        self.hand_over = hand_over
+        self.client = AwsClient.for_region(settings.region)
+        self.provider = AwsCloudProvider(
+            cluster,
+            self.client,
+            settings,
+            clock,
+            wake=lambda name: hand_over(LAUNCH_FINISHED, None, name),
+        )
+        self.queue: SqsInterruptionQueue | None = None
+
+    def controllers(self, cloud: Callable[[str], CloudProvider]) -> list[Controller]:
+        from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup
+        from karpy.cloud.aws.nodeclass_status import EC2NodeClassStatusController
+        from karpy.cloud.aws.pricing import PricingRefresher
+        from karpy.controllers.garbagecollection import GarbageCollector
+        from karpy.controllers.interruption import InterruptionController
+
+        controllers: list[Controller] = [
+            EC2NodeClassStatusController(self.cluster, self.client, self.settings, self.clock),
+            LaunchTemplateCleanup(self.cluster, self.client, self.settings),
+            PricingRefresher(self.client, self.provider, self.clock, self.metrics),
+            GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, self.metrics),
+        ]
+        if self.settings.interruption_queue:
+            controllers.append(
+                InterruptionController(
+                    self.cluster, cloud(InterruptionController.name), self.clock, self.metrics
+                )
+            )
+        return controllers
+
+    def start(self) -> None:
+        from karpy.cloud.aws.interruption import SqsInterruptionQueue
+        from karpy.controllers.interruption import INTERRUPTION
+
+        if self.settings.interruption_queue and self.queue is None:
+            self.queue = SqsInterruptionQueue(
+                self.settings.interruption_queue,
+                lambda message: self.hand_over(INTERRUPTION, None, message),
+                region=self.settings.region,
+            )
+            self.queue.start()
+
+    def stop(self) -> None:
+        if self.queue is not None:
+            self.queue.stop()
+        self.provider.close()
+
+
+def kubernetes_version(transport: ApiTransport) -> str:
+    """The API server's major.minor (``/version``), as the EKS AMI aliases are per version."""
+    info = transport.request("GET", "/version").body
+    if not isinstance(info, dict):
+        return ""
+    major = str(info.get("major", "")).rstrip("+")
+    minor = str(info.get("minor", "")).rstrip("+")
+    return f"{major}.{minor}" if major and minor else ""
 
 
 def run(
