@@ -125,3 +125,45 @@ def test_docs_list_every_setting_with_its_flag_and_default() -> None:
         assert f"`{setting.flag}" in row, row
         if setting.default:
             assert f"`{setting.default}`" in row, row
+
+
+def test_the_aws_provider_is_chosen_and_configured_by_karpenters_names() -> None:
+    from karpy.cli import aws_settings
+
+    environ = {
+        "KARPY_CLOUD_PROVIDER": "aws",
+        "CLUSTER_NAME": "my-k3s",
+        "INTERRUPTION_QUEUE": "my-k3s-karpy",
+        "CLUSTER_ENDPOINT": "https://10.0.0.10:6443",
+        "CLUSTER_CA_BUNDLE": "LS0tLS1CRUdJTg==",
+        "KARPY_AWS_SSM_PREFIX": "/mirror/",
+        "KARPY_AWS_LAUNCH_CONCURRENCY": "4",
+        "AWS_REGION": "eu-west-1",
+    }
+    found = options(environ=environ)
+    assert (found.cloud_provider, found.interruption_queue, found.aws_ssm_prefix) == (
+        "aws",
+        "my-k3s-karpy",
+        "/mirror",
+    )
+    settings = aws_settings(found, environ)
+    assert (settings.cluster_name, settings.region, settings.launch_concurrency) == ("my-k3s", "eu-west-1", 4)
+    assert (settings.cluster_endpoint, settings.cluster_ca_bundle) == (
+        "https://10.0.0.10:6443",
+        "LS0tLS1CRUdJTg==",
+    )
+    assert settings.resolution().ssm_prefix == "/mirror"
+    assert options().cloud_provider == "kwok"
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"KARPY_CLOUD_PROVIDER": "aws"}, "CLUSTER_NAME is required with the aws cloud provider"),
+        ({"KARPY_CLOUD_PROVIDER": "gcp"}, "KARPY_CLOUD_PROVIDER: unknown cloud provider 'gcp'"),
+        ({"KARPY_AWS_LAUNCH_CONCURRENCY": "0"}, "KARPY_AWS_LAUNCH_CONCURRENCY: 0 is not at least 1"),
+    ],
+)
+def test_bad_aws_settings_are_refused_naming_the_variable(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        options(environ=environ)
