@@ -20,7 +20,6 @@ from karpy.controllers.garbagecollection import (
     EVENT_GARBAGE_COLLECTED,
     INSTANCE_GRACE,
     INTERVAL,
-    LAUNCH_GRACE,
     REASON_GARBAGE_COLLECTED,
     GarbageCollector,
 )
@@ -114,7 +113,9 @@ def test_a_nodeclaim_whose_instance_vanished_is_deleted_and_replaced() -> None:
     assert claims and all(claim.launched for claim in claims)
     gone = claims[0]
     del simulation.cloud.instances[gone.status.provider_id]  # terminated behind karpy's back
-    simulation.run(INTERVAL + LAUNCH_GRACE + 1, until_steady=False)
+    simulation.run(INTERVAL, until_steady=False)
+    assert simulation.cluster.nodeclaim(gone.name) == gone, "deleted on the first pass that missed it"
+    simulation.run(INTERVAL + 1, until_steady=False)
     remaining = simulation.cluster.nodeclaim(gone.name)
     assert remaining is None or remaining.metadata.deleting
     events = [event for event in simulation.cluster.events if event.reason == EVENT_GARBAGE_COLLECTED]
@@ -154,5 +155,20 @@ def test_a_nodeclaim_is_kept_when_only_the_listing_misses_its_instance() -> None
         cloud = cloud_type(simulation.cluster, simulation.clock)
         cloud.instances = simulation.cloud.instances
         collector = GarbageCollector(simulation.cluster, cloud, simulation.clock)
-        collector.reconcile("pass")
+        for _ in range(3):
+            collector.reconcile("pass")
         assert simulation.cluster.nodeclaim(claim.name) == claim, cloud_type.__name__
+
+
+def test_an_instance_missing_for_one_pass_only_keeps_its_nodeclaim() -> None:
+    simulation, _ = simulation_with_gc(replicas=1)
+    simulation.run(300)
+    (claim,) = simulation.nodeclaims()
+    collector = GarbageCollector(simulation.cluster, simulation.cloud, simulation.clock)
+    instance = simulation.cloud.instances.pop(claim.status.provider_id)
+    collector.reconcile("pass")  # a gap in the provider's view...
+    simulation.cloud.instances[instance.provider_id] = instance
+    collector.reconcile("pass")  # ...that is over by the next pass
+    simulation.cloud.instances.pop(claim.status.provider_id)
+    collector.reconcile("pass")
+    assert simulation.cluster.nodeclaim(claim.name) == claim

@@ -45,9 +45,14 @@ during the listing is seen by the ownership check rather than missed by it.
 
 **Why a NodeClaim is not deleted for a listing that missed its instance.** A
 cloud's list may trail a launch (EC2's DescribeInstances is eventually
-consistent), so a NodeClaim is collected only when its ``Launched`` condition
-is older than :data:`LAUNCH_GRACE` and a direct ``cloud.get`` of its provider
-ID says the instance does not exist; any other answer keeps it.
+consistent), and a provider's own view may have a gap (the kwok provider
+forgets a booting instance when it posts its Node, before the Node reaches
+its cache). So a NodeClaim is collected only when its ``Launched`` condition
+is older than :data:`LAUNCH_GRACE`, a direct ``cloud.get`` of its provider ID
+says the instance does not exist (any other answer keeps it), and the same
+was found by the previous pass too: a gap must last a whole
+:data:`INTERVAL` to cost a NodeClaim, which no cache lag does, while a
+NodeClaim whose instance is really gone goes within two passes.
 
 It runs once the first cluster objects are seen at start, then every
 :data:`INTERVAL` seconds (Karpenter runs its instance collector every 10 s for
@@ -96,6 +101,8 @@ class GarbageCollector:
         self.clock = clock
         self.metrics = metrics if metrics is not None else Metrics()
         self._started = False
+        # NodeClaims the last pass found without an instance (collected if this pass finds it too).
+        self._missing: set[str] = set()
 
     def watches(self) -> list[Watch]:
         # The pass keeps itself going by requeueing; the first objects listed start it.
@@ -176,6 +183,7 @@ class GarbageCollector:
 
     def _collect_nodeclaims(self, listed_ids: set[str], nodeclaims: list[NodeClaim]) -> None:
         now = self.clock.now()
+        missing_before, self._missing = self._missing, set()
         for claim in nodeclaims:
             launched = claim.condition(CONDITION_LAUNCHED)
             provider_id = claim.status.provider_id
@@ -189,6 +197,9 @@ class GarbageCollector:
                 or self._instance_exists(provider_id)
             ):
                 continue
+            self._missing.add(claim.name)
+            if claim.name not in missing_before:
+                continue  # confirmed by the next pass, or kept
             try:
                 self.cluster.delete(claim)
             except NotFoundError:
