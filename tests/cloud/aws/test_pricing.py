@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from tests.cloud.aws.conftest import REGION, AwsWorld
 
 from karpy.cloud.aws.client import AwsClient, on_demand_price
 from karpy.cloud.aws.pricing import (
+    POLL_INTERVAL,
     REASON_EMPTY,
     REASON_ERROR,
     REASON_IMPLAUSIBLE,
@@ -55,6 +57,15 @@ def refresher(client: AwsClient) -> tuple[PricingRefresher, RecordingSink, Metri
     return PricingRefresher(client, sink, VirtualClock(), metrics), sink, metrics
 
 
+def refresh(pricing: PricingRefresher) -> float | None:
+    """One refresh to its end: the reconcile that starts it, and those that look for its answers."""
+    deadline = time.monotonic() + 120
+    while (requeue := pricing.reconcile("refresh")) == POLL_INTERVAL:
+        assert time.monotonic() < deadline, "the refresh never finished"
+        time.sleep(0.01)
+    return requeue
+
+
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
 
@@ -67,8 +78,13 @@ def test_a_refresh_moto_cannot_answer_keeps_the_bundled_prices_and_says_so_once(
 ) -> None:
     pricing, sink, metrics = refresher(AwsClient.for_region(REGION))
     caplog.set_level(logging.INFO, logger="karpy.aws.pricing")
-    assert pricing.reconcile("refresh") == RETRY_INTERVAL
-    assert pricing.reconcile("refresh") == RETRY_INTERVAL
+    # AWS is asked in a thread of its own: the reconcile that starts a refresh does not wait for it
+    # (moto's 500s are retried with backoff, seconds in all).
+    started = time.monotonic()
+    assert pricing.reconcile("refresh") == POLL_INTERVAL
+    assert time.monotonic() - started < 1.0
+    assert refresh(pricing) == RETRY_INTERVAL
+    assert refresh(pricing) == RETRY_INTERVAL
     assert sink.updates == []
     assert pricing.on_demand == BUNDLED
     messages = warnings(caplog)
@@ -156,7 +172,7 @@ def test_accepted_prices_are_laid_over_the_bundled_ones_and_handed_over() -> Non
     on_demand, spot = current_answers()
     with answering(on_demand, spot) as client:
         pricing, sink, metrics = refresher(client)
-        assert pricing.reconcile("refresh") == REFRESH_INTERVAL
+        assert refresh(pricing) == REFRESH_INTERVAL
     ((handed_on_demand, handed_spot),) = sink.updates
     first = next(iter(BUNDLED))
     assert handed_on_demand == {**BUNDLED, **on_demand} and handed_on_demand[first] == BUNDLED[first]
@@ -190,7 +206,7 @@ def test_a_refused_on_demand_answer_keeps_the_previous_prices_and_spot_still_ref
     }
     with answering(answers[case], spot) as client:
         pricing, sink, metrics = refresher(client)
-        assert pricing.reconcile("refresh") == RETRY_INTERVAL
+        assert refresh(pricing) == RETRY_INTERVAL
     ((handed_on_demand, handed_spot),) = sink.updates
     assert handed_on_demand == BUNDLED
     assert handed_spot[("m5.large", "us-east-1a")] == pytest.approx(good["m5.large"] * 0.3, abs=1e-6)
@@ -205,7 +221,7 @@ def test_an_implausible_spot_price_is_refused() -> None:
     spot.append(spot_record("m5.large", "us-east-1b", 0.00001, hour=10))
     with answering(on_demand, spot) as client:
         pricing, sink, _ = refresher(client)
-        pricing.reconcile("refresh")
+        refresh(pricing)
     ((handed_on_demand, handed_spot),) = sink.updates
     assert handed_on_demand["m5.large"] == on_demand["m5.large"]
     assert handed_spot == pricing.spot and ("m5.large", "us-east-1b") in handed_spot
@@ -225,7 +241,7 @@ def test_a_streak_of_failures_warns_once_and_a_success_ends_it(caplog: pytest.Lo
             if pricing is None:
                 pricing = PricingRefresher(client, sink, clock, metrics)
             pricing.client = client
-            pricing.reconcile("refresh")
+            refresh(pricing)
     assert pricing is not None
     assert len(warnings(caplog)) == 2  # the first streak, and the one after the success
     assert any("refreshed from AWS again" in record.getMessage() for record in caplog.records)

@@ -33,6 +33,15 @@ nothing, or with something implausible:
   price, a yuan read as a dollar, a placeholder), and one wrong price is
   enough to steer every launch to that type, so the whole answer is refused.
 
+**Not blocking the other controllers.** The price list of a region is
+several pages of GetProducts, and an endpoint that fails is retried with
+backoff before the error comes back: seconds either way. So the calls run in
+a thread of their own; the reconcile that starts them returns, and the ones
+that follow (every :data:`POLL_INTERVAL`) find the answers and apply them. The
+checks, the log lines, the metrics and the hand-over to the sink all happen
+in the reconcile, on the controllers' thread, so the sink needs no locking
+for the refresher's sake.
+
 A failed refresh is retried after :data:`RETRY_INTERVAL` (an hour: a few
 calls an hour cost nothing and stale prices are fixed within the hour).
 It is one warning in the log when a streak of failures starts, not one per
@@ -48,7 +57,9 @@ names follow its ``karpenter_cloudprovider_`` family.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -66,6 +77,8 @@ REFRESH_KEY = "refresh"
 # Seconds between two refreshes (Karpenter's 12 hours), and after a failed one.
 REFRESH_INTERVAL = 12 * 3600.0
 RETRY_INTERVAL = 3600.0
+# While AWS is being asked (in a thread of its own), the answer is looked for this often.
+POLL_INTERVAL = 1.0
 # How far a price may be from the bundled one before the answer is refused.
 MAX_FACTOR = 10.0
 # Below this fraction of the bundled on-demand price a spot price is a placeholder.
@@ -188,6 +201,7 @@ class PricingRefresher:
         # The capacity types whose last refresh failed (a streak being logged).
         self._failing: set[str] = set()
         self._started = False
+        self._fetching: Future[_Answers] | None = None
 
     def watches(self) -> list[Watch]:
         # Prices matter once there is something to launch: the first NodePool starts the refreshes,
@@ -199,18 +213,22 @@ class PricingRefresher:
 
     def reconcile(self, key: str) -> float | None:
         self._started = True
-        now = self.clock.now()
-        on_demand = self._refreshed(
+        if self._fetching is None:
+            self._fetching = self._fetch(self.clock.now())
+        if not self._fetching.done():
+            return POLL_INTERVAL
+        answers, self._fetching = self._fetching.result(), None
+        on_demand = self._accepted(
             CAPACITY_TYPE_ON_DEMAND,
-            lambda: self.client.on_demand_prices(self.client.region),
+            answers.on_demand,
             lambda prices: check_on_demand(prices, self.bundled_on_demand),
-            now,
+            answers.asked_at,
         )
-        spot = self._refreshed(
+        spot = self._accepted(
             CAPACITY_TYPE_SPOT,
-            lambda: self.client.spot_prices(now - SPOT_HISTORY),
+            answers.spot,
             lambda prices: check_spot(prices, self.bundled_on_demand),
-            now,
+            answers.asked_at,
         )
         if on_demand is not None:
             self.on_demand = {**self.bundled_on_demand, **on_demand}
@@ -220,28 +238,40 @@ class PricingRefresher:
             self.sink.update_prices(self.on_demand, self.spot)
         return self.interval if on_demand is not None and spot is not None else RETRY_INTERVAL
 
-    def _refreshed(
+    def _fetch(self, now: float) -> Future[_Answers]:
+        """Ask AWS for both kinds of price in a thread of its own; the future holds the answers."""
+        fetched: Future[_Answers] = Future()
+
+        def fetch() -> None:
+            fetched.set_result(
+                _Answers(
+                    on_demand=_asked(lambda: self.client.on_demand_prices(self.client.region)),
+                    spot=_asked(lambda: self.client.spot_prices(now - SPOT_HISTORY)),
+                    asked_at=now,
+                )
+            )
+
+        threading.Thread(target=fetch, name="karpy-pricing", daemon=True).start()
+        return fetched
+
+    def _accepted(
         self,
         capacity_type: str,
-        fetch: Callable[[], Prices],
+        answer: Prices | Refused,
         check: Callable[[Prices], Refused | None],
         now: float,
     ) -> Prices | None:
-        """The prices ``fetch`` returns when ``check`` accepts them, else None (logged and counted)."""
-        try:
-            prices = fetch()
-        except AwsApiError as error:
-            refused: Refused | None = Refused(REASON_ERROR, f"AWS answered {error}")
-        else:
-            refused = check(prices)
+        """``answer`` when it is prices ``check`` accepts, else None (logged and counted)."""
+        refused = answer if isinstance(answer, Refused) else check(answer)
         if refused is None:
+            assert not isinstance(answer, Refused)
             self.last_refresh.labels(capacity_type=capacity_type).set(now)
             if capacity_type in self._failing:
                 self._failing.discard(capacity_type)
                 log.info(
                     "%s prices refreshed from AWS again", capacity_type, extra=about(controller=self.name)
                 )
-            return prices
+            return answer
         self.failures.labels(capacity_type=capacity_type, reason=refused.reason).inc()
         if capacity_type in self._failing:
             log.debug("%s prices not refreshed: %s", capacity_type, refused.message)
@@ -255,3 +285,23 @@ class PricingRefresher:
                 extra=about(controller=self.name),
             )
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Answers:
+    """What AWS answered a refresh, each kind of price or why there is none, and when it was asked."""
+
+    on_demand: OnDemandPrices | Refused
+    spot: SpotPrices | Refused
+    asked_at: float
+
+
+def _asked(call: Callable[[], Prices]) -> Prices | Refused:
+    """``call()``, or why it gave no prices; nothing is raised, as the fetching thread has nobody to tell."""
+    try:
+        return call()
+    except AwsApiError as error:
+        return Refused(REASON_ERROR, f"AWS answered {error}")
+    except Exception as error:  # an answer that cannot be read is a failed refresh, not a dead thread
+        log.debug("reading the prices failed", exc_info=True)
+        return Refused(REASON_ERROR, f"the answer could not be read: {type(error).__name__}: {error}")
