@@ -224,8 +224,8 @@ class AwsClient:
         more than once (a second SKU for the same usage) keeps its lowest price.
         """
         filters = [
-            {"Type": "TERM_MATCH", "Field": field, "Value": value}
-            for field, value in (
+            {"Type": "TERM_MATCH", "Field": attribute, "Value": value}
+            for attribute, value in (
                 ("regionCode", region),
                 ("operatingSystem", "Linux"),
                 ("tenancy", "Shared"),
