@@ -75,6 +75,7 @@ from types import FrameType
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.interfaces import WallClock
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
@@ -82,7 +83,7 @@ from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime
 from karpy.controllers.termination import Terminator
 from karpy.kube._http import ApiTransport
-from karpy.kube.cluster import KubeCluster, WallClock
+from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
 from karpy.observability import ObservabilitySettings, RunObservability
@@ -167,6 +168,7 @@ class Runner:
         self.cloud = KwokCloudProvider(
             self.cluster,
             registration_delay=self.settings.registration_delay,
+            clock=self.clock,
         )
         self.runtime = Runtime(self.clock)
         self.observability = RunObservability(self.settings.observability, lambda: self.cluster.synced)

@@ -256,3 +256,86 @@ def test_kwoknodeclass_needs_a_name() -> None:
     with pytest.raises(ManifestError) as raised:
         KWOKNodeClass.parse(FieldReader({"metadata": {}}))
     assert str(raised.value) == "metadata.name: required"
+
+
+def test_launch_fields_are_read_with_karpenters_defaults() -> None:
+    plain = ec2()
+    assert plain.metadata_options.http_tokens == "required"
+    assert plain.metadata_options.http_put_response_hop_limit == 1
+    assert plain.block_device_mappings == ()
+    assert plain.associate_public_ip_address is None
+    node_class = ec2(
+        {
+            "amiFamily": "Custom",
+            "userData": "#!/bin/bash\necho hi\n",
+            "metadataOptions": {"httpTokens": "optional", "httpPutResponseHopLimit": 2},
+            "blockDeviceMappings": [
+                {
+                    "deviceName": "/dev/xvda",
+                    "rootVolume": True,
+                    "ebs": {"volumeSize": "40Gi", "volumeType": "gp3", "encrypted": True, "iops": 4000},
+                }
+            ],
+            "associatePublicIPAddress": False,
+            "detailedMonitoring": True,
+        }
+    )
+    assert node_class.effective_ami_family == "Custom"
+    assert node_class.user_data == "#!/bin/bash\necho hi\n"
+    assert node_class.metadata_options.http_tokens == "optional"
+    assert node_class.metadata_options.http_put_response_hop_limit == 2
+    assert node_class.metadata_options.http_endpoint == "enabled"
+    (device,) = node_class.block_device_mappings
+    assert (device.device_name, device.root_volume, device.volume_size, device.volume_type) == (
+        "/dev/xvda",
+        True,
+        "40Gi",
+        "gp3",
+    )
+    assert (device.encrypted, device.iops, device.delete_on_termination) == (True, 4000, None)
+    assert node_class.associate_public_ip_address is False
+    assert node_class.detailed_monitoring is True
+
+
+@pytest.mark.parametrize(
+    ("terms", "family", "expected"),
+    [
+        ([{"alias": "al2023@latest"}], "", "AL2023"),
+        ([{"alias": "bottlerocket@v1.20.0"}], "", "Bottlerocket"),
+        ([{"alias": "al2@latest"}], "", "AL2"),
+        ([{"tags": {"team": "nodes"}}], "AL2023", "AL2023"),
+        ([{"tags": {"team": "nodes"}}], "", "Custom"),
+    ],
+)
+def test_the_effective_ami_family_comes_from_the_family_or_the_alias(
+    terms: list[dict[str, object]], family: str, expected: str
+) -> None:
+    fields: dict[str, object] = {"amiSelectorTerms": terms}
+    if family:
+        fields["amiFamily"] = family
+    assert ec2(fields).effective_ami_family == expected
+
+
+def test_the_resolved_status_is_read() -> None:
+    loaded = document()
+    loaded["status"] = {
+        "subnets": [{"id": "subnet-1", "zone": "us-east-1a", "zoneID": "use1-az1"}],
+        "securityGroups": [{"id": "sg-1", "name": "nodes"}],
+        "amis": [
+            {
+                "id": "ami-1",
+                "name": "node",
+                "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+            }
+        ],
+        "instanceProfile": "my-k3s_abc",
+    }
+    status = EC2NodeClass.parse(FieldReader(loaded), V1).status
+    assert [(subnet.id, subnet.zone, subnet.zone_id) for subnet in status.subnets] == [
+        ("subnet-1", "us-east-1a", "use1-az1")
+    ]
+    assert [(group.id, group.name) for group in status.security_groups] == [("sg-1", "nodes")]
+    (ami,) = status.amis
+    assert (ami.id, ami.deprecated) == ("ami-1", False)
+    assert ami.requirements == ({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},)
+    assert status.instance_profile == "my-k3s_abc"

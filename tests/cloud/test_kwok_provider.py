@@ -107,3 +107,40 @@ def test_nothing_is_adopted_that_has_a_node_a_pending_boot_or_a_registration() -
     )
     assert provider.resume_boots() == []
     _stop(provider)
+
+
+def test_an_offering_marked_unavailable_is_reported_so_until_the_ttl_passes() -> None:
+    from karpy.cloud.offerings import UNAVAILABLE_OFFERING_TTL, UnavailableOfferings
+
+    class Clock:
+        t = 1000.0
+
+        def now(self) -> float:
+            return self.t
+
+    clock = Clock()
+    offerings = UnavailableOfferings(clock)
+    offerings.mark("c5.large", "us-east-1a", "spot")
+    assert ("c5.large", "us-east-1a", "spot") in offerings
+    clock.t += UNAVAILABLE_OFFERING_TTL - 1
+    assert offerings.now() == {("c5.large", "us-east-1a", "spot")}
+    clock.t += 1
+    assert offerings.now() == frozenset()
+
+
+def test_a_marked_offering_is_not_launched_and_is_reported_unavailable() -> None:
+    store = _store()
+    clock = VirtualClock()
+    provider = KwokCloudProvider(store, clock=clock)
+    first = _launched(store, provider, "default-a")
+    zone = first.metadata.labels[LABEL_ZONE]
+    capacity_type = first.metadata.labels["karpenter.sh/capacity-type"]
+    provider.mark_offering_unavailable("c5.large", zone, capacity_type)
+    (c5_large,) = [it for it in provider.get_instance_types(make_nodepool()) if it.name == "c5.large"]
+    unavailable = {(o.zone, o.capacity_type) for o in c5_large.offerings if not o.available}
+    assert unavailable == {(zone, capacity_type)}
+    second = _launched(store, provider, "default-b")
+    assert (second.metadata.labels[LABEL_ZONE], second.metadata.labels["karpenter.sh/capacity-type"]) != (
+        zone,
+        capacity_type,
+    )

@@ -192,6 +192,9 @@ class FailingCloud:
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
         return None
 
+    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        raise self.error
+
 
 @pytest.mark.parametrize(
     ("error", "label"),

@@ -18,6 +18,7 @@ and is refused, as an unknown family.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from karpy.api._reader import FieldReader
@@ -41,6 +42,9 @@ _AMI_FAMILY_ALIASES = {
     "Windows2019": "windows2019",
     "Windows2022": "windows2022",
 }
+
+AMI_FAMILY_CUSTOM = "Custom"
+_ALIAS_FAMILIES = {alias: family for family, alias in _AMI_FAMILY_ALIASES.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +94,131 @@ class KubeletConfiguration:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeClassStatus:
-    """The part of a node class' status karpy writes: its conditions (``Ready``).
+class BlockDeviceMapping:
+    """One of ``spec.blockDeviceMappings``: a device and its EBS volume, as EC2 takes them."""
 
-    An EC2NodeClass' status holds more (resolved subnets, AMIs); the cluster
-    adapters keep what a record does not hold when they write this back.
+    device_name: str
+    root_volume: bool = False
+    volume_size: str = ""  # a quantity ("20Gi"), as Karpenter writes it
+    volume_type: str = ""
+    iops: int | None = None
+    throughput: int | None = None
+    encrypted: bool | None = None
+    kms_key_id: str = ""
+    delete_on_termination: bool | None = None
+    snapshot_id: str = ""
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> BlockDeviceMapping:
+        ebs = reader.obj("ebs")
+        return cls(
+            device_name=reader.string("deviceName"),
+            root_volume=reader.boolean("rootVolume"),
+            volume_size=ebs.scalar_str("volumeSize") or "",
+            volume_type=ebs.string("volumeType"),
+            iops=ebs.integer("iops"),
+            throughput=ebs.integer("throughput"),
+            encrypted=_optional_boolean(ebs, "encrypted"),
+            kms_key_id=ebs.string("kmsKeyID"),
+            delete_on_termination=_optional_boolean(ebs, "deleteOnTermination"),
+            snapshot_id=ebs.string("snapshotID"),
+        )
+
+
+def _optional_boolean(reader: FieldReader, key: str) -> bool | None:
+    return reader.boolean(key) if reader.raw(key) is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataOptions:
+    """``spec.metadataOptions``: IMDS settings; the defaults are Karpenter's (IMDSv2 only, one hop)."""
+
+    http_endpoint: str = "enabled"
+    http_protocol_ipv6: str = "disabled"
+    http_put_response_hop_limit: int = 1
+    http_tokens: str = "required"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> MetadataOptions:
+        default = cls()
+        return cls(
+            http_endpoint=reader.string("httpEndpoint", default.http_endpoint),
+            http_protocol_ipv6=reader.string("httpProtocolIPv6", default.http_protocol_ipv6),
+            http_put_response_hop_limit=reader.integer(
+                "httpPutResponseHopLimit", default.http_put_response_hop_limit
+            )
+            or default.http_put_response_hop_limit,
+            http_tokens=reader.string("httpTokens", default.http_tokens),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSubnet:
+    id: str
+    zone: str
+    zone_id: str = ""
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> StatusSubnet:
+        return cls(id=reader.string("id"), zone=reader.string("zone"), zone_id=reader.string("zoneID"))
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSecurityGroup:
+    id: str
+    name: str = ""
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> StatusSecurityGroup:
+        return cls(id=reader.string("id"), name=reader.string("name"))
+
+
+@dataclass(frozen=True, slots=True)
+class StatusAMI:
+    """A resolved AMI and the instance requirements it serves (architecture, accelerators…)."""
+
+    id: str
+    name: str = ""
+    requirements: tuple[Mapping[str, object], ...] = ()  # node selector requirements, as in the status
+    deprecated: bool = False
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> StatusAMI:
+        raw = reader.raw("requirements")
+        expressions = tuple(item for item in raw if isinstance(item, dict)) if isinstance(raw, list) else ()
+        return cls(
+            id=reader.string("id"),
+            name=reader.string("name"),
+            requirements=expressions,
+            deprecated=reader.boolean("deprecated"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassStatus:
+    """A node class' status: its conditions and, for an EC2NodeClass, what its selectors resolved to.
+
+    ``subnets``, ``securityGroups``, ``amis`` and ``instanceProfile`` are
+    written by the AWS provider's status controller, as Karpenter writes them;
+    a KWOKNodeClass has conditions only. The cluster adapters keep what a
+    record does not hold when they write this back.
     """
 
     conditions: tuple[Condition, ...] = ()
+    subnets: tuple[StatusSubnet, ...] = ()
+    security_groups: tuple[StatusSecurityGroup, ...] = ()
+    amis: tuple[StatusAMI, ...] = ()
+    instance_profile: str = ""
 
     @classmethod
     def parse(cls, reader: FieldReader) -> NodeClassStatus:
-        return cls(conditions=reader.items("conditions", Condition.parse))
+        return cls(
+            conditions=reader.items("conditions", Condition.parse),
+            subnets=reader.items("subnets", StatusSubnet.parse),
+            security_groups=reader.items("securityGroups", StatusSecurityGroup.parse),
+            amis=reader.items("amis", StatusAMI.parse),
+            instance_profile=reader.string("instanceProfile"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +231,13 @@ class EC2NodeClass:
     instance_profile: str = ""
     tags: dict[str, str] = field(default_factory=dict)
     kubelet: KubeletConfiguration = field(default_factory=KubeletConfiguration)
+    # How nodes boot: the family decides the user data format ("" with an alias: the alias' family).
+    ami_family: str = ""
+    user_data: str = ""
+    block_device_mappings: tuple[BlockDeviceMapping, ...] = ()
+    metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
+    associate_public_ip_address: bool | None = None
+    detailed_monitoring: bool = False
     converted_from: str = ""
     # What the conversion from converted_from changed (karpy.api.conversion); not part
     # of what the class is, so left out of comparisons.
@@ -155,6 +279,12 @@ class EC2NodeClass:
             instance_profile=instance_profile,
             tags=spec.str_map("tags"),
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
+            ami_family=spec.string("amiFamily"),
+            user_data=spec.string("userData"),
+            block_device_mappings=spec.items("blockDeviceMappings", BlockDeviceMapping.parse),
+            metadata_options=MetadataOptions.parse(spec.obj("metadataOptions")),
+            associate_public_ip_address=_optional_boolean(spec, "associatePublicIPAddress"),
+            detailed_monitoring=spec.boolean("detailedMonitoring"),
             converted_from=converted_from,
             conversion_notes=notes,
             status=NodeClassStatus.parse(reader.obj("status")),
@@ -163,6 +293,17 @@ class EC2NodeClass:
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def effective_ami_family(self) -> str:
+        """The family whose user data nodes get: ``amiFamily``, else the first alias' family, else Custom."""
+        if self.ami_family:
+            return self.ami_family
+        for term in self.ami_selector_terms:
+            if term.alias:
+                family = term.alias.partition("@")[0].lower()
+                return _ALIAS_FAMILIES.get(family, AMI_FAMILY_CUSTOM)
+        return AMI_FAMILY_CUSTOM
 
 
 def convert_v1beta1(reader: FieldReader) -> Conversion:

@@ -16,7 +16,17 @@ lets the same controllers drive AWS, kwok-style fake nodes and the simulator:
   whether it is ready: ``None`` when NodePools using it can launch, else the
   reason and message a NodePool's ``NodeClassReady`` condition and its pods'
   FailedScheduling events carry (``karpy run`` serves no EC2NodeClass, say);
-- ``repair_policies`` say which node conditions mean a node is broken.
+- ``repair_policies`` say which node conditions mean a node is broken;
+- ``mark_offering_unavailable`` takes an offering out of what
+  ``get_instance_types`` reports as available for a while (a reclaimed spot
+  instance says its pool is short), as an insufficient-capacity error does.
+
+``create`` may finish in the background when the cloud is slow (a CreateFleet
+call takes seconds on AWS): it then starts the launch, raises
+:class:`LaunchInProgressError`, and once the launch is done posts a change of
+kind :data:`LAUNCH_FINISHED` whose object is the NodeClaim's name, so the
+NodeClaim lifecycle controller calls ``create`` again and gets the result. A
+provider that launches at once (the simulator, kwok) never raises it.
 
 Errors are typed so controllers can react without parsing messages: an
 :class:`InsufficientCapacityError` names the offerings that failed, so they
@@ -52,6 +62,14 @@ class NodeClaimNotFoundError(CloudProviderError):
 
 class NodeClassNotReadyError(CloudProviderError):
     """The NodePool's node class is missing or not resolved (no subnets, no AMI…)."""
+
+
+class LaunchInProgressError(CloudProviderError):
+    """``create`` started the launch and it runs in the background (see the module docstring)."""
+
+
+# The kind of change a provider posts when a background launch finished; its object is the NodeClaim's name.
+LAUNCH_FINISHED = "LaunchFinished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +111,5 @@ class CloudProvider(Protocol):
     def repair_policies(self) -> builtins.list[RepairPolicy]: ...
 
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None: ...
+
+    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None: ...

@@ -17,6 +17,7 @@ fresh state on its next reconcile.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
@@ -63,6 +64,13 @@ class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the Unix epoch; virtual in the simulator."""
         ...
+
+
+class WallClock:
+    """The real time: the clock of ``karpy run`` (the simulator has its own virtual one)."""
+
+    def now(self) -> float:
+        return time.time()
 
 
 class ClusterReader(Protocol):

@@ -327,6 +327,10 @@ class MeteredCloudProvider:
         # Not a call to the cloud (Karpenter reads the node class' Ready condition): not metered.
         return self.cloud.node_class_problem(node_class)
 
+    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        # Bookkeeping inside the provider, not a call to the cloud: not metered.
+        self.cloud.mark_offering_unavailable(instance_type, zone, capacity_type)
+
 
 # -- controllers that only record metrics ---------------------------------------
 

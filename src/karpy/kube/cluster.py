@@ -97,6 +97,7 @@ from karpy.controllers.interfaces import (
     EvictionRefusedError,
     KubeError,
     NotFoundError,
+    WallClock,
 )
 from karpy.kube._encode import (
     merged_metadata,
@@ -143,11 +144,6 @@ _DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPoli
 
 class NamespaceTerminatingError(KubeError):
     """403: the namespace is being deleted, so nothing new may be created in it (an Eviction included)."""
-
-
-class WallClock:
-    def now(self) -> float:
-        return time.time()
 
 
 def _resource_of(obj: object) -> ResourceType:

@@ -37,6 +37,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
+from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
     CloudProviderError,
     InsufficientCapacityError,
@@ -46,8 +47,6 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.controllers.interfaces import Clock, ClusterReader
-
-UNAVAILABLE_OFFERING_TTL = 180.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +126,7 @@ class SimulatedCloud:
         self.start = clock.now() if start is None else start
         self.instances: dict[str, Instance] = {}
         self.terminated: dict[str, Instance] = {}
-        self.unavailable: dict[tuple[str, str, str], float] = {}
+        self.unavailable = UnavailableOfferings(clock)
         self.launch_listeners: list[Callable[[Instance], None]] = []
         self._launches = 0
         self._cache: dict[
@@ -158,16 +157,9 @@ class SimulatedCloud:
                 zones.update(self.catalog.zones)
         return tuple(zone for zone in self.catalog.zones if zone in zones)
 
-    def _unavailable_now(self) -> frozenset[tuple[str, str, str]]:
-        now = self.clock.now()
-        for offering, until in list(self.unavailable.items()):
-            if until <= now:
-                del self.unavailable[offering]
-        return frozenset(self.unavailable)
-
     def instance_types_for(self, node_class: NodeClass) -> list[InstanceType]:
         zones = self.zones_for(node_class)
-        unavailable = self._unavailable_now()
+        unavailable = self.unavailable.now()
         key = (node_class.kind, node_class.name, zones, unavailable)
         cached = self._cache.get(key)
         if cached is None:
@@ -183,6 +175,9 @@ class SimulatedCloud:
         return cached
 
     # -- CloudProvider -----------------------------------------------------
+
+    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        self.unavailable.mark(instance_type, zone, capacity_type)
 
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
         return self.instance_types_for(self.node_class(nodepool.template.node_class_ref))
@@ -225,7 +220,7 @@ class SimulatedCloud:
             triple = (instance_type.name, zone, capacity_type)
             if any(failure.matches(*triple, elapsed) for failure in self.settings.capacity_failures):
                 failed.append(triple)
-                self.unavailable[triple] = self.clock.now() + UNAVAILABLE_OFFERING_TTL
+                self.unavailable.mark(*triple)
                 continue
             return self._launch(nodeclaim, node_class, instance_type, zone, capacity_type, price)
         raise InsufficientCapacityError(

@@ -76,6 +76,7 @@ from karpy.api.requirements import (
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
+from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
     REASON_NODECLASS_NOT_SERVED,
     InsufficientCapacityError,
@@ -84,7 +85,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
-from karpy.controllers.interfaces import AlreadyExistsError, Cluster, NotFoundError
+from karpy.controllers.interfaces import AlreadyExistsError, Clock, Cluster, NotFoundError, WallClock
 
 log = logging.getLogger("karpy.cloud.kwok")
 
@@ -117,6 +118,7 @@ class KwokCloudProvider:
         *,
         registration_delay: float = 0.0,
         catalog: Catalog | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.cluster = cluster
         self.registration_delay = registration_delay
@@ -126,6 +128,12 @@ class KwokCloudProvider:
             for entry in self.catalog.entries
         ]
         self._types_by_name = {instance_type.name: instance_type for instance_type in self.instance_types}
+        self.unavailable = UnavailableOfferings(clock or WallClock())
+        # The instance types for the last set of unavailable offerings, rebuilt only when it changes.
+        self._types_for: tuple[frozenset[tuple[str, str, str]], builtins.list[InstanceType]] = (
+            frozenset(),
+            self.instance_types,
+        )
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[KwokLaunch, threading.Timer]] = {}
 
@@ -148,7 +156,24 @@ class KwokCloudProvider:
 
     def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
         self._check_node_class(nodepool.template.node_class_ref)
-        return self.instance_types
+        return self._current_types()
+
+    def _current_types(self) -> builtins.list[InstanceType]:
+        """The catalog's types, with the offerings marked unavailable reported so."""
+        unavailable = self.unavailable.now()
+        if not unavailable:
+            return self.instance_types
+        if unavailable != self._types_for[0]:
+            types = [
+                instance_type_from_entry(entry, self.catalog.region, self.catalog.zones, None, unavailable)
+                for entry in self.catalog.entries
+            ]
+            self._types_for = (unavailable, types)
+        return self._types_for[1]
+
+    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """kwok has no capacity to run out of: an offering is unavailable only when marked."""
+        self.unavailable.mark(instance_type, zone, capacity_type)
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         name = nodeclaim.metadata.name
@@ -212,7 +237,7 @@ class KwokCloudProvider:
         requirements = nodeclaim.requirement_set()
         offerings = [
             (offering.price, instance_type.name, offering.zone, instance_type, offering.capacity_type)
-            for instance_type in self.instance_types
+            for instance_type in self._current_types()
             if instance_type.requirements.intersects(requirements) is None
             for offering in instance_type.available_offerings(requirements)
         ]

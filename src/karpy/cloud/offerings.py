@@ -1,0 +1,45 @@
+"""Offerings that recently failed, kept unavailable for a while (Karpenter's unavailable-offerings cache).
+
+An offering is an (instance type, zone, capacity type) triple. When a launch
+fails for capacity (``InsufficientInstanceCapacity`` and its kin) or a spot
+instance of that offering is reclaimed, launching there again at once would
+most likely fail again, so the offering is reported unavailable for
+:data:`UNAVAILABLE_OFFERING_TTL` (3 minutes, as Karpenter does) and the next
+scheduling pass falls back to other types, zones or on-demand. After the TTL
+the offering is tried again: capacity comes back, and a cache that never
+forgot would strand a pool on its dearer fallbacks.
+
+The cache reads the injected clock, so the simulator's virtual time and the
+wall clock of ``karpy run`` age it the same way. It is not thread-safe on its
+own; the providers that mark from other threads hold their own lock.
+"""
+
+from __future__ import annotations
+
+from karpy.controllers.interfaces import Clock
+
+UNAVAILABLE_OFFERING_TTL = 180.0
+
+Offering = tuple[str, str, str]  # (instance type, zone, capacity type)
+
+
+class UnavailableOfferings:
+    def __init__(self, clock: Clock, ttl: float = UNAVAILABLE_OFFERING_TTL) -> None:
+        self.clock = clock
+        self.ttl = ttl
+        self._until: dict[Offering, float] = {}
+
+    def mark(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """Make the offering unavailable for ``ttl`` seconds from now (again, if it already was)."""
+        self._until[(instance_type, zone, capacity_type)] = self.clock.now() + self.ttl
+
+    def now(self) -> frozenset[Offering]:
+        """The offerings unavailable at this moment (expired ones are forgotten)."""
+        now = self.clock.now()
+        for offering, until in list(self._until.items()):
+            if until <= now:
+                del self._until[offering]
+        return frozenset(self._until)
+
+    def __contains__(self, offering: object) -> bool:
+        return offering in self.now()
