@@ -13,8 +13,10 @@ import yaml
 from tests.aws.k3s_join import K3sJoinError, check_k3s_join
 from tests.support import run_cli
 
+from karpy.api._reader import FieldReader
+from karpy.api.nodeclass import EC2NodeClass
 from karpy.api.taints import NO_EXECUTE, NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
-from karpy.cloud.aws.userdata import AMI_FAMILY_AL2, ClusterInfo, render_user_data
+from karpy.cloud.aws.userdata import AMI_FAMILY_AL2, ClusterInfo, render_user_data, user_data
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "aws"
 
@@ -42,6 +44,21 @@ def test_the_example_script_is_a_k3s_join() -> None:
     assert join.taints == (Taint(UNREGISTERED_TAINT_KEY, NO_EXECUTE),)
     assert join.labels == {}
     assert join.node_name_from == "local-hostname"
+
+
+def test_the_example_class_launches_with_its_script_verbatim() -> None:
+    """What karpy puts in the launch template for the example class is the script the check accepts."""
+    manifest = yaml.safe_load((EXAMPLES / "ec2nodeclass.yaml").read_text(encoding="utf-8"))
+    node_class = EC2NodeClass.parse(FieldReader(manifest), manifest["apiVersion"])
+    assert node_class.metadata_options.http_tokens == "required"
+    document = user_data(
+        node_class,
+        cluster=ClusterInfo("my-k3s", "https://10.0.0.10:6443"),
+        labels={"karpenter.sh/nodepool": "default"},
+        taints=(),
+    )
+    assert document == example_user_data()
+    assert check_k3s_join(document).server_url == "https://10.0.0.10:6443"
 
 
 def test_the_script_inside_a_mime_document_is_read() -> None:

@@ -17,16 +17,18 @@ from typing import Any
 import pytest
 import yaml
 
+from karpy.api._reader import FieldReader
+from karpy.api.nodeclass import AMI_FAMILY_CUSTOM, EC2NodeClass
 from karpy.api.taints import NO_EXECUTE, NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.userdata import (
     AMI_FAMILY_AL2,
     AMI_FAMILY_AL2023,
     AMI_FAMILY_BOTTLEROCKET,
-    AMI_FAMILY_CUSTOM,
     CONTENT_TYPE_NODECONFIG,
     ClusterInfo,
     UserDataError,
     render_user_data,
+    user_data,
 )
 
 CLUSTER = ClusterInfo(
@@ -300,3 +302,57 @@ def test_a_script_reading_its_secret_from_ssm_reaches_the_node_as_a_script(famil
     else:
         scripts = [body(part) for part in parts(document) if part.get_content_type() == "text/x-shellscript"]
     assert any(script.rstrip("\n") == SSM_SCRIPT.rstrip("\n") for script in scripts)
+
+
+# -- from the EC2NodeClass ----------------------------------------------------
+
+
+def node_class(**spec: Any) -> EC2NodeClass:
+    manifest = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-my-k3s",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "my-k3s"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "my-k3s"}}],
+            **spec,
+        },
+    }
+    return EC2NodeClass.parse(FieldReader(manifest), "karpenter.k8s.aws/v1")
+
+
+def test_the_family_comes_from_the_alias_and_the_user_data_from_the_class() -> None:
+    document = user_data(
+        node_class(
+            amiSelectorTerms=[{"alias": "al2023@latest"}], userData=SSM_SCRIPT, kubelet={"maxPods": 42}
+        ),
+        cluster=CLUSTER,
+        labels=LABELS,
+        taints=TAINTS,
+    )
+    assert karpy_node_config(document)["spec"]["kubelet"]["config"]["maxPods"] == 42
+    assert body(parts(document)[1]).rstrip("\n") == SSM_SCRIPT.rstrip("\n")
+
+
+def test_an_explicit_family_wins_over_the_alias_and_max_pods_over_the_class() -> None:
+    document = user_data(
+        node_class(
+            amiFamily="Bottlerocket", amiSelectorTerms=[{"alias": "al2023@latest"}], kubelet={"maxPods": 42}
+        ),
+        cluster=CLUSTER,
+        labels=LABELS,
+        taints=TAINTS,
+        max_pods=7,
+    )
+    assert tomllib.loads(document)["settings"]["kubernetes"]["max-pods"] == 7
+
+
+def test_a_class_selecting_its_amis_by_tags_is_custom_and_passed_verbatim() -> None:
+    document = user_data(
+        node_class(amiSelectorTerms=[{"tags": {"team": "nodes"}}], userData=SSM_SCRIPT),
+        cluster=CLUSTER,
+        labels=LABELS,
+        taints=TAINTS,
+    )
+    assert document == SSM_SCRIPT

@@ -67,12 +67,12 @@ from typing import Any
 
 import yaml
 
+from karpy.api.nodeclass import AMI_FAMILY_CUSTOM, EC2NodeClass
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 
 AMI_FAMILY_AL2 = "AL2"
 AMI_FAMILY_AL2023 = "AL2023"
 AMI_FAMILY_BOTTLEROCKET = "Bottlerocket"
-AMI_FAMILY_CUSTOM = "Custom"
 
 MIME_BOUNDARY = "//"
 CONTENT_TYPE_SHELL = 'text/x-shellscript; charset="us-ascii"'
@@ -108,6 +108,29 @@ class ClusterInfo:
     ca_bundle: str = ""
     cidr: str = ""
     dns_ip: str = ""
+
+
+def user_data(
+    node_class: EC2NodeClass,
+    *,
+    cluster: ClusterInfo,
+    labels: Mapping[str, str],
+    taints: Sequence[Taint],
+    max_pods: int | None = None,
+) -> str:
+    """The launch template UserData (plain text) for a NodeClaim launched from ``node_class``.
+
+    ``max_pods`` defaults to the class' ``kubelet.maxPods``; without either, the
+    AMI's bootstrap computes it (from the ENI table on AL2 and AL2023).
+    """
+    return render_user_data(
+        node_class.effective_ami_family,
+        node_class.user_data,
+        cluster=cluster,
+        labels=labels,
+        taints=taints,
+        max_pods=max_pods if max_pods is not None else node_class.kubelet.max_pods,
+    )
 
 
 @dataclass(frozen=True, slots=True)
