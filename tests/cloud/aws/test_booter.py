@@ -19,7 +19,7 @@ import boto3
 import pytest
 from mypy_boto3_ec2.client import EC2Client
 from tests.aws.booter import InstanceBooter
-from tests.cloud.aws.conftest import REGION, ZONES, AwsWorld
+from tests.aws.world import REGION, ZONES, AwsWorld
 from tests.cloud.aws.test_k3s_join import example_user_data
 
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, LABEL_ZONE

@@ -6,6 +6,8 @@ every refusal is shown to come from that piece, with its own message.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,22 @@ def test_each_missing_piece_is_refused_with_its_message(old: str, new: str, mess
     assert old in script  # the piece is in the example, so removing it is what is tested
     with pytest.raises(K3sJoinError, match=message):
         check_k3s_join(script.replace(old, new, 1))
+
+
+def test_the_policies_and_patterns_in_docs_aws_are_json() -> None:
+    """The IAM policies and event patterns users paste from docs/aws.md are well-formed."""
+    text = (EXAMPLES.parents[1] / "docs" / "aws.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    patterns = re.findall(r"^\| [^|]+ \| `(\{.*\})` \|$", text, flags=re.M)
+    assert len(blocks) >= 4 and len(patterns) == 4
+    documents = [json.loads(block) for block in blocks]
+    controller = next(
+        d for d in documents if any(s.get("Sid") == "AllowScopedDeletion" for s in d["Statement"])
+    )
+    actions = {
+        a
+        for s in controller["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert {"ec2:CreateFleet", "ec2:TerminateInstances", "sqs:ReceiveMessage", "iam:PassRole"} <= actions
+    assert {json.loads(pattern)["source"][0] for pattern in patterns} == {"aws.ec2", "aws.health"}
