@@ -36,6 +36,14 @@ Per family (``EC2NodeClass.effective_ami_family``):
 - **Custom**: the user's ``userData`` verbatim, byte for byte; karpy adds
   nothing, because it cannot know how the AMI bootstraps. The K3s recipe in
   ``docs/aws.md`` is such a class.
+- Windows families are refused (:class:`UserDataError`): their PowerShell
+  bootstrap is not built yet.
+
+``maxPods`` is the caller's, else the class' ``kubelet.maxPods``; with
+neither, the AMI's bootstrap computes it. The output is deterministic (labels
+sorted, fixed boundary ``//`` unless a body line starts with ``--//``, when a
+longer one is taken), so equal inputs give equal documents and a launch
+template found by its content is found again.
 
 Why it is safe:
 
