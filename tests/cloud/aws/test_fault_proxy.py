@@ -11,7 +11,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from tests.aws.fault_proxy import FaultProxy
-from tests.cloud.aws.conftest import AwsWorld
+from tests.aws.world import AwsWorld
 
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
 

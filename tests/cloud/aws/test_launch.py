@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 from tests.aws.fault_proxy import FaultProxy
-from tests.cloud.aws.conftest import CLUSTER, NODE_INSTANCE_PROFILE, REGION, AwsWorld
+from tests.aws.world import CLUSTER, NODE_INSTANCE_PROFILE, REGION, AwsWorld
 from tests.support import parse_object
 
 from karpy.api.meta import ObjectMeta
@@ -35,6 +35,7 @@ from karpy.api.requirements import (
     Requirement,
 )
 from karpy.cloud.aws.client import AwsClient
+from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup, launch_options
 from karpy.cloud.aws.provider import AwsCloudProvider
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.provider import (
@@ -377,3 +378,39 @@ def test_a_node_class_not_ready_launches_nothing(aws: AwsWorld, proxy: FaultProx
         assert proxy.count("CreateLaunchTemplate") == 0
     finally:
         harness.provider.close()
+
+
+def test_user_data_by_family_carries_the_nodeclaims_labels_and_registration_taints(harness: Harness) -> None:
+    manifest = node_class_manifest(harness.aws).replace(
+        "amiSelectorTerms: [{tags: {team: nodes}}]", "amiSelectorTerms: [{alias: al2023@latest}]"
+    )
+    al2023 = parse_object(manifest)
+    assert isinstance(al2023, EC2NodeClass) and al2023.effective_ami_family == "AL2023"
+    claim = harness.nodeclaim("userdata")
+    document = harness.provider.node_user_data(al2023, claim)
+    assert "karpenter.sh/nodepool=default" in document
+    assert "karpenter.sh/unregistered" in document and "NoExecute" in document
+    # A Custom class (AMIs by tags, no family) gets its userData verbatim.
+    assert harness.provider.node_user_data(harness.node_class, claim) == USER_DATA
+
+
+def test_launch_templates_of_a_deleted_node_class_are_cleaned_up(harness: Harness) -> None:
+    harness.launch(harness.nodeclaim("kept"))
+    gone = parse_object(node_class_manifest(harness.aws, name=f"{harness.prefix}-gone"))
+    assert isinstance(gone, EC2NodeClass)
+    orphan = harness.provider.templates.ensure(
+        launch_options(gone, harness.aws.ami_new_x86, "#!/bin/sh\n"), gone
+    )
+    cleanup = LaunchTemplateCleanup(harness.cluster, harness.client, harness.provider.templates)
+    [watch] = cleanup.watches()
+    assert watch.mapper(gone, None) == [LaunchTemplateCleanup.KEY]  # a class deleted
+    assert watch.mapper(gone, gone) == []  # a class changed
+
+    assert cleanup.reconcile(LaunchTemplateCleanup.KEY) == 3600.0
+    remaining = {
+        template["LaunchTemplateName"]: {tag["Key"]: tag["Value"] for tag in template.get("Tags", [])}
+        for template in _ec2(harness.aws).describe_launch_templates()["LaunchTemplates"]
+    }
+    assert orphan not in remaining
+    assert any(tags.get("karpenter.k8s.aws/ec2nodeclass") == "default" for tags in remaining.values())
+    assert orphan not in harness.provider.templates._known

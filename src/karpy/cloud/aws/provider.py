@@ -23,7 +23,10 @@ raises the launch's error. One launch is:
    already tagged ``karpenter.sh/nodeclaim=<name>`` and adopt it: no second
    instance after a crash;
 2. plan the fleet (:mod:`karpy.cloud.aws.fleet`), make sure the launch
-   templates exist (:mod:`karpy.cloud.aws.launchtemplates`), call CreateFleet;
+   templates exist (:mod:`karpy.cloud.aws.launchtemplates`) with the user
+   data of the class' AMI family (:mod:`karpy.cloud.aws.userdata`: the
+   NodeClaim's labels, its taints and startup taints, and
+   ``karpenter.sh/unregistered:NoExecute``), call CreateFleet;
 3. when a launch template is missing (deleted behind karpy's back), forget
    it, recreate it and call once more, as Karpenter does;
 4. mark every offering a capacity error names unavailable; raise
@@ -68,6 +71,7 @@ from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodepool import CONDITION_READY, NodeClassRef, NodePool
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance
 from karpy.cloud.aws.fleet import (
     LAUNCH_TEMPLATE_NOT_FOUND_CODES,
@@ -87,6 +91,7 @@ from karpy.cloud.aws.fleet import (
 from karpy.cloud.aws.launcher import Launcher
 from karpy.cloud.aws.launchtemplates import LaunchTemplates, launch_options
 from karpy.cloud.aws.settings import AwsSettings
+from karpy.cloud.aws.userdata import ClusterInfo, UserDataError, user_data
 from karpy.cloud.aws_catalog import Catalog, CatalogEntry, instance_type_from_entry, load_catalog
 from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
@@ -109,11 +114,6 @@ DRIFT_AMI = "AMIDrift"
 
 # The user data of a NodeClaim's instances, from its node class.
 UserData = Callable[[EC2NodeClass, NodeClaim], str]
-
-
-def class_user_data(node_class: EC2NodeClass, nodeclaim: NodeClaim) -> str:
-    """The class' ``userData`` as written (what a Custom AMI family gets)."""
-    return node_class.user_data
 
 
 def provider_id(zone: str, instance_id: str) -> str:
@@ -149,13 +149,13 @@ class AwsCloudProvider:
         *,
         wake: Callable[[str], None] = lambda name: None,
         catalog: Catalog | None = None,
-        user_data: UserData = class_user_data,
+        user_data: UserData | None = None,
     ) -> None:
         self.cluster = cluster
         self.client = client
         self.settings = settings
         self.clock = clock
-        self.user_data = user_data
+        self.user_data = user_data or self.node_user_data
         self.started = clock.now()
         self.catalog = catalog or load_catalog()
         self.region = settings.region or self.catalog.region
@@ -305,13 +305,30 @@ class AwsCloudProvider:
             nodeclaim.spec,
         )
 
+    def node_user_data(self, node_class: EC2NodeClass, nodeclaim: NodeClaim) -> str:
+        """The user data by the class' AMI family, with the NodeClaim's labels and taints to register with."""
+        taints = (
+            *nodeclaim.spec.taints,
+            *nodeclaim.spec.startup_taints,
+            Taint(UNREGISTERED_TAINT_KEY, NO_EXECUTE),
+        )
+        cluster = ClusterInfo(
+            name=self.settings.cluster_name,
+            endpoint=self.settings.cluster_endpoint,
+            ca_bundle=self.settings.cluster_ca_bundle,
+        )
+        return user_data(node_class, cluster=cluster, labels=nodeclaim.metadata.labels, taints=taints)
+
     def _create_fleet(
         self, plan: LaunchPlan, node_class: EC2NodeClass, nodeclaim: NodeClaim, tags: Mapping[str, str]
     ) -> FleetOutcome:
         """One CreateFleet call; a missing launch template is an outcome (to retry), other errors raise."""
-        user_data = self.user_data(node_class, nodeclaim)
+        try:
+            document = self.user_data(node_class, nodeclaim)
+        except UserDataError as error:
+            raise CloudProviderError(f"user data of EC2NodeClass {node_class.name}: {error}") from error
         templates = {
-            image_id: self.templates.ensure(launch_options(node_class, image_id, user_data), node_class)
+            image_id: self.templates.ensure(launch_options(node_class, image_id, document), node_class)
             for image_id in plan.image_ids
         }
         try:
