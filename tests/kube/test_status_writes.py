@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.kube.test_cluster_writes import FakeTransport, cluster_over
 
+from karpy.api._reader import FieldReader
 from karpy.api.conditions import Condition
 from karpy.api.nodeclass import EC2NodeClass, NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, NodePoolStatus
@@ -125,13 +126,33 @@ def test_a_nodepool_status_write_puts_resources_nodes_and_conditions() -> None:
     assert len(transport.requests) == sent
 
 
-def test_a_node_class_status_write_keeps_the_fields_karpy_does_not_model() -> None:
-    stored_status = {"subnets": [{"id": "subnet-1", "zone": "us-east-1a"}], "conditions": []}
-    written = merged_owned_status(
-        stored_status, NodeClassStatus((Condition("Ready", "False", "NodeClassNotServed", "no AWS", 1.0),))
-    )
-    assert written["subnets"] == stored_status["subnets"]
-    assert [entry["reason"] for entry in written["conditions"]] == ["NodeClassNotServed"]
+RESOLVED_STATUS: dict[str, Any] = {
+    "subnets": [
+        {"id": "subnet-1", "zone": "us-east-1a", "zoneID": "use1-az1"},
+        {"id": "subnet-2", "zone": "us-east-1b", "zoneID": "use1-az2"},
+    ],
+    "securityGroups": [{"id": "sg-1", "name": "my-k3s-node"}],
+    "amis": [
+        {
+            "id": "ami-1",
+            "name": "al2023",
+            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+        },
+        {
+            "id": "ami-0",
+            "name": "al2023-old",
+            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}],
+            "deprecated": True,
+        },
+    ],
+    "instanceProfile": "my-k3s_0123",
+    # Not modelled by karpy (a newer Karpenter's field): kept by every write.
+    "capacityReservations": [{"id": "cr-1"}],
+    "conditions": [],
+}
+
+
+def ec2_node_class_over(transport: FakeTransport, status: dict[str, Any]) -> tuple[Any, EC2NodeClass]:
     raw = {
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
@@ -142,21 +163,73 @@ def test_a_node_class_status_write_keeps_the_fields_karpy_does_not_model() -> No
             "subnetSelectorTerms": [{"tags": {"a": "b"}}],
             "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
         },
-        "status": stored_status,
+        "status": status,
     }
-    transport = FakeTransport(echo)
     cluster = cluster_over(transport)
     cluster.replace(EC2_NODE_CLASS, [raw])
     node_class = cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "default")
     assert isinstance(node_class, EC2NodeClass)
+    return cluster, node_class
+
+
+def test_a_node_class_status_write_keeps_the_fields_karpy_does_not_model() -> None:
+    written = merged_owned_status(
+        RESOLVED_STATUS, NodeClassStatus((Condition("Ready", "False", "NodeClassNotServed", "no AWS", 1.0),))
+    )
+    assert written["capacityReservations"] == RESOLVED_STATUS["capacityReservations"]
+    assert [entry["reason"] for entry in written["conditions"]] == ["NodeClassNotServed"]
+    transport = FakeTransport(echo)
+    cluster, node_class = ec2_node_class_over(transport, RESOLVED_STATUS)
     cluster.update_status(
         dataclasses.replace(
-            node_class, status=NodeClassStatus((Condition("Ready", "True", "Ready", "", 1.0),))
+            node_class,
+            status=dataclasses.replace(
+                node_class.status, conditions=(Condition("Ready", "True", "Ready", "", 1.0),)
+            ),
         )
     )
     method, path, body = transport.requests[-1]
     assert (method, path) == ("PUT", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status")
-    assert isinstance(body, dict) and body["status"]["subnets"] == stored_status["subnets"]
+    assert isinstance(body, dict)
+    assert {key: value for key, value in body["status"].items() if key != "conditions"} == {
+        key: value for key, value in RESOLVED_STATUS.items() if key != "conditions"
+    }
+
+
+def test_the_resolved_fields_of_an_ec2_node_class_are_written_and_read_back_as_karpenter_has_them() -> None:
+    transport = FakeTransport(echo)
+    cluster, node_class = ec2_node_class_over(transport, {})
+    resolved = NodeClassStatus.parse(FieldReader(RESOLVED_STATUS))
+    stored = cluster.update_status(dataclasses.replace(node_class, status=resolved))
+    method, path, body = transport.requests[-1]
+    assert (method, path) == ("PUT", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status")
+    assert isinstance(body, dict)
+    modelled = {key: value for key, value in RESOLVED_STATUS.items() if key != "capacityReservations"}
+    assert {key: value for key, value in body["status"].items() if key != "conditions"} == {
+        key: value for key, value in modelled.items() if key != "conditions"
+    }
+    assert stored.status == resolved
+    # None matched any more: the fields are removed, as Karpenter removes them.
+    cluster.replace(EC2_NODE_CLASS, [echo("PUT", path, body)])
+    current = cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "default")
+    assert isinstance(current, EC2NodeClass)
+    cluster.update_status(dataclasses.replace(current, status=NodeClassStatus()))
+    _, _, body = transport.requests[-1]
+    assert isinstance(body, dict) and body["status"] == {}
+
+
+def test_the_nodepool_status_controller_keeps_what_an_ec2_node_class_resolved_to() -> None:
+    transport = FakeTransport(echo)
+    cluster, _ = ec2_node_class_over(transport, RESOLVED_STATUS)
+    controller = NodePoolStatusController(cluster, KwokCloudProvider(cluster), WallClock())
+    controller.reconcile("EC2NodeClass/default")
+    method, path, body = transport.requests[-1]
+    assert (method, path) == ("PUT", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status")
+    assert isinstance(body, dict)
+    assert [entry["reason"] for entry in body["status"]["conditions"]] == ["NodeClassNotServed"]
+    assert {key: value for key, value in body["status"].items() if key != "conditions"} == {
+        key: value for key, value in RESOLVED_STATUS.items() if key != "conditions"
+    }
 
 
 def test_the_controller_reports_an_unreadable_nodepool_once_with_a_warning_event() -> None:

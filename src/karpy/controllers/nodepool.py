@@ -141,12 +141,18 @@ def unreadable_nodepool_status(
 def node_class_status(
     current: NodeClassStatus, now: float, problem: NodeClassProblem | None
 ) -> NodeClassStatus:
-    """A node class' status: Ready unless the cloud provider names a problem."""
+    """A node class' status: Ready unless the cloud provider names a problem.
+
+    Only the conditions change: what an EC2NodeClass' selectors resolved to
+    (written by the AWS provider's status controller) is kept as it is.
+    """
     if problem is None:
-        return NodeClassStatus(set_condition(current.conditions, CONDITION_READY, TRUE, now))
-    return NodeClassStatus(
-        set_condition(current.conditions, CONDITION_READY, FALSE, now, problem.reason, problem.message)
-    )
+        conditions = set_condition(current.conditions, CONDITION_READY, TRUE, now)
+    else:
+        conditions = set_condition(
+            current.conditions, CONDITION_READY, FALSE, now, problem.reason, problem.message
+        )
+    return dataclasses.replace(current, conditions=conditions)
 
 
 class NodePoolStatusController:
@@ -224,7 +230,7 @@ class NodePoolStatusController:
             )
             if status != node_class.status:
                 self.cluster.update_status(dataclasses.replace(node_class, status=status))
-                _log_ready_change(node_class, node_class.status.conditions, status.conditions)
+                log_ready_change(node_class, node_class.status.conditions, status.conditions)
         return None
 
     def _node_class(self, kind: str, name: str) -> NodeClass | None:
@@ -245,7 +251,7 @@ class NodePoolStatusController:
         )
         if status != pool.status:
             self.cluster.update_status(dataclasses.replace(pool, status=status))
-            _log_ready_change(pool, pool.status.conditions, status.conditions)
+            log_ready_change(pool, pool.status.conditions, status.conditions)
 
     def _reconcile_unreadable(self, pool: UnreadableNodePool) -> None:
         status = unreadable_nodepool_status(pool.status, self.clock.now(), pool.path, pool.message)
@@ -271,10 +277,13 @@ class NodePoolStatusController:
             )
 
 
-def _log_ready_change(
-    obj: NodePool | NodeClass, before: tuple[Condition, ...], after: tuple[Condition, ...]
+def log_ready_change(
+    obj: NodePool | NodeClass,
+    before: tuple[Condition, ...],
+    after: tuple[Condition, ...],
+    controller: str = "nodepool.status",
 ) -> None:
-    """One log line when an object's Ready condition changes status or reason."""
+    """One log line when an object's Ready condition changes status or message."""
     old, new = find_condition(before, CONDITION_READY), find_condition(after, CONDITION_READY)
     if new is None or (old is not None and (old.status, old.message) == (new.status, new.message)):
         return
@@ -283,5 +292,5 @@ def _log_ready_change(
         obj.kind.lower(),
         obj.metadata.name,
         "ready" if new.is_true else f"not ready: {new.message}",
-        extra=about(obj, controller=NodePoolStatusController.name),
+        extra=about(obj, controller=controller),
     )

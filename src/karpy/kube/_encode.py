@@ -24,7 +24,12 @@ So what is written depends on who owns the object:
 - **NodePool and node class statuses** are karpy's to write, their specs the
   user's: only the status subresource is written, with the status fields
   karpy owns taken from the record and any others the server holds kept
-  (:func:`merged_owned_status`).
+  (:func:`merged_owned_status`). An EC2NodeClass' resolved ``subnets``,
+  ``securityGroups``, ``amis`` and ``instanceProfile`` are among the owned
+  fields (:func:`node_class_resolved_to_dict`): the AWS provider's status
+  controller writes them, and every other writer of a node class' status
+  carries them over from the record it read, so an empty one means "none
+  matched" and is removed, as Karpenter removes it.
 
 Every function here is pure (dicts in, dicts out) and is unit tested without
 a cluster.
@@ -230,8 +235,8 @@ def owned_status_to_dict(status: NodePoolStatus | NodeClassStatus) -> tuple[JSON
     from the stored status by :func:`merged_owned_status`).
     """
     if isinstance(status, NodeClassStatus):
-        owned: tuple[str, ...] = ("conditions",)
-        result: JSON = {}
+        owned: tuple[str, ...] = ("subnets", "securityGroups", "amis", "instanceProfile", "conditions")
+        result: JSON = node_class_resolved_to_dict(status)
     else:
         owned = ("resources", "nodes", "nodeClassObservedGeneration", "conditions")
         result = {"resources": resources_to_dict(status.resources)} if status.resources else {}
@@ -244,9 +249,33 @@ def owned_status_to_dict(status: NodePoolStatus | NodeClassStatus) -> tuple[JSON
     return result, owned
 
 
+def node_class_resolved_to_dict(status: NodeClassStatus) -> JSON:
+    """What an EC2NodeClass' selectors resolved to, as Karpenter writes it (empty fields left out)."""
+    result: JSON = {}
+    if status.subnets:
+        result["subnets"] = [
+            {"id": subnet.id, "zone": subnet.zone, **({"zoneID": subnet.zone_id} if subnet.zone_id else {})}
+            for subnet in status.subnets
+        ]
+    if status.security_groups:
+        result["securityGroups"] = [{"id": group.id, "name": group.name} for group in status.security_groups]
+    if status.amis:
+        result["amis"] = [
+            {
+                "id": ami.id,
+                "name": ami.name,
+                "requirements": [dict(requirement) for requirement in ami.requirements],
+                **({"deprecated": True} if ami.deprecated else {}),
+            }
+            for ami in status.amis
+        ]
+    if status.instance_profile:
+        result["instanceProfile"] = status.instance_profile
+    return result
+
+
 def merged_owned_status(stored: Mapping[str, Any], status: NodePoolStatus | NodeClassStatus) -> JSON:
-    """The stored status with the fields karpy owns replaced by ``status``'s (others, e.g. an
-    EC2NodeClass' resolved subnets, kept)."""
+    """The stored status with the fields karpy owns replaced by ``status``'s (others kept)."""
     written, owned = owned_status_to_dict(status)
     result = {key: value for key, value in stored.items() if key not in owned}
     result.update(written)

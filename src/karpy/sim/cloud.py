@@ -288,7 +288,11 @@ class SimulatedCloud:
         instance = self.instances.get(provider_id)
         if instance is None:
             raise NodeClaimNotFoundError(f"instance {provider_id!r} not found")
-        return self._hydrate(instance.nodeclaim, _EMPTY_SPEC, instance)
+        found = self._hydrate(instance.nodeclaim, _EMPTY_SPEC, instance)
+        # As a cloud lists it: created when launched (garbage collection goes by its age).
+        return dataclasses.replace(
+            found, metadata=found.metadata.with_changes(creation_timestamp=instance.launched_at)
+        )
 
     def list(self) -> list[NodeClaim]:
         return [self.get(provider_id) for provider_id in sorted(self.instances)]

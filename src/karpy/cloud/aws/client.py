@@ -17,13 +17,15 @@ jitter before an error reaches karpy; what still fails is marked
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -36,6 +38,11 @@ if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
 
 _RETRIES = Config(retries={"mode": "standard", "max_attempts": 5})
+# Where the Pricing API is served: one region per partition.
+PRICING_REGION = "us-east-1"
+PRICING_REGION_CHINA = "cn-northwest-1"
+# The currency of the price list: dollars, or yuan in China.
+PRICE_CURRENCIES = ("USD", "CNY")
 # Error codes that say "try again later", not "this is wrong".
 _RETRYABLE_CODES = frozenset(
     {
@@ -316,3 +323,91 @@ class AwsClient:
                 return {}
             raise
         return {change["InstanceId"]: change.get("PreviousState", {}).get("Name", "") for change in changes}
+
+    # -- pricing -------------------------------------------------------------------
+    #
+    # The Pricing API is served from one region per partition (us-east-1, or
+    # cn-northwest-1 in China), whatever region the instances run in; the client
+    # is made on first use, with the SDK's standard credentials and endpoint
+    # configuration, as every client here.
+
+    _pricing: BaseClient | None = None
+
+    @property
+    def region(self) -> str:
+        """The region the EC2 calls go to (the instances' region)."""
+        return self._ec2.meta.region_name
+
+    def pricing_client(self) -> BaseClient:
+        if self._pricing is None:
+            region = PRICING_REGION_CHINA if self.region.startswith("cn-") else PRICING_REGION
+            self._pricing = boto3.session.Session(region_name=region).client("pricing", config=_RETRIES)
+        return self._pricing
+
+    def on_demand_prices(self, region: str) -> dict[str, float]:
+        """Hourly on-demand prices of Linux, shared-tenancy instances in ``region``, by instance type.
+
+        The Pricing API's price list entries are JSON documents; a type listed
+        more than once (a second SKU for the same usage) keeps its lowest price.
+        """
+        filters = [
+            {"Type": "TERM_MATCH", "Field": field, "Value": value}
+            for field, value in (
+                ("regionCode", region),
+                ("operatingSystem", "Linux"),
+                ("tenancy", "Shared"),
+                ("preInstalledSw", "NA"),
+                ("capacitystatus", "Used"),
+                ("operation", "RunInstances"),
+            )
+        ]
+        prices: dict[str, float] = {}
+        with _translated():
+            paginator = self.pricing_client().get_paginator("get_products")
+            for page in paginator.paginate(ServiceCode="AmazonEC2", Filters=filters):
+                for document in page.get("PriceList", []):
+                    found = on_demand_price(json.loads(document) if isinstance(document, str) else document)
+                    if found is not None:
+                        name, price = found
+                        prices[name] = min(price, prices.get(name, price))
+        return prices
+
+    def spot_prices(self, since: float) -> dict[tuple[str, str], float]:
+        """The latest Linux spot price of each (instance type, zone) since ``since``; the newest wins."""
+        latest: dict[tuple[str, str], tuple[datetime, float]] = {}
+        with _translated():
+            paginator = self._ec2.get_paginator("describe_spot_price_history")
+            pages = paginator.paginate(
+                ProductDescriptions=["Linux/UNIX"], StartTime=datetime.fromtimestamp(since, tz=UTC)
+            )
+            for page in pages:
+                for record in page["SpotPriceHistory"]:
+                    key = (record.get("InstanceType", ""), record.get("AvailabilityZone", ""))
+                    when = record.get("Timestamp", datetime.fromtimestamp(0, tz=UTC))
+                    try:
+                        price = float(record.get("SpotPrice", ""))
+                    except ValueError:
+                        continue
+                    if all(key) and (key not in latest or when > latest[key][0]):
+                        latest[key] = (when, price)
+        return {key: price for key, (_, price) in latest.items()}
+
+
+def on_demand_price(entry: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(instance type, hourly price) from one Pricing API price list entry, or None if it has none."""
+    name = entry.get("product", {}).get("attributes", {}).get("instanceType")
+    if not isinstance(name, str) or not name:
+        return None
+    for term in entry.get("terms", {}).get("OnDemand", {}).values():
+        for dimension in term.get("priceDimensions", {}).values():
+            for currency in PRICE_CURRENCIES:
+                amount = dimension.get("pricePerUnit", {}).get(currency)
+                if amount is None:
+                    continue
+                try:
+                    price = float(amount)
+                except ValueError:
+                    continue
+                if price > 0:
+                    return name, price
+    return None

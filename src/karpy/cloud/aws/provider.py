@@ -64,12 +64,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from karpy.api.conditions import find_condition
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
-from karpy.api.nodepool import CONDITION_READY, NodeClassRef, NodePool
+from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance
@@ -90,6 +89,7 @@ from karpy.cloud.aws.fleet import (
 )
 from karpy.cloud.aws.launcher import Launcher
 from karpy.cloud.aws.launchtemplates import LaunchTemplates, launch_options
+from karpy.cloud.aws.resolution import node_class_problem_from_status
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.aws.userdata import ClusterInfo, UserDataError, user_data
 from karpy.cloud.aws_catalog import Catalog, CatalogEntry, instance_type_from_entry, load_catalog
@@ -109,7 +109,6 @@ log = logging.getLogger("karpy.cloud.aws")
 
 PROVIDER_ID_PREFIX = "aws:///"
 NOT_SERVED_MESSAGE = "the AWS provider serves EC2NodeClass only"
-REASON_NOT_RESOLVED = "NotResolved"
 DRIFT_AMI = "AMIDrift"
 
 # The user data of a NodeClaim's instances, from its node class.
@@ -125,16 +124,6 @@ def instance_id_of(provider_id: str) -> str:
     if not provider_id.startswith(PROVIDER_ID_PREFIX):
         return ""
     return provider_id.rpartition("/")[2]
-
-
-def _ready_problem(node_class: EC2NodeClass) -> NodeClassProblem | None:
-    """What the class' Ready condition says is wrong, if anything (the status controller writes it)."""
-    ready = find_condition(node_class.status.conditions, CONDITION_READY)
-    if ready is None:
-        return NodeClassProblem(REASON_NOT_RESOLVED, f"EC2NodeClass {node_class.name} is not resolved yet")
-    if ready.is_true:
-        return None
-    return NodeClassProblem(ready.reason or REASON_NOT_RESOLVED, ready.message or "EC2NodeClass is not Ready")
 
 
 class AwsCloudProvider:
@@ -175,7 +164,7 @@ class AwsCloudProvider:
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
         if isinstance(node_class, KWOKNodeClass):
             return NodeClassProblem(REASON_NODECLASS_NOT_SERVED, NOT_SERVED_MESSAGE)
-        return _ready_problem(node_class)
+        return node_class_problem_from_status(node_class)
 
     def _node_class(self, ref: NodeClassRef) -> EC2NodeClass:
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)

@@ -19,6 +19,18 @@ as reason and its message; one that may pass (throttling, 5xx, no
 connection) is raised instead, so the caller keeps the last good status
 rather than making a healthy class unready for a blip.
 
+What a NodePool sees of the class is its ``Ready`` condition:
+:func:`node_class_problem_from_status` reads it, as Karpenter's NodePool
+readiness controller does (the pool's ``NodeClassReady`` copies the class'
+reason and message; no ``Ready`` yet reads as Karpenter's
+``NodeClassReadinessUnknown``). Karpenter's ``Ready=False`` message only
+names the failing conditions (``SubnetsReady=False``); karpy's names each
+with its reason and message (:func:`ready_naming_causes`), so the pool's
+condition and its pods' FailedScheduling events say which selector to fix
+without a second ``kubectl describe``. The status controller writes that
+message and the problem repeats it, so the NodePool status controller,
+which writes a node class' ``Ready`` from the problem, finds nothing to change.
+
 The instance profile is Karpenter's: ``instanceProfile`` is used as given
 once it is found to exist; for a ``role`` karpy keeps a profile of its own,
 named after the cluster and a digest of region and class name (stable, so it
@@ -34,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from karpy.api.conditions import FALSE, TRUE, Condition, find_condition, set_condition
-from karpy.api.nodeclass import EC2NodeClass
+from karpy.api.nodeclass import EC2NodeClass, NodeClassStatus, StatusAMI, StatusSecurityGroup, StatusSubnet
 from karpy.api.nodepool import CONDITION_READY
 from karpy.api.requirements import LABEL_REGION, Requirement
 from karpy.cloud.aws.client import AwsApiError, AwsClient
@@ -55,6 +67,7 @@ from karpy.cloud.aws.selectors import (
     security_group_filters,
     subnet_filters,
 )
+from karpy.cloud.provider import NodeClassProblem
 from karpy.controllers.nodepool import with_ready
 
 CONDITION_SUBNETS_READY = "SubnetsReady"
@@ -73,6 +86,8 @@ REASON_SUBNETS_NOT_FOUND = "SubnetsNotFound"
 REASON_SECURITY_GROUPS_NOT_FOUND = "SecurityGroupsNotFound"
 REASON_AMI_NOT_FOUND = "AMINotFound"
 REASON_INSTANCE_PROFILE_NOT_FOUND = "InstanceProfileNotFound"
+# Karpenter's NodePool reason while its node class' Ready is unknown (not resolved yet).
+REASON_NODECLASS_READINESS_UNKNOWN = "NodeClassReadinessUnknown"
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -117,6 +132,68 @@ class NodeClassResolution:
             status["instanceProfile"] = self.instance_profile
         status["conditions"] = [condition.to_dict() for condition in self.conditions]
         return status
+
+    def node_class_status(self) -> NodeClassStatus:
+        """The resolution as the model's status record, the one the cluster adapters write."""
+        return NodeClassStatus(
+            conditions=self.conditions,
+            subnets=tuple(StatusSubnet(subnet.id, subnet.zone, subnet.zone_id) for subnet in self.subnets),
+            security_groups=tuple(StatusSecurityGroup(sg.id, sg.name) for sg in self.security_groups),
+            amis=tuple(_status_ami(ami.to_status()) for ami in self.amis),
+            instance_profile=self.instance_profile,
+        )
+
+
+def _status_ami(written: dict[str, object]) -> StatusAMI:
+    # From the status entry, so the requirements are in the one format Karpenter writes.
+    requirements = written["requirements"]
+    assert isinstance(requirements, list)
+    return StatusAMI(
+        id=str(written["id"]),
+        name=str(written["name"]),
+        requirements=tuple(requirements),
+        deprecated=bool(written.get("deprecated", False)),
+    )
+
+
+def _unready_causes(conditions: tuple[Condition, ...]) -> str:
+    """The false dependents, each with its reason and message, in Karpenter's order."""
+    causes = []
+    for kind in DEPENDENTS:
+        found = find_condition(conditions, kind)
+        if found is not None and found.status == FALSE:
+            causes.append(f"{kind}=False ({found.reason}: {found.message})")
+    return "; ".join(causes)
+
+
+def ready_naming_causes(conditions: tuple[Condition, ...], now: float) -> tuple[Condition, ...]:
+    """``conditions`` with ``Ready`` summarizing the dependents; when false, naming their messages."""
+    conditions = with_ready(conditions, DEPENDENTS, now)
+    ready = find_condition(conditions, CONDITION_READY)
+    causes = _unready_causes(conditions)
+    if ready is None or ready.status != FALSE or not causes:
+        return conditions
+    return set_condition(conditions, CONDITION_READY, FALSE, now, ready.reason, causes)
+
+
+def node_class_problem_from_status(node_class: EC2NodeClass) -> NodeClassProblem | None:
+    """Why NodePools using ``node_class`` cannot launch, read from its status; None when it is Ready.
+
+    No ``Ready`` (or ``Unknown``): not resolved yet. ``Ready=False``: its reason,
+    and the false dependents with their messages (the message the status
+    controller writes; a status written by someone else gets the same from its
+    dependents, or its own message when it has none).
+    """
+    conditions = node_class.status.conditions
+    ready = find_condition(conditions, CONDITION_READY)
+    if ready is not None and ready.is_true:
+        return None
+    if ready is None or ready.status != FALSE:
+        return NodeClassProblem(
+            REASON_NODECLASS_READINESS_UNKNOWN,
+            "its subnets, security groups, AMIs and instance profile have not been resolved yet",
+        )
+    return NodeClassProblem(ready.reason, _unready_causes(conditions) or ready.message)
 
 
 class _Conditions:

@@ -1,0 +1,138 @@
+"""The EC2NodeClass status controller: what each selector picks, kept in the class' status.
+
+Karpenter's AWS provider resolves every EC2NodeClass against the account and
+writes the result to its status: ``subnets`` (with zones), ``securityGroups``,
+``amis``, ``instanceProfile`` and the conditions ``SubnetsReady``,
+``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady`` and
+``Ready``. The launch path reads only that status, so a CreateFleet call never
+waits on a DescribeSubnets, and ``kubectl get ec2nodeclass -o yaml`` shows
+exactly what karpy launches into. This controller does the same with
+:func:`~karpy.cloud.aws.resolution.resolve_node_class`:
+
+- **When**: as soon as a class appears or its spec changes (a status-only
+  change, which is what its own writes and the NodePool status controller's
+  are, does not count), and every :data:`RESOLVE_INTERVAL` seconds after
+  that, because what a selector matches changes without the class changing
+  (a subnet tagged, a new AMI published under an alias). Five minutes is
+  Karpenter's interval for its EC2NodeClass controller (``RequeueAfter:
+  5 * time.Minute``); it keeps the calls per class at a dozen an hour while a
+  new AMI or subnet is picked up well within the time anybody waits for it.
+- **What is written**: the resolution, through ``update_status``, only when
+  it differs from the stored status, and a condition's
+  ``lastTransitionTime`` moves only when its status flips
+  (:func:`karpy.api.conditions.set_condition`), so a periodic pass that finds
+  the same answer writes nothing. ``Ready=False`` names each failing
+  condition with its reason and message
+  (:func:`~karpy.cloud.aws.resolution.ready_naming_causes`): that is what the
+  NodePools using the class carry in ``NodeClassReady`` and their pending pods
+  in their FailedScheduling events.
+- **AWS errors**: one that retrying will not fix (access denied, say) is the
+  failing condition's reason, by resolution. One that may pass (throttling,
+  5xx, no answer) leaves the stored status as it is, so a healthy class does
+  not turn unready for a blip and an unready one keeps saying why, and the
+  class is resolved again in :data:`RETRY_INTERVAL` seconds. The first failure
+  of a streak is a warning, the rest are debug lines, and the recovery is an
+  info line, so an outage of an hour is two lines in the log, not 120.
+
+Why it is safe to run all the time: resolution only reads, except for the
+one idempotent write of an instance profile for a ``role`` (found again by
+its stable name), and a status is written only when it changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass
+from karpy.cloud.aws.client import AwsApiError, AwsClient
+from karpy.cloud.aws.resolution import ready_naming_causes, resolve_node_class
+from karpy.cloud.aws.settings import AwsSettings
+from karpy.controllers.interfaces import Clock, Cluster
+from karpy.controllers.nodepool import log_ready_change
+from karpy.controllers.runtime import Watch
+from karpy.logs import about
+
+log = logging.getLogger("karpy.aws.nodeclass")
+
+# Seconds between two resolutions of an unchanged class (Karpenter's interval).
+RESOLVE_INTERVAL = 300.0
+# Seconds until a resolution that AWS failed for a passing reason is tried again.
+RETRY_INTERVAL = 30.0
+
+
+def _spec_changed(old: EC2NodeClass, new: EC2NodeClass) -> bool:
+    """Whether anything but the metadata and the status differs (what a resolution depends on)."""
+    return dataclasses.replace(old, metadata=new.metadata, status=new.status) != new
+
+
+class EC2NodeClassStatusController:
+    """Resolves EC2NodeClasses and writes their status; see the module docstring. Keys are class names."""
+
+    name = "ec2nodeclass.status"
+
+    def __init__(self, cluster: Cluster, client: AwsClient, settings: AwsSettings, clock: Clock) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.settings = settings
+        self.clock = clock
+        # Classes whose last resolution AWS failed for a passing reason (a streak being logged).
+        self._failing: set[str] = set()
+
+    def watches(self) -> list[Watch]:
+        return [Watch(EC2_KIND, self._on_node_class)]
+
+    def _on_node_class(self, old: object | None, new: object | None) -> Iterable[str]:
+        if not isinstance(new, EC2NodeClass):
+            if isinstance(old, EC2NodeClass):
+                self._failing.discard(old.name)
+            return ()
+        if isinstance(old, EC2NodeClass) and not _spec_changed(old, new):
+            return ()
+        return [new.name]
+
+    def reconcile(self, key: str) -> float | None:
+        node_class = self.cluster.node_class(EC2_GROUP, EC2_KIND, key)
+        if not isinstance(node_class, EC2NodeClass) or node_class.metadata.deleting:
+            self._failing.discard(key)
+            return None
+        now = self.clock.now()
+        try:
+            resolution = resolve_node_class(node_class, self.client, self.settings.resolution(), now)
+        except AwsApiError as error:
+            self._failed(node_class, error)
+            return RETRY_INTERVAL
+        if key in self._failing:
+            self._failing.discard(key)
+            log.info(
+                "ec2nodeclass %s resolved again after AWS errors",
+                key,
+                extra=about(node_class, controller=self.name),
+            )
+        status = dataclasses.replace(
+            resolution.node_class_status(), conditions=ready_naming_causes(resolution.conditions, now)
+        )
+        if status != node_class.status:
+            self.cluster.update_status(dataclasses.replace(node_class, status=status))
+            log_ready_change(node_class, node_class.status.conditions, status.conditions, self.name)
+        return RESOLVE_INTERVAL
+
+    def _failed(self, node_class: EC2NodeClass, error: AwsApiError) -> None:
+        if node_class.name in self._failing:
+            log.debug(
+                "ec2nodeclass %s: still not resolved, AWS answered %s",
+                node_class.name,
+                error,
+                extra=about(node_class, controller=self.name),
+            )
+            return
+        self._failing.add(node_class.name)
+        log.warning(
+            "ec2nodeclass %s not resolved, its status is kept and resolution retried every %gs"
+            " until AWS answers: %s",
+            node_class.name,
+            RETRY_INTERVAL,
+            error,
+            extra=about(node_class, controller=self.name),
+        )

@@ -1,0 +1,257 @@
+"""Instance prices refreshed from AWS: on-demand from the Pricing API, spot from the price history.
+
+karpy chooses the cheapest offering that fits and consolidates onto cheaper
+ones, so its prices must be AWS' current ones, as Karpenter's are. The bundled
+catalog (:mod:`karpy.cloud.aws_catalog`, with the date it was captured) is the
+starting point and the fallback; :class:`PricingRefresher` replaces it with
+what AWS says, at start and every :data:`REFRESH_INTERVAL` seconds (12 hours,
+Karpenter's pricing interval), and hands the result to a :class:`PriceSink`
+(the AWS cloud provider):
+
+- **on-demand**: GetProducts of the Pricing API for AmazonEC2 in the
+  instances' region, Linux, shared tenancy, no pre-installed software,
+  capacity status ``Used``, operation ``RunInstances`` (plain Linux);
+- **spot**: DescribeSpotPriceHistory for ``Linux/UNIX`` from an hour ago, the
+  newest price of each (type, zone).
+
+What AWS reports is laid over the bundled prices (types AWS does not list
+keep theirs), so a type is never left without a price.
+
+**Refusing a bad answer.** Each kind of price is checked on its own, and a
+refresh that fails is not applied: the previous prices stay (the bundled ones
+until a refresh succeeds). It fails when AWS answers with an error, with
+nothing, or with something implausible:
+
+- fewer than half of the bundled types priced: the filter or the parsing
+  missed most of the list (a renamed attribute, a region with no price list),
+  and prices for the few types found would make those alone look cheap or
+  dear against bundled ones from another day;
+- an on-demand price more than :data:`MAX_FACTOR` (10) times off the bundled
+  one, or a spot price above 10 times the bundled on-demand price or below
+  1/100 of it: regions differ by well under 2 times and spot discounts stop
+  at about 90 %, so such a price is a unit or currency error (a monthly
+  price, a yuan read as a dollar, a placeholder), and one wrong price is
+  enough to steer every launch to that type, so the whole answer is refused.
+
+A failed refresh is retried after :data:`RETRY_INTERVAL` (an hour: a few
+calls an hour cost nothing and stale prices are fixed within the hour).
+It is one warning in the log when a streak of failures starts, not one per
+attempt, and one info line when a refresh succeeds again; the metrics
+``karpenter_cloudprovider_pricing_refresh_failures_total{capacity_type,reason}``
+(``reason``: ``error``, ``empty``, ``implausible``) and
+``karpenter_cloudprovider_pricing_last_refresh_timestamp_seconds{capacity_type}``
+(when that kind was last refreshed from AWS; absent while the bundled prices
+are in use) tell a dashboard the same. Karpenter has no metric for this; the
+names follow its ``karpenter_cloudprovider_`` family.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from karpy.cloud.aws.client import AwsApiError, AwsClient
+from karpy.cloud.aws_catalog import Catalog, load_catalog
+from karpy.controllers.interfaces import Clock
+from karpy.controllers.karpenter_metrics import NAMESPACE, Metrics
+from karpy.controllers.runtime import Watch
+from karpy.logs import about
+
+log = logging.getLogger("karpy.aws.pricing")
+
+REFRESH_KEY = "refresh"
+# Seconds between two refreshes (Karpenter's 12 hours), and after a failed one.
+REFRESH_INTERVAL = 12 * 3600.0
+RETRY_INTERVAL = 3600.0
+# How far a price may be from the bundled one before the answer is refused.
+MAX_FACTOR = 10.0
+# Below this fraction of the bundled on-demand price a spot price is a placeholder.
+MIN_SPOT_FRACTION = 0.01
+# The share of the bundled types a refresh must price.
+MIN_COVERAGE = 0.5
+# Spot prices are asked from this many seconds back (the price in effect then, and changes since).
+SPOT_HISTORY = 3600.0
+
+REASON_ERROR = "error"
+REASON_EMPTY = "empty"
+REASON_IMPLAUSIBLE = "implausible"
+
+OnDemandPrices = Mapping[str, float]
+SpotPrices = Mapping[tuple[str, str], float]
+Prices = TypeVar("Prices", OnDemandPrices, SpotPrices)
+
+
+class PriceSink(Protocol):
+    """Who uses the prices: the AWS cloud provider."""
+
+    def update_prices(self, on_demand: OnDemandPrices, spot: SpotPrices) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Why an answer was not applied: a metric reason and a message for the log."""
+
+    reason: str
+    message: str
+
+
+def check_on_demand(prices: OnDemandPrices, bundled: OnDemandPrices) -> Refused | None:
+    """None when ``prices`` may replace the on-demand prices; see the module docstring."""
+    if not prices:
+        return Refused(REASON_EMPTY, "the Pricing API listed no on-demand prices")
+    priced = sum(1 for name in bundled if name in prices)
+    if priced < MIN_COVERAGE * len(bundled):
+        return Refused(
+            REASON_IMPLAUSIBLE,
+            f"on-demand prices for only {priced} of the {len(bundled)} instance types karpy knows",
+        )
+    for name, price in sorted(prices.items()):
+        reference = bundled.get(name)
+        if reference and not reference / MAX_FACTOR <= price <= reference * MAX_FACTOR:
+            return Refused(
+                REASON_IMPLAUSIBLE,
+                f"on-demand price of {name} is {price:g}/h, more than {MAX_FACTOR:g} times off"
+                f" the bundled {reference:g}/h",
+            )
+    return None
+
+
+def check_spot(prices: SpotPrices, bundled_on_demand: OnDemandPrices) -> Refused | None:
+    """None when ``prices`` may replace the spot prices; see the module docstring."""
+    if not prices:
+        return Refused(REASON_EMPTY, "the spot price history holds no prices")
+    types = {name for name, _ in prices}
+    priced = sum(1 for name in bundled_on_demand if name in types)
+    if priced < MIN_COVERAGE * len(bundled_on_demand):
+        return Refused(
+            REASON_IMPLAUSIBLE,
+            f"spot prices for only {priced} of the {len(bundled_on_demand)} instance types karpy knows",
+        )
+    for (name, zone), price in sorted(prices.items()):
+        reference = bundled_on_demand.get(name)
+        if reference and not reference * MIN_SPOT_FRACTION <= price <= reference * MAX_FACTOR:
+            return Refused(
+                REASON_IMPLAUSIBLE,
+                f"spot price of {name} in {zone} is {price:g}/h against an on-demand price of"
+                f" {reference:g}/h",
+            )
+    return None
+
+
+class PricingRefresher:
+    """Refreshes the prices a :class:`PriceSink` uses; see the module docstring. One key: ``refresh``."""
+
+    name = "pricing"
+
+    def __init__(
+        self,
+        client: AwsClient,
+        sink: PriceSink,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        interval: float = REFRESH_INTERVAL,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self.client = client
+        self.sink = sink
+        self.clock = clock
+        self.interval = interval
+        self.catalog = catalog or load_catalog()
+        registry = (metrics if metrics is not None else Metrics()).registry
+        self.failures = registry.counter(
+            f"{NAMESPACE}_cloudprovider_pricing_refresh_failures_total",
+            "Number of instance price refreshes that failed or were refused, the previous prices being "
+            "kept. Labeled by capacity type and reason (error, empty, implausible).",
+            ["capacity_type", "reason"],
+        )
+        self.last_refresh = registry.gauge(
+            f"{NAMESPACE}_cloudprovider_pricing_last_refresh_timestamp_seconds",
+            "When the prices of a capacity type were last refreshed from AWS (Unix time); absent while "
+            "the bundled prices are in use.",
+            ["capacity_type"],
+        )
+        self.bundled_on_demand: dict[str, float] = {
+            entry.name: entry.on_demand_price for entry in self.catalog.entries
+        }
+        bundled_spot = {
+            (entry.name, zone): price
+            for entry in self.catalog.entries
+            for zone, price in entry.spot_prices.items()
+        }
+        # The prices in use: the bundled ones, each replaced by AWS' once a refresh is accepted.
+        self.on_demand: dict[str, float] = dict(self.bundled_on_demand)
+        self.spot: dict[tuple[str, str], float] = dict(bundled_spot)
+        self._bundled_spot = bundled_spot
+        # The capacity types whose last refresh failed (a streak being logged).
+        self._failing: set[str] = set()
+        self._started = False
+
+    def watches(self) -> list[Watch]:
+        # Prices matter once there is something to launch: the first NodePool starts the refreshes,
+        # which then keep themselves going by requeueing.
+        return [Watch("NodePool", self._start)]
+
+    def _start(self, old: object | None, new: object | None) -> Iterable[str]:
+        return () if self._started else [REFRESH_KEY]
+
+    def reconcile(self, key: str) -> float | None:
+        self._started = True
+        now = self.clock.now()
+        on_demand = self._refreshed(
+            CAPACITY_TYPE_ON_DEMAND,
+            lambda: self.client.on_demand_prices(self.client.region),
+            lambda prices: check_on_demand(prices, self.bundled_on_demand),
+            now,
+        )
+        spot = self._refreshed(
+            CAPACITY_TYPE_SPOT,
+            lambda: self.client.spot_prices(now - SPOT_HISTORY),
+            lambda prices: check_spot(prices, self.bundled_on_demand),
+            now,
+        )
+        if on_demand is not None:
+            self.on_demand = {**self.bundled_on_demand, **on_demand}
+        if spot is not None:
+            self.spot = {**self._bundled_spot, **spot}
+        if on_demand is not None or spot is not None:
+            self.sink.update_prices(self.on_demand, self.spot)
+        return self.interval if on_demand is not None and spot is not None else RETRY_INTERVAL
+
+    def _refreshed(
+        self,
+        capacity_type: str,
+        fetch: Callable[[], Prices],
+        check: Callable[[Prices], Refused | None],
+        now: float,
+    ) -> Prices | None:
+        """The prices ``fetch`` returns when ``check`` accepts them, else None (logged and counted)."""
+        try:
+            prices = fetch()
+        except AwsApiError as error:
+            refused: Refused | None = Refused(REASON_ERROR, f"AWS answered {error}")
+        else:
+            refused = check(prices)
+        if refused is None:
+            self.last_refresh.labels(capacity_type=capacity_type).set(now)
+            if capacity_type in self._failing:
+                self._failing.discard(capacity_type)
+                log.info(
+                    "%s prices refreshed from AWS again", capacity_type, extra=about(controller=self.name)
+                )
+            return prices
+        self.failures.labels(capacity_type=capacity_type, reason=refused.reason).inc()
+        if capacity_type in self._failing:
+            log.debug("%s prices not refreshed: %s", capacity_type, refused.message)
+        else:
+            self._failing.add(capacity_type)
+            log.warning(
+                "%s prices not refreshed, keeping the previous ones (bundled: %s): %s",
+                capacity_type,
+                self.catalog.retrieved,
+                refused.message,
+                extra=about(controller=self.name),
+            )
+        return None
