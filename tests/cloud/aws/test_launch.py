@@ -39,6 +39,7 @@ from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup, launch_option
 from karpy.cloud.aws.provider import AwsCloudProvider
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.provider import (
+    CloudProviderError,
     InsufficientCapacityError,
     LaunchInProgressError,
     NodeClaimNotFoundError,
@@ -414,3 +415,32 @@ def test_launch_templates_of_a_deleted_node_class_are_cleaned_up(harness: Harnes
     assert orphan not in remaining
     assert any(tags.get("karpenter.k8s.aws/ec2nodeclass") == "default" for tags in remaining.values())
     assert orphan not in harness.provider.templates._known
+
+
+def test_other_fleet_errors_carry_aws_message_and_mark_nothing(harness: Harness) -> None:
+    harness.proxy.refuse_capacity(code="InvalidFleetConfiguration")
+    with pytest.raises(CloudProviderError) as raised:
+        harness.launch(harness.nodeclaim("invalid"))
+    assert not isinstance(raised.value, InsufficientCapacityError)
+    assert "InvalidFleetConfiguration: There is no spot capacity" in str(raised.value)
+    assert harness.provider.unavailable.now() == frozenset()
+
+
+def test_prices_are_replaced_and_drift_follows_the_class_amis(harness: Harness) -> None:
+    harness.provider.update_prices({"c5.large": 1.5}, {("c5.large", "us-east-1a"): 0.5})
+    [c5_large] = [t for t in harness.provider.get_instance_types(nodepool_for()) if t.name == "c5.large"]
+    prices = {(o.zone, o.capacity_type): o.price for o in c5_large.offerings}
+    assert prices[("us-east-1a", "on-demand")] == prices[("us-east-1b", "on-demand")] == 1.5
+    assert prices[("us-east-1a", "spot")] == 0.5
+    assert prices[("us-east-1b", "spot")] == 0.0313  # unchanged: not in the refresh
+
+    claim = harness.nodeclaim("drift").with_metadata(labels={LABEL_INSTANCE_TYPE: "c5.large"})
+    current = claim.with_status(image_id=harness.aws.ami_new_x86)
+    assert harness.provider.is_drifted(current) == ""
+    assert harness.provider.is_drifted(claim.with_status(image_id=harness.aws.ami_old_x86)) == "AMIDrift"
+    # The arm64 AMI serves no x86 type: an x86 instance running it has drifted too.
+    assert harness.provider.is_drifted(claim.with_status(image_id=harness.aws.ami_arm64)) == "AMIDrift"
+    assert {(p.condition_type, p.condition_status) for p in harness.provider.repair_policies()} >= {
+        ("Ready", "False"),
+        ("Ready", "Unknown"),
+    }
