@@ -127,3 +127,14 @@ def test_latency_is_added_per_action(proxy: FaultProxy, aws: AwsWorld) -> None:
     started = time.monotonic()
     ec2.describe_vpcs()
     assert time.monotonic() - started < 0.5
+
+
+def test_throttling_at_a_rate_refuses_calls_beyond_it(proxy: FaultProxy, aws: AwsWorld) -> None:
+    ec2 = _ec2(proxy, NO_RETRIES)
+    proxy.throttle("DescribeVpcs", per_second=1)
+    assert ec2.describe_vpcs()["Vpcs"]
+    with pytest.raises(ClientError) as raised:
+        ec2.describe_vpcs()
+    assert raised.value.response["Error"]["Code"] == "RequestLimitExceeded"
+    time.sleep(1.1)
+    assert ec2.describe_vpcs()["Vpcs"]
