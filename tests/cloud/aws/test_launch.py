@@ -39,12 +39,15 @@ from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup, launch_option
 from karpy.cloud.aws.provider import AwsCloudProvider
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.provider import (
+    LAUNCH_FINISHED,
     CloudProviderError,
     InsufficientCapacityError,
     LaunchInProgressError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
+from karpy.controllers.nodeclaim import NodeClaimLifecycle
+from karpy.controllers.runtime import Runtime
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
@@ -305,30 +308,57 @@ def test_a_launch_template_deleted_behind_karpys_back_is_recreated_once(harness:
 
 
 def test_fifty_launches_with_slow_create_fleet_run_concurrently(harness: Harness) -> None:
+    """The real lifecycle controller and runtime, fed as ``karpy run`` feeds them: one queue of changes."""
     harness.proxy.delay("CreateFleet", 2.0)
-    claims = [harness.nodeclaim(f"many-{index}") for index in range(50)]
+    changes: queue.Queue[tuple[str, object | None, object | None]] = queue.Queue()
+    harness.cluster.subscribe(lambda kind, old, new: changes.put((kind, old, new)))
+    provider = AwsCloudProvider(
+        harness.cluster,
+        harness.client,
+        harness.settings,
+        harness.clock,
+        wake=lambda name: changes.put((LAUNCH_FINISHED, None, name)),
+    )
+    runtime = Runtime(harness.clock)
+    runtime.register(NodeClaimLifecycle(harness.cluster, provider, harness.clock))
     started = time.monotonic()
-    for claim in claims:
-        with pytest.raises(LaunchInProgressError):
-            harness.provider.create(claim)
-        with pytest.raises(LaunchInProgressError):  # reconciled again while in flight: no second launch
-            harness.provider.create(claim)
-    launched: dict[str, NodeClaim] = {}
-    while len(launched) < len(claims):
-        name = harness.woken.get(timeout=WAIT)
-        claim = next(c for c in claims if c.name == name)
-        launched[name] = harness.provider.create(claim)
+    claims = [harness.nodeclaim(f"many-{index}") for index in range(50)]
+    try:
+        while not all(harness.cluster.nodeclaim(claim.name).launched for claim in claims):  # type: ignore[union-attr]
+            assert time.monotonic() - started < WAIT, "the launches did not finish"
+            kind, old, new = changes.get(timeout=WAIT)
+            runtime.on_change(kind, old, new)
+            while not changes.empty():
+                runtime.on_change(*changes.get_nowait())
+            runtime.run_due()
+    finally:
+        provider.close()
     elapsed = time.monotonic() - started
     per_claim = harness.proxy.fleets_per_nodeclaim()
     print(
         f"\n50 NodeClaims, 2 s per CreateFleet, {harness.settings.launch_concurrency} at once: "
         f"all launched in {elapsed:.1f} s (one at a time: >= 100 s); "
-        f"CreateFleet calls per NodeClaim: {sorted(set(per_claim[c.name] for c in claims))}"
+        f"CreateFleet calls per NodeClaim: {sorted({per_claim[c.name] for c in claims})}"
     )
     assert elapsed < 50 * 2.0 / 3
+    assert runtime.errors == []
     assert all(per_claim[claim.name] == 1 for claim in claims)
     assert all(len(harness.instances(claim.name)) == 1 for claim in claims)
-    assert len({claim.status.provider_id for claim in launched.values()}) == 50
+    assert {event.reason for event in harness.cluster.events} == {"Launched"}
+    provider_ids = {harness.cluster.nodeclaim(claim.name).status.provider_id for claim in claims}  # type: ignore[union-attr]
+    assert len(provider_ids) == 50
+
+
+def test_a_nodeclaim_reconciled_again_while_its_launch_runs_launches_once(harness: Harness) -> None:
+    harness.proxy.delay("CreateFleet", 0.5)
+    claim = harness.nodeclaim("again")
+    for _ in range(3):
+        with pytest.raises(LaunchInProgressError):
+            harness.provider.create(claim)
+    assert harness.woken.get(timeout=WAIT) == claim.name
+    harness.provider.create(claim)
+    assert harness.proxy.fleets_per_nodeclaim()[claim.name] == 1
+    assert len(harness.instances(claim.name)) == 1
 
 
 def test_a_nodeclaim_older_than_the_provider_adopts_its_instance(harness: Harness) -> None:
