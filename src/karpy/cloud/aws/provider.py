@@ -202,6 +202,10 @@ class AwsCloudProvider:
             self._types_cache = (key, types)
         return types
 
+    def _entry(self, name: str) -> CatalogEntry | None:
+        with self._lock:
+            return self._entries.get(name)
+
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         with self._lock:
             self.unavailable.mark(instance_type, zone, capacity_type)
@@ -335,7 +339,7 @@ class AwsCloudProvider:
         self, instance: Ec2Instance, node_class: EC2NodeClass | None, spec: NodeClaimSpec
     ) -> NodeClaim:
         """The NodeClaim the instance makes: type, zone and capacity-type labels, capacity, providerID."""
-        entry: CatalogEntry | None = self._entries.get(instance.instance_type)
+        entry = self._entry(instance.instance_type)
         labels: dict[str, str] = {}
         capacity: dict[str, int] = {}
         allocatable: dict[str, int] = {}
@@ -388,6 +392,7 @@ class AwsCloudProvider:
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         self._launched.pop(nodeclaim.name, None)
+        self.launcher.take(nodeclaim.name)  # a result nobody will collect now
         instance_id = instance_id_of(nodeclaim.status.provider_id)
         if not instance_id:
             raise NodeClaimNotFoundError(f"NodeClaim {nodeclaim.name} has no EC2 instance")
@@ -405,7 +410,7 @@ class AwsCloudProvider:
         ref = nodeclaim.spec.node_class_ref
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
         image_id = nodeclaim.status.image_id
-        entry = self._entries.get(nodeclaim.instance_type)
+        entry = self._entry(nodeclaim.instance_type)
         if (
             not isinstance(node_class, EC2NodeClass)
             or not node_class.status.amis
