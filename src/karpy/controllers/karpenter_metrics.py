@@ -71,6 +71,7 @@ from karpy.api.quantity import ResourceAmounts
 from karpy.cloud.provider import (
     CloudProvider,
     InsufficientCapacityError,
+    LaunchInProgressError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
     NodeClassProblem,
@@ -292,6 +293,8 @@ class MeteredCloudProvider:
         started = time.perf_counter()
         try:
             return call()
+        except LaunchInProgressError:
+            raise  # a launch running in the background, not an error
         except Exception as error:
             self.metrics.cloudprovider_errors.labels(
                 controller=self.controller, method=method, provider=self.name, error=cloud_error_label(error)

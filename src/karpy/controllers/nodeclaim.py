@@ -4,6 +4,11 @@ One reconcile moves a NodeClaim as far as the world lets it:
 
 - **launch**: the cloud provider creates the instance; the NodeClaim takes
   the launched type's labels, capacity and allocatable and its providerID.
+  A provider whose launches take seconds (AWS) raises
+  ``LaunchInProgressError`` and launches in the background: that is not a
+  failure (no Event, no warning); the NodeClaim is reconciled again when the
+  provider posts ``LaunchFinished`` with its name, and otherwise only at its
+  launch deadline.
   An insufficient-capacity error deletes the NodeClaim (with an Event): its
   pods become pending again and the next provisioning pass picks another
   offering, which the cloud now reports unavailable.
@@ -39,7 +44,13 @@ from karpy.api.nodeclaim import (
     NodeClaim,
 )
 from karpy.api.taints import UNREGISTERED_TAINT_KEY
-from karpy.cloud.provider import CloudProvider, CloudProviderError, InsufficientCapacityError
+from karpy.cloud.provider import (
+    LAUNCH_FINISHED,
+    CloudProvider,
+    CloudProviderError,
+    InsufficientCapacityError,
+    LaunchInProgressError,
+)
 from karpy.controllers.interfaces import (
     EVENT_NORMAL,
     EVENT_WARNING,
@@ -63,6 +74,11 @@ def _nodeclaim_names(old: object | None, new: object | None) -> Iterable[str]:
     return [obj.name] if isinstance(obj, NodeClaim) else []
 
 
+def _launch_finished(old: object | None, new: object | None) -> Iterable[str]:
+    # A provider's background launch ended; the change's object is the NodeClaim's name.
+    return [new] if isinstance(new, str) else []
+
+
 class NodeClaimLifecycle:
     name = "nodeclaim.lifecycle"
 
@@ -75,7 +91,11 @@ class NodeClaimLifecycle:
         self.metrics = metrics if metrics is not None else Metrics()
 
     def watches(self) -> list[Watch]:
-        return [Watch("NodeClaim", _nodeclaim_names), Watch("Node", self._on_node)]
+        return [
+            Watch("NodeClaim", _nodeclaim_names),
+            Watch("Node", self._on_node),
+            Watch(LAUNCH_FINISHED, _launch_finished),
+        ]
 
     def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
         node = new if new is not None else old
@@ -116,6 +136,9 @@ class NodeClaimLifecycle:
                 return None
             try:
                 launched = self._launch(nodeclaim, now)
+            except LaunchInProgressError:
+                # LAUNCH_FINISHED wakes this NodeClaim; the deadline is the backstop.
+                return max(0.0, created + LAUNCH_TTL - now)
             except CloudProviderError:
                 return min(LAUNCH_RETRY, max(0.0, created + LAUNCH_TTL - now))
             if launched is None:
@@ -152,6 +175,8 @@ class NodeClaimLifecycle:
     def _launch(self, nodeclaim: NodeClaim, now: float) -> NodeClaim | None:
         try:
             launched = self.cloud.create(nodeclaim)
+        except LaunchInProgressError:
+            raise  # not a failure: the launch runs in the background
         except InsufficientCapacityError as error:
             self.cluster.record_event(nodeclaim, EVENT_WARNING, "InsufficientCapacityError", str(error))
             log.warning(

@@ -18,8 +18,9 @@ jitter before an error reaches karpy; what still fails is marked
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,56 @@ _RETRYABLE_CODES = frozenset(
         "Unavailable",
     }
 )
+
+
+# Instance states that still hold (or will hold) capacity: what get/list report, as Karpenter filters them.
+LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+
+@dataclass(frozen=True, slots=True)
+class Ec2Instance:
+    """What the provider reads of an EC2 instance."""
+
+    id: str
+    instance_type: str
+    zone: str
+    capacity_type: str  # "spot" or "on-demand"
+    image_id: str
+    state: str
+    launch_time: float
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplate:
+    id: str
+    name: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _instance(found: Mapping[str, Any]) -> Ec2Instance:
+    return Ec2Instance(
+        id=found["InstanceId"],
+        instance_type=found.get("InstanceType", ""),
+        zone=found.get("Placement", {}).get("AvailabilityZone", ""),
+        capacity_type="spot" if found.get("InstanceLifecycle") == "spot" else "on-demand",
+        image_id=found.get("ImageId", ""),
+        state=found.get("State", {}).get("Name", ""),
+        launch_time=found["LaunchTime"].timestamp() if "LaunchTime" in found else 0.0,
+        subnet_id=found.get("SubnetId", ""),
+        security_group_ids=tuple(group["GroupId"] for group in found.get("SecurityGroups", ())),
+        tags={tag["Key"]: tag["Value"] for tag in found.get("Tags", ())},
+    )
+
+
+def _template(found: Mapping[str, Any]) -> LaunchTemplate:
+    return LaunchTemplate(
+        id=found.get("LaunchTemplateId", ""),
+        name=found.get("LaunchTemplateName", ""),
+        tags={tag["Key"]: tag["Value"] for tag in found.get("Tags", ())},
+    )
 
 
 class AwsApiError(Exception):
@@ -98,7 +149,7 @@ def _deprecated(deprecation_time: str, now: float) -> bool:
 
 
 class AwsClient:
-    """The EC2, SSM and IAM calls EC2NodeClass resolution makes."""
+    """The EC2, SSM and IAM calls of EC2NodeClass resolution, and the EC2 calls that launch and terminate."""
 
     def __init__(self, session: boto3.session.Session) -> None:
         self._ec2: EC2Client = session.client("ec2", config=_RETRIES)
@@ -196,6 +247,82 @@ class AwsClient:
                     self._iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
             if role not in current:
                 self._iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
+
+    # -- launching (the provider's CreateFleet path) -------------------------
+
+    def create_fleet(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """CreateFleet with ``request`` (:mod:`karpy.cloud.aws.fleet`): its ``Errors`` and ``Instances``."""
+        with _translated():
+            response = self._ec2.create_fleet(**request)
+        return {"Errors": response.get("Errors", []), "Instances": response.get("Instances", [])}
+
+    def launch_templates_named(self, names: Sequence[str]) -> list[LaunchTemplate]:
+        """The launch templates of those names that exist (none is not an error)."""
+        with _translated():
+            found = self._ec2.describe_launch_templates(
+                Filters=[{"Name": "launch-template-name", "Values": list(names)}]
+            )["LaunchTemplates"]
+        return [_template(item) for item in found]
+
+    def launch_templates_tagged(self, key: str, value: str) -> list[LaunchTemplate]:
+        templates: list[LaunchTemplate] = []
+        with _translated():
+            paginator = self._ec2.get_paginator("describe_launch_templates")
+            for page in paginator.paginate(Filters=[{"Name": f"tag:{key}", "Values": [value]}]):
+                templates.extend(_template(item) for item in page["LaunchTemplates"])
+        return templates
+
+    def create_launch_template(self, name: str, data: Mapping[str, Any], tags: Mapping[str, str]) -> str:
+        with _translated():
+            created = self._ec2.create_launch_template(
+                LaunchTemplateName=name,
+                LaunchTemplateData=data,  # type: ignore[arg-type]
+                TagSpecifications=[
+                    {
+                        "ResourceType": "launch-template",
+                        "Tags": [{"Key": key, "Value": value} for key, value in tags.items()],
+                    }
+                ],
+            )
+        return created["LaunchTemplate"].get("LaunchTemplateId", "")
+
+    def delete_launch_template(self, name: str) -> None:
+        with _translated():
+            self._ec2.delete_launch_template(LaunchTemplateName=name)
+
+    def describe_instances(
+        self, *, ids: Sequence[str] = (), filters: tuple[Filter, ...] = ()
+    ) -> list[Ec2Instance]:
+        """Live instances (:data:`LIVE_INSTANCE_STATES`) by id and/or filters; unknown ids: none."""
+        state = ("instance-state-name", LIVE_INSTANCE_STATES)
+        instances: list[Ec2Instance] = []
+        try:
+            with _translated():
+                paginator = self._ec2.get_paginator("describe_instances")
+                pages = (
+                    paginator.paginate(InstanceIds=list(ids), Filters=_filters((*filters, state)))
+                    if ids
+                    else paginator.paginate(Filters=_filters((*filters, state)))
+                )
+                for page in pages:
+                    for reservation in page["Reservations"]:
+                        instances.extend(_instance(found) for found in reservation["Instances"])
+        except AwsApiError as error:
+            if error.code in ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"):
+                return []
+            raise
+        return sorted(instances, key=lambda instance: instance.id)
+
+    def terminate_instances(self, ids: Sequence[str]) -> dict[str, str]:
+        """Terminate; the state each instance was in before (empty for ids EC2 does not know)."""
+        try:
+            with _translated():
+                changes = self._ec2.terminate_instances(InstanceIds=list(ids))["TerminatingInstances"]
+        except AwsApiError as error:
+            if error.code == "InvalidInstanceID.NotFound":
+                return {}
+            raise
+        return {change["InstanceId"]: change.get("PreviousState", {}).get("Name", "") for change in changes}
 
     # -- pricing -------------------------------------------------------------------
     #

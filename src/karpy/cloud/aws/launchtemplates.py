@@ -1,0 +1,228 @@
+"""Launch templates: one per distinct set of launch options, named by their hash, found again after a restart.
+
+A CreateFleet call names launch templates; what differs between launches of
+one node class is the AMI (one per architecture) and the user data (labels
+and taints of the pool), so a template is made per distinct
+:class:`LaunchOptions`: AMI, user data, security groups, instance profile,
+IMDS options, block devices, monitoring, public IP and tags.
+
+**Names.** ``karpenter.k8s.aws/<hash>``, the hash a digest of the options in
+a canonical form, as Karpenter names them. The same options give the same
+name in every process, so after a restart a template is found by name
+(DescribeLaunchTemplates) instead of made twice; two processes racing to
+create it both succeed ("already exists" means the other one won, with the
+same content). Nothing else is remembered: the in-process cache only saves
+the describe call.
+
+**IMDS.** The class' ``metadataOptions``, whose defaults are Karpenter's:
+IMDSv2 only (``HttpTokens=required``) and a hop limit of 1, so a pod cannot
+reach the node's credentials through the metadata service.
+
+**Tags and cleanup.** Each template carries ``karpenter.k8s.aws/cluster``,
+``karpenter.k8s.aws/ec2nodeclass`` and the cluster's ownership tag, as
+Karpenter tags them. :class:`LaunchTemplateCleanup` deletes the cluster's
+templates whose node class no longer exists, when an EC2NodeClass goes away
+and hourly (a deletion missed while karpy was down is caught then). A
+template deleted behind karpy's back is recreated: :meth:`LaunchTemplates.forget`
+drops it from the cache and the next :meth:`LaunchTemplates.ensure` creates it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, MetadataOptions
+from karpy.api.nodeclass import BlockDeviceMapping as ClassBlockDeviceMapping
+from karpy.api.quantity import Quantity, amount_of
+from karpy.cloud.aws.client import AwsApiError, AwsClient
+from karpy.cloud.aws.fleet import LAUNCH_TEMPLATE_NOT_FOUND_CODES, TAG_NODECLASS, cluster_tag
+from karpy.controllers.interfaces import ClusterReader
+from karpy.controllers.runtime import Watch
+
+log = logging.getLogger("karpy.cloud.aws")
+
+TEMPLATE_NAME_PREFIX = "karpenter.k8s.aws/"
+TAG_CLUSTER = "karpenter.k8s.aws/cluster"
+ALREADY_EXISTS_CODE = "InvalidLaunchTemplateName.AlreadyExistsException"
+CLEANUP_INTERVAL = 3600.0
+_GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOptions:
+    """Everything a launch template holds; equal options share one template."""
+
+    image_id: str
+    user_data: str
+    security_group_ids: tuple[str, ...]
+    instance_profile: str
+    metadata_options: MetadataOptions
+    block_device_mappings: tuple[ClassBlockDeviceMapping, ...] = ()
+    detailed_monitoring: bool = False
+    associate_public_ip_address: bool | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return TEMPLATE_NAME_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:20]
+
+    def template_data(self) -> dict[str, Any]:
+        """The template's ``LaunchTemplateData``, as EC2 takes it."""
+        imds = self.metadata_options
+        data: dict[str, Any] = {
+            "ImageId": self.image_id,
+            "SecurityGroupIds": list(self.security_group_ids),
+            "MetadataOptions": {
+                "HttpEndpoint": imds.http_endpoint,
+                "HttpProtocolIpv6": imds.http_protocol_ipv6,
+                "HttpPutResponseHopLimit": imds.http_put_response_hop_limit,
+                "HttpTokens": imds.http_tokens,
+            },
+            "Monitoring": {"Enabled": self.detailed_monitoring},
+        }
+        if self.user_data:
+            data["UserData"] = base64.b64encode(self.user_data.encode()).decode()
+        if self.instance_profile:
+            data["IamInstanceProfile"] = {"Name": self.instance_profile}
+        if self.block_device_mappings:
+            data["BlockDeviceMappings"] = [_block_device(mapping) for mapping in self.block_device_mappings]
+        if self.associate_public_ip_address is not None:
+            # A network interface of its own carries the choice; the groups move onto it.
+            data["NetworkInterfaces"] = [
+                {
+                    "DeviceIndex": 0,
+                    "AssociatePublicIpAddress": self.associate_public_ip_address,
+                    "Groups": list(self.security_group_ids),
+                }
+            ]
+            del data["SecurityGroupIds"]
+        if self.tags:
+            data["TagSpecifications"] = [
+                {"ResourceType": "network-interface", "Tags": [{"Key": k, "Value": v} for k, v in self.tags]}
+            ]
+        return data
+
+
+def _block_device(mapping: ClassBlockDeviceMapping) -> dict[str, Any]:
+    ebs: dict[str, Any] = {}
+    if mapping.volume_size:
+        ebs["VolumeSize"] = math.ceil(amount_of("memory", Quantity.parse(mapping.volume_size)) / _GIB)
+    optional = {
+        "VolumeType": mapping.volume_type,
+        "Iops": mapping.iops,
+        "Throughput": mapping.throughput,
+        "Encrypted": mapping.encrypted,
+        "KmsKeyId": mapping.kms_key_id,
+        "DeleteOnTermination": mapping.delete_on_termination,
+        "SnapshotId": mapping.snapshot_id,
+    }
+    ebs.update({key: value for key, value in optional.items() if value not in (None, "")})
+    return {"DeviceName": mapping.device_name, "Ebs": ebs}
+
+
+def launch_options(node_class: EC2NodeClass, image_id: str, user_data: str) -> LaunchOptions:
+    """The options of the class' launches from ``image_id`` with ``user_data``, from its resolved status."""
+    return LaunchOptions(
+        image_id=image_id,
+        user_data=user_data,
+        security_group_ids=tuple(group.id for group in node_class.status.security_groups),
+        instance_profile=node_class.status.instance_profile or node_class.instance_profile,
+        metadata_options=node_class.metadata_options,
+        block_device_mappings=node_class.block_device_mappings,
+        detailed_monitoring=node_class.detailed_monitoring,
+        associate_public_ip_address=node_class.associate_public_ip_address,
+        tags=tuple(sorted(node_class.tags.items())),
+    )
+
+
+def template_tags(cluster_name: str, node_class_name: str, class_tags: Mapping[str, str]) -> dict[str, str]:
+    return {
+        **class_tags,
+        TAG_CLUSTER: cluster_name,
+        TAG_NODECLASS: node_class_name,
+        cluster_tag(cluster_name): "owned",
+    }
+
+
+class LaunchTemplates:
+    """Makes sure the template for some options exists; thread-safe (launches run on a pool)."""
+
+    def __init__(self, client: AwsClient, cluster_name: str) -> None:
+        self.client = client
+        self.cluster_name = cluster_name
+        self._lock = threading.Lock()
+        self._known: set[str] = set()
+
+    def ensure(self, options: LaunchOptions, node_class: EC2NodeClass) -> str:
+        """The name of the template for ``options``, created if AWS has none of that name."""
+        name = options.name
+        with self._lock:
+            if name in self._known:
+                return name
+        if not self.client.launch_templates_named((name,)):
+            try:
+                self.client.create_launch_template(
+                    name,
+                    options.template_data(),
+                    template_tags(self.cluster_name, node_class.name, node_class.tags),
+                )
+                log.info("created launch template %s for EC2NodeClass %s", name, node_class.name)
+            except AwsApiError as error:
+                if error.code != ALREADY_EXISTS_CODE:
+                    raise
+        with self._lock:
+            self._known.add(name)
+        return name
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop templates from the cache (deleted behind karpy's back, or by the cleanup)."""
+        with self._lock:
+            self._known.difference_update(names)
+
+
+def _cleanup_key(old: object | None, new: object | None) -> list[str]:
+    # A class' first sighting (the initial list at start) and its deletion start a cleanup.
+    if old is None or new is None:
+        return [LaunchTemplateCleanup.KEY]
+    return []
+
+
+class LaunchTemplateCleanup:
+    """Deletes the cluster's launch templates whose EC2NodeClass is gone (on its deletion and hourly)."""
+
+    name = "launchtemplate.cleanup"
+    KEY = "launch-templates"
+
+    def __init__(self, cluster: ClusterReader, client: AwsClient, templates: LaunchTemplates) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.templates = templates
+
+    def watches(self) -> list[Watch]:
+        return [Watch(EC2_KIND, _cleanup_key)]
+
+    def reconcile(self, key: str) -> float | None:
+        cluster_name = self.templates.cluster_name
+        orphans = [
+            template.name
+            for template in self.client.launch_templates_tagged(TAG_CLUSTER, cluster_name)
+            if self.cluster.node_class(EC2_GROUP, EC2_KIND, template.tags.get(TAG_NODECLASS, "")) is None
+        ]
+        for name in orphans:
+            try:
+                self.client.delete_launch_template(name)
+            except AwsApiError as error:
+                if error.code not in LAUNCH_TEMPLATE_NOT_FOUND_CODES:
+                    raise
+            log.info("deleted launch template %s: its EC2NodeClass is gone", name)
+        self.templates.forget(orphans)
+        return CLEANUP_INTERVAL

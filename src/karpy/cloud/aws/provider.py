@@ -1,0 +1,444 @@
+"""AwsCloudProvider: EC2 instances for EC2NodeClass pools (``karpy run --cloud-provider aws``).
+
+**What it offers** (``get_instance_types``): the bundled catalog
+(:mod:`karpy.cloud.aws_catalog`), each type offered in the zones of the
+class' resolved subnets only, priced with the latest prices
+(:meth:`update_prices`), sized with the class' kubelet settings as the
+simulator sizes them, and only the types some resolved AMI serves (an arm64
+AMI alone offers no x86 type). Offerings that failed for capacity in the
+last 3 minutes are reported unavailable (:class:`UnavailableOfferings`), so
+the next scheduling pass falls back to other types, zones or on-demand. A
+class that is missing or not Ready raises :class:`NodeClassNotReadyError`:
+nothing is planned for it, so no CreateFleet is ever attempted with a
+half-resolved class.
+
+**Launching never blocks the reconcile loop.** ``create`` hands the launch to
+a bounded pool (:mod:`karpy.cloud.aws.launcher`) and raises
+:class:`LaunchInProgressError`; when the launch is done the pool calls
+``wake(name)`` and the next ``create`` returns the hydrated NodeClaim or
+raises the launch's error. One launch is:
+
+1. for a NodeClaim older than this provider (karpy restarted, maybe between
+   CreateFleet and the NodeClaim's status write), look for an instance
+   already tagged ``karpenter.sh/nodeclaim=<name>`` and adopt it: no second
+   instance after a crash;
+2. plan the fleet (:mod:`karpy.cloud.aws.fleet`), make sure the launch
+   templates exist (:mod:`karpy.cloud.aws.launchtemplates`) with the user
+   data of the class' AMI family (:mod:`karpy.cloud.aws.userdata`: the
+   NodeClaim's labels, its taints and startup taints, and
+   ``karpenter.sh/unregistered:NoExecute``), call CreateFleet;
+3. when a launch template is missing (deleted behind karpy's back), forget
+   it, recreate it and call once more, as Karpenter does;
+4. mark every offering a capacity error names unavailable; raise
+   :class:`InsufficientCapacityError` naming them when nothing launched, or a
+   :class:`CloudProviderError` with AWS' message for any other error.
+
+A launched NodeClaim is remembered until it is deleted, so a ``create``
+repeated after a failed status write returns the same instance instead of
+launching another one.
+
+Throttling and 5xx answers are retried by botocore (standard mode, backoff
+with jitter) inside the client; what still fails becomes the launch's error
+and the NodeClaim lifecycle controller retries later.
+
+**Threads.** Launch jobs run on the pool, the rest on the reconcile thread.
+They share the unavailable offerings and the prices, both behind one lock;
+the cluster cache is read on the reconcile thread only (the job gets the
+node class and instance types read before it starts).
+
+**Terminating** (``delete``) calls TerminateInstances at once: it is quick,
+and the termination controller needs to know it happened before it lets the
+NodeClaim go. An instance already gone is :class:`NodeClaimNotFoundError`.
+
+**Drift**: ``AMIDrift`` when the instance's AMI (the NodeClaim's
+``status.imageID``) is no longer among the class' resolved AMIs for its
+type. Subnet and security group drift need the instance's network, which
+the NodeClaim does not record; they are not reported.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from karpy.api.instancetype import InstanceType
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodepool import NodeClassRef, NodePool
+from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
+from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance
+from karpy.cloud.aws.fleet import (
+    LAUNCH_TEMPLATE_NOT_FOUND_CODES,
+    TAG_NODECLAIM,
+    TAG_NODECLASS,
+    FleetOutcome,
+    LaunchPlan,
+    ami_requirements,
+    cluster_tag,
+    fleet_request,
+    image_for,
+    launch_error,
+    launch_tags,
+    parse_fleet_response,
+    plan_launch,
+)
+from karpy.cloud.aws.launcher import Launcher
+from karpy.cloud.aws.launchtemplates import LaunchTemplates, launch_options
+from karpy.cloud.aws.resolution import node_class_problem_from_status
+from karpy.cloud.aws.settings import AwsSettings
+from karpy.cloud.aws.userdata import ClusterInfo, UserDataError, user_data
+from karpy.cloud.aws_catalog import Catalog, CatalogEntry, instance_type_from_entry, load_catalog
+from karpy.cloud.offerings import UnavailableOfferings
+from karpy.cloud.provider import (
+    REASON_NODECLASS_NOT_SERVED,
+    CloudProviderError,
+    LaunchInProgressError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+    NodeClassProblem,
+    RepairPolicy,
+)
+from karpy.controllers.interfaces import Clock, ClusterReader
+
+log = logging.getLogger("karpy.cloud.aws")
+
+PROVIDER_ID_PREFIX = "aws:///"
+NOT_SERVED_MESSAGE = "the AWS provider serves EC2NodeClass only"
+DRIFT_AMI = "AMIDrift"
+
+# The user data of a NodeClaim's instances, from its node class.
+UserData = Callable[[EC2NodeClass, NodeClaim], str]
+
+
+def provider_id(zone: str, instance_id: str) -> str:
+    return f"{PROVIDER_ID_PREFIX}{zone}/{instance_id}"
+
+
+def instance_id_of(provider_id: str) -> str:
+    """``aws:///us-east-1a/i-0abc`` → ``i-0abc``; "" for anything else."""
+    if not provider_id.startswith(PROVIDER_ID_PREFIX):
+        return ""
+    return provider_id.rpartition("/")[2]
+
+
+class AwsCloudProvider:
+    name = "aws"
+
+    def __init__(
+        self,
+        cluster: ClusterReader,
+        client: AwsClient,
+        settings: AwsSettings,
+        clock: Clock,
+        *,
+        wake: Callable[[str], None] = lambda name: None,
+        catalog: Catalog | None = None,
+        user_data: UserData | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.settings = settings
+        self.clock = clock
+        self.user_data = user_data or self.node_user_data
+        self.started = clock.now()
+        self.catalog = catalog or load_catalog()
+        self.region = settings.region or self.catalog.region
+        self.templates = LaunchTemplates(client, settings.cluster_name)
+        self.launcher: Launcher[NodeClaim] = Launcher(settings.launch_concurrency, wake)
+        # Shared with the launch threads: the unavailable offerings and the prices.
+        self._lock = threading.Lock()
+        self.unavailable = UnavailableOfferings(clock)
+        self._entries = {entry.name: entry for entry in self.catalog.entries}
+        self._prices_version = 0
+        self._types_cache: tuple[object, builtins.list[InstanceType]] | None = None
+        # NodeClaim name → what was launched for it, until it is deleted (see the module docstring).
+        self._launched: dict[str, NodeClaim] = {}
+
+    # -- node classes ------------------------------------------------------
+
+    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
+        if isinstance(node_class, KWOKNodeClass):
+            return NodeClassProblem(REASON_NODECLASS_NOT_SERVED, NOT_SERVED_MESSAGE)
+        return node_class_problem_from_status(node_class)
+
+    def _node_class(self, ref: NodeClassRef) -> EC2NodeClass:
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        if node_class is None:
+            raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} ({ref.group}) not found")
+        problem = self.node_class_problem(node_class)
+        if problem is not None or not isinstance(node_class, EC2NodeClass):
+            raise NodeClassNotReadyError(f"{ref}: {problem.message if problem else NOT_SERVED_MESSAGE}")
+        return node_class
+
+    # -- instance types ----------------------------------------------------
+
+    def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
+        return self._instance_types(self._node_class(nodepool.template.node_class_ref))
+
+    def _instance_types(self, node_class: EC2NodeClass) -> builtins.list[InstanceType]:
+        zones = tuple(sorted({subnet.zone for subnet in node_class.status.subnets}))
+        amis = node_class.status.amis
+        with self._lock:
+            unavailable = self.unavailable.now()
+            entries = builtins.list(self._entries.values())
+            key = (unavailable, zones, repr(node_class.kubelet), repr(amis), self._prices_version)
+            if self._types_cache is not None and self._types_cache[0] == key:
+                return self._types_cache[1]
+        types = []
+        for entry in entries:
+            if not set(entry.zones) & set(zones):
+                continue
+            instance_type = instance_type_from_entry(
+                entry, self.region, zones, node_class.kubelet, unavailable
+            )
+            if image_for(instance_type, amis) is not None:
+                types.append(instance_type)
+        with self._lock:
+            self._types_cache = (key, types)
+        return types
+
+    def _entry(self, name: str) -> CatalogEntry | None:
+        with self._lock:
+            return self._entries.get(name)
+
+    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        with self._lock:
+            self.unavailable.mark(instance_type, zone, capacity_type)
+
+    def update_prices(self, on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float]) -> None:
+        """Replace the prices the instance types carry (a pricing refresh); unknown types are ignored."""
+        with self._lock:
+            for name, entry in builtins.list(self._entries.items()):
+                spot_prices = {
+                    zone: spot.get((name, zone), price) for zone, price in entry.spot_prices.items()
+                }
+                spot_prices.update({zone: price for (type_, zone), price in spot.items() if type_ == name})
+                self._entries[name] = dataclasses.replace(
+                    entry, on_demand_price=on_demand.get(name, entry.on_demand_price), spot_prices=spot_prices
+                )
+            self._prices_version += 1
+
+    # -- launching ---------------------------------------------------------
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        name = nodeclaim.name
+        finished = self.launcher.take(name)
+        if finished is not None:
+            launched = finished.get()
+            self._launched[name] = launched
+            return launched
+        if name in self._launched:
+            return self._launched[name]
+        if self.launcher.in_flight(name):
+            raise LaunchInProgressError(f"the launch for NodeClaim {name} is in progress")
+        node_class = self._node_class(nodeclaim.spec.node_class_ref)
+        instance_types = self._instance_types(node_class)
+        created = nodeclaim.metadata.creation_timestamp
+        adopt = created is not None and created < self.started
+        self.launcher.submit(name, lambda: self._launch(nodeclaim, node_class, instance_types, adopt))
+        raise LaunchInProgressError(f"launching an instance for NodeClaim {name}")
+
+    def _launch(
+        self,
+        nodeclaim: NodeClaim,
+        node_class: EC2NodeClass,
+        instance_types: builtins.list[InstanceType],
+        adopt: bool,
+    ) -> NodeClaim:
+        """One launch, on a pool thread (see the module docstring)."""
+        if adopt:
+            found = self.client.describe_instances(
+                filters=(
+                    (f"tag:{TAG_NODECLAIM}", (nodeclaim.name,)),
+                    ("tag-key", (cluster_tag(self.settings.cluster_name),)),
+                )
+            )
+            if found:
+                log.info(
+                    "adopting instance %s, launched earlier for NodeClaim %s", found[0].id, nodeclaim.name
+                )
+                return self._hydrate(found[0], node_class, nodeclaim.spec)
+        plan = plan_launch(
+            nodeclaim.requirement_set(), instance_types, node_class.status.subnets, node_class.status.amis
+        )
+        tags = launch_tags(
+            cluster_name=self.settings.cluster_name,
+            nodepool=nodeclaim.nodepool,
+            nodeclaim=nodeclaim.name,
+            node_class=node_class.name,
+            class_tags=node_class.tags,
+        )
+        outcome = self._create_fleet(plan, node_class, nodeclaim, tags)
+        if outcome.launch_template_missing:
+            log.info("a launch template of NodeClaim %s is gone; recreating it", nodeclaim.name)
+            outcome = self._create_fleet(plan, node_class, nodeclaim, tags)
+        for error in outcome.errors:
+            if error.is_capacity:
+                self.mark_offering_unavailable(*error.offering)
+        if outcome.instance is None:
+            raise launch_error(outcome.errors)
+        launched = outcome.instance
+        return self._hydrate(
+            Ec2Instance(
+                id=launched.id,
+                instance_type=launched.instance_type,
+                zone=launched.zone,
+                capacity_type=launched.capacity_type,
+                image_id=launched.image_id,
+                state="pending",
+                launch_time=self.clock.now(),
+                tags=tags,
+            ),
+            node_class,
+            nodeclaim.spec,
+        )
+
+    def node_user_data(self, node_class: EC2NodeClass, nodeclaim: NodeClaim) -> str:
+        """The user data by the class' AMI family, with the NodeClaim's labels and taints to register with."""
+        taints = (
+            *nodeclaim.spec.taints,
+            *nodeclaim.spec.startup_taints,
+            Taint(UNREGISTERED_TAINT_KEY, NO_EXECUTE),
+        )
+        cluster = ClusterInfo(
+            name=self.settings.cluster_name,
+            endpoint=self.settings.cluster_endpoint,
+            ca_bundle=self.settings.cluster_ca_bundle,
+        )
+        return user_data(node_class, cluster=cluster, labels=nodeclaim.metadata.labels, taints=taints)
+
+    def _create_fleet(
+        self, plan: LaunchPlan, node_class: EC2NodeClass, nodeclaim: NodeClaim, tags: Mapping[str, str]
+    ) -> FleetOutcome:
+        """One CreateFleet call; a missing launch template is an outcome (to retry), other errors raise."""
+        try:
+            document = self.user_data(node_class, nodeclaim)
+        except UserDataError as error:
+            raise CloudProviderError(f"user data of EC2NodeClass {node_class.name}: {error}") from error
+        templates = {
+            image_id: self.templates.ensure(launch_options(node_class, image_id, document), node_class)
+            for image_id in plan.image_ids
+        }
+        try:
+            response = self.client.create_fleet(fleet_request(plan, templates, tags))
+        except AwsApiError as error:
+            if error.code not in LAUNCH_TEMPLATE_NOT_FOUND_CODES:
+                raise CloudProviderError(f"CreateFleet failed: {error}") from error
+            response = {"Errors": [{"ErrorCode": error.code, "ErrorMessage": error.message}]}
+        outcome = parse_fleet_response(response, plan)
+        if outcome.launch_template_missing:
+            self.templates.forget(templates.values())
+        return outcome
+
+    def _hydrate(
+        self, instance: Ec2Instance, node_class: EC2NodeClass | None, spec: NodeClaimSpec
+    ) -> NodeClaim:
+        """The NodeClaim the instance makes: type, zone and capacity-type labels, capacity, providerID."""
+        entry = self._entry(instance.instance_type)
+        labels: dict[str, str] = {}
+        capacity: dict[str, int] = {}
+        allocatable: dict[str, int] = {}
+        if entry is not None:
+            kubelet = node_class.kubelet if node_class is not None else None
+            instance_type = instance_type_from_entry(entry, self.region, (instance.zone,), kubelet)
+            labels = instance_type.requirements.labels(include_well_known=True)
+            capacity, allocatable = dict(instance_type.capacity), dict(instance_type.allocatable)
+        labels[LABEL_ZONE] = instance.zone
+        labels[LABEL_CAPACITY_TYPE] = instance.capacity_type
+        nodepool = instance.tags.get(LABEL_NODEPOOL, "")
+        if nodepool:
+            labels[LABEL_NODEPOOL] = nodepool
+        return NodeClaim(
+            metadata=ObjectMeta(
+                name=instance.tags.get(TAG_NODECLAIM, ""),
+                labels=labels,
+                creation_timestamp=instance.launch_time or None,
+            ),
+            spec=spec,
+            status=NodeClaimStatus(
+                provider_id=provider_id(instance.zone, instance.id),
+                image_id=instance.image_id,
+                capacity=capacity,
+                allocatable=allocatable,
+            ),
+        )
+
+    # -- finding and terminating -------------------------------------------
+
+    def _hydrate_found(self, instance: Ec2Instance) -> NodeClaim:
+        class_name = instance.tags.get(TAG_NODECLASS, "")
+        node_class = self.cluster.node_class(EC2_GROUP, EC2_KIND, class_name) if class_name else None
+        spec = NodeClaimSpec(node_class_ref=NodeClassRef(EC2_GROUP, EC2_KIND, class_name))
+        return self._hydrate(instance, node_class if isinstance(node_class, EC2NodeClass) else None, spec)
+
+    def get(self, provider_id: str) -> NodeClaim:
+        instance_id = instance_id_of(provider_id)
+        found = self.client.describe_instances(ids=(instance_id,)) if instance_id else []
+        if not found:
+            raise NodeClaimNotFoundError(f"instance {provider_id!r} not found")
+        return self._hydrate_found(found[0])
+
+    def list(self) -> builtins.list[NodeClaim]:
+        """The cluster's instances that a NodePool launched, in a live state."""
+        found = self.client.describe_instances(
+            filters=(("tag-key", (cluster_tag(self.settings.cluster_name),)), ("tag-key", (LABEL_NODEPOOL,)))
+        )
+        return [self._hydrate_found(instance) for instance in found]
+
+    def delete(self, nodeclaim: NodeClaim) -> None:
+        self._launched.pop(nodeclaim.name, None)
+        self.launcher.take(nodeclaim.name)  # a result nobody will collect now
+        instance_id = instance_id_of(nodeclaim.status.provider_id)
+        if not instance_id:
+            raise NodeClaimNotFoundError(f"NodeClaim {nodeclaim.name} has no EC2 instance")
+        try:
+            before = self.client.terminate_instances((instance_id,))
+        except AwsApiError as error:
+            raise CloudProviderError(f"TerminateInstances failed: {error}") from error
+        if before.get(instance_id, "terminated") == "terminated":
+            raise NodeClaimNotFoundError(f"instance {instance_id} is already terminated")
+        log.info("terminating instance %s of NodeClaim %s", instance_id, nodeclaim.name)
+
+    # -- drift and repair --------------------------------------------------
+
+    def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        ref = nodeclaim.spec.node_class_ref
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        image_id = nodeclaim.status.image_id
+        entry = self._entry(nodeclaim.instance_type)
+        if (
+            not isinstance(node_class, EC2NodeClass)
+            or not node_class.status.amis
+            or not image_id
+            or not entry
+        ):
+            return ""
+        instance_type = instance_type_from_entry(entry, self.region)
+        served = {
+            ami.id
+            for ami in node_class.status.amis
+            if instance_type.requirements.intersects(ami_requirements(ami)) is None
+        }
+        return DRIFT_AMI if image_id not in served else ""
+
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
+        """Karpenter's AWS repair policies: the kubelet's Ready and the node monitoring agent's conditions."""
+        half_hour, ten_minutes = 30 * 60.0, 10 * 60.0
+        return [
+            RepairPolicy("Ready", "False", half_hour),
+            RepairPolicy("Ready", "Unknown", half_hour),
+            RepairPolicy("AcceleratedHardwareReady", "False", ten_minutes),
+            RepairPolicy("StorageReady", "False", half_hour),
+            RepairPolicy("NetworkingReady", "False", half_hour),
+            RepairPolicy("KernelReady", "False", half_hour),
+            RepairPolicy("ContainerRuntimeReady", "False", half_hour),
+        ]
+
+    def close(self) -> None:
+        """Stop the launch pool, letting running launches finish (the runner calls it at shutdown)."""
+        self.launcher.close()
