@@ -88,6 +88,21 @@ ACTIONABLE_KINDS = frozenset(
     {KIND_SPOT_INTERRUPTION, KIND_SCHEDULED_CHANGE, KIND_INSTANCE_STOPPED, KIND_INSTANCE_TERMINATED}
 )
 
+# What an EC2 instance state change means; a state not named here (pending, running) is a no-op.
+_STATE_KINDS = {
+    "stopping": KIND_INSTANCE_STOPPED,
+    "stopped": KIND_INSTANCE_STOPPED,
+    "shutting-down": KIND_INSTANCE_TERMINATED,
+    "terminated": KIND_INSTANCE_TERMINATED,
+}
+STATES = tuple(_STATE_KINDS)
+
+
+def kind_of_state(state: str) -> str:
+    """The message kind of a change to EC2 instance state ``state``."""
+    return _STATE_KINDS.get(state.lower(), KIND_NO_OP)
+
+
 # (Event type, reason, message) per kind, as Karpenter words them.
 _EVENTS: dict[str, tuple[str, str, str]] = {
     KIND_SPOT_INTERRUPTION: (EVENT_WARNING, "SpotInterrupted", "Spot interruption warning was triggered"),

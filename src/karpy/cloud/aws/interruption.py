@@ -66,14 +66,13 @@ import boto3
 
 from karpy.cloud.aws.client import _RETRIES, AwsApiError, _translated
 from karpy.controllers.interruption import (
-    KIND_INSTANCE_STOPPED,
-    KIND_INSTANCE_TERMINATED,
     KIND_NO_OP,
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
     KIND_SPOT_INTERRUPTION,
     InterruptionMessage,
     InterruptionMetrics,
+    kind_of_state,
 )
 from karpy.controllers.karpenter_metrics import Metrics
 
@@ -93,12 +92,6 @@ SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
 REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
 STATE_CHANGE = "EC2 Instance State-change Notification"
 HEALTH_EVENT = "AWS Health Event"
-_STATE_KINDS = {
-    "stopping": KIND_INSTANCE_STOPPED,
-    "stopped": KIND_INSTANCE_STOPPED,
-    "shutting-down": KIND_INSTANCE_TERMINATED,
-    "terminated": KIND_INSTANCE_TERMINATED,
-}
 
 
 class UnparseableMessageError(ValueError):
@@ -147,8 +140,8 @@ def parse_event(message_id: str, body: str, received: float) -> InterruptionMess
         elif detail_type == REBALANCE_RECOMMENDATION:
             kind = KIND_REBALANCE_RECOMMENDATION
         else:
-            state = _field(detail, "state", "detail.").lower()
-            kind, said = _STATE_KINDS.get(state, KIND_NO_OP), f"state {state}"
+            state = _field(detail, "state", "detail.")
+            kind, said = kind_of_state(state), f"state {state}"
     elif source == "aws.health" and detail_type == HEALTH_EVENT:
         said = str(detail.get("eventTypeCode", ""))
         if detail.get("service") == "EC2" and detail.get("eventTypeCategory") == "scheduledChange":
