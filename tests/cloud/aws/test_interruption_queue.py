@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import socket
 import threading
 import time
@@ -21,19 +22,25 @@ import boto3
 import pytest
 from mypy_boto3_sqs import SQSClient
 from tests.cloud.aws.conftest import QUEUE, REGION, AwsWorld
+from tests.support import deployment_manifest, load_objects, spot_ec2_cluster
 
 from karpy.cloud.aws.interruption import SqsInterruptionQueue, UnparseableMessageError, parse_event
 from karpy.controllers.interruption import (
+    INTERRUPTION,
     KIND_INSTANCE_STOPPED,
     KIND_INSTANCE_TERMINATED,
     KIND_NO_OP,
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
     KIND_SPOT_INTERRUPTION,
+    InterruptionController,
     InterruptionMessage,
     InterruptionMetrics,
+    instance_id,
 )
 from karpy.controllers.karpenter_metrics import Metrics
+from karpy.controllers.runtime import Runtime
+from karpy.sim.simulation import Simulation
 
 EVENT_TIME = "2026-12-03T16:00:00Z"
 
@@ -109,10 +116,10 @@ def queue_url(sqs: SQSClient) -> str:
     return sqs.get_queue_url(QueueName=QUEUE)["QueueUrl"]
 
 
-def on_queue(sqs: SQSClient) -> tuple[int, int]:
-    """(visible, in flight) messages on the queue."""
+def on_queue(sqs: SQSClient, url: str = "") -> tuple[int, int]:
+    """(visible, in flight) messages on the queue (the shared one unless ``url`` names another)."""
     attributes = sqs.get_queue_attributes(
-        QueueUrl=queue_url(sqs),
+        QueueUrl=url or queue_url(sqs),
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     return int(attributes["ApproximateNumberOfMessages"]), int(
@@ -232,16 +239,22 @@ def test_unparseable_messages_are_deleted_at_once_and_logged(
 
 
 def test_stop_returns_promptly_in_the_middle_of_a_long_poll(sqs: SQSClient, inbox: Inbox) -> None:
-    queue = SqsInterruptionQueue(QUEUE, inbox)  # the real 20 s long poll
-    queue.start()
-    time.sleep(1.0)  # the poll is waiting on the empty queue now
-    started = time.monotonic()
-    queue.stop()
-    assert time.monotonic() - started < 1.5
-    # A message sent after stopping is left on the queue for the next karpy.
-    send(sqs, spot_warning("i-0000000000000000a"))
-    time.sleep(0.5)
-    assert len(inbox) == 0
+    # A queue of its own: what the stopped poll takes in stays in flight there for 30 s.
+    url = sqs.create_queue(QueueName=f"karpy-stop-{time.monotonic_ns()}")["QueueUrl"]
+    reader = SqsInterruptionQueue(url, inbox)  # the real 20 s long poll
+    reader.start()
+    try:
+        time.sleep(1.0)  # the poll is waiting on the empty queue now
+        started = time.monotonic()
+        reader.stop()
+        assert time.monotonic() - started < 1.5
+        # A message that arrives after stopping is not handed over (nor deleted): the next karpy gets it.
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(spot_warning("i-0000000000000000a")))
+        time.sleep(0.5)
+        assert len(inbox) == 0
+        assert sum(on_queue(sqs, url)) == 1
+    finally:
+        sqs.delete_queue(QueueUrl=url)
 
 
 def free_port() -> int:
@@ -256,7 +269,6 @@ def test_sqs_errors_are_logged_and_retried(
 ) -> None:
     # Nothing listens there: every call is refused, as when the endpoint is down.
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     caplog.set_level(logging.WARNING, logger="karpy.interruption.sqs")
     queue = SqsInterruptionQueue(QUEUE, inbox, wait_seconds=1)
     queue.start()
@@ -319,3 +331,35 @@ def test_other_events_are_no_ops_and_a_missing_time_is_the_receive_time() -> Non
     assert (message.kind, message.instance_ids, message.time) == (KIND_NO_OP, (), 1234.0)
     unknown = ec2_event("EC2 AMI State Change", {"ImageId": "ami-1"}, "x")
     assert parse_event("m-2", json.dumps(unknown), 0.0).kind == KIND_NO_OP
+
+
+def test_a_spot_warning_on_the_queue_deletes_the_nodeclaim_and_then_the_message(sqs: SQSClient) -> None:
+    """The two halves together: the queue thread hands over, the controller acts and acknowledges.
+
+    As in ``karpy run``, messages cross from the queue's thread to the reconcile
+    thread through a change queue; the cluster is the simulator's, whose
+    instances have AWS provider IDs.
+    """
+    simulation = Simulation()
+    simulation.apply(load_objects(spot_ec2_cluster(), deployment_manifest(replicas=2, cpu="1500m")))
+    simulation.run(3600)
+    claim = simulation.nodeclaims()[0]
+    metrics = Metrics()
+    controller = InterruptionController(simulation.cluster, simulation.cloud, simulation.clock, metrics)
+    runtime = Runtime(simulation.clock)
+    runtime.register(controller)
+    changes: queue.Queue[InterruptionMessage] = queue.Queue()
+    reader = SqsInterruptionQueue(QUEUE, changes.put, wait_seconds=1, metrics=metrics)
+    reader.start()
+    try:
+        send(sqs, spot_warning(instance_id(claim.status.provider_id)))
+        runtime.on_change(INTERRUPTION, None, changes.get(timeout=10))
+        runtime.run_due()
+        deleted = simulation.cluster.nodeclaim(claim.name)
+        assert deleted is None or deleted.metadata.deleting
+        assert (claim.instance_type, claim.zone, "spot") in simulation.cloud.unavailable.now()
+        assert on_queue(sqs) == (0, 0)
+        assert InterruptionMetrics.of(metrics).deleted.value() == 1
+        assert InterruptionMetrics.of(metrics).received.value(message_type=KIND_SPOT_INTERRUPTION) == 1
+    finally:
+        reader.stop()
