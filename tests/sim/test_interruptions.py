@@ -19,9 +19,9 @@ from tests.support import deployment_manifest, simulate_json, spot_ec2_cluster
 from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.requirements import CAPACITY_TYPE_SPOT
 from karpy.controllers.karpenter_metrics import Metrics
-from karpy.sim.cloud import SPOT_INTERRUPTION_NOTICE, Interruption
+from karpy.sim.cloud import SPOT_INTERRUPTION_NOTICE, Interruption, SimulatedCloudSettings
 from karpy.sim.report import render_text
-from karpy.sim.scenario import Scenario, load_inputs
+from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs
 from karpy.sim.simulation import Simulation
 
 WARNING_AT = 600.0
@@ -272,3 +272,22 @@ def test_interruptions_are_read_with_their_defaults(tmp_path: Path) -> None:
         Interruption(at=600.0),
         Interruption(at=1200.0, kind="state-change", zones=("us-east-1b",), count=2, state="terminated"),
     ]
+
+
+def test_the_builtin_spot_interruption_scenario_measures_the_replacements(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The seed's pods, interrupted at 3 minutes: each interrupted node's pods need a new node.
+
+    No pod fits elsewhere, so the cluster cannot have recovered before a replacement registered
+    (30 s): a measure that took a moment between an evicted pod's removal and the creation of its
+    replacement for a recovery would say 0 s.
+    """
+    code, result, _ = simulate_json(capsys, str(builtin_scenario_path("spot-interruption")))
+    assert code == 0
+    interruptions = result["interruptions"]
+    assert len(interruptions) == 2
+    registration_delay = SimulatedCloudSettings().registration_delay
+    for entry in interruptions:
+        assert registration_delay <= entry["recoveredAfterSeconds"] < SPOT_INTERRUPTION_NOTICE
+    assert result["summary"]["controllerErrors"] == []

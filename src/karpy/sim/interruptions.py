@@ -17,8 +17,11 @@ NodeClaim then finds the instance gone and removes the Node.
 
 For the report, each warning that made karpy replace a node is recorded with
 the moment the cluster had recovered: the interrupted node holds no workload
-pod any more and every pod is Running again (or finished). That moment is
-found on the cluster's changes, only while some recovery is awaited.
+pod any more, every pod is Running (or finished), and as many pods run as
+did when the warning came (between an evicted pod's removal and the creation
+of its replacement the cluster would look settled otherwise). That moment is
+found on the cluster's changes, only while some recovery is awaited; a
+workload scaled down meanwhile may leave it unset.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ class InterruptionRecord:
     capacity_type: str
     node: str
     nodeclaim: str
+    # Pods Running in the whole cluster when the warning came.
+    running_before: int = 0
     recovered_at: float | None = None
     reclaimed_at: float | None = None
 
@@ -132,8 +137,10 @@ class SimulatedInterruptions:
     def _warn(self, interruption: Interruption) -> None:
         now = self.clock.now()
         kind = message_kind(interruption)
+        running = self._running()
         for instance in interruption.select(self.cloud.instances.values()):
             record = self._record(interruption, kind, instance, now)
+            record.running_before = running
             self.records.append(record)
             self.note(
                 f"{interruption.kind} of {record.node or instance.provider_id}"
@@ -187,21 +194,25 @@ class SimulatedInterruptions:
                 )
             )
 
+    def _running(self) -> int:
+        return sum(1 for pod in self.cluster.pods() if pod.phase == POD_RUNNING and not pod.metadata.deleting)
+
     def _on_change(self, kind: str, old: object | None, new: object | None) -> None:
         if not self._awaiting or kind not in ("Pod", "Node"):
             return
         if self.cluster.has_pending_pods():
             return
-        settled = None
+        running: int | None = None
         for record in list(self._awaiting):
             if any(
                 not pod.is_daemonset_pod and not pod.is_terminal
                 for pod in self.cluster.pods_on_node(record.node)
             ):
                 continue
-            if settled is None:
-                settled = all(pod.is_terminal or pod.phase == POD_RUNNING for pod in self.cluster.pods())
-            if not settled:
-                return
-            record.recovered_at = self.clock.now()
-            self._awaiting.remove(record)
+            if running is None:
+                if any(not pod.is_terminal and pod.phase != POD_RUNNING for pod in self.cluster.pods()):
+                    return
+                running = self._running()
+            if running >= record.running_before:
+                record.recovered_at = self.clock.now()
+                self._awaiting.remove(record)
