@@ -213,3 +213,13 @@ def test_a_failed_acknowledgement_is_not_counted_as_deleted(world: World) -> Non
     world.send("m-1", KIND_REBALANCE_RECOMMENDATION, instance_id(world.claims()[0].status.provider_id))
     assert world.acks.count == {"m-1": 1}
     assert world.interruption_metrics.deleted.value() == 0
+
+
+def test_a_kind_the_controller_does_not_know_is_a_no_op(world: World) -> None:
+    claim = world.claims()[0]
+    world.send("m-1", "instance_status_failure", instance_id(claim.status.provider_id))
+    current = world.sim.cluster.nodeclaim(claim.name)
+    assert current is not None and not current.metadata.deleting
+    assert world.acks.count == {"m-1": 1}
+    assert world.runtime.errors == []
+    assert world.interruption_metrics.received.value(message_type="instance_status_failure") == 1

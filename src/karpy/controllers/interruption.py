@@ -211,7 +211,7 @@ class InterruptionController:
         message = self._inbox.get(key)
         if message is None:
             return None
-        if message.kind != KIND_NO_OP:
+        if message.kind in _EVENTS:  # a kind this controller does not know is a no-op
             for found in message.instance_ids:
                 nodeclaim, node = self._find(found)
                 if nodeclaim is None:
