@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from mypy_boto3_sqs import SQSClient
-from tests.cloud.aws.conftest import QUEUE, REGION, AwsWorld
+from tests.aws.world import QUEUE, REGION, AwsWorld
 from tests.support import deployment_manifest, load_objects, spot_ec2_cluster
 
 from karpy.cloud.aws.interruption import SqsInterruptionQueue, UnparseableMessageError, parse_event
