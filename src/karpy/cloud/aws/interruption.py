@@ -3,22 +3,19 @@
 With ``INTERRUPTION_QUEUE`` set, Karpenter's install routes four kinds of
 EventBridge events to an SQS queue, and karpy reads them the same way:
 
-====================================================  ===========  =======================================
-``detail-type`` (``source``)                          kind         what is read
-====================================================  ===========  =======================================
-EC2 Spot Instance Interruption Warning (aws.ec2)      spot         ``detail.instance-id`` (and
-                                                                   ``detail.instance-action``, logged)
-EC2 Instance Rebalance Recommendation (aws.ec2)       rebalance    ``detail.instance-id``
-EC2 Instance State-change Notification (aws.ec2)      by state     ``detail.instance-id``, ``detail.state``:
-                                                                   stopping/stopped -> instance_stopped,
-                                                                   shutting-down/terminated ->
-                                                                   instance_terminated, others no-op
-AWS Health Event (aws.health)                         scheduled    ``detail.service`` EC2 and
-                                                                   ``detail.eventTypeCategory``
-                                                                   scheduledChange:
-                                                                   ``detail.affectedEntities[].entityValue``;
-                                                                   other Health events are no-ops
-====================================================  ===========  =======================================
+- ``EC2 Spot Instance Interruption Warning`` (source ``aws.ec2``):
+  ``spot_interrupted`` for ``detail.instance-id`` (``detail.instance-action``
+  is logged);
+- ``EC2 Instance Rebalance Recommendation`` (``aws.ec2``):
+  ``rebalance_recommendation`` for ``detail.instance-id``;
+- ``EC2 Instance State-change Notification`` (``aws.ec2``): by
+  ``detail.state``, ``instance_stopped`` (stopping, stopped),
+  ``instance_terminated`` (shutting-down, terminated) or ``no_op`` (other
+  states) for ``detail.instance-id``;
+- ``AWS Health Event`` (``aws.health``): ``scheduled_change`` for every
+  ``detail.affectedEntities[].entityValue`` when ``detail.service`` is
+  ``EC2`` and ``detail.eventTypeCategory`` is ``scheduledChange``; other
+  Health events are no-ops.
 
 The event's ``time`` is when it happened (the queue duration is measured
 from it). A well-formed event of another type is a no-op message (counted,
