@@ -164,3 +164,36 @@ spec:
     spec:
       containers: [{{name: main, resources: {{requests: {{cpu: "{cpu}", memory: {memory}}}}}}}]
 """
+
+
+def spot_ec2_cluster(instance_types: Sequence[str] = ("m5.large", "c5.large")) -> str:
+    """An EC2NodeClass and the ``default`` NodePool on it, spot or on-demand, limited to ``instance_types``.
+
+    The simulated cloud gives its instances AWS provider IDs (``aws:///<zone>/i-...``) and, as
+    Karpenter's AWS provider, launches spot whenever the pool allows it and spot is available.
+    """
+    nodepool = (
+        kwok_nodepool(
+            disruption="consolidationPolicy: WhenEmpty, consolidateAfter: 1h", instance_types=instance_types
+        )
+        .replace(
+            "{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}",
+            "{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}",
+        )
+        .replace(
+            "      requirements:\n",
+            "      requirements:\n"
+            "        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}\n",
+        )
+    )
+    return f"""
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+---
+{nodepool}"""

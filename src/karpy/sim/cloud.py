@@ -13,7 +13,13 @@ the controllers can tell:
   offerings are reported unavailable for 3 minutes, as Karpenter's
   unavailable-offerings cache does, so the next pass falls back;
 - EC2NodeClass subnet selector terms resolve to simulated zones: a term with
-  tags selects every zone's subnet, a term with an id selects one zone.
+  tags selects every zone's subnet, a term with an id selects one zone;
+- scheduled interruptions (:class:`Interruption`) pick some of its instances
+  at a given time and warn of them as EC2 would through EventBridge (a spot
+  interruption warning, a rebalance recommendation, a state change, a
+  scheduled change); a spot instance warned of is reclaimed two minutes later
+  (:meth:`SimulatedCloud.terminate`). :mod:`karpy.sim.interruptions` delivers
+  the warnings to the interruption controller and keeps the time.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import hashlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from karpy.api.instancetype import InstanceType
@@ -85,12 +92,63 @@ class RegistrationFailure:
     end: float = float("inf")
 
 
+# The kinds of scenario interruptions, as a scenario spells them.
+SPOT_INTERRUPTION = "spot-interruption"
+REBALANCE = "rebalance"
+STATE_CHANGE = "state-change"
+SCHEDULED_CHANGE = "scheduled-change"
+INTERRUPTION_KINDS = (SPOT_INTERRUPTION, REBALANCE, STATE_CHANGE, SCHEDULED_CHANGE)
+# A spot instance is reclaimed this long after its interruption warning, as on EC2.
+SPOT_INTERRUPTION_NOTICE = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """At ``at``, the cloud warns of what is about to happen to some of its instances.
+
+    The instances are those of ``instance_types`` in ``zones`` (empty: any),
+    spot ones only for a spot interruption or a rebalance recommendation
+    (EC2 sends those for spot instances alone); of these, the ``count``
+    oldest, or the oldest ``fraction`` of them rounded up (all of them when
+    neither is given): a fixed choice, so a run is repeatable.
+    """
+
+    at: float
+    kind: str = SPOT_INTERRUPTION
+    instance_types: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    fraction: float | None = None
+    count: int | None = None
+    # The new state of a state change (stopping, stopped, shutting-down or terminated).
+    state: str = "stopping"
+
+    def select(self, instances: Iterable[Instance]) -> list[Instance]:
+        matching = sorted(
+            (
+                instance
+                for instance in instances
+                if (not self.instance_types or instance.instance_type.name in self.instance_types)
+                and (not self.zones or instance.zone in self.zones)
+                and (
+                    instance.capacity_type == CAPACITY_TYPE_SPOT
+                    or self.kind not in (SPOT_INTERRUPTION, REBALANCE)
+                )
+            ),
+            key=lambda instance: (instance.launched_at, instance.provider_id),
+        )
+        if self.count is not None:
+            return matching[: self.count]
+        fraction = 1.0 if self.fraction is None else self.fraction
+        return matching[: math.ceil(fraction * len(matching))]
+
+
 @dataclass(slots=True)
 class SimulatedCloudSettings:
     registration_delay: float = 30.0
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
+    interruptions: list[Interruption] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,10 +337,15 @@ class SimulatedCloud:
         )
 
     def delete(self, nodeclaim: NodeClaim) -> None:
-        instance = self.instances.pop(nodeclaim.status.provider_id, None)
-        if instance is None:
+        if self.terminate(nodeclaim.status.provider_id) is None:
             raise NodeClaimNotFoundError(f"instance {nodeclaim.status.provider_id!r} not found")
-        self.terminated[instance.provider_id] = instance
+
+    def terminate(self, provider_id: str) -> Instance | None:
+        """Take an instance away (deleted, or a spot instance reclaimed); None if it is already gone."""
+        instance = self.instances.pop(provider_id, None)
+        if instance is not None:
+            self.terminated[provider_id] = instance
+        return instance
 
     def get(self, provider_id: str) -> NodeClaim:
         instance = self.instances.get(provider_id)

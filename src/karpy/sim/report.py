@@ -13,6 +13,7 @@ from typing import Any
 from karpy.api.duration import format_age
 from karpy.api.meta import format_timestamp
 from karpy.api.quantity import format_amount
+from karpy.controllers.interruption import ACTIONABLE_KINDS
 from karpy.sim.simulation import Simulation
 
 SCHEMA_VERSION = "karpy.dev/simulate/v1alpha1"
@@ -142,6 +143,24 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
         "pods": pods,
         "events": events,
         "disruption": disruption_json(simulation),
+        "interruptions": [
+            {
+                "time": since(record.at),
+                "kind": record.kind,
+                "messageKind": record.message_kind,
+                "nodeclaim": record.nodeclaim,
+                "node": record.node,
+                "instanceType": record.instance_type,
+                "zone": record.zone,
+                "capacityType": record.capacity_type,
+                "reclaimedAt": since(record.reclaimed_at),
+                "recoveredAt": since(record.recovered_at),
+                "recoveredAfterSeconds": _rounded(record.recovered_at - record.at)
+                if record.recovered_at is not None
+                else None,
+            }
+            for record in simulation.interruptions.records
+        ],
         "cost": cost_of(simulation),
     }
 
@@ -258,6 +277,29 @@ def render_text(simulation: Simulation, scenario_name: str) -> str:
     return "\n".join(out)
 
 
+def interruption_lines(simulation: Simulation) -> list[str]:
+    """The summary's interruptions: how many of each kind, and how soon the pods ran again after each."""
+    records = simulation.interruptions.records
+    if not records:
+        return []
+    kinds = Counter(record.kind for record in records)
+    lines = [
+        f"  interruptions        {len(records)}: "
+        + ", ".join(f"{count} x {kind}" for kind, count in sorted(kinds.items()))
+    ]
+    for record in records:
+        recovered = (
+            f"pods running again after {record.recovered_at - record.at:.0f}s"
+            if record.recovered_at is not None
+            else "no replacement needed"
+            if record.message_kind not in ACTIONABLE_KINDS
+            else "pods not running again"
+        )
+        reclaimed = " (reclaimed before it was drained)" if record.reclaimed_at is not None else ""
+        lines.append(f"    {record.node or record.nodeclaim}: {record.kind}, {recovered}{reclaimed}")
+    return lines
+
+
 def summary_lines(simulation: Simulation) -> list[str]:
     recorder = simulation.recorder
     launched = [record for record in recorder.nodeclaims.values() if record.launched_at is not None]
@@ -301,6 +343,7 @@ def summary_lines(simulation: Simulation) -> list[str]:
         for name, reason in sorted(holds.items()):
             saving = given_up.get(name)
             lines.append(f"    {name}: {reason}" + (f" (gives up ${saving:.4f}/h)" if saving else ""))
+    lines.extend(interruption_lines(simulation))
     if simulation.runtime.errors:
         lines.append(f"  controller errors    {len(simulation.runtime.errors)}")
         lines.extend(f"    {error}" for error in simulation.runtime.errors[:10])

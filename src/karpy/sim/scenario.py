@@ -20,6 +20,8 @@ applied at time zero, the run going on until the cluster is steady), or a
           - {message: "RequestLimitExceeded", from: 0s, until: 30s}
         registrationFailures:           # instances launched in the window never join
           - {from: 5m, until: 40m}
+        interruptions:                  # EC2's warnings, handled as karpy run handles its queue's
+          - {at: 10m, kind: spot-interruption, instanceTypes: [m5.large], fraction: 0.5}
       steps:
         - at: 0s
           apply: {files: [nodepool.yaml, app.yaml]}   # relative to the scenario
@@ -53,7 +55,16 @@ from karpy.api.duration import DurationError, parse_duration
 from karpy.api.fields import OBJECT_META, ReadLog, check
 from karpy.api.manifest import LoadResult, load_documents, parse_document
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
-from karpy.sim.cloud import CapacityFailure, LaunchError, RegistrationFailure
+from karpy.controllers.interruption import STATES
+from karpy.sim.cloud import (
+    INTERRUPTION_KINDS,
+    SPOT_INTERRUPTION,
+    STATE_CHANGE,
+    CapacityFailure,
+    Interruption,
+    LaunchError,
+    RegistrationFailure,
+)
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
@@ -96,6 +107,7 @@ class Scenario:
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
+    interruptions: list[Interruption] = field(default_factory=list)
     # How long a Job's pod runs when its template has no karpy.dev/duration; None: until deleted.
     job_duration: float | None = None
     run_until_steady: bool = True
@@ -233,6 +245,40 @@ def _parse_launch_error(reader: FieldReader) -> LaunchError:
     )
 
 
+def _parse_interruption(reader: FieldReader) -> Interruption:
+    kind = reader.string("kind", SPOT_INTERRUPTION)
+    if kind not in INTERRUPTION_KINDS:
+        raise reader.error("kind", f"one of {', '.join(INTERRUPTION_KINDS)}, not {kind!r}")
+    if reader.has("fraction") and reader.has("count"):
+        raise reader.error("", "give fraction or count, not both")
+    fraction: float | None = None
+    text = reader.scalar_str("fraction")
+    if text is not None:
+        try:
+            fraction = float(text)
+        except ValueError:
+            fraction = -1.0
+        if not 0.0 < fraction <= 1.0:
+            raise reader.error("fraction", f"a number above 0 and at most 1, not {text!r}")
+    count = reader.integer("count")
+    if count is not None and count < 0:
+        raise reader.error("count", "must not be negative")
+    state = reader.string("state")
+    if state and kind != STATE_CHANGE:
+        raise reader.error("state", f"only for kind {STATE_CHANGE}")
+    if state and state not in STATES:
+        raise reader.error("state", f"one of {', '.join(STATES)}, not {state!r}")
+    return Interruption(
+        at=_duration(reader, "at"),
+        kind=kind,
+        instance_types=reader.str_list("instanceTypes"),
+        zones=reader.str_list("zones"),
+        fraction=fraction,
+        count=count,
+        state=state or STATES[0],
+    )
+
+
 def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tuple[Scenario, list[str]]:
     """A Scenario document; file references resolve against ``base``."""
     errors: list[str] = []
@@ -261,6 +307,7 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             RegistrationFailure(failure.start, failure.end)
             for failure in cloud.items("registrationFailures", _parse_launch_error)
         ]
+        scenario.interruptions = list(cloud.items("interruptions", _parse_interruption))
         jobs = spec.obj("jobs")
         if jobs.has("duration"):
             scenario.job_duration = _duration(jobs, "duration")

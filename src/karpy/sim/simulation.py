@@ -1,7 +1,7 @@
 """``karpy simulate``: the real controllers, an in-memory cluster, virtual time.
 
-The provisioning, NodeClaim lifecycle, disruption, termination and NodePool
-status controllers are the very objects ``karpy run`` uses; only what they are wired to differs:
+The provisioning, NodeClaim lifecycle, disruption, termination, interruption and
+NodePool status controllers are the very objects ``karpy run`` uses; only what they are wired to differs:
 an :class:`~karpy.sim.store.InMemoryCluster` instead of an apiserver, a
 :class:`~karpy.sim.cloud.SimulatedCloud` instead of EC2, a
 :class:`~karpy.sim.clock.VirtualClock` instead of the wall clock, and
@@ -32,6 +32,7 @@ from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
+from karpy.controllers.interruption import InterruptionController
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
@@ -41,6 +42,7 @@ from karpy.controllers.termination import Terminator
 from karpy.disruption.drift import expires_at
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
+from karpy.sim.interruptions import SimulatedInterruptions
 from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
 from karpy.sim.recorder import Recorder
 from karpy.sim.scenario import Scenario, Step
@@ -110,6 +112,10 @@ class Simulation:
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
         )
+        # The cloud's warnings (a scenario's cloud.interruptions), and the controller karpy run has for them.
+        self.interruptions = SimulatedInterruptions(
+            self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
+        )
         for controller in (
             self.provisioner,
             NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
@@ -119,6 +125,10 @@ class Simulation:
                 self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
             ),
             self.disruption,
+            InterruptionController(
+                self.cluster, cloud_for(InterruptionController.name), self.clock, self.metrics
+            ),
+            self.interruptions,
             NodePoolStatusController(self.cluster, cloud_for(NodePoolStatusController.name), self.clock),
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
@@ -223,6 +233,8 @@ class Simulation:
     def steady(self) -> bool:
         if self.driver is not None and not self.driver.finished:
             return False
+        if not self.interruptions.finished:
+            return False
         unschedulable = self.provisioner.last.unschedulable
         for pod in self.cluster.pods():
             if pod.is_terminal or (pod.is_daemonset_pod and pod.phase == POD_RUNNING):
@@ -254,6 +266,8 @@ class Simulation:
         self.cloud.settings.capacity_failures.extend(scenario.capacity_failures)
         self.cloud.settings.launch_errors.extend(scenario.launch_errors)
         self.cloud.settings.registration_failures.extend(scenario.registration_failures)
+        self.cloud.settings.interruptions.extend(scenario.interruptions)
+        self.interruptions.schedule()
         if scenario.job_duration is not None:
             self.kubelet.settings.job_duration = scenario.job_duration
         self.driver = ScenarioDriver(self, scenario.steps)
