@@ -234,6 +234,8 @@ class Runner:
                 self.kwok.resume_boots()
             if self.aws is not None:
                 self.aws.start()  # only the leader reads the interruption queue
+                for controller, key in self.aws.first_keys():
+                    self.runtime.enqueue(controller, key)
             if started is not None:
                 started.set()
             while not stop.is_set():
@@ -356,7 +358,7 @@ class AwsStack:
 
         controllers: list[Controller] = [
             EC2NodeClassStatusController(self.cluster, self.client, self.settings, self.clock),
-            LaunchTemplateCleanup(self.cluster, self.client, self.settings),
+            LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
             PricingRefresher(self.client, self.provider, self.clock, self.metrics),
             GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, self.metrics),
         ]
@@ -368,7 +370,16 @@ class AwsStack:
             )
         return controllers
 
+    def first_keys(self) -> list[tuple[str, str]]:
+        """The reconciles due at start even in an empty cluster: the first GC pass and price refresh."""
+        from karpy.cloud.aws.pricing import REFRESH_KEY, PricingRefresher
+        from karpy.controllers.garbagecollection import PASS_KEY, GarbageCollector
+
+        return [(GarbageCollector.name, PASS_KEY), (PricingRefresher.name, REFRESH_KEY)]
+
     def start(self) -> None:
+        import boto3
+
         from karpy.cloud.aws.interruption import SqsInterruptionQueue
         from karpy.controllers.interruption import INTERRUPTION
 
@@ -376,7 +387,8 @@ class AwsStack:
             self.queue = SqsInterruptionQueue(
                 self.settings.interruption_queue,
                 lambda message: self.hand_over(INTERRUPTION, None, message),
-                region=self.settings.region,
+                session=boto3.session.Session(region_name=self.settings.region or None),
+                metrics=self.metrics,
             )
             self.queue.start()
 

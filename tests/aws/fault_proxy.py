@@ -43,11 +43,18 @@ EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Call:
     action: str
     nodeclaim: str = ""  # CreateFleet: the karpenter.sh/nodeclaim tag of the request
     status: int = 200
+    started: float = 0.0  # time.monotonic() when the request arrived
+    finished: float = 0.0  # and when its answer was sent (0 while in flight)
+    refused: bool = False  # CreateFleet: some offerings were answered with capacity errors
+
+    @property
+    def throttled(self) -> bool:
+        return self.status == 503
 
 
 @dataclass
@@ -134,6 +141,7 @@ class FaultProxy:
         self._capacity: list[CapacityRule] = []
         self._throttles: list[ThrottleRule] = []
         self._delays: dict[str, float] = {}
+        self._delays_after: dict[str, float] = {}
         self.calls: list[Call] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -154,15 +162,17 @@ class FaultProxy:
         with self._lock:
             self._throttles.append(ThrottleRule(action, first, per_second))
 
-    def delay(self, action: str, seconds: float) -> None:
+    def delay(self, action: str, seconds: float, *, after_upstream: bool = False) -> None:
+        """Answer ``action`` ``seconds`` late: before forwarding it, or after (the call took effect)."""
         with self._lock:
-            self._delays[action] = seconds
+            (self._delays_after if after_upstream else self._delays)[action] = seconds
 
     def reset(self) -> None:
         with self._lock:
             self._capacity.clear()
             self._throttles.clear()
             self._delays.clear()
+            self._delays_after.clear()
             self.calls.clear()
 
     # -- the call log ------------------------------------------------------
@@ -217,18 +227,35 @@ class FaultProxy:
         action = form.get("Action", "")
         with self._lock:
             delay = self._delays.get(action, 0.0)
+            delay_after = self._delays_after.get(action, 0.0)
             throttled = any(
                 rule.throttles(time.monotonic()) for rule in self._throttles if rule.action == action
             )
-            self.calls.append(Call(action, _nodeclaim_tag(form), 503 if throttled else 200))
+            call = Call(action, _nodeclaim_tag(form), 503 if throttled else 200, started=time.monotonic())
+            self.calls.append(call)
+        try:
+            self._serve(request, call, body, form, delay, delay_after)
+        finally:
+            call.finished = time.monotonic()
+
+    def _serve(
+        self,
+        request: BaseHTTPRequestHandler,
+        call: Call,
+        body: bytes,
+        form: dict[str, str],
+        delay: float,
+        delay_after: float,
+    ) -> None:
         if delay:
             time.sleep(delay)
-        if throttled:
+        if call.throttled:
             self._answer(request, 503, _throttled_body())
             return
         errors = ""
-        if action == "CreateFleet":
+        if call.action == "CreateFleet":
             form, errors = self._refuse(form)
+            call.refused = bool(errors)
             if errors and not any(_OVERRIDE.match(key) for key in form):
                 # Nothing left to launch: EC2 answers 200 with the errors only.
                 xml = (
@@ -240,6 +267,8 @@ class FaultProxy:
                 return
             body = urlencode(form).encode()
         status, headers, answer = self._forward(request, body)
+        if delay_after:
+            time.sleep(delay_after)
         if errors and status == 200:
             answer = _with_errors(answer.decode(), errors).encode()
         self._answer(request, status, answer, headers)
