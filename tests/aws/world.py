@@ -33,6 +33,7 @@ other test sees the endpoint.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -189,6 +190,8 @@ def seed(endpoint: str, started: float) -> AwsWorld:
 def moto_world() -> Iterator[AwsWorld]:
     """moto on 127.0.0.1 and a free port, seeded; stopped on exit."""
     started = time.monotonic()
+    # The server logs every request at INFO level: thousands of lines in a failed test's report.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -21,6 +21,8 @@ replacement.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -138,6 +140,7 @@ def karpy_aws(plane: ControlPlane, aws: Aws, name: str, log_dir: Path, **env: st
     """``karpy run --cloud-provider aws`` with a deployment's environment, through the fault proxy."""
     environ = {
         **sdk_environment(aws.proxy.url),
+        "KUBECONFIG": str(plane.kubeconfig),
         "KARPY_CLOUD_PROVIDER": "aws",
         "CLUSTER_NAME": CLUSTER,
         "INTERRUPTION_QUEUE": QUEUE,
@@ -263,7 +266,17 @@ def test_the_seed_walkthrough_launches_tagged_imdsv2_instances_that_join_and_sca
     assert seed_pool["apiVersion"] == "karpenter.sh/v1beta1"
     karpy = karpy_aws(plane, aws, "aws-seed", tmp_path)
     try:
-        plane.kubectl("apply", "-f", "-", stdin=as_yaml(node_class, seed_pool))
+        # karpy's CRDs store v1 only: the guide's v1beta1 manifests go through `karpy convert` first.
+        manifests = tmp_path / "seed-v1beta1.yaml"
+        manifests.write_text(as_yaml(node_class, seed_pool))
+        converted = subprocess.run(
+            [sys.executable, "-m", "karpy.cli", "convert", str(manifests)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        ).stdout
+        plane.kubectl("apply", "-f", "-", stdin=converted)
         wait_until(lambda: is_ready(plane, "seed-aws"), timeout=60, what="the EC2NodeClass to be Ready")
         status = _object(plane, "ec2nodeclass", "seed-aws")["status"]
         assert {subnet["id"] for subnet in status["subnets"]} == set(aws.world.subnet_ids.values())
@@ -590,11 +603,12 @@ def test_a_selector_matching_nothing_is_named_on_the_class_the_pool_and_the_pods
 
         def class_condition() -> dict[str, Any] | None:
             ready = condition(_object(plane, "ec2nodeclass", "typo-aws"), "Ready")
-            return ready if ready.get("status") == "False" else None
+            return ready if ready.get("status") == "False" and "my-k3z" in ready.get("message", "") else None
 
-        ready = wait_until(class_condition, timeout=60, what="the EC2NodeClass to be Ready=False")
+        ready = wait_until(class_condition, timeout=60, what="the EC2NodeClass Ready=False naming the selector")
         subnets = condition(_object(plane, "ec2nodeclass", "typo-aws"), "SubnetsReady")
         assert subnets["status"] == "False" and "my-k3z" in subnets["message"], subnets
+        assert condition(_object(plane, "ec2nodeclass", "typo-aws"), "SecurityGroupsReady")["status"] == "True"
         print(f"\nEC2NodeClass Ready: {ready.get('reason')}: {ready.get('message')}")
 
         def pool_condition() -> dict[str, Any] | None:
