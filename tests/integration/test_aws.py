@@ -354,11 +354,14 @@ def test_spot_refused_everywhere_falls_back_to_on_demand_and_a_refused_type_to_a
         wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=90, what="2 pods Running")
         instances = aws.instances("ice-aws")
         assert instances and not any(_spot(instance) for instance in instances)
-        refused = [call for call in aws.proxy.calls if call.action == "CreateFleet" and call.refused]
-        launched = [call for call in aws.proxy.calls if call.action == "CreateFleet" and not call.refused]
-        # Each NodeClaim that met the refusal was replaced by one that launched on-demand at once.
-        assert len(launched) == len(instances)
-        assert 1 <= len(refused) <= len(instances)
+        fleets = [call for call in aws.proxy.calls if call.action == "CreateFleet"]
+        refused = [call.nodeclaim for call in fleets if call.refused]
+        launched = [call.nodeclaim for call in fleets if not call.refused]
+        # Each NodeClaim that met the refusal met it once and was replaced; each replacement
+        # launched on-demand at its first CreateFleet ("within one retry").
+        assert refused and len(set(refused)) == len(refused)
+        assert len(set(launched)) == len(launched) == len(instances)
+        assert not set(refused) & set(launched)
         print(
             f"\nICE: {len(refused)} spot CreateFleet calls refused, then {len(launched)} on-demand launches"
         )
@@ -455,7 +458,7 @@ def test_a_karpy_killed_mid_launch_leaves_no_instance_without_a_nodeclaim(
                 karpenter_test(namespace, "crash-aws", 1),
             ),
         )
-        wait_until(lambda: aws.instances("crash-aws"), timeout=60, interval=0.05, what="the instance")
+        wait_until(lambda: bool(aws.instances("crash-aws")), timeout=60, interval=0.05, what="the instance")
         first.process.kill()  # SIGKILL: the NodeClaim never learns its instance
         first.process.wait(30)
         (claim,) = pool_claims(plane, "crash-aws").values()
@@ -528,6 +531,7 @@ def test_a_spot_interruption_is_drained_and_replaced_before_the_two_minutes_are_
         node = _object(plane, "node", pod["spec"]["nodeName"])
         zone, instance_id = node["spec"]["providerID"].removeprefix("aws:///").split("/")
         queue_url = aws.queue_url()
+        before_warning = aws.instances("spot-aws")
         aws.sqs.send_message(QueueUrl=queue_url, MessageBody="this is not an EventBridge event")
         sent = time.monotonic()
         aws.sqs.send_message(QueueUrl=queue_url, MessageBody=spot_interruption_warning(instance_id, zone))
@@ -555,13 +559,10 @@ def test_a_spot_interruption_is_drained_and_replaced_before_the_two_minutes_are_
         )
         assert took < 120
         assert fewest >= 1, "the PodDisruptionBudget (minAvailable 1) was broken"
-        replacement = [i for i in aws.instances("spot-aws") if i["InstanceId"] != instance_id]
+        before = {i["InstanceId"] for i in before_warning}
+        replacement = [i for i in aws.instances("spot-aws") if i["InstanceId"] not in before]
         # The interrupted offering is unavailable for 3 minutes: the replacement is elsewhere.
-        assert all(
-            i["Placement"]["AvailabilityZone"] != zone
-            for i in replacement
-            if i["InstanceId"] not in {instance_id}
-        )
+        assert replacement and all(i["Placement"]["AvailabilityZone"] != zone for i in replacement)
 
         def queue_empty() -> bool:
             attributes = aws.sqs.get_queue_attributes(
@@ -574,8 +575,10 @@ def test_a_spot_interruption_is_drained_and_replaced_before_the_two_minutes_are_
             )
 
         wait_until(queue_empty, timeout=30, what="both messages deleted from the queue")
-        assert "unparseable" in karpy.log().lower() or "could not parse" in karpy.log().lower(), karpy.tail()
+        assert "is unparseable, deleting it" in karpy.log(), karpy.tail()
     finally:
+        # The budget would keep the last pod's node from draining when the pool goes.
+        plane.kubectl("delete", "pdb", app, "-n", namespace, "--ignore-not-found")
         remove_aws_pool(plane, aws, "spot-aws", "spot-aws")
         karpy.stop()
 
@@ -605,10 +608,14 @@ def test_a_selector_matching_nothing_is_named_on_the_class_the_pool_and_the_pods
             ready = condition(_object(plane, "ec2nodeclass", "typo-aws"), "Ready")
             return ready if ready.get("status") == "False" and "my-k3z" in ready.get("message", "") else None
 
-        ready = wait_until(class_condition, timeout=60, what="the EC2NodeClass Ready=False naming the selector")
+        ready = wait_until(
+            class_condition, timeout=60, what="the EC2NodeClass Ready=False naming the selector"
+        )
         subnets = condition(_object(plane, "ec2nodeclass", "typo-aws"), "SubnetsReady")
         assert subnets["status"] == "False" and "my-k3z" in subnets["message"], subnets
-        assert condition(_object(plane, "ec2nodeclass", "typo-aws"), "SecurityGroupsReady")["status"] == "True"
+        assert (
+            condition(_object(plane, "ec2nodeclass", "typo-aws"), "SecurityGroupsReady")["status"] == "True"
+        )
         print(f"\nEC2NodeClass Ready: {ready.get('reason')}: {ready.get('message')}")
 
         def pool_condition() -> dict[str, Any] | None:
