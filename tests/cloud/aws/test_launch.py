@@ -14,7 +14,7 @@ import json
 import queue
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import boto3
@@ -34,7 +34,7 @@ from karpy.api.requirements import (
     LABEL_ZONE,
     Requirement,
 )
-from karpy.cloud.aws.client import AwsClient
+from karpy.cloud.aws.client import AwsApiError, AwsClient, LaunchTemplate
 from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup, launch_options
 from karpy.cloud.aws.provider import AwsCloudProvider
 from karpy.cloud.aws.settings import AwsSettings
@@ -474,3 +474,21 @@ def test_prices_are_replaced_and_drift_follows_the_class_amis(harness: Harness) 
         ("Ready", "False"),
         ("Ready", "Unknown"),
     }
+
+
+class RefusingTemplatesClient(AwsClient):
+    """An account whose policy does not allow describing launch templates."""
+
+    def launch_templates_named(self, names: Sequence[str]) -> list[LaunchTemplate]:
+        raise AwsApiError("UnauthorizedOperation", "You are not authorized to perform this operation.", False)
+
+
+def test_a_refused_aws_call_before_create_fleet_is_the_launch_error(harness: Harness) -> None:
+    harness.client = RefusingTemplatesClient(boto3.Session())
+    provider = harness.new_provider()
+    try:
+        with pytest.raises(CloudProviderError, match="UnauthorizedOperation: You are not authorized"):
+            harness.launch(harness.nodeclaim("refused"), provider)
+    finally:
+        provider.close()
+    assert harness.proxy.count("CreateFleet") == 0

@@ -240,7 +240,14 @@ class AwsCloudProvider:
         instance_types = self._instance_types(node_class)
         created = nodeclaim.metadata.creation_timestamp
         adopt = created is not None and created < self.started
-        self.launcher.submit(name, lambda: self._launch(nodeclaim, node_class, instance_types, adopt))
+
+        def launch() -> NodeClaim:
+            try:
+                return self._launch(nodeclaim, node_class, instance_types, adopt)
+            except AwsApiError as error:  # a template or lookup call failed: still the launch's error
+                raise CloudProviderError(f"launching NodeClaim {name}: {error}") from error
+
+        self.launcher.submit(name, launch)
         raise LaunchInProgressError(f"launching an instance for NodeClaim {name}")
 
     def _launch(
