@@ -38,7 +38,8 @@ created (``clock()`` time), for the figures tests quote.
 
 Nodes are created and deleted through two callables, so the booter runs
 without a control plane in unit tests; the defaults talk to the API server of
-``kubeconfig`` with lightkube.
+``kubeconfig`` with lightkube. The EC2 client takes its credentials from the
+environment, as karpy's does (``tests.aws.world.sdk_environment``).
 """
 
 from __future__ import annotations
