@@ -13,7 +13,8 @@
   2 with errors; ``--strict`` makes warnings errors. ``karpy simulate``
   keeps it an error: its cluster holds nothing but the inputs.
 - ``karpy run [--kubeconfig PATH]``: run the controllers against a real
-  cluster, launching kwok nodes (docs/run.md); stops on SIGTERM or SIGINT.
+  cluster, launching kwok nodes or, with ``--cloud-provider aws``, EC2
+  instances (docs/run.md, docs/aws.md); stops on SIGTERM or SIGINT.
   Replicas elect a leader through a Lease; one that loses its lease exits
   with status 1, to be restarted as a standby.
 - ``karpy convert PATH ...``: print the objects of the files (a directory
@@ -94,7 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     convert.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="manifest files or directories")
     commands.add_parser("crds", help="print the CRDs (karpy crds | kubectl apply -f -)")
-    run_command = commands.add_parser("run", help="run karpy against a real cluster (kwok nodes)")
+    run_command = commands.add_parser(
+        "run",
+        help="run karpy against a real cluster (kwok nodes, or EC2 instances with --cloud-provider aws)",
+    )
     run_command.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration)"
     )

@@ -371,11 +371,16 @@ class AwsStack:
         return controllers
 
     def first_keys(self) -> list[tuple[str, str]]:
-        """The reconciles due at start even in an empty cluster: the first GC pass and price refresh."""
+        """The reconciles due at start even in an empty cluster: GC, prices, leftover launch templates."""
+        from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup
         from karpy.cloud.aws.pricing import REFRESH_KEY, PricingRefresher
         from karpy.controllers.garbagecollection import PASS_KEY, GarbageCollector
 
-        return [(GarbageCollector.name, PASS_KEY), (PricingRefresher.name, REFRESH_KEY)]
+        return [
+            (GarbageCollector.name, PASS_KEY),
+            (PricingRefresher.name, REFRESH_KEY),
+            (LaunchTemplateCleanup.name, LaunchTemplateCleanup.KEY),
+        ]
 
     def start(self) -> None:
         import boto3
