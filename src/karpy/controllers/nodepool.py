@@ -252,6 +252,25 @@ class NodePoolStatusController:
         if status != pool.status:
             self.cluster.update_status(dataclasses.replace(pool, status=status))
             log_ready_change(pool, pool.status.conditions, status.conditions)
+            self._event_on_node_class_failure(pool, pool.status.conditions, status.conditions)
+
+    def _event_on_node_class_failure(
+        self, pool: NodePool, before: tuple[Condition, ...], after: tuple[Condition, ...]
+    ) -> None:
+        """A Warning Event on the NodePool when its node class turns unready, or says why anew.
+
+        The condition says it to ``kubectl get -o yaml``; the Event says it to
+        ``kubectl describe nodepool`` and ``kubectl get events``, where people
+        look when nothing launches. Only a change is told, so a class that stays
+        broken does not repeat itself.
+        """
+        old = find_condition(before, CONDITION_NODECLASS_READY)
+        new = find_condition(after, CONDITION_NODECLASS_READY)
+        if new is None or new.status != FALSE:
+            return
+        if old is not None and (old.status, old.message) == (new.status, new.message):
+            return
+        self.cluster.record_event(pool, EVENT_WARNING, new.reason or "NodeClassNotReady", new.message)
 
     def _reconcile_unreadable(self, pool: UnreadableNodePool) -> None:
         status = unreadable_nodepool_status(pool.status, self.clock.now(), pool.path, pool.message)

@@ -181,6 +181,14 @@ def test_a_selector_that_matches_nothing_is_named_on_the_class_the_pool_and_the_
     pool_ready = world.pool_condition(CONDITION_NODECLASS_READY)
     assert (pool_ready.status, pool_ready.reason) == (FALSE, REASON_UNHEALTHY_DEPENDENTS)
     assert pool_ready.message == f"EC2NodeClass/default is not ready: {expected}"
+    # `kubectl describe nodepool` shows it as a Warning Event too, once.
+    pool_events = [
+        event
+        for event in world.cluster.events
+        if (event.kind, event.type, event.reason) == ("NodePool", "Warning", REASON_UNHEALTHY_DEPENDENTS)
+        and selector in event.message
+    ]
+    assert len(pool_events) == 1
     # The pending pod is told the same, and which selector to fix.
     Provisioner(world.cluster, world.cloud, world.clock).provision()
     failed = [event.message for event in world.cluster.events if event.reason == "FailedScheduling"]
