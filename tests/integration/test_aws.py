@@ -632,6 +632,13 @@ def test_a_selector_matching_nothing_is_named_on_the_class_the_pool_and_the_pods
             ]
             return next((m for m in messages if "my-k3z" in m), None)
 
+        def pool_event() -> str | None:
+            events = get_items(plane, "events", "-A", "--field-selector", "involvedObject.kind=NodePool")
+            messages = [e.get("message", "") for e in events if e["involvedObject"].get("name") == "typo-aws"]
+            return next((m for m in messages if "my-k3z" in m), None)
+
+        told = wait_until(pool_event, timeout=60, what="a NodePool Event naming the selector")
+        print(f"NodePool event: {told}")
         print(f"pod event: {wait_until(pod_event, timeout=60, what='a pod Event naming the selector')}")
         assert not [call for call in aws.proxy.calls if call.action == "CreateFleet"]
         assert not aws.instances("typo-aws")
