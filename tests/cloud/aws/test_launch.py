@@ -111,13 +111,21 @@ class Harness:
     """A cluster holding the node class, the provider under test, and the wake-ups it posts."""
 
     def __init__(
-        self, aws: AwsWorld, proxy: FaultProxy, *, ready: bool = True, concurrency: int = 16
+        self,
+        aws: AwsWorld,
+        proxy: FaultProxy,
+        *,
+        ready: bool = True,
+        concurrency: int = 16,
+        spec: str = "",
     ) -> None:
         self.aws = aws
         self.proxy = proxy
         self.clock = VirtualClock(start=time.time())
         self.cluster = InMemoryCluster(self.clock)
-        node_class = parse_object(node_class_manifest(aws, ready=ready))
+        # ``spec``: more of the class' spec, as YAML lines indented by two spaces.
+        manifest = node_class_manifest(aws, ready=ready).replace("status:\n", spec + "status:\n", 1)
+        node_class = parse_object(manifest)
         assert isinstance(node_class, EC2NodeClass)
         self.node_class = self.cluster.create(node_class)
         self.woken: queue.Queue[str] = queue.Queue()
@@ -179,6 +187,69 @@ def harness(aws: AwsWorld, proxy: FaultProxy) -> Iterator[Harness]:
 
 def _ec2(aws: AwsWorld) -> Any:
     return boto3.Session().client("ec2", endpoint_url=aws.endpoint)
+
+
+def _template_data(harness: Harness, claim: NodeClaim) -> dict[str, Any]:
+    """The launch template data of the fleet that launched ``claim``, as EC2 stored it."""
+    ec2 = _ec2(harness.aws)
+    [instance] = harness.instances(claim.name)
+    by_image = {
+        template: data
+        for template in harness.provider.templates._known
+        for data in [
+            ec2.describe_launch_template_versions(LaunchTemplateName=template)["LaunchTemplateVersions"][0][
+                "LaunchTemplateData"
+            ]
+        ]
+        if data["ImageId"] == instance["ImageId"]
+    }
+    [data] = by_image.values()
+    return data  # type: ignore[no-any-return]
+
+
+KARPENTER_DOCS_DISKS = """\
+  blockDeviceMappings:
+  - deviceName: /dev/xvda
+    rootVolume: true
+    ebs:
+      volumeSize: 100Gi
+      volumeType: gp3
+      iops: 10000
+      throughput: 125
+      encrypted: true
+      kmsKeyID: arn:aws:kms:us-east-1:123456789012:key/1a2b3c4d-5e6f-1a2b-3c4d-5e6f1a2b3c4d
+      deleteOnTermination: true
+  - deviceName: /dev/xvdb
+    ebs: {volumeSize: 20G, volumeType: gp3}
+"""
+
+
+@pytest.fixture
+def disks(aws: AwsWorld, proxy: FaultProxy) -> Iterator[Harness]:
+    """A harness whose class has the root volume of Karpenter's docs and a second, decimal-sized disk."""
+    harness = Harness(aws, proxy, spec=KARPENTER_DOCS_DISKS)
+    yield harness
+    harness.provider.close()
+
+
+def test_block_devices_reach_the_launch_template_sized_as_karpenter_sizes_them(disks: Harness) -> None:
+    claim = disks.nodeclaim("disks")
+    disks.launch(claim)
+    root, data_disk = _template_data(disks, claim)["BlockDeviceMappings"]
+    assert root == {
+        "DeviceName": "/dev/xvda",
+        "Ebs": {
+            # 100Gi is 107.4 GB: Karpenter asks EC2 for 108, never less than the quantity.
+            "VolumeSize": 108,
+            "VolumeType": "gp3",
+            "Iops": 10000,
+            "Throughput": 125,
+            "Encrypted": True,
+            "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/1a2b3c4d-5e6f-1a2b-3c4d-5e6f1a2b3c4d",
+            "DeleteOnTermination": True,
+        },
+    }
+    assert data_disk == {"DeviceName": "/dev/xvdb", "Ebs": {"VolumeSize": 20, "VolumeType": "gp3"}}
 
 
 def test_a_nodeclaim_gets_one_fleet_one_tagged_instance_in_a_discovered_subnet(harness: Harness) -> None:

@@ -37,6 +37,7 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, MetadataOptions
@@ -53,7 +54,7 @@ TEMPLATE_NAME_PREFIX = "karpenter.k8s.aws/"
 TAG_CLUSTER = "karpenter.k8s.aws/cluster"
 ALREADY_EXISTS_CODE = "InvalidLaunchTemplateName.AlreadyExistsException"
 CLEANUP_INTERVAL = 3600.0
-_GIB = 1024**3
+_GIGA = 10**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +113,20 @@ class LaunchOptions:
         return data
 
 
+def volume_size_gib(volume_size: str) -> int:
+    """EC2's ``VolumeSize`` for a class' ``volumeSize`` quantity: whole gigabytes (10^9 bytes), rounded up.
+
+    This is Karpenter's conversion, so a class moved from Karpenter gets the
+    same disks: ``100Gi`` (107.4 GB) is 108 and ``20G`` is 20. EC2 reads the
+    number as GiB, so the volume is never smaller than the quantity asked for.
+    """
+    return math.ceil(Fraction(amount_of("memory", Quantity.parse(volume_size)), _GIGA))
+
+
 def _block_device(mapping: ClassBlockDeviceMapping) -> dict[str, Any]:
     ebs: dict[str, Any] = {}
     if mapping.volume_size:
-        ebs["VolumeSize"] = math.ceil(amount_of("memory", Quantity.parse(mapping.volume_size)) / _GIB)
+        ebs["VolumeSize"] = volume_size_gib(mapping.volume_size)
     optional = {
         "VolumeType": mapping.volume_type,
         "Iops": mapping.iops,
