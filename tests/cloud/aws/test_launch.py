@@ -563,3 +563,49 @@ def test_a_refused_aws_call_before_create_fleet_is_the_launch_error(harness: Har
     finally:
         provider.close()
     assert harness.proxy.count("CreateFleet") == 0
+
+
+def test_the_root_volume_is_the_nodes_ephemeral_storage(disks: Harness) -> None:
+    """A pod asking for 50Gi of ephemeral storage fits a node class whose root volume is 100Gi."""
+    hundred_gi = 100 * 1024**3
+    [c5_large] = [t for t in disks.provider.get_instance_types(nodepool_for()) if t.name == "c5.large"]
+    assert c5_large.capacity["ephemeral-storage"] == hundred_gi
+    assert c5_large.allocatable["ephemeral-storage"] > 50 * 1024**3
+    launched = disks.launch(disks.nodeclaim("ephemeral"))
+    assert launched.status.capacity["ephemeral-storage"] == hundred_gi
+    found = disks.provider.get(launched.status.provider_id)
+    assert found.status.capacity["ephemeral-storage"] == hundred_gi
+
+
+@pytest.mark.parametrize(
+    ("family_spec", "mappings", "expected"),
+    [
+        # The mapping marked rootVolume wins, wherever it is.
+        ("amiFamily: AL2023", "[{deviceName: /dev/xvdz, rootVolume: true, ebs: {volumeSize: 80Gi}}]", "80Gi"),
+        # Without one: the family's data device (Bottlerocket keeps its data on /dev/xvdb).
+        (
+            "amiFamily: Bottlerocket",
+            "[{deviceName: /dev/xvda, ebs: {volumeSize: 4Gi}},"
+            " {deviceName: /dev/xvdb, ebs: {volumeSize: 60Gi}}]",
+            "60Gi",
+        ),
+        ("amiFamily: AL2023", "[{deviceName: /dev/xvdb, ebs: {volumeSize: 60Gi}}]", ""),
+        # A Custom AMI's layout is unknown: the last mapping.
+        (
+            "amiFamily: Custom",
+            "[{deviceName: /dev/sda1, ebs: {volumeSize: 30Gi}}, {deviceName: /dev/sdb}]",
+            "",
+        ),
+        ("amiFamily: Custom", "[{deviceName: /dev/sda1, ebs: {volumeSize: 30Gi}}]", "30Gi"),
+        ("amiFamily: AL2", "[]", ""),
+    ],
+)
+def test_the_ephemeral_volume_is_found_as_karpenter_finds_it(
+    aws: AwsWorld, family_spec: str, mappings: str, expected: str
+) -> None:
+    manifest = node_class_manifest(aws).replace(
+        "status:\n", f"  {family_spec}\n  blockDeviceMappings: {mappings}\nstatus:\n", 1
+    )
+    node_class = parse_object(manifest)
+    assert isinstance(node_class, EC2NodeClass)
+    assert node_class.ephemeral_volume_size == expected

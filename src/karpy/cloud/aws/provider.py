@@ -92,7 +92,13 @@ from karpy.cloud.aws.launchtemplates import LaunchTemplates, launch_options
 from karpy.cloud.aws.resolution import node_class_problem_from_status
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.aws.userdata import ClusterInfo, UserDataError, user_data
-from karpy.cloud.aws_catalog import Catalog, CatalogEntry, instance_type_from_entry, load_catalog
+from karpy.cloud.aws_catalog import (
+    Catalog,
+    CatalogEntry,
+    ephemeral_storage_bytes,
+    instance_type_from_entry,
+    load_catalog,
+)
 from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
     REASON_NODECLASS_NOT_SERVED,
@@ -186,7 +192,15 @@ class AwsCloudProvider:
         with self._lock:
             unavailable = self.unavailable.now()
             entries = builtins.list(self._entries.values())
-            key = (unavailable, zones, repr(node_class.kubelet), repr(amis), self._prices_version)
+            root_volume = ephemeral_storage_bytes(node_class)
+            key = (
+                unavailable,
+                zones,
+                repr(node_class.kubelet),
+                root_volume,
+                repr(amis),
+                self._prices_version,
+            )
             if self._types_cache is not None and self._types_cache[0] == key:
                 return self._types_cache[1]
         types = []
@@ -194,7 +208,7 @@ class AwsCloudProvider:
             if not set(entry.zones) & set(zones):
                 continue
             instance_type = instance_type_from_entry(
-                entry, self.region, zones, node_class.kubelet, unavailable
+                entry, self.region, zones, node_class.kubelet, unavailable, root_volume
             )
             if image_for(instance_type, amis) is not None:
                 types.append(instance_type)
@@ -352,7 +366,13 @@ class AwsCloudProvider:
         allocatable: dict[str, int] = {}
         if entry is not None:
             kubelet = node_class.kubelet if node_class is not None else None
-            instance_type = instance_type_from_entry(entry, self.region, (instance.zone,), kubelet)
+            instance_type = instance_type_from_entry(
+                entry,
+                self.region,
+                (instance.zone,),
+                kubelet,
+                root_volume_bytes=ephemeral_storage_bytes(node_class),
+            )
             labels = instance_type.requirements.labels(include_well_known=True)
             capacity, allocatable = dict(instance_type.capacity), dict(instance_type.allocatable)
         labels[LABEL_ZONE] = instance.zone
