@@ -14,7 +14,7 @@ import json
 import queue
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import boto3
@@ -107,6 +107,19 @@ spec:
     return nodepool
 
 
+class RecordingClient(AwsClient):
+    """The real client, remembering each NodeClaim's last CreateFleet request."""
+
+    def __init__(self, session: boto3.Session) -> None:
+        super().__init__(session)
+        self.fleets: dict[str, Mapping[str, Any]] = {}
+
+    def create_fleet(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        tags = {tag["Key"]: tag["Value"] for tag in request["TagSpecifications"][0]["Tags"]}
+        self.fleets[tags["karpenter.sh/nodeclaim"]] = request
+        return super().create_fleet(request)
+
+
 class Harness:
     """A cluster holding the node class, the provider under test, and the wake-ups it posts."""
 
@@ -130,14 +143,20 @@ class Harness:
         self.node_class = self.cluster.create(node_class)
         self.woken: queue.Queue[str] = queue.Queue()
         self.settings = AwsSettings(cluster_name=CLUSTER, region=REGION, launch_concurrency=concurrency)
-        self.client = AwsClient.for_region(REGION)
+        self.client: AwsClient = RecordingClient.for_region(REGION)
         self.provider = self.new_provider()
         self.prefix = f"t{uuid.uuid4().hex[:8]}"
 
     def new_provider(self) -> AwsCloudProvider:
         return AwsCloudProvider(self.cluster, self.client, self.settings, self.clock, wake=self.woken.put)
 
-    def nodeclaim(self, suffix: str, *, types: tuple[str, ...] = SEED_TYPES) -> NodeClaim:
+    def nodeclaim(
+        self,
+        suffix: str,
+        *,
+        types: tuple[str, ...] = SEED_TYPES,
+        capacity_types: tuple[str, ...] = ("spot", "on-demand"),
+    ) -> NodeClaim:
         return self.cluster.create(
             NodeClaim(
                 metadata=ObjectMeta(name=f"{self.prefix}-{suffix}", labels={LABEL_NODEPOOL: "default"}),
@@ -145,7 +164,7 @@ class Harness:
                     node_class_ref=NodeClassRef("karpenter.k8s.aws", "EC2NodeClass", "default"),
                     requirements=(
                         Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", types),
-                        Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", ("spot", "on-demand")),
+                        Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", capacity_types),
                     ),
                 ),
             )
@@ -190,21 +209,17 @@ def _ec2(aws: AwsWorld) -> Any:
 
 
 def _template_data(harness: Harness, claim: NodeClaim) -> dict[str, Any]:
-    """The launch template data of the fleet that launched ``claim``, as EC2 stored it."""
-    ec2 = _ec2(harness.aws)
+    """The data of the launch template ``claim``'s instance came from, as EC2 stored it."""
+    assert isinstance(harness.client, RecordingClient)
     [instance] = harness.instances(claim.name)
-    by_image = {
-        template: data
-        for template in harness.provider.templates._known
-        for data in [
-            ec2.describe_launch_template_versions(LaunchTemplateName=template)["LaunchTemplateVersions"][0][
-                "LaunchTemplateData"
-            ]
-        ]
-        if data["ImageId"] == instance["ImageId"]
-    }
-    [data] = by_image.values()
-    return data  # type: ignore[no-any-return]
+    [config] = [
+        config
+        for config in harness.client.fleets[claim.name]["LaunchTemplateConfigs"]
+        if config["Overrides"][0]["ImageId"] == instance["ImageId"]
+    ]
+    name = config["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    versions = _ec2(harness.aws).describe_launch_template_versions(LaunchTemplateName=name)
+    return versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]  # type: ignore[no-any-return]
 
 
 KARPENTER_DOCS_DISKS = """\
@@ -609,3 +624,29 @@ def test_the_ephemeral_volume_is_found_as_karpenter_finds_it(
     node_class = parse_object(manifest)
     assert isinstance(node_class, EC2NodeClass)
     assert node_class.ephemeral_volume_size == expected
+
+
+def test_launch_templates_tag_what_they_launch_as_the_controller_policy_requires(harness: Harness) -> None:
+    """docs/aws.md lets CreateFleet make network interfaces and spot requests only with these tags."""
+    required = {f"kubernetes.io/cluster/{CLUSTER}": "owned", "karpenter.sh/nodepool": "default"}
+
+    def tagged(data: dict[str, Any]) -> dict[str, dict[str, str]]:
+        return {
+            spec["ResourceType"]: {tag["Key"]: tag["Value"] for tag in spec["Tags"]}
+            for spec in data.get("TagSpecifications", [])
+            if spec["ResourceType"] != "launch-template"  # moto lists the template's own tags here too
+        }
+
+    spot_claim = harness.nodeclaim("tags-spot")
+    assert harness.launch(spot_claim).metadata.labels[LABEL_CAPACITY_TYPE] == "spot"
+    spot = tagged(_template_data(harness, spot_claim))
+    assert set(spot) == {"network-interface", "spot-instances-request"}
+    for tags in spot.values():
+        assert tags.items() >= {**required, "team": "nodes"}.items()
+        assert "karpenter.sh/nodeclaim" not in tags  # shared by the pool's NodeClaims
+
+    on_demand_claim = harness.nodeclaim("tags-od", capacity_types=("on-demand",))
+    harness.launch(on_demand_claim)
+    on_demand = tagged(_template_data(harness, on_demand_claim))
+    assert set(on_demand) == {"network-interface"}
+    assert on_demand["network-interface"].items() >= required.items()

@@ -204,6 +204,11 @@ def launch_tags(
     }
 
 
+def pool_launch_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The launch tags every NodeClaim of one pool shares (no ``Name``, no NodeClaim): a template's tags."""
+    return {key: value for key, value in tags.items() if key not in (TAG_NAME, TAG_NODECLAIM)}
+
+
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": key, "Value": value} for key, value in sorted(tags.items())]
 

@@ -69,7 +69,7 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
-from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from karpy.api.requirements import CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance
 from karpy.cloud.aws.fleet import (
@@ -86,6 +86,7 @@ from karpy.cloud.aws.fleet import (
     launch_tags,
     parse_fleet_response,
     plan_launch,
+    pool_launch_tags,
 )
 from karpy.cloud.aws.launcher import Launcher
 from karpy.cloud.aws.launchtemplates import LaunchTemplates, launch_options
@@ -341,8 +342,12 @@ class AwsCloudProvider:
             document = self.user_data(node_class, nodeclaim)
         except UserDataError as error:
             raise CloudProviderError(f"user data of EC2NodeClass {node_class.name}: {error}") from error
+        template_tags = pool_launch_tags(tags)
+        spot = plan.capacity_type == CAPACITY_TYPE_SPOT
         templates = {
-            image_id: self.templates.ensure(launch_options(node_class, image_id, document), node_class)
+            image_id: self.templates.ensure(
+                launch_options(node_class, image_id, document, template_tags, spot=spot), node_class
+            )
             for image_id in plan.image_ids
         }
         try:
