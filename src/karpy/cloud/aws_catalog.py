@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -158,6 +159,23 @@ def ephemeral_storage_bytes(node_class: EC2NodeClass | None) -> int:
     return amount_of("ephemeral-storage", Quantity.parse(size)) if size else ROOT_VOLUME_BYTES
 
 
+def _eviction_threshold(kubelet: KubeletConfiguration, signal: str, capacity: int, default: int) -> int:
+    """The bytes the kubelet's hard eviction ``signal`` keeps free: the class' threshold, else ``default``.
+
+    A threshold is a quantity or a percentage of ``capacity`` (rounded up), as
+    the kubelet reads it. One that is neither is left to the launch to refuse
+    (:mod:`karpy.cloud.aws.userdata` checks it before writing it): sizing
+    falls back to the default rather than failing every scheduling pass.
+    """
+    value = kubelet.eviction_hard.get(signal, "")
+    try:
+        if value.endswith("%"):
+            return math.ceil(capacity * Fraction(value.removesuffix("%")) / 100)
+        return amount_of("memory", Quantity.parse(value)) if value else default
+    except (ValueError, ZeroDivisionError):
+        return default
+
+
 def _family_parts(name: str) -> tuple[str, str, str, str]:
     """("c6gn.xlarge") → category "c", family "c6gn", generation "6", size "xlarge"."""
     family, _, size = name.partition(".")
@@ -230,7 +248,12 @@ def instance_type_from_entry(
         "ephemeral-storage": GIB,
     }
     kube_reserved.update(kubelet.kube_reserved)
-    eviction: ResourceAmounts = {"memory": 100 * MIB, "ephemeral-storage": root_volume_bytes // 10}
+    eviction: ResourceAmounts = {
+        "memory": _eviction_threshold(kubelet, "memory.available", capacity["memory"], 100 * MIB),
+        "ephemeral-storage": _eviction_threshold(
+            kubelet, "nodefs.available", root_volume_bytes, root_volume_bytes // 10
+        ),
+    }
     category, family, generation, size = _family_parts(entry.name)
     capacity_types = sorted({offering.capacity_type for offering in offerings})
     labels = {

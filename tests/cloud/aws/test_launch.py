@@ -23,6 +23,7 @@ from tests.aws.fault_proxy import FaultProxy
 from tests.aws.world import CLUSTER, NODE_INSTANCE_PROFILE, REGION, AwsWorld
 from tests.support import parse_object
 
+from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import EC2NodeClass
@@ -650,3 +651,31 @@ def test_launch_templates_tag_what_they_launch_as_the_controller_policy_requires
     on_demand = tagged(_template_data(harness, on_demand_claim))
     assert set(on_demand) == {"network-interface"}
     assert on_demand["network-interface"].items() >= required.items()
+
+
+def test_the_class_eviction_thresholds_size_allocatable(aws: AwsWorld, proxy: FaultProxy) -> None:
+    """evictionHard keeps memory and disk free on the node: karpy must not count them as allocatable."""
+    default = Harness(aws, proxy)
+    strict = Harness(
+        aws,
+        proxy,
+        spec="  kubelet:\n    evictionHard: {memory.available: 1Gi, nodefs.available: 25%}\n",
+    )
+    try:
+
+        def instance_type(harness: Harness, name: str) -> InstanceType:
+            [found] = [t for t in harness.provider.get_instance_types(nodepool_for()) if t.name == name]
+            return found
+
+        before, after = instance_type(default, "m5.large"), instance_type(strict, "m5.large")
+        assert before.capacity == after.capacity
+        # The default thresholds are 100Mi of memory and a tenth of the 20Gi root volume.
+        assert before.allocatable["memory"] - after.allocatable["memory"] == 1024**3 - 100 * 1024**2
+        assert after.overhead.eviction_threshold["ephemeral-storage"] == 5 * 1024**3
+        # The launched NodeClaim records the same allocatable as the plan's type.
+        launched = strict.launch(strict.nodeclaim("eviction"))
+        planned = instance_type(strict, launched.instance_type)
+        assert launched.status.allocatable == planned.allocatable
+    finally:
+        default.provider.close()
+        strict.provider.close()
