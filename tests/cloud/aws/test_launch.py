@@ -157,6 +157,7 @@ class Harness:
         *,
         types: tuple[str, ...] = SEED_TYPES,
         capacity_types: tuple[str, ...] = ("spot", "on-demand"),
+        more: tuple[Requirement, ...] = (),
     ) -> NodeClaim:
         return self.cluster.create(
             NodeClaim(
@@ -166,6 +167,7 @@ class Harness:
                     requirements=(
                         Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", types),
                         Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", capacity_types),
+                        *more,
                     ),
                 ),
             )
@@ -679,3 +681,31 @@ def test_the_class_eviction_thresholds_size_allocatable(aws: AwsWorld, proxy: Fa
     finally:
         default.provider.close()
         strict.provider.close()
+
+
+def test_a_graviton_on_demand_claim_in_one_zone_launches_there_from_the_arm64_ami(harness: Harness) -> None:
+    """A NodePool written for Graviton, on-demand only, restricted to one zone."""
+    claim = harness.nodeclaim(
+        "graviton",
+        types=("c6g.large", "m6g.large", "c5.large"),
+        capacity_types=("on-demand",),
+        more=(
+            Requirement.from_operator("kubernetes.io/arch", "In", ("arm64",)),
+            Requirement.from_operator(LABEL_ZONE, "In", ("us-east-1c",)),
+        ),
+    )
+    launched = harness.launch(claim)
+    [instance] = harness.instances(claim.name)
+    fleet = harness.client.fleets[claim.name]  # type: ignore[attr-defined]
+    overrides = [o for config in fleet["LaunchTemplateConfigs"] for o in config["Overrides"]]
+    assert {o["InstanceType"] for o in overrides} == {"c6g.large", "m6g.large"}
+    assert {(o["AvailabilityZone"], o["SubnetId"]) for o in overrides} == {
+        ("us-east-1c", harness.aws.subnet_ids["us-east-1c"])
+    }
+    assert {o["ImageId"] for o in overrides} == {harness.aws.ami_arm64}
+    assert fleet["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+    assert instance["ImageId"] == harness.aws.ami_arm64 == _template_data(harness, claim)["ImageId"]
+    assert instance.get("InstanceLifecycle") is None
+    assert instance["Placement"]["AvailabilityZone"] == "us-east-1c"
+    assert launched.metadata.labels["kubernetes.io/arch"] == "arm64"
+    assert launched.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
