@@ -21,9 +21,17 @@ admissible offering is dearer than the cheapest on-demand offering are
 dropped, as Karpenter does, so a larger spot type never wins over a cheaper,
 sufficient on-demand one.
 
-**Order and cap.** Types are ordered by their cheapest admissible offering
-(ties by name) and at most :data:`MAX_INSTANCE_TYPES` (60) are kept, the
-number Karpenter passes to CreateFleet.
+**minValues.** When a requirement of the NodeClaim carries ``minValues``,
+the NodePool asked for that much flexibility, so no type is dropped for its
+price (Karpenter skips that filter then too), and a fleet whose types no
+longer meet every ``minValues`` after the cap is not sent: it is an
+:class:`InsufficientCapacityError` naming the requirement, as Karpenter
+refuses it.
+
+**Order and cap.** Types with an admissible offering of the chosen capacity
+type are ordered by their cheapest admissible offering (ties by name) and at
+most :data:`MAX_INSTANCE_TYPES` (60) are kept, the number Karpenter passes to
+CreateFleet.
 
 **The request.** ``Type=instant`` and a target capacity of one instance of
 the chosen capacity type; one launch template config per distinct AMI (each
@@ -58,6 +66,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.cloud.provider import CloudProviderError, InsufficientCapacityError
+from karpy.scheduling.solver import min_values_shortfall
 
 MAX_INSTANCE_TYPES = 60
 
@@ -166,7 +175,12 @@ def plan_launch(
         if allowed.has(CAPACITY_TYPE_SPOT) and CAPACITY_TYPE_SPOT in offered
         else CAPACITY_TYPE_ON_DEMAND
     )
-    if offered >= {CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND} and allowed.has(CAPACITY_TYPE_ON_DEMAND):
+    flexible = any(requirement.min_values is not None for requirement in requirements)
+    if (
+        not flexible
+        and offered >= {CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND}
+        and allowed.has(CAPACITY_TYPE_ON_DEMAND)
+    ):
         cheapest_on_demand = min(
             offering.price
             for _, _, offerings in candidates
@@ -174,16 +188,26 @@ def plan_launch(
             if offering.capacity_type == CAPACITY_TYPE_ON_DEMAND
         )
         candidates = [item for item in candidates if _cheapest(item[2]) <= cheapest_on_demand]
-    candidates.sort(key=lambda item: (_cheapest(item[2]), item[0].name))
+    chosen = [
+        (instance_type, image, [o for o in offerings if o.capacity_type == capacity_type])
+        for instance_type, image, offerings in candidates
+    ]
+    chosen = [item for item in chosen if item[2]]
+    chosen.sort(key=lambda item: (_cheapest(item[2]), item[0].name))
+    chosen = chosen[:MAX_INSTANCE_TYPES]
     overrides = [
         FleetOverride(instance_type.name, offering.zone, zones[offering.zone], image, offering.price)
-        for instance_type, image, offerings in candidates[:MAX_INSTANCE_TYPES]
+        for instance_type, image, offerings in chosen
         for offering in offerings
-        if offering.capacity_type == capacity_type
     ]
     if not overrides:
         raise InsufficientCapacityError(
             "no available offering satisfies the NodeClaim's requirements in the node class' subnets and AMIs"
+        )
+    shortfall = min_values_shortfall(requirements, [instance_type for instance_type, _, _ in chosen])
+    if shortfall is not None:
+        raise InsufficientCapacityError(
+            f"the {len(chosen)} cheapest {capacity_type} instance types do not meet minValues ({shortfall})"
         )
     overrides.sort(key=lambda override: (override.price, override.instance_type, override.zone))
     return LaunchPlan(capacity_type, tuple(overrides))
