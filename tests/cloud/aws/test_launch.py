@@ -362,6 +362,25 @@ def test_spot_refused_everywhere_marks_exactly_those_and_the_next_claim_launches
     assert again == {"spot", "on-demand"}
 
 
+def test_an_account_that_cannot_run_spot_falls_back_to_on_demand(harness: Harness) -> None:
+    """No spot service-linked role, and no right to create it: spot is out for every type, as in Karpenter."""
+    harness.proxy.refuse_capacity(
+        capacity_type="spot", code="AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    )
+    first = harness.nodeclaim("no-spot-role")
+    with pytest.raises(InsufficientCapacityError, match="ServiceLinkedRoleCreationNotPermitted"):
+        harness.launch(first)
+    offered = {
+        o.capacity_type
+        for it in harness.provider.get_instance_types(nodepool_for())
+        for o in it.offerings
+        if o.available
+    }
+    assert offered == {"on-demand"}
+    second = harness.launch(harness.nodeclaim("no-spot-role-2", types=("m6i.large",)))
+    assert second.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
+
+
 def test_one_refused_offering_falls_back_to_another(harness: Harness) -> None:
     harness.proxy.refuse_capacity("c5.large", "us-east-1b", "spot")
     launched = harness.launch(harness.nodeclaim("one-ice"))

@@ -45,7 +45,9 @@ tagged alike (:func:`launch_tags`).
 **The answer.** The launched instance (id, type, zone, capacity type,
 image) or the errors. Errors whose code is a capacity code
 (:data:`CAPACITY_ERROR_CODES`, Karpenter's list) name exactly the (type,
-zone, capacity type) offerings that failed; when every error is one of
+zone, capacity type) offerings that failed; a code that says the account
+cannot run spot at all (:data:`SPOT_REFUSED_CODES`) counts as capacity too,
+and the provider then marks every spot offering unavailable; when every error is one of
 those, :func:`launch_error` is an :class:`InsufficientCapacityError` naming
 them, else a :class:`CloudProviderError` with AWS' codes and messages.
 """
@@ -81,6 +83,11 @@ CAPACITY_ERROR_CODES = frozenset(
         "InsufficientFreeAddressesInSubnet",
     }
 )
+# CreateFleet error codes that say "this account cannot run spot at all": EC2's spot
+# service-linked role is missing and the caller may not create it. Every spot offering
+# is out until it is fixed, so the pool falls back to on-demand (Karpenter marks the
+# whole spot capacity type unavailable for this code).
+SPOT_REFUSED_CODES = frozenset({"AuthFailure.ServiceLinkedRoleCreationNotPermitted"})
 # A launch template that vanished (deleted behind karpy's back): recreate it and try once more.
 LAUNCH_TEMPLATE_NOT_FOUND_CODES = frozenset(
     {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
@@ -301,7 +308,12 @@ class FleetError:
 
     @property
     def is_capacity(self) -> bool:
-        return self.code in CAPACITY_ERROR_CODES
+        return self.code in CAPACITY_ERROR_CODES or self.refuses_spot
+
+    @property
+    def refuses_spot(self) -> bool:
+        """The account cannot launch spot at all (:data:`SPOT_REFUSED_CODES`), whatever the offering."""
+        return self.code in SPOT_REFUSED_CODES
 
     @property
     def offering(self) -> tuple[str, str, str]:

@@ -29,7 +29,8 @@ raises the launch's error. One launch is:
    ``karpenter.sh/unregistered:NoExecute``), call CreateFleet;
 3. when a launch template is missing (deleted behind karpy's back), forget
    it, recreate it and call once more, as Karpenter does;
-4. mark every offering a capacity error names unavailable; raise
+4. mark every offering a capacity error names unavailable (every spot
+   offering when the account cannot run spot at all); raise
    :class:`InsufficientCapacityError` naming them when nothing launched, or a
    :class:`CloudProviderError` with AWS' message for any other error.
 
@@ -225,6 +226,14 @@ class AwsCloudProvider:
         with self._lock:
             self.unavailable.mark(instance_type, zone, capacity_type)
 
+    def _mark_spot_unavailable(self, instance_types: builtins.list[InstanceType]) -> None:
+        """Every spot offering of the class' types: the account cannot launch spot (see fleet.py)."""
+        with self._lock:
+            for instance_type in instance_types:
+                for offering in instance_type.offerings:
+                    if offering.capacity_type == CAPACITY_TYPE_SPOT:
+                        self.unavailable.mark(instance_type.name, offering.zone, CAPACITY_TYPE_SPOT)
+
     def update_prices(self, on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float]) -> None:
         """Replace the prices the instance types carry (a pricing refresh); unknown types are ignored."""
         with self._lock:
@@ -300,7 +309,9 @@ class AwsCloudProvider:
             log.info("a launch template of NodeClaim %s is gone; recreating it", nodeclaim.name)
             outcome = self._create_fleet(plan, node_class, nodeclaim, tags)
         for error in outcome.errors:
-            if error.is_capacity:
+            if error.refuses_spot:
+                self._mark_spot_unavailable(instance_types)
+            elif error.is_capacity:
                 self.mark_offering_unavailable(*error.offering)
         if outcome.instance is None:
             raise launch_error(outcome.errors)
