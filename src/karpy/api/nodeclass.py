@@ -45,6 +45,14 @@ _AMI_FAMILY_ALIASES = {
 
 AMI_FAMILY_CUSTOM = "Custom"
 _ALIAS_FAMILIES = {alias: family for family, alias in _AMI_FAMILY_ALIASES.items()}
+# The device whose volume holds the kubelet's ephemeral storage, by family (Karpenter's).
+_EPHEMERAL_DEVICES = {
+    "AL2": "/dev/xvda",
+    "AL2023": "/dev/xvda",
+    "Bottlerocket": "/dev/xvdb",
+    "Windows2019": "/dev/sda1",
+    "Windows2022": "/dev/sda1",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +312,25 @@ class EC2NodeClass:
                 family = term.alias.partition("@")[0].lower()
                 return _ALIAS_FAMILIES.get(family, AMI_FAMILY_CUSTOM)
         return AMI_FAMILY_CUSTOM
+
+    @property
+    def ephemeral_volume_size(self) -> str:
+        """The ``volumeSize`` of the disk nodes keep their ephemeral storage on; "" for the AMI's default.
+
+        As Karpenter reads it: the mapping marked ``rootVolume``, else the
+        family's data device (``/dev/xvda``, Bottlerocket's ``/dev/xvdb``),
+        else, for a Custom AMI whose layout karpy cannot know, the last mapping.
+        """
+        sized = [mapping for mapping in self.block_device_mappings if mapping.volume_size]
+        for mapping in sized:
+            if mapping.root_volume:
+                return mapping.volume_size
+        family = self.effective_ami_family
+        if family == AMI_FAMILY_CUSTOM:
+            last = self.block_device_mappings[-1:]
+            return last[0].volume_size if last else ""
+        device = _EPHEMERAL_DEVICES.get(family, "")
+        return next((mapping.volume_size for mapping in sized if mapping.device_name == device), "")
 
 
 def convert_v1beta1(reader: FieldReader) -> Conversion:

@@ -25,13 +25,14 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from karpy.api.instancetype import InstanceType, Offering, Overhead
-from karpy.api.nodeclass import KubeletConfiguration
-from karpy.api.quantity import ResourceAmounts
+from karpy.api.nodeclass import EC2NodeClass, KubeletConfiguration
+from karpy.api.quantity import Quantity, ResourceAmounts, amount_of
 from karpy.api.requirements import (
     AWS_LABEL_INSTANCE_CATEGORY,
     AWS_LABEL_INSTANCE_CPU,
@@ -152,6 +153,29 @@ def kube_reserved_cpu_millis(vcpus: int) -> int:
     return math.ceil(millis)
 
 
+def ephemeral_storage_bytes(node_class: EC2NodeClass | None) -> int:
+    """The ephemeral storage of the class' nodes: its root volume's size, else the 20Gi default."""
+    size = node_class.ephemeral_volume_size if node_class is not None else ""
+    return amount_of("ephemeral-storage", Quantity.parse(size)) if size else ROOT_VOLUME_BYTES
+
+
+def _eviction_threshold(kubelet: KubeletConfiguration, signal: str, capacity: int, default: int) -> int:
+    """The bytes the kubelet's hard eviction ``signal`` keeps free: the class' threshold, else ``default``.
+
+    A threshold is a quantity or a percentage of ``capacity`` (rounded up), as
+    the kubelet reads it. One that is neither is left to the launch to refuse
+    (:mod:`karpy.cloud.aws.userdata` checks it before writing it): sizing
+    falls back to the default rather than failing every scheduling pass.
+    """
+    value = kubelet.eviction_hard.get(signal, "")
+    try:
+        if value.endswith("%"):
+            return math.ceil(capacity * Fraction(value.removesuffix("%")) / 100)
+        return amount_of("memory", Quantity.parse(value)) if value else default
+    except (ValueError, ZeroDivisionError):
+        return default
+
+
 def _family_parts(name: str) -> tuple[str, str, str, str]:
     """("c6gn.xlarge") → category "c", family "c6gn", generation "6", size "xlarge"."""
     family, _, size = name.partition(".")
@@ -173,8 +197,14 @@ def instance_type_from_entry(
     zones: tuple[str, ...] | None = None,
     kubelet: KubeletConfiguration | None = None,
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
+    root_volume_bytes: int = ROOT_VOLUME_BYTES,
 ) -> InstanceType:
-    """The InstanceType for a catalog entry, offered in ``zones`` (default: all it lists)."""
+    """The InstanceType for a catalog entry, offered in ``zones`` (default: all it lists).
+
+    ``root_volume_bytes`` is the node's ephemeral storage (the node class'
+    root volume, :func:`ephemeral_storage_bytes`); the kubelet's default eviction
+    threshold keeps a tenth of it free.
+    """
     kubelet = kubelet or KubeletConfiguration()
     offered_zones = tuple(zone for zone in entry.zones if zones is None or zone in zones)
     offerings: list[Offering] = []
@@ -205,7 +235,7 @@ def instance_type_from_entry(
     capacity: ResourceAmounts = {
         "cpu": entry.vcpu * 1000,
         "memory": memory_mib * MIB,
-        "ephemeral-storage": ROOT_VOLUME_BYTES,
+        "ephemeral-storage": root_volume_bytes,
         "pods": max_pods,
     }
     if entry.gpu_count and entry.gpu_manufacturer == "nvidia":
@@ -218,7 +248,12 @@ def instance_type_from_entry(
         "ephemeral-storage": GIB,
     }
     kube_reserved.update(kubelet.kube_reserved)
-    eviction: ResourceAmounts = {"memory": 100 * MIB, "ephemeral-storage": ROOT_VOLUME_BYTES // 10}
+    eviction: ResourceAmounts = {
+        "memory": _eviction_threshold(kubelet, "memory.available", capacity["memory"], 100 * MIB),
+        "ephemeral-storage": _eviction_threshold(
+            kubelet, "nodefs.available", root_volume_bytes, root_volume_bytes // 10
+        ),
+    }
     category, family, generation, size = _family_parts(entry.name)
     capacity_types = sorted({offering.capacity_type for offering in offerings})
     labels = {

@@ -43,7 +43,7 @@ from karpy.api.requirements import (
     LABEL_ZONE,
     Requirements,
 )
-from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
+from karpy.cloud.aws_catalog import Catalog, ephemeral_storage_bytes, instance_type_from_entry, load_catalog
 from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
     CloudProviderError,
@@ -187,8 +187,9 @@ class SimulatedCloud:
         self.unavailable = UnavailableOfferings(clock)
         self.launch_listeners: list[Callable[[Instance], None]] = []
         self._launches = 0
+        # (kind, name, zones, unavailable offerings, root volume bytes) → the class' instance types.
         self._cache: dict[
-            tuple[str, str, tuple[str, ...], frozenset[tuple[str, str, str]]], list[InstanceType]
+            tuple[str, str, tuple[str, ...], frozenset[tuple[str, str, str]], int], list[InstanceType]
         ] = {}
 
     # -- node classes ------------------------------------------------------
@@ -218,12 +219,14 @@ class SimulatedCloud:
     def instance_types_for(self, node_class: NodeClass) -> list[InstanceType]:
         zones = self.zones_for(node_class)
         unavailable = self.unavailable.now()
-        key = (node_class.kind, node_class.name, zones, unavailable)
+        ec2_class = node_class if isinstance(node_class, EC2NodeClass) else None
+        root_volume = ephemeral_storage_bytes(ec2_class)
+        key = (node_class.kind, node_class.name, zones, unavailable, root_volume)
         cached = self._cache.get(key)
         if cached is None:
-            kubelet = node_class.kubelet if isinstance(node_class, EC2NodeClass) else None
+            kubelet = ec2_class.kubelet if ec2_class is not None else None
             cached = [
-                instance_type_from_entry(entry, self.catalog.region, zones, kubelet, unavailable)
+                instance_type_from_entry(entry, self.catalog.region, zones, kubelet, unavailable, root_volume)
                 for entry in self.catalog.entries
                 if any(zone in zones for zone in entry.zones)
             ]

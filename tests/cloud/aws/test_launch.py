@@ -14,7 +14,7 @@ import json
 import queue
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import boto3
@@ -23,6 +23,7 @@ from tests.aws.fault_proxy import FaultProxy
 from tests.aws.world import CLUSTER, NODE_INSTANCE_PROFILE, REGION, AwsWorld
 from tests.support import parse_object
 
+from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import EC2NodeClass
@@ -107,29 +108,57 @@ spec:
     return nodepool
 
 
+class RecordingClient(AwsClient):
+    """The real client, remembering each NodeClaim's last CreateFleet request."""
+
+    def __init__(self, session: boto3.Session) -> None:
+        super().__init__(session)
+        self.fleets: dict[str, Mapping[str, Any]] = {}
+
+    def create_fleet(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        tags = {tag["Key"]: tag["Value"] for tag in request["TagSpecifications"][0]["Tags"]}
+        self.fleets[tags["karpenter.sh/nodeclaim"]] = request
+        return super().create_fleet(request)
+
+
 class Harness:
     """A cluster holding the node class, the provider under test, and the wake-ups it posts."""
 
     def __init__(
-        self, aws: AwsWorld, proxy: FaultProxy, *, ready: bool = True, concurrency: int = 16
+        self,
+        aws: AwsWorld,
+        proxy: FaultProxy,
+        *,
+        ready: bool = True,
+        concurrency: int = 16,
+        spec: str = "",
     ) -> None:
         self.aws = aws
         self.proxy = proxy
         self.clock = VirtualClock(start=time.time())
         self.cluster = InMemoryCluster(self.clock)
-        node_class = parse_object(node_class_manifest(aws, ready=ready))
+        # ``spec``: more of the class' spec, as YAML lines indented by two spaces.
+        manifest = node_class_manifest(aws, ready=ready).replace("status:\n", spec + "status:\n", 1)
+        node_class = parse_object(manifest)
         assert isinstance(node_class, EC2NodeClass)
         self.node_class = self.cluster.create(node_class)
         self.woken: queue.Queue[str] = queue.Queue()
         self.settings = AwsSettings(cluster_name=CLUSTER, region=REGION, launch_concurrency=concurrency)
-        self.client = AwsClient.for_region(REGION)
+        self.client: AwsClient = RecordingClient.for_region(REGION)
         self.provider = self.new_provider()
         self.prefix = f"t{uuid.uuid4().hex[:8]}"
 
     def new_provider(self) -> AwsCloudProvider:
         return AwsCloudProvider(self.cluster, self.client, self.settings, self.clock, wake=self.woken.put)
 
-    def nodeclaim(self, suffix: str, *, types: tuple[str, ...] = SEED_TYPES) -> NodeClaim:
+    def nodeclaim(
+        self,
+        suffix: str,
+        *,
+        types: tuple[str, ...] = SEED_TYPES,
+        capacity_types: tuple[str, ...] = ("spot", "on-demand"),
+        more: tuple[Requirement, ...] = (),
+    ) -> NodeClaim:
         return self.cluster.create(
             NodeClaim(
                 metadata=ObjectMeta(name=f"{self.prefix}-{suffix}", labels={LABEL_NODEPOOL: "default"}),
@@ -137,7 +166,8 @@ class Harness:
                     node_class_ref=NodeClassRef("karpenter.k8s.aws", "EC2NodeClass", "default"),
                     requirements=(
                         Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", types),
-                        Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", ("spot", "on-demand")),
+                        Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", capacity_types),
+                        *more,
                     ),
                 ),
             )
@@ -179,6 +209,65 @@ def harness(aws: AwsWorld, proxy: FaultProxy) -> Iterator[Harness]:
 
 def _ec2(aws: AwsWorld) -> Any:
     return boto3.Session().client("ec2", endpoint_url=aws.endpoint)
+
+
+def _template_data(harness: Harness, claim: NodeClaim) -> dict[str, Any]:
+    """The data of the launch template ``claim``'s instance came from, as EC2 stored it."""
+    assert isinstance(harness.client, RecordingClient)
+    [instance] = harness.instances(claim.name)
+    [config] = [
+        config
+        for config in harness.client.fleets[claim.name]["LaunchTemplateConfigs"]
+        if config["Overrides"][0]["ImageId"] == instance["ImageId"]
+    ]
+    name = config["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    versions = _ec2(harness.aws).describe_launch_template_versions(LaunchTemplateName=name)
+    return versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]  # type: ignore[no-any-return]
+
+
+KARPENTER_DOCS_DISKS = """\
+  blockDeviceMappings:
+  - deviceName: /dev/xvda
+    rootVolume: true
+    ebs:
+      volumeSize: 100Gi
+      volumeType: gp3
+      iops: 10000
+      throughput: 125
+      encrypted: true
+      kmsKeyID: arn:aws:kms:us-east-1:123456789012:key/1a2b3c4d-5e6f-1a2b-3c4d-5e6f1a2b3c4d
+      deleteOnTermination: true
+  - deviceName: /dev/xvdb
+    ebs: {volumeSize: 20G, volumeType: gp3}
+"""
+
+
+@pytest.fixture
+def disks(aws: AwsWorld, proxy: FaultProxy) -> Iterator[Harness]:
+    """A harness whose class has the root volume of Karpenter's docs and a second, decimal-sized disk."""
+    harness = Harness(aws, proxy, spec=KARPENTER_DOCS_DISKS)
+    yield harness
+    harness.provider.close()
+
+
+def test_block_devices_reach_the_launch_template_sized_as_karpenter_sizes_them(disks: Harness) -> None:
+    claim = disks.nodeclaim("disks")
+    disks.launch(claim)
+    root, data_disk = _template_data(disks, claim)["BlockDeviceMappings"]
+    assert root == {
+        "DeviceName": "/dev/xvda",
+        "Ebs": {
+            # 100Gi is 107.4 GB: Karpenter asks EC2 for 108, never less than the quantity.
+            "VolumeSize": 108,
+            "VolumeType": "gp3",
+            "Iops": 10000,
+            "Throughput": 125,
+            "Encrypted": True,
+            "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/1a2b3c4d-5e6f-1a2b-3c4d-5e6f1a2b3c4d",
+            "DeleteOnTermination": True,
+        },
+    }
+    assert data_disk == {"DeviceName": "/dev/xvdb", "Ebs": {"VolumeSize": 20, "VolumeType": "gp3"}}
 
 
 def test_a_nodeclaim_gets_one_fleet_one_tagged_instance_in_a_discovered_subnet(harness: Harness) -> None:
@@ -271,6 +360,25 @@ def test_spot_refused_everywhere_marks_exactly_those_and_the_next_claim_launches
         if o.available
     }
     assert again == {"spot", "on-demand"}
+
+
+def test_an_account_that_cannot_run_spot_falls_back_to_on_demand(harness: Harness) -> None:
+    """No spot service-linked role, and no right to create it: spot is out for every type, as in Karpenter."""
+    harness.proxy.refuse_capacity(
+        capacity_type="spot", code="AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    )
+    first = harness.nodeclaim("no-spot-role")
+    with pytest.raises(InsufficientCapacityError, match="ServiceLinkedRoleCreationNotPermitted"):
+        harness.launch(first)
+    offered = {
+        o.capacity_type
+        for it in harness.provider.get_instance_types(nodepool_for())
+        for o in it.offerings
+        if o.available
+    }
+    assert offered == {"on-demand"}
+    second = harness.launch(harness.nodeclaim("no-spot-role-2", types=("m6i.large",)))
+    assert second.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
 
 
 def test_one_refused_offering_falls_back_to_another(harness: Harness) -> None:
@@ -492,3 +600,131 @@ def test_a_refused_aws_call_before_create_fleet_is_the_launch_error(harness: Har
     finally:
         provider.close()
     assert harness.proxy.count("CreateFleet") == 0
+
+
+def test_the_root_volume_is_the_nodes_ephemeral_storage(disks: Harness) -> None:
+    """A pod asking for 50Gi of ephemeral storage fits a node class whose root volume is 100Gi."""
+    hundred_gi = 100 * 1024**3
+    [c5_large] = [t for t in disks.provider.get_instance_types(nodepool_for()) if t.name == "c5.large"]
+    assert c5_large.capacity["ephemeral-storage"] == hundred_gi
+    assert c5_large.allocatable["ephemeral-storage"] > 50 * 1024**3
+    launched = disks.launch(disks.nodeclaim("ephemeral"))
+    assert launched.status.capacity["ephemeral-storage"] == hundred_gi
+    found = disks.provider.get(launched.status.provider_id)
+    assert found.status.capacity["ephemeral-storage"] == hundred_gi
+
+
+@pytest.mark.parametrize(
+    ("family_spec", "mappings", "expected"),
+    [
+        # The mapping marked rootVolume wins, wherever it is.
+        ("amiFamily: AL2023", "[{deviceName: /dev/xvdz, rootVolume: true, ebs: {volumeSize: 80Gi}}]", "80Gi"),
+        # Without one: the family's data device (Bottlerocket keeps its data on /dev/xvdb).
+        (
+            "amiFamily: Bottlerocket",
+            "[{deviceName: /dev/xvda, ebs: {volumeSize: 4Gi}},"
+            " {deviceName: /dev/xvdb, ebs: {volumeSize: 60Gi}}]",
+            "60Gi",
+        ),
+        ("amiFamily: AL2023", "[{deviceName: /dev/xvdb, ebs: {volumeSize: 60Gi}}]", ""),
+        # A Custom AMI's layout is unknown: the last mapping.
+        (
+            "amiFamily: Custom",
+            "[{deviceName: /dev/sda1, ebs: {volumeSize: 30Gi}}, {deviceName: /dev/sdb}]",
+            "",
+        ),
+        ("amiFamily: Custom", "[{deviceName: /dev/sda1, ebs: {volumeSize: 30Gi}}]", "30Gi"),
+        ("amiFamily: AL2", "[]", ""),
+    ],
+)
+def test_the_ephemeral_volume_is_found_as_karpenter_finds_it(
+    aws: AwsWorld, family_spec: str, mappings: str, expected: str
+) -> None:
+    manifest = node_class_manifest(aws).replace(
+        "status:\n", f"  {family_spec}\n  blockDeviceMappings: {mappings}\nstatus:\n", 1
+    )
+    node_class = parse_object(manifest)
+    assert isinstance(node_class, EC2NodeClass)
+    assert node_class.ephemeral_volume_size == expected
+
+
+def test_launch_templates_tag_what_they_launch_as_the_controller_policy_requires(harness: Harness) -> None:
+    """docs/aws.md lets CreateFleet make network interfaces and spot requests only with these tags."""
+    required = {f"kubernetes.io/cluster/{CLUSTER}": "owned", "karpenter.sh/nodepool": "default"}
+
+    def tagged(data: dict[str, Any]) -> dict[str, dict[str, str]]:
+        return {
+            spec["ResourceType"]: {tag["Key"]: tag["Value"] for tag in spec["Tags"]}
+            for spec in data.get("TagSpecifications", [])
+            if spec["ResourceType"] != "launch-template"  # moto lists the template's own tags here too
+        }
+
+    spot_claim = harness.nodeclaim("tags-spot")
+    assert harness.launch(spot_claim).metadata.labels[LABEL_CAPACITY_TYPE] == "spot"
+    spot = tagged(_template_data(harness, spot_claim))
+    assert set(spot) == {"network-interface", "spot-instances-request"}
+    for tags in spot.values():
+        assert tags.items() >= {**required, "team": "nodes"}.items()
+        assert "karpenter.sh/nodeclaim" not in tags  # shared by the pool's NodeClaims
+
+    on_demand_claim = harness.nodeclaim("tags-od", capacity_types=("on-demand",))
+    harness.launch(on_demand_claim)
+    on_demand = tagged(_template_data(harness, on_demand_claim))
+    assert set(on_demand) == {"network-interface"}
+    assert on_demand["network-interface"].items() >= required.items()
+
+
+def test_the_class_eviction_thresholds_size_allocatable(aws: AwsWorld, proxy: FaultProxy) -> None:
+    """evictionHard keeps memory and disk free on the node: karpy must not count them as allocatable."""
+    default = Harness(aws, proxy)
+    strict = Harness(
+        aws,
+        proxy,
+        spec="  kubelet:\n    evictionHard: {memory.available: 1Gi, nodefs.available: 25%}\n",
+    )
+    try:
+
+        def instance_type(harness: Harness, name: str) -> InstanceType:
+            [found] = [t for t in harness.provider.get_instance_types(nodepool_for()) if t.name == name]
+            return found
+
+        before, after = instance_type(default, "m5.large"), instance_type(strict, "m5.large")
+        assert before.capacity == after.capacity
+        # The default thresholds are 100Mi of memory and a tenth of the 20Gi root volume.
+        assert before.allocatable["memory"] - after.allocatable["memory"] == 1024**3 - 100 * 1024**2
+        assert after.overhead.eviction_threshold["ephemeral-storage"] == 5 * 1024**3
+        # The launched NodeClaim records the same allocatable as the plan's type.
+        launched = strict.launch(strict.nodeclaim("eviction"))
+        planned = instance_type(strict, launched.instance_type)
+        assert launched.status.allocatable == planned.allocatable
+    finally:
+        default.provider.close()
+        strict.provider.close()
+
+
+def test_a_graviton_on_demand_claim_in_one_zone_launches_there_from_the_arm64_ami(harness: Harness) -> None:
+    """A NodePool written for Graviton, on-demand only, restricted to one zone."""
+    claim = harness.nodeclaim(
+        "graviton",
+        types=("c6g.large", "m6g.large", "c5.large"),
+        capacity_types=("on-demand",),
+        more=(
+            Requirement.from_operator("kubernetes.io/arch", "In", ("arm64",)),
+            Requirement.from_operator(LABEL_ZONE, "In", ("us-east-1c",)),
+        ),
+    )
+    launched = harness.launch(claim)
+    [instance] = harness.instances(claim.name)
+    fleet = harness.client.fleets[claim.name]  # type: ignore[attr-defined]
+    overrides = [o for config in fleet["LaunchTemplateConfigs"] for o in config["Overrides"]]
+    assert {o["InstanceType"] for o in overrides} == {"c6g.large", "m6g.large"}
+    assert {(o["AvailabilityZone"], o["SubnetId"]) for o in overrides} == {
+        ("us-east-1c", harness.aws.subnet_ids["us-east-1c"])
+    }
+    assert {o["ImageId"] for o in overrides} == {harness.aws.ami_arm64}
+    assert fleet["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+    assert instance["ImageId"] == harness.aws.ami_arm64 == _template_data(harness, claim)["ImageId"]
+    assert instance.get("InstanceLifecycle") is None
+    assert instance["Placement"]["AvailabilityZone"] == "us-east-1c"
+    assert launched.metadata.labels["kubernetes.io/arch"] == "arm64"
+    assert launched.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"

@@ -8,7 +8,13 @@ import pytest
 
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclass import StatusAMI, StatusSubnet
-from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, Requirement, Requirements
+from karpy.api.requirements import (
+    AWS_LABEL_INSTANCE_FAMILY,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    Requirement,
+    Requirements,
+)
 from karpy.cloud.aws.fleet import (
     MAX_INSTANCE_TYPES,
     fleet_request,
@@ -72,22 +78,56 @@ def test_on_demand_when_spot_is_not_allowed_or_not_available() -> None:
     assert len(fallback.overrides) == 2
 
 
-def test_mixed_capacity_drops_spot_types_dearer_than_the_cheapest_on_demand() -> None:
-    types = catalog_types()
+def _dear_m5_spot_types(types: Sequence[InstanceType]) -> list[str]:
+    """The m5 sizes whose spot price is above c5.large's on-demand price."""
     c5_large = next(t for t in types if t.name == "c5.large")
     on_demand = min(o.price for o in c5_large.offerings if o.capacity_type == "on-demand")
-    dearer = [
+    return [
         t.name
         for t in types
         if t.name.startswith("m5.")
         and min(o.price for o in t.offerings if o.zone in ZONES and o.capacity_type == "spot") > on_demand
     ]
+
+
+def test_mixed_capacity_drops_spot_types_dearer_than_the_cheapest_on_demand() -> None:
+    types = catalog_types()
+    dearer = _dear_m5_spot_types(types)
     assert dearer  # the catalog has m5 sizes whose spot price beats no c5.large on-demand
     plan = plan_launch(requirements(("c5.large", *dearer)), types, SUBNETS, (X86,))
     assert plan.instance_types == ("c5.large",)
     # Spot alone allowed: nothing to compare with, the dear types stay.
     spot_only = plan_launch(requirements(("c5.large", *dearer), ("spot",)), types, SUBNETS, (X86,))
     assert set(spot_only.instance_types) == {"c5.large", *dearer}
+
+
+def test_min_values_keep_the_dear_spot_types_as_karpenter_keeps_them() -> None:
+    """With minValues the NodePool asked for that much flexibility: no type is dropped for its price."""
+    types = catalog_types()
+    dearer = _dear_m5_spot_types(types)
+    flexible = Requirements(
+        *requirements(("c5.large", *dearer)),
+        Requirement.from_operator(AWS_LABEL_INSTANCE_FAMILY, "In", ("c5", "m5"), min_values=2),
+    )
+    plan = plan_launch(flexible, types, SUBNETS, (X86,))
+    assert plan.capacity_type == "spot"
+    assert set(plan.instance_types) == {"c5.large", *dearer}
+
+
+def test_min_values_the_sixty_cheapest_types_cannot_meet_launch_nothing() -> None:
+    types = [t for t in catalog_types() if t.requirements.get("kubernetes.io/arch").has("amd64")]
+    names = [t.name for t in types]
+    families = sorted({t.name.split(".")[0] for t in types})
+    cheapest = plan_launch(requirements(names, ("spot",)), types, SUBNETS, (X86,)).instance_types
+    sent = len({name.split(".")[0] for name in cheapest})
+    assert sent < len(families)  # the 60 cheapest span fewer families than all the types do
+    diverse = Requirements(
+        *requirements(names, ("spot",)),
+        Requirement.from_operator(AWS_LABEL_INSTANCE_FAMILY, "In", families, min_values=sent + 1),
+    )
+    # Karpenter truncates to the 60 cheapest and refuses a fleet that lost the flexibility asked for.
+    with pytest.raises(InsufficientCapacityError, match="minValues"):
+        plan_launch(diverse, types, SUBNETS, (X86,))
 
 
 def test_at_most_sixty_types_the_cheapest() -> None:

@@ -356,3 +356,68 @@ def test_a_class_selecting_its_amis_by_tags_is_custom_and_passed_verbatim() -> N
         taints=TAINTS,
     )
     assert document == SSM_SCRIPT
+
+
+# -- kubelet reservations ----------------------------------------------------
+
+# The kubelet block of Karpenter's EC2NodeClass docs.
+KUBELET = {
+    "maxPods": 110,
+    "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
+    "kubeReserved": {"cpu": "200m", "memory": "100Mi", "ephemeral-storage": "3Gi"},
+    "evictionHard": {"memory.available": "5%", "nodefs.available": "10%", "nodefs.inodesFree": "10%"},
+}
+SYSTEM_RESERVED = {"cpu": "100m", "ephemeral-storage": "1Gi", "memory": "100Mi"}
+KUBE_RESERVED = {"cpu": "200m", "ephemeral-storage": "3Gi", "memory": "100Mi"}
+
+
+def documented_kubelet_user_data(family: str, kubelet: dict[str, Any] = KUBELET) -> str:
+    alias = {"AL2023": "al2023", "AL2": "al2", "Bottlerocket": "bottlerocket"}[family]
+    return user_data(
+        node_class(amiSelectorTerms=[{"alias": f"{alias}@latest"}], kubelet=kubelet),
+        cluster=CLUSTER,
+        labels=LABELS,
+        taints=TAINTS,
+    )
+
+
+def test_al2023_node_config_reserves_what_the_class_reserves() -> None:
+    """karpy sizes allocatable with these reservations: the kubelet must make the same."""
+    config = karpy_node_config(documented_kubelet_user_data(AMI_FAMILY_AL2023))["spec"]["kubelet"]["config"]
+    assert config["maxPods"] == 110
+    assert config["systemReserved"] == SYSTEM_RESERVED
+    assert config["kubeReserved"] == KUBE_RESERVED
+    assert config["evictionHard"] == KUBELET["evictionHard"]
+
+
+def test_al2_kubelet_flags_reserve_what_the_class_reserves() -> None:
+    script = body(parts(documented_kubelet_user_data(AMI_FAMILY_AL2))[-1])
+    (command,) = [line for line in script.replace("\\\n", " ").splitlines() if "bootstrap.sh" in line]
+    argv = shlex.split(command)
+    options = dict(zip(argv[2::2], argv[3::2], strict=True))
+    flags = dict(flag.split("=", 1) for flag in shlex.split(options["--kubelet-extra-args"]))
+    assert flags["--system-reserved"] == "cpu=100m,ephemeral-storage=1Gi,memory=100Mi"
+    assert flags["--kube-reserved"] == "cpu=200m,ephemeral-storage=3Gi,memory=100Mi"
+    assert flags["--eviction-hard"] == "memory.available<5%,nodefs.available<10%,nodefs.inodesFree<10%"
+
+
+def test_bottlerocket_settings_reserve_what_the_class_reserves() -> None:
+    kubernetes = tomllib.loads(documented_kubelet_user_data(AMI_FAMILY_BOTTLEROCKET))["settings"][
+        "kubernetes"
+    ]
+    assert kubernetes["system-reserved"] == SYSTEM_RESERVED
+    assert kubernetes["kube-reserved"] == KUBE_RESERVED
+    assert kubernetes["eviction-hard"] == KUBELET["evictionHard"]
+
+
+@pytest.mark.parametrize(
+    "kubelet",
+    [
+        {"evictionHard": {"memory.available": "5%,nodefs.available<0%"}},
+        {"evictionHard": {"memory.available<1%,x": "5%"}},
+        {"systemReserved": {"nvidia.com/gpu": "1"}},
+    ],
+)
+def test_reservations_that_would_break_the_flags_are_refused(kubelet: dict[str, Any]) -> None:
+    with pytest.raises(UserDataError, match="kubelet"):
+        documented_kubelet_user_data(AMI_FAMILY_AL2, kubelet)

@@ -21,9 +21,17 @@ admissible offering is dearer than the cheapest on-demand offering are
 dropped, as Karpenter does, so a larger spot type never wins over a cheaper,
 sufficient on-demand one.
 
-**Order and cap.** Types are ordered by their cheapest admissible offering
-(ties by name) and at most :data:`MAX_INSTANCE_TYPES` (60) are kept, the
-number Karpenter passes to CreateFleet.
+**minValues.** When a requirement of the NodeClaim carries ``minValues``,
+the NodePool asked for that much flexibility, so no type is dropped for its
+price (Karpenter skips that filter then too), and a fleet whose types no
+longer meet every ``minValues`` after the cap is not sent: it is an
+:class:`InsufficientCapacityError` naming the requirement, as Karpenter
+refuses it.
+
+**Order and cap.** Types with an admissible offering of the chosen capacity
+type are ordered by their cheapest admissible offering (ties by name) and at
+most :data:`MAX_INSTANCE_TYPES` (60) are kept, the number Karpenter passes to
+CreateFleet.
 
 **The request.** ``Type=instant`` and a target capacity of one instance of
 the chosen capacity type; one launch template config per distinct AMI (each
@@ -37,7 +45,9 @@ tagged alike (:func:`launch_tags`).
 **The answer.** The launched instance (id, type, zone, capacity type,
 image) or the errors. Errors whose code is a capacity code
 (:data:`CAPACITY_ERROR_CODES`, Karpenter's list) name exactly the (type,
-zone, capacity type) offerings that failed; when every error is one of
+zone, capacity type) offerings that failed; a code that says the account
+cannot run spot at all (:data:`SPOT_REFUSED_CODES`) counts as capacity too,
+and the provider then marks every spot offering unavailable; when every error is one of
 those, :func:`launch_error` is an :class:`InsufficientCapacityError` naming
 them, else a :class:`CloudProviderError` with AWS' codes and messages.
 """
@@ -58,6 +68,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.cloud.provider import CloudProviderError, InsufficientCapacityError
+from karpy.scheduling.solver import min_values_shortfall
 
 MAX_INSTANCE_TYPES = 60
 
@@ -72,6 +83,11 @@ CAPACITY_ERROR_CODES = frozenset(
         "InsufficientFreeAddressesInSubnet",
     }
 )
+# CreateFleet error codes that say "this account cannot run spot at all": EC2's spot
+# service-linked role is missing and the caller may not create it. Every spot offering
+# is out until it is fixed, so the pool falls back to on-demand (Karpenter marks the
+# whole spot capacity type unavailable for this code).
+SPOT_REFUSED_CODES = frozenset({"AuthFailure.ServiceLinkedRoleCreationNotPermitted"})
 # A launch template that vanished (deleted behind karpy's back): recreate it and try once more.
 LAUNCH_TEMPLATE_NOT_FOUND_CODES = frozenset(
     {"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"}
@@ -166,7 +182,12 @@ def plan_launch(
         if allowed.has(CAPACITY_TYPE_SPOT) and CAPACITY_TYPE_SPOT in offered
         else CAPACITY_TYPE_ON_DEMAND
     )
-    if offered >= {CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND} and allowed.has(CAPACITY_TYPE_ON_DEMAND):
+    flexible = any(requirement.min_values is not None for requirement in requirements)
+    if (
+        not flexible
+        and offered >= {CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND}
+        and allowed.has(CAPACITY_TYPE_ON_DEMAND)
+    ):
         cheapest_on_demand = min(
             offering.price
             for _, _, offerings in candidates
@@ -174,16 +195,26 @@ def plan_launch(
             if offering.capacity_type == CAPACITY_TYPE_ON_DEMAND
         )
         candidates = [item for item in candidates if _cheapest(item[2]) <= cheapest_on_demand]
-    candidates.sort(key=lambda item: (_cheapest(item[2]), item[0].name))
+    chosen = [
+        (instance_type, image, [o for o in offerings if o.capacity_type == capacity_type])
+        for instance_type, image, offerings in candidates
+    ]
+    chosen = [item for item in chosen if item[2]]
+    chosen.sort(key=lambda item: (_cheapest(item[2]), item[0].name))
+    chosen = chosen[:MAX_INSTANCE_TYPES]
     overrides = [
         FleetOverride(instance_type.name, offering.zone, zones[offering.zone], image, offering.price)
-        for instance_type, image, offerings in candidates[:MAX_INSTANCE_TYPES]
+        for instance_type, image, offerings in chosen
         for offering in offerings
-        if offering.capacity_type == capacity_type
     ]
     if not overrides:
         raise InsufficientCapacityError(
             "no available offering satisfies the NodeClaim's requirements in the node class' subnets and AMIs"
+        )
+    shortfall = min_values_shortfall(requirements, [instance_type for instance_type, _, _ in chosen])
+    if shortfall is not None:
+        raise InsufficientCapacityError(
+            f"the {len(chosen)} cheapest {capacity_type} instance types do not meet minValues ({shortfall})"
         )
     overrides.sort(key=lambda override: (override.price, override.instance_type, override.zone))
     return LaunchPlan(capacity_type, tuple(overrides))
@@ -202,6 +233,11 @@ def launch_tags(
         TAG_NODECLAIM: nodeclaim,
         TAG_NODECLASS: node_class,
     }
+
+
+def pool_launch_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The launch tags every NodeClaim of one pool shares (no ``Name``, no NodeClaim): a template's tags."""
+    return {key: value for key, value in tags.items() if key not in (TAG_NAME, TAG_NODECLAIM)}
 
 
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
@@ -272,7 +308,12 @@ class FleetError:
 
     @property
     def is_capacity(self) -> bool:
-        return self.code in CAPACITY_ERROR_CODES
+        return self.code in CAPACITY_ERROR_CODES or self.refuses_spot
+
+    @property
+    def refuses_spot(self) -> bool:
+        """The account cannot launch spot at all (:data:`SPOT_REFUSED_CODES`), whatever the offering."""
+        return self.code in SPOT_REFUSED_CODES
 
     @property
     def offering(self) -> tuple[str, str, str]:

@@ -20,11 +20,18 @@ reach the node's credentials through the metadata service.
 
 **Tags and cleanup.** Each template carries ``karpenter.k8s.aws/cluster``,
 ``karpenter.k8s.aws/ec2nodeclass`` and the cluster's ownership tag, as
-Karpenter tags them. :class:`LaunchTemplateCleanup` deletes the cluster's
-templates whose node class no longer exists, when an EC2NodeClass goes away
-and hourly (a deletion missed while karpy was down is caught then). A
-template deleted behind karpy's back is recreated: :meth:`LaunchTemplates.forget`
-drops it from the cache and the next :meth:`LaunchTemplates.ensure` creates it.
+Karpenter tags them. The network interfaces it launches (and, for spot, the
+spot instance requests) are tagged with the launch's tags that every
+NodeClaim of the pool shares (:func:`karpy.cloud.aws.fleet.pool_launch_tags`:
+the class' tags, the cluster's ownership tag, the NodePool and the class),
+as Karpenter's templates tag them: the controller policy in ``docs/aws.md``
+lets CreateFleet create those resources only with the cluster and NodePool
+tags in the request, so a template without them could launch nothing.
+:class:`LaunchTemplateCleanup` deletes the cluster's templates whose node
+class no longer exists, when an EC2NodeClass goes away and hourly (a
+deletion missed while karpy was down is caught then). A template deleted
+behind karpy's back is recreated: :meth:`LaunchTemplates.forget` drops it
+from the cache and the next :meth:`LaunchTemplates.ensure` creates it.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, MetadataOptions
@@ -53,7 +61,7 @@ TEMPLATE_NAME_PREFIX = "karpenter.k8s.aws/"
 TAG_CLUSTER = "karpenter.k8s.aws/cluster"
 ALREADY_EXISTS_CODE = "InvalidLaunchTemplateName.AlreadyExistsException"
 CLEANUP_INTERVAL = 3600.0
-_GIB = 1024**3
+_GIGA = 10**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +77,7 @@ class LaunchOptions:
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = None
     tags: tuple[tuple[str, str], ...] = ()
+    spot: bool = False
 
     @property
     def name(self) -> str:
@@ -106,16 +115,28 @@ class LaunchOptions:
             ]
             del data["SecurityGroupIds"]
         if self.tags:
+            tagged = ("network-interface", "spot-instances-request") if self.spot else ("network-interface",)
             data["TagSpecifications"] = [
-                {"ResourceType": "network-interface", "Tags": [{"Key": k, "Value": v} for k, v in self.tags]}
+                {"ResourceType": resource, "Tags": [{"Key": k, "Value": v} for k, v in self.tags]}
+                for resource in tagged
             ]
         return data
+
+
+def volume_size_gib(volume_size: str) -> int:
+    """EC2's ``VolumeSize`` for a class' ``volumeSize`` quantity: whole gigabytes (10^9 bytes), rounded up.
+
+    This is Karpenter's conversion, so a class moved from Karpenter gets the
+    same disks: ``100Gi`` (107.4 GB) is 108 and ``20G`` is 20. EC2 reads the
+    number as GiB, so the volume is never smaller than the quantity asked for.
+    """
+    return math.ceil(Fraction(amount_of("memory", Quantity.parse(volume_size)), _GIGA))
 
 
 def _block_device(mapping: ClassBlockDeviceMapping) -> dict[str, Any]:
     ebs: dict[str, Any] = {}
     if mapping.volume_size:
-        ebs["VolumeSize"] = math.ceil(amount_of("memory", Quantity.parse(mapping.volume_size)) / _GIB)
+        ebs["VolumeSize"] = volume_size_gib(mapping.volume_size)
     optional = {
         "VolumeType": mapping.volume_type,
         "Iops": mapping.iops,
@@ -129,8 +150,19 @@ def _block_device(mapping: ClassBlockDeviceMapping) -> dict[str, Any]:
     return {"DeviceName": mapping.device_name, "Ebs": ebs}
 
 
-def launch_options(node_class: EC2NodeClass, image_id: str, user_data: str) -> LaunchOptions:
-    """The options of the class' launches from ``image_id`` with ``user_data``, from its resolved status."""
+def launch_options(
+    node_class: EC2NodeClass,
+    image_id: str,
+    user_data: str,
+    tags: Mapping[str, str] | None = None,
+    *,
+    spot: bool = False,
+) -> LaunchOptions:
+    """The options of the class' launches from ``image_id`` with ``user_data``, from its resolved status.
+
+    ``tags`` go on the network interfaces (and spot requests, with ``spot``)
+    the template launches; by default the class' own tags.
+    """
     return LaunchOptions(
         image_id=image_id,
         user_data=user_data,
@@ -140,7 +172,8 @@ def launch_options(node_class: EC2NodeClass, image_id: str, user_data: str) -> L
         block_device_mappings=node_class.block_device_mappings,
         detailed_monitoring=node_class.detailed_monitoring,
         associate_public_ip_address=node_class.associate_public_ip_address,
-        tags=tuple(sorted(node_class.tags.items())),
+        tags=tuple(sorted((node_class.tags if tags is None else tags).items())),
+        spot=spot,
     )
 
 

@@ -29,7 +29,8 @@ raises the launch's error. One launch is:
    ``karpenter.sh/unregistered:NoExecute``), call CreateFleet;
 3. when a launch template is missing (deleted behind karpy's back), forget
    it, recreate it and call once more, as Karpenter does;
-4. mark every offering a capacity error names unavailable; raise
+4. mark every offering a capacity error names unavailable (every spot
+   offering when the account cannot run spot at all); raise
    :class:`InsufficientCapacityError` naming them when nothing launched, or a
    :class:`CloudProviderError` with AWS' message for any other error.
 
@@ -69,7 +70,7 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
-from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from karpy.api.requirements import CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance
 from karpy.cloud.aws.fleet import (
@@ -86,13 +87,20 @@ from karpy.cloud.aws.fleet import (
     launch_tags,
     parse_fleet_response,
     plan_launch,
+    pool_launch_tags,
 )
 from karpy.cloud.aws.launcher import Launcher
 from karpy.cloud.aws.launchtemplates import LaunchTemplates, launch_options
 from karpy.cloud.aws.resolution import node_class_problem_from_status
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.aws.userdata import ClusterInfo, UserDataError, user_data
-from karpy.cloud.aws_catalog import Catalog, CatalogEntry, instance_type_from_entry, load_catalog
+from karpy.cloud.aws_catalog import (
+    Catalog,
+    CatalogEntry,
+    ephemeral_storage_bytes,
+    instance_type_from_entry,
+    load_catalog,
+)
 from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
     REASON_NODECLASS_NOT_SERVED,
@@ -186,7 +194,15 @@ class AwsCloudProvider:
         with self._lock:
             unavailable = self.unavailable.now()
             entries = builtins.list(self._entries.values())
-            key = (unavailable, zones, repr(node_class.kubelet), repr(amis), self._prices_version)
+            root_volume = ephemeral_storage_bytes(node_class)
+            key = (
+                unavailable,
+                zones,
+                repr(node_class.kubelet),
+                root_volume,
+                repr(amis),
+                self._prices_version,
+            )
             if self._types_cache is not None and self._types_cache[0] == key:
                 return self._types_cache[1]
         types = []
@@ -194,7 +210,7 @@ class AwsCloudProvider:
             if not set(entry.zones) & set(zones):
                 continue
             instance_type = instance_type_from_entry(
-                entry, self.region, zones, node_class.kubelet, unavailable
+                entry, self.region, zones, node_class.kubelet, unavailable, root_volume
             )
             if image_for(instance_type, amis) is not None:
                 types.append(instance_type)
@@ -209,6 +225,14 @@ class AwsCloudProvider:
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         with self._lock:
             self.unavailable.mark(instance_type, zone, capacity_type)
+
+    def _mark_spot_unavailable(self, instance_types: builtins.list[InstanceType]) -> None:
+        """Every spot offering of the class' types: the account cannot launch spot (see fleet.py)."""
+        with self._lock:
+            for instance_type in instance_types:
+                for offering in instance_type.offerings:
+                    if offering.capacity_type == CAPACITY_TYPE_SPOT:
+                        self.unavailable.mark(instance_type.name, offering.zone, CAPACITY_TYPE_SPOT)
 
     def update_prices(self, on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float]) -> None:
         """Replace the prices the instance types carry (a pricing refresh); unknown types are ignored."""
@@ -285,7 +309,9 @@ class AwsCloudProvider:
             log.info("a launch template of NodeClaim %s is gone; recreating it", nodeclaim.name)
             outcome = self._create_fleet(plan, node_class, nodeclaim, tags)
         for error in outcome.errors:
-            if error.is_capacity:
+            if error.refuses_spot:
+                self._mark_spot_unavailable(instance_types)
+            elif error.is_capacity:
                 self.mark_offering_unavailable(*error.offering)
         if outcome.instance is None:
             raise launch_error(outcome.errors)
@@ -327,8 +353,12 @@ class AwsCloudProvider:
             document = self.user_data(node_class, nodeclaim)
         except UserDataError as error:
             raise CloudProviderError(f"user data of EC2NodeClass {node_class.name}: {error}") from error
+        template_tags = pool_launch_tags(tags)
+        spot = plan.capacity_type == CAPACITY_TYPE_SPOT
         templates = {
-            image_id: self.templates.ensure(launch_options(node_class, image_id, document), node_class)
+            image_id: self.templates.ensure(
+                launch_options(node_class, image_id, document, template_tags, spot=spot), node_class
+            )
             for image_id in plan.image_ids
         }
         try:
@@ -352,7 +382,13 @@ class AwsCloudProvider:
         allocatable: dict[str, int] = {}
         if entry is not None:
             kubelet = node_class.kubelet if node_class is not None else None
-            instance_type = instance_type_from_entry(entry, self.region, (instance.zone,), kubelet)
+            instance_type = instance_type_from_entry(
+                entry,
+                self.region,
+                (instance.zone,),
+                kubelet,
+                root_volume_bytes=ephemeral_storage_bytes(node_class),
+            )
             labels = instance_type.requirements.labels(include_well_known=True)
             capacity, allocatable = dict(instance_type.capacity), dict(instance_type.allocatable)
         labels[LABEL_ZONE] = instance.zone

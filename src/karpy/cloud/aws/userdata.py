@@ -40,7 +40,14 @@ Per family (``EC2NodeClass.effective_ami_family``):
   bootstrap is not built yet.
 
 ``maxPods`` is the caller's, else the class' ``kubelet.maxPods``; with
-neither, the AMI's bootstrap computes it. The output is deterministic (labels
+neither, the AMI's bootstrap computes it. The class' ``kubelet``
+``kubeReserved``, ``systemReserved`` and ``evictionHard`` are passed on too
+(NodeConfig ``kubeReserved``/``systemReserved``/``evictionHard``, AL2's
+``--kube-reserved``/``--system-reserved``/``--eviction-hard`` flags,
+Bottlerocket's ``kube-reserved``/``system-reserved``/``eviction-hard``
+tables), as Karpenter passes them: karpy sizes the node's allocatable with
+them, so the kubelet must reserve the same, or pods karpy placed on the node
+would not fit on it. The output is deterministic (labels
 sorted, fixed boundary ``//`` unless a body line starts with ``--//``, when a
 longer one is taken), so equal inputs give equal documents and a launch
 template found by its content is found again.
@@ -51,7 +58,8 @@ Why it is safe:
   a node registers with (added when the caller's taints lack it): the NodeClaim
   lifecycle removes it on registration, and until then no pod may run on a
   node karpy has not yet matched to its NodeClaim.
-- Labels and taints are checked against Kubernetes' syntax before they are
+- Labels and taints (and the reservations' resource names, eviction signals
+  and quantities) are checked against Kubernetes' syntax before they are
   written into a shell command line, a YAML flag or TOML: a value with a
   comma, quote or space could otherwise add labels or break out of the
   quoting. A bad one raises :class:`UserDataError`.
@@ -68,14 +76,15 @@ import re
 import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import Message
 from email.parser import Parser
 from typing import Any
 
 import yaml
 
-from karpy.api.nodeclass import AMI_FAMILY_CUSTOM, EC2NodeClass
+from karpy.api.nodeclass import AMI_FAMILY_CUSTOM, EC2NodeClass, KubeletConfiguration
+from karpy.api.quantity import Quantity, QuantityError, ResourceAmounts, format_amount
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 
 AMI_FAMILY_AL2 = "AL2"
@@ -93,6 +102,19 @@ AL2_BOOTSTRAP = "/etc/eks/bootstrap.sh"
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+# What the kubelet may reserve, and the eviction signals it knows (Karpenter's lists).
+_RESERVABLE = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
+_EVICTION_SIGNALS = frozenset(
+    {
+        "memory.available",
+        "nodefs.available",
+        "nodefs.inodesFree",
+        "imagefs.available",
+        "imagefs.inodesFree",
+        "pid.available",
+    }
+)
+_PERCENTAGE = re.compile(r"^[0-9]+(\.[0-9]+)?%$")
 # TOML keys that need no quotes.
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -138,6 +160,7 @@ def user_data(
         labels=labels,
         taints=taints,
         max_pods=max_pods if max_pods is not None else node_class.kubelet.max_pods,
+        kubelet=node_class.kubelet,
     )
 
 
@@ -149,6 +172,10 @@ class NodeBootstrap:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]  # including karpenter.sh/unregistered:NoExecute
     max_pods: int | None
+    # The class' kubelet reservations and hard eviction thresholds, as quantity strings.
+    kube_reserved: Mapping[str, str] = field(default_factory=dict)
+    system_reserved: Mapping[str, str] = field(default_factory=dict)
+    eviction_hard: Mapping[str, str] = field(default_factory=dict)
 
 
 def render_user_data(
@@ -159,11 +186,21 @@ def render_user_data(
     labels: Mapping[str, str],
     taints: Sequence[Taint],
     max_pods: int | None = None,
+    kubelet: KubeletConfiguration | None = None,
 ) -> str:
     """The UserData for AMI ``family`` with the class' own ``custom`` user data merged in."""
     if family == AMI_FAMILY_CUSTOM:
         return custom
-    node = NodeBootstrap(cluster, _checked_labels(labels), _with_unregistered(taints), max_pods)
+    kubelet = kubelet or KubeletConfiguration()
+    node = NodeBootstrap(
+        cluster,
+        _checked_labels(labels),
+        _with_unregistered(taints),
+        max_pods,
+        kube_reserved=_reserved("kubeReserved", kubelet.kube_reserved),
+        system_reserved=_reserved("systemReserved", kubelet.system_reserved),
+        eviction_hard=_eviction_thresholds(kubelet.eviction_hard),
+    )
     if family == AMI_FAMILY_AL2023:
         return _al2023(custom, node)
     if family == AMI_FAMILY_AL2:
@@ -195,6 +232,33 @@ def _with_unregistered(taints: Sequence[Taint]) -> tuple[Taint, ...]:
     if any(taint.key == UNREGISTERED_TAINT_KEY and taint.effect == NO_EXECUTE for taint in taints):
         return tuple(taints)
     return (*taints, unregistered)
+
+
+def _reserved(field_name: str, amounts: ResourceAmounts) -> dict[str, str]:
+    for name in amounts:
+        if name not in _RESERVABLE:
+            raise UserDataError(f"kubelet.{field_name}: the kubelet cannot reserve {name!r}")
+    return {name: format_amount(name, amount) for name, amount in sorted(amounts.items())}
+
+
+def _eviction_thresholds(thresholds: Mapping[str, str]) -> dict[str, str]:
+    for signal, value in thresholds.items():
+        if signal not in _EVICTION_SIGNALS:
+            raise UserDataError(f"kubelet.evictionHard: {signal!r} is not an eviction signal")
+        if _PERCENTAGE.match(value):
+            continue
+        try:
+            Quantity.parse(value)
+        except QuantityError as error:
+            raise UserDataError(f"kubelet.evictionHard {signal}: {error}") from error
+    return dict(sorted(thresholds.items()))
+
+
+def _flag_map(flag: str, values: Mapping[str, str], separator: str) -> list[str]:
+    """``--flag=k<sep>v,...`` when there are values (the kubelet's map flags), else nothing."""
+    if not values:
+        return []
+    return [f"--{flag}=" + ",".join(f"{key}{separator}{value}" for key, value in values.items())]
 
 
 def _node_labels_flag(labels: Mapping[str, str]) -> str:
@@ -287,6 +351,13 @@ def node_config(node: NodeBootstrap) -> dict[str, Any]:
         kubelet_config["maxPods"] = node.max_pods
     if node.cluster.dns_ip:
         kubelet_config["clusterDNS"] = [node.cluster.dns_ip]
+    for key, values in (
+        ("kubeReserved", node.kube_reserved),
+        ("systemReserved", node.system_reserved),
+        ("evictionHard", node.eviction_hard),
+    ):
+        if values:
+            kubelet_config[key] = dict(values)
     kubelet_config["registerWithTaints"] = [taint.to_dict() for taint in node.taints]
     kubelet: dict[str, Any] = {"config": kubelet_config}
     if node.labels:
@@ -331,6 +402,9 @@ def bootstrap_script(node: NodeBootstrap) -> str:
         # bootstrap.sh would otherwise compute its own --max-pods from the ENI table.
         command.append("--use-max-pods false")
         kubelet_args.append(f"--max-pods={node.max_pods}")
+    kubelet_args += _flag_map("kube-reserved", node.kube_reserved, "=")
+    kubelet_args += _flag_map("system-reserved", node.system_reserved, "=")
+    kubelet_args += _flag_map("eviction-hard", node.eviction_hard, "<")
     command.append(f"--kubelet-extra-args {shlex.quote(' '.join(kubelet_args))}")
     return "\n".join(
         [
@@ -377,6 +451,13 @@ def _bottlerocket(custom: str, node: NodeBootstrap) -> str:
         kubernetes["cluster-dns-ip"] = node.cluster.dns_ip
     if node.max_pods is not None:
         kubernetes["max-pods"] = node.max_pods
+    for key, values in (
+        ("kube-reserved", node.kube_reserved),
+        ("system-reserved", node.system_reserved),
+        ("eviction-hard", node.eviction_hard),
+    ):
+        if values:
+            kubernetes[key] = dict(values)
     node_labels = _table(kubernetes, "node-labels", "settings.kubernetes.node-labels")
     node_labels.update(node.labels)
     node_taints: dict[str, list[str]] = {}
