@@ -190,6 +190,30 @@ def test_a_spot_instance_not_drained_in_time_is_reclaimed_and_its_node_turns_not
         assert node is None or not node.ready
 
 
+def test_a_reclaimed_node_whose_drain_a_budget_blocks_is_removed_and_its_pods_run_again(
+    scenario_dir: Path,
+) -> None:
+    simulation = Simulation()
+    (scenario_dir / "cluster.yaml").write_text(
+        (scenario_dir / "cluster.yaml")
+        .read_text()
+        .replace(f"minAvailable: {MIN_AVAILABLE}", "minAvailable: 6")
+    )
+    simulation.run_scenario(load(scenario_dir))
+    records = simulation.interruptions.records
+    assert len(records) == 3
+    claims = {claim.name for claim in simulation.cluster.nodeclaims()}
+    for record in records:
+        # The instance went before the budget let a pod go: the dead Node is not kept for it.
+        assert record.reclaimed_at is not None
+        assert simulation.cluster.node(record.node) is None
+        assert record.nodeclaim not in claims
+        assert record.recovered_at is not None
+    pods = app_pods(simulation)
+    assert len(pods) == 6
+    assert all(pod.phase == POD_RUNNING for pod in pods)
+
+
 def test_only_the_selected_instances_are_warned(scenario_dir: Path) -> None:
     simulation = Simulation()
     scenario = load(scenario_dir)

@@ -8,7 +8,13 @@ it only marks it. This controller then, step by step and idempotently:
    nor terminal, non-critical first, then critical ones (system priority
    classes), and DaemonSet pods last; an eviction a PodDisruptionBudget
    refuses (429) is retried later, never forced, until the NodeClaim's
-   ``terminationGracePeriod`` (if set) runs out;
+   ``terminationGracePeriod`` (if set) runs out. A drain that cannot finish
+   is given up when the node is not Ready and the cloud says its instance no
+   longer exists (a spot instance reclaimed before a budget let its pods go,
+   say), as Karpenter does: no kubelet is left to stop those pods, so waiting
+   for the budget would keep a dead Node, and the pods bound to it, forever;
+   removing the Node lets the pods be garbage collected and replaced. A
+   Ready node, or a lookup that fails otherwise, keeps the drain waiting;
 3. deletes the instance in the cloud;
 4. deletes the Node, then lifts the finalizers so both objects go away.
 
@@ -24,7 +30,7 @@ from collections.abc import Iterable
 from karpy.api.core import Node, Pod
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
-from karpy.cloud.provider import CloudProvider, NodeClaimNotFoundError
+from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
 from karpy.controllers.interfaces import (
     EVENT_NORMAL,
     EVENT_WARNING,
@@ -87,7 +93,7 @@ class Terminator:
         node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
         if node is not None:
             wait = self._drain(nodeclaim, node)
-            if wait is not None:
+            if wait is not None and not self._instance_gone(nodeclaim, node):
                 return wait
         if nodeclaim.status.provider_id:
             try:
@@ -136,6 +142,25 @@ class Terminator:
             except NotFoundError:
                 continue
         return EVICTION_RETRY if refused else DRAIN_POLL
+
+    def _instance_gone(self, nodeclaim: NodeClaim, node: Node) -> bool:
+        """Whether a node that is not Ready has lost its instance (its drain is then given up)."""
+        provider_id = node.provider_id or nodeclaim.status.provider_id
+        if node.ready or not provider_id:
+            return False
+        try:
+            self.cloud.get(provider_id)
+        except NodeClaimNotFoundError:
+            log.info(
+                "node %s is not ready and its instance %s is gone: removing it without draining",
+                node.name,
+                provider_id,
+                extra=about(nodeclaim, node, controller=self.name),
+            )
+            return True
+        except CloudProviderError:
+            return False
+        return False
 
     def _remove_node(self, node: Node) -> None:
         current = self.cluster.node(node.name)
