@@ -223,6 +223,19 @@ def test_only_the_selected_instances_are_warned(scenario_dir: Path) -> None:
     assert all(not event.reason.startswith("Spot") for event in simulation.cluster.events)
 
 
+def test_a_warning_that_selects_no_instance_says_so_in_the_report(scenario_dir: Path) -> None:
+    simulation = Simulation()
+    scenario = load(scenario_dir)
+    scenario.interruptions = [
+        Interruption(at=WARNING_AT, count=1, zones=("nowhere-1a",)),
+        Interruption(at=WARNING_AT, kind="state-change", instance_types=("p5.48xlarge",)),
+    ]
+    simulation.run_scenario(scenario)
+    text = render_text(simulation, "spot-interruption")
+    assert "00:10:00  # spot-interruption: no spot instance in nowhere-1a to warn of" in text
+    assert "00:10:00  # state-change: no instance of p5.48xlarge to warn of" in text
+
+
 def test_a_rebalance_recommendation_changes_nothing_but_an_event(scenario_dir: Path) -> None:
     simulation = Simulation()
     scenario = load(scenario_dir)
