@@ -421,6 +421,43 @@ def test_an_instance_shutting_down_is_listed_as_deleting_and_not_terminated_agai
     assert harness.proxy.count("TerminateInstances") == 0
 
 
+def test_garbage_collection_terminates_this_clusters_leaks_only(harness: Harness) -> None:
+    ec2 = _ec2(harness.aws)
+
+    def run(name: str, cluster: str | None, *, stop: bool = False) -> str:
+        tags = [{"Key": "karpenter.sh/nodepool", "Value": "default"}]
+        tags.append({"Key": "karpenter.sh/nodeclaim", "Value": f"{harness.prefix}-{name}"})
+        if cluster is not None:
+            tags.append({"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"})
+        found = ec2.run_instances(
+            ImageId=harness.aws.ami_new_x86,
+            InstanceType="c5.large",
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=next(iter(harness.aws.subnet_ids.values())),
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )
+        instance_id = str(found["Instances"][0]["InstanceId"])
+        if stop:
+            ec2.stop_instances(InstanceIds=[instance_id])
+        return instance_id
+
+    other_cluster = run("theirs", "another-cluster")
+    untagged = run("untagged", None)
+    leaked_stopped = run("leaked-stopped", CLUSTER, stop=True)
+    collector = GarbageCollector(harness.cluster, harness.provider, harness.clock)
+    harness.clock.advance_to(harness.clock.now() + INSTANCE_GRACE + INTERVAL)
+    collector.reconcile(PASS_KEY)
+
+    def state(instance_id: str) -> str:
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        return str(reservations[0]["Instances"][0]["State"]["Name"])
+
+    assert state(other_cluster) == "running"
+    assert state(untagged) == "running"
+    assert state(leaked_stopped) in ("shutting-down", "terminated")
+
+
 def test_a_node_class_not_ready_launches_nothing(aws: AwsWorld, proxy: FaultProxy) -> None:
     harness = Harness(aws, proxy, ready=False)
     try:

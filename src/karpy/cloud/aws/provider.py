@@ -400,11 +400,22 @@ class AwsCloudProvider:
         return self._hydrate_found(found[0])
 
     def list(self) -> builtins.list[NodeClaim]:
-        """The cluster's instances that a NodePool launched, in a live state."""
+        """The cluster's instances that a NodePool launched, in a live state.
+
+        Garbage collection terminates what this lists and no NodeClaim owns, so
+        it must never hold another cluster's instance: the filters have distinct
+        names (two filters of one name are not ANDed by every EC2 implementation;
+        moto keeps the last), and the tags are checked again on what comes back.
+        """
+        owned = cluster_tag(self.settings.cluster_name)
         found = self.client.describe_instances(
-            filters=(("tag-key", (cluster_tag(self.settings.cluster_name),)), ("tag-key", (LABEL_NODEPOOL,)))
+            filters=((f"tag:{owned}", ("owned",)), ("tag-key", (LABEL_NODEPOOL,)))
         )
-        return [self._hydrate_found(instance) for instance in found]
+        return [
+            self._hydrate_found(instance)
+            for instance in found
+            if instance.tags.get(owned) == "owned" and LABEL_NODEPOOL in instance.tags
+        ]
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         self._launched.pop(nodeclaim.name, None)
