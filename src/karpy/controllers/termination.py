@@ -51,6 +51,22 @@ EVICTION_RETRY = 5.0
 DRAIN_POLL = 1.0
 
 
+def remove_node(cluster: Cluster, node: Node) -> None:
+    """Delete ``node`` and lift karpy's termination finalizer, once its instance is terminated."""
+    current = cluster.node(node.name)
+    if current is None:
+        return
+    try:
+        if not current.metadata.deleting:
+            cluster.delete(current)
+            current = cluster.node(node.name)
+        if current is not None and TERMINATION_FINALIZER in current.metadata.finalizers:
+            remaining = tuple(f for f in current.metadata.finalizers if f != TERMINATION_FINALIZER)
+            cluster.update(current.with_changes(metadata=current.metadata.with_changes(finalizers=remaining)))
+    except NotFoundError:
+        return
+
+
 def drain_order(pod: Pod) -> int:
     if pod.is_daemonset_pod:
         return 2
@@ -101,7 +117,7 @@ class Terminator:
             except NodeClaimNotFoundError:
                 pass
         if node is not None:
-            self._remove_node(node)
+            remove_node(self.cluster, node)
         if TERMINATION_FINALIZER in nodeclaim.metadata.finalizers:
             remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
             self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
@@ -161,19 +177,3 @@ class Terminator:
         except CloudProviderError:
             return False
         return False
-
-    def _remove_node(self, node: Node) -> None:
-        current = self.cluster.node(node.name)
-        if current is None:
-            return
-        try:
-            if not current.metadata.deleting:
-                self.cluster.delete(current)
-                current = self.cluster.node(node.name)
-            if current is not None and TERMINATION_FINALIZER in current.metadata.finalizers:
-                remaining = tuple(f for f in current.metadata.finalizers if f != TERMINATION_FINALIZER)
-                self.cluster.update(
-                    current.with_changes(metadata=current.metadata.with_changes(finalizers=remaining))
-                )
-        except NotFoundError:
-            return
