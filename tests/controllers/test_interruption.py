@@ -233,6 +233,17 @@ def test_a_failed_acknowledgement_is_not_counted_as_deleted(world: World) -> Non
     assert world.interruption_metrics.deleted.value() == 0
 
 
+def test_no_op_messages_are_counted_but_not_timed(world: World) -> None:
+    # Every launch sends EC2 state changes to pending and running: they must not swamp the histogram.
+    world.send("m-1", KIND_NO_OP)
+    world.send("m-2", KIND_NO_OP)
+    metrics = world.interruption_metrics
+    assert metrics.received.value(message_type=KIND_NO_OP) == 2
+    assert metrics.queue_duration.count() == 0
+    world.send("m-3", KIND_REBALANCE_RECOMMENDATION, instance_id(world.claims()[0].status.provider_id))
+    assert metrics.queue_duration.count() == 1
+
+
 def test_a_kind_the_controller_does_not_know_is_a_no_op(world: World) -> None:
     claim = world.claims()[0]
     world.send("m-1", "instance_status_failure", instance_id(claim.status.provider_id))

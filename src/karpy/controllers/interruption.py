@@ -27,7 +27,7 @@ use Karpenter's reasons (``SpotInterrupted``, ``SpotRebalanceRecommendation``,
 Karpenter's names: ``karpenter_interruption_received_messages_total{message_type}``
 (the kinds below), ``karpenter_interruption_deleted_messages_total`` and
 ``karpenter_interruption_message_queue_duration_seconds`` (from the event's
-time to its handling); deleted NodeClaims count in
+time to its handling, for every message but no-ops); deleted NodeClaims count in
 ``karpenter_nodeclaims_disrupted_total`` with the message kind as reason.
 
 The instance is matched by the id part of a provider ID, what follows the
@@ -230,7 +230,10 @@ class InterruptionController:
                 self._handle(message, nodeclaim, node)
         # Counted once handled: a handling that raised is retried with the message, not counted twice.
         self.interruption_metrics.received.labels(message_type=message.kind).inc()
-        self.interruption_metrics.queue_duration.observe(max(0.0, self.clock.now() - message.time))
+        if message.kind != KIND_NO_OP:
+            # As Karpenter times them: the EC2 state changes to pending and running that every
+            # launch sends would otherwise swamp the time interruptions wait on the queue.
+            self.interruption_metrics.queue_duration.observe(max(0.0, self.clock.now() - message.time))
         del self._inbox[key]
         if message.ack():
             self.interruption_metrics.deleted.inc()
