@@ -165,16 +165,17 @@ def test_an_independent_measure_agrees_that_pods_run_again_within_two_minutes(sc
     assert watcher.back_at - (simulation.clock.start + WARNING_AT) < SPOT_INTERRUPTION_NOTICE
 
 
+def block_every_eviction(scenario_dir: Path) -> None:
+    """A budget that allows no eviction at all: no drain can finish before the instance goes."""
+    cluster = scenario_dir / "cluster.yaml"
+    cluster.write_text(cluster.read_text().replace(f"minAvailable: {MIN_AVAILABLE}", "minAvailable: 6"))
+
+
 def test_a_spot_instance_not_drained_in_time_is_reclaimed_and_its_node_turns_not_ready(
     scenario_dir: Path,
 ) -> None:
     simulation = Simulation()
-    # A budget that allows no eviction at all: the drain cannot finish before the instance goes.
-    (scenario_dir / "cluster.yaml").write_text(
-        (scenario_dir / "cluster.yaml")
-        .read_text()
-        .replace(f"minAvailable: {MIN_AVAILABLE}", "minAvailable: 6")
-    )
+    block_every_eviction(scenario_dir)
     scenario = load(scenario_dir)
     scenario.duration = WARNING_AT + SPOT_INTERRUPTION_NOTICE + 1
     scenario.run_until_steady = False
@@ -194,11 +195,7 @@ def test_a_reclaimed_node_whose_drain_a_budget_blocks_is_removed_and_its_pods_ru
     scenario_dir: Path,
 ) -> None:
     simulation = Simulation()
-    (scenario_dir / "cluster.yaml").write_text(
-        (scenario_dir / "cluster.yaml")
-        .read_text()
-        .replace(f"minAvailable: {MIN_AVAILABLE}", "minAvailable: 6")
-    )
+    block_every_eviction(scenario_dir)
     simulation.run_scenario(load(scenario_dir))
     records = simulation.interruptions.records
     assert len(records) == 3
