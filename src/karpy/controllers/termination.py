@@ -14,7 +14,12 @@ it only marks it. This controller then, step by step and idempotently:
    say), as Karpenter does: no kubelet is left to stop those pods, so waiting
    for the budget would keep a dead Node, and the pods bound to it, forever;
    removing the Node lets the pods be garbage collected and replaced. A
-   Ready node, or a lookup that fails otherwise, keeps the drain waiting;
+   Ready node, or a lookup that fails otherwise, keeps the drain waiting.
+   A pod still there :data:`STUCK_TERMINATING_AFTER` seconds past its
+   deletion timestamp (which the API server sets to the deletion's time plus
+   the pod's grace period) is not waited for, as in Karpenter: its kubelet is
+   gone (a stopped instance, say), so nothing will ever remove it before its
+   Node goes;
 3. deletes the instance in the cloud;
 4. deletes the Node, then lifts the finalizers so both objects go away.
 
@@ -49,6 +54,8 @@ DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 EVICTION_RETRY = 5.0
 DRAIN_POLL = 1.0
+# A pod still there this long after its deletion timestamp is stuck terminating (Karpenter's minute).
+STUCK_TERMINATING_AFTER = 60.0
 
 
 def remove_node(cluster: Cluster, node: Node) -> None:
@@ -65,6 +72,12 @@ def remove_node(cluster: Cluster, node: Node) -> None:
             cluster.update(current.with_changes(metadata=current.metadata.with_changes(finalizers=remaining)))
     except NotFoundError:
         return
+
+
+def _stuck_terminating(pod: Pod, now: float) -> bool:
+    """Marked for deletion a minute past its deletion timestamp and still there: nobody stops it."""
+    deleted_at = pod.metadata.deletion_timestamp
+    return deleted_at is not None and now > deleted_at + STUCK_TERMINATING_AFTER
 
 
 def drain_order(pod: Pod) -> int:
@@ -134,10 +147,15 @@ class Terminator:
         """Evict what must go; ``None`` once the node is drained."""
         if DISRUPTED_TAINT not in node.taints:
             node = self.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
-        pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
+        now = self.clock.now()
+        pods = [
+            pod
+            for pod in self.cluster.pods_on_node(node.name)
+            if not pod.is_terminal and not _stuck_terminating(pod, now)
+        ]
         deadline = nodeclaim.spec.termination_grace_period
-        deleted_at = nodeclaim.metadata.deletion_timestamp or self.clock.now()
-        forced = deadline is not None and self.clock.now() >= deleted_at + deadline
+        deleted_at = nodeclaim.metadata.deletion_timestamp or now
+        forced = deadline is not None and now >= deleted_at + deadline
         remaining = [pod for pod in pods if not pod.is_daemonset_pod] or pods
         if not remaining or all(pod.is_daemonset_pod for pod in remaining):
             # DaemonSet pods go with the node; nothing else is left to move.
