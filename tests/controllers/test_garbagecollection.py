@@ -87,6 +87,23 @@ def test_a_leaked_instance_whose_node_registered_loses_its_node_too() -> None:
     ]
 
 
+def test_a_node_left_without_its_nodeclaim_goes_with_its_instance() -> None:
+    simulation, _ = simulation_with_gc(replicas=1)
+    simulation.run(4 * INTERVAL, until_steady=False)
+    [claim] = simulation.nodeclaims()
+    provider_id = claim.status.provider_id
+    node = simulation.cluster.node(claim.status.node_name)
+    assert node is not None and node.metadata.finalizers
+    # Somebody stripped the NodeClaim's finalizer and deleted it: its Node and instance stay behind.
+    simulation.cluster.update(claim.with_metadata(finalizers=()))
+    simulation.cluster.delete(claim)
+    simulation.run(INSTANCE_GRACE + 2 * INTERVAL, until_steady=False)
+    assert provider_id not in simulation.cloud.instances
+    assert [node for node in simulation.cluster.nodes() if node.provider_id == provider_id] == []
+    pods = [pod for pod in simulation.cluster.pods() if not pod.is_daemonset_pod]
+    assert [pod.phase for pod in pods] == [POD_RUNNING]
+
+
 def test_an_instance_owned_by_name_is_kept_while_its_nodeclaim_has_no_provider_id() -> None:
     clock = VirtualClock()
     cluster = InMemoryCluster(clock)

@@ -143,6 +143,24 @@ def test_a_message_delivered_twice_deletes_once(world: World) -> None:
     )
 
 
+def test_a_spot_warning_for_a_node_already_being_deleted_still_marks_its_offering_unavailable(
+    world: World,
+) -> None:
+    claim = world.claims()[0]
+    # Consolidation (say) deleted it a moment ago: it drains, and its pods need a new home.
+    world.sim.cluster.delete(claim)
+    world.send("m-1", KIND_SPOT_INTERRUPTION, instance_id(claim.status.provider_id))
+    assert (claim.instance_type, claim.zone, CAPACITY_TYPE_SPOT) in world.sim.cloud.unavailable.now()
+    assert world.reasons(claim.name) == ["SpotInterrupted"]
+    assert world.acks.count == {"m-1": 1}
+    assert (
+        world.metrics.nodeclaims_disrupted.value(
+            reason="spot_interrupted", nodepool="default", capacity_type=CAPACITY_TYPE_SPOT
+        )
+        == 0
+    )
+
+
 def test_a_rebalance_recommendation_is_an_event_only(world: World) -> None:
     claim = world.claims()[0]
     world.send("m-1", KIND_REBALANCE_RECOMMENDATION, instance_id(claim.status.provider_id))
@@ -213,6 +231,17 @@ def test_a_failed_acknowledgement_is_not_counted_as_deleted(world: World) -> Non
     world.send("m-1", KIND_REBALANCE_RECOMMENDATION, instance_id(world.claims()[0].status.provider_id))
     assert world.acks.count == {"m-1": 1}
     assert world.interruption_metrics.deleted.value() == 0
+
+
+def test_no_op_messages_are_counted_but_not_timed(world: World) -> None:
+    # Every launch sends EC2 state changes to pending and running: they must not swamp the histogram.
+    world.send("m-1", KIND_NO_OP)
+    world.send("m-2", KIND_NO_OP)
+    metrics = world.interruption_metrics
+    assert metrics.received.value(message_type=KIND_NO_OP) == 2
+    assert metrics.queue_duration.count() == 0
+    world.send("m-3", KIND_REBALANCE_RECOMMENDATION, instance_id(world.claims()[0].status.provider_id))
+    assert metrics.queue_duration.count() == 1
 
 
 def test_a_kind_the_controller_does_not_know_is_a_no_op(world: World) -> None:

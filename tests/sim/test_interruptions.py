@@ -165,16 +165,17 @@ def test_an_independent_measure_agrees_that_pods_run_again_within_two_minutes(sc
     assert watcher.back_at - (simulation.clock.start + WARNING_AT) < SPOT_INTERRUPTION_NOTICE
 
 
+def block_every_eviction(scenario_dir: Path) -> None:
+    """A budget that allows no eviction at all: no drain can finish before the instance goes."""
+    cluster = scenario_dir / "cluster.yaml"
+    cluster.write_text(cluster.read_text().replace(f"minAvailable: {MIN_AVAILABLE}", "minAvailable: 6"))
+
+
 def test_a_spot_instance_not_drained_in_time_is_reclaimed_and_its_node_turns_not_ready(
     scenario_dir: Path,
 ) -> None:
     simulation = Simulation()
-    # A budget that allows no eviction at all: the drain cannot finish before the instance goes.
-    (scenario_dir / "cluster.yaml").write_text(
-        (scenario_dir / "cluster.yaml")
-        .read_text()
-        .replace(f"minAvailable: {MIN_AVAILABLE}", "minAvailable: 6")
-    )
+    block_every_eviction(scenario_dir)
     scenario = load(scenario_dir)
     scenario.duration = WARNING_AT + SPOT_INTERRUPTION_NOTICE + 1
     scenario.run_until_steady = False
@@ -190,6 +191,26 @@ def test_a_spot_instance_not_drained_in_time_is_reclaimed_and_its_node_turns_not
         assert node is None or not node.ready
 
 
+def test_a_reclaimed_node_whose_drain_a_budget_blocks_is_removed_and_its_pods_run_again(
+    scenario_dir: Path,
+) -> None:
+    simulation = Simulation()
+    block_every_eviction(scenario_dir)
+    simulation.run_scenario(load(scenario_dir))
+    records = simulation.interruptions.records
+    assert len(records) == 3
+    claims = {claim.name for claim in simulation.cluster.nodeclaims()}
+    for record in records:
+        # The instance went before the budget let a pod go: the dead Node is not kept for it.
+        assert record.reclaimed_at is not None
+        assert simulation.cluster.node(record.node) is None
+        assert record.nodeclaim not in claims
+        assert record.recovered_at is not None
+    pods = app_pods(simulation)
+    assert len(pods) == 6
+    assert all(pod.phase == POD_RUNNING for pod in pods)
+
+
 def test_only_the_selected_instances_are_warned(scenario_dir: Path) -> None:
     simulation = Simulation()
     scenario = load(scenario_dir)
@@ -197,6 +218,19 @@ def test_only_the_selected_instances_are_warned(scenario_dir: Path) -> None:
     simulation.run_scenario(scenario)
     assert simulation.interruptions.records == []
     assert all(not event.reason.startswith("Spot") for event in simulation.cluster.events)
+
+
+def test_a_warning_that_selects_no_instance_says_so_in_the_report(scenario_dir: Path) -> None:
+    simulation = Simulation()
+    scenario = load(scenario_dir)
+    scenario.interruptions = [
+        Interruption(at=WARNING_AT, count=1, zones=("nowhere-1a",)),
+        Interruption(at=WARNING_AT, kind="state-change", instance_types=("p5.48xlarge",)),
+    ]
+    simulation.run_scenario(scenario)
+    text = render_text(simulation, "spot-interruption")
+    assert "00:10:00  # spot-interruption: no spot instance in nowhere-1a to warn of" in text
+    assert "00:10:00  # state-change: no instance of p5.48xlarge to warn of" in text
 
 
 def test_a_rebalance_recommendation_changes_nothing_but_an_event(scenario_dir: Path) -> None:

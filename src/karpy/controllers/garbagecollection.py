@@ -12,7 +12,11 @@ provider whose ``list`` reports the instances it launched:
   instance ``cloud.list()`` reports that no NodeClaim owns, launched more
   than :data:`INSTANCE_GRACE` seconds ago, is deleted through
   ``cloud.delete``, and its Node, if one registered, is deleted with it so the
-  scheduler stops placing pods there at once. A NodeClaim owns an instance
+  scheduler stops placing pods there at once. karpy's termination finalizer
+  is lifted from that Node too: such a Node was registered to a NodeClaim
+  that is gone now (its finalizer stripped by hand, say), so no termination
+  would ever lift it, and with the instance terminated there is nothing left
+  to drain; the pods bound to it are garbage collected and replaced. A NodeClaim owns an instance
   when it carries the instance's provider ID, or when its name is the one the
   provider gives the listed instance (``metadata.name``: the AWS provider
   reads it from the ``karpenter.sh/nodeclaim`` tag). Terminating ones are
@@ -72,6 +76,7 @@ from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNot
 from karpy.controllers.interfaces import EVENT_NORMAL, Clock, Cluster, NotFoundError
 from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.runtime import Watch
+from karpy.controllers.termination import remove_node
 from karpy.logs import about
 
 log = logging.getLogger("karpy.garbagecollection")
@@ -161,10 +166,7 @@ class GarbageCollector:
             extra=about(controller=self.name, provider_id=provider_id),
         )
         for node in self._nodes_of(provider_id):
-            try:
-                self.cluster.delete(node)
-            except NotFoundError:
-                continue
+            remove_node(self.cluster, node)
             log.info(
                 "deleted node %s of the terminated instance %s",
                 node.name,
@@ -173,11 +175,8 @@ class GarbageCollector:
             )
 
     def _nodes_of(self, provider_id: str) -> list[Node]:
-        return [
-            node
-            for node in self.cluster.nodes()
-            if node.provider_id == provider_id and not node.metadata.deleting
-        ]
+        # A Node already being deleted is included: karpy's finalizer on it is lifted all the same.
+        return [node for node in self.cluster.nodes() if node.provider_id == provider_id]
 
     # -- NodeClaims whose instance is gone ----------------------------------------
 

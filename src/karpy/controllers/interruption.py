@@ -27,7 +27,7 @@ use Karpenter's reasons (``SpotInterrupted``, ``SpotRebalanceRecommendation``,
 Karpenter's names: ``karpenter_interruption_received_messages_total{message_type}``
 (the kinds below), ``karpenter_interruption_deleted_messages_total`` and
 ``karpenter_interruption_message_queue_duration_seconds`` (from the event's
-time to its handling); deleted NodeClaims count in
+time to its handling, for every message but no-ops); deleted NodeClaims count in
 ``karpenter_nodeclaims_disrupted_total`` with the message kind as reason.
 
 The instance is matched by the id part of a provider ID, what follows the
@@ -39,7 +39,11 @@ karpy does not know (not one of its NodeClaims) is counted and acknowledged,
 nothing else. Every handled message is acknowledged (``ack``: the SQS
 adapter deletes it from the queue), once handled, so a crash in between makes
 the queue deliver it again; handling again is harmless: a NodeClaim already
-being deleted is left alone, so a message delivered twice deletes once.
+being deleted is not deleted again, so a message delivered twice deletes
+once. Its Events are recorded and, for a spot warning, its offering is marked
+unavailable all the same, as Karpenter does: a node that consolidation or a
+user is deleting is still reclaimed, and its pods, moving now, must not be
+sent to another instance of the same offering.
 
 Why an inbox: the :class:`~karpy.controllers.runtime.Runtime` reconciles
 string keys, and a message is not an object in the cluster to be read back
@@ -226,7 +230,10 @@ class InterruptionController:
                 self._handle(message, nodeclaim, node)
         # Counted once handled: a handling that raised is retried with the message, not counted twice.
         self.interruption_metrics.received.labels(message_type=message.kind).inc()
-        self.interruption_metrics.queue_duration.observe(max(0.0, self.clock.now() - message.time))
+        if message.kind != KIND_NO_OP:
+            # As Karpenter times them: the EC2 state changes to pending and running that every
+            # launch sends would otherwise swamp the time interruptions wait on the queue.
+            self.interruption_metrics.queue_duration.observe(max(0.0, self.clock.now() - message.time))
         del self._inbox[key]
         if message.ack():
             self.interruption_metrics.deleted.inc()
@@ -250,17 +257,16 @@ class InterruptionController:
         return None, node
 
     def _handle(self, message: InterruptionMessage, nodeclaim: NodeClaim, node: Node | None) -> None:
-        if nodeclaim.metadata.deleting:
-            # Already on its way out (a redelivery, or another reason): nothing more to do.
-            return
         event_type, reason, text = _EVENTS[message.kind]
         for involved in (nodeclaim, node):
             if involved is not None:
                 self.cluster.record_event(involved, event_type, reason, text)
         if message.kind == KIND_SPOT_INTERRUPTION and nodeclaim.instance_type and nodeclaim.zone:
-            # Launching the same offering again would only be reclaimed again.
+            # Launching the same offering again would only be reclaimed again; that holds for a
+            # node already being deleted too (by consolidation, say), whose pods are moving now.
             self.cloud.mark_offering_unavailable(nodeclaim.instance_type, nodeclaim.zone, CAPACITY_TYPE_SPOT)
-        if message.kind not in ACTIONABLE_KINDS:
+        if message.kind not in ACTIONABLE_KINDS or nodeclaim.metadata.deleting:
+            # Already on its way out (a redelivery, or another reason): it is not deleted again.
             return
         try:
             self.cluster.delete(nodeclaim)

@@ -8,7 +8,18 @@ it only marks it. This controller then, step by step and idempotently:
    nor terminal, non-critical first, then critical ones (system priority
    classes), and DaemonSet pods last; an eviction a PodDisruptionBudget
    refuses (429) is retried later, never forced, until the NodeClaim's
-   ``terminationGracePeriod`` (if set) runs out;
+   ``terminationGracePeriod`` (if set) runs out. A drain that cannot finish
+   is given up when the node is not Ready and the cloud says its instance no
+   longer exists (a spot instance reclaimed before a budget let its pods go,
+   say), as Karpenter does: no kubelet is left to stop those pods, so waiting
+   for the budget would keep a dead Node, and the pods bound to it, forever;
+   removing the Node lets the pods be garbage collected and replaced. A
+   Ready node, or a lookup that fails otherwise, keeps the drain waiting.
+   A pod still there :data:`STUCK_TERMINATING_AFTER` seconds past its
+   deletion timestamp (which the API server sets to the deletion's time plus
+   the pod's grace period) is not waited for, as in Karpenter: its kubelet is
+   gone (a stopped instance, say), so nothing will ever remove it before its
+   Node goes;
 3. deletes the instance in the cloud;
 4. deletes the Node, then lifts the finalizers so both objects go away.
 
@@ -24,7 +35,7 @@ from collections.abc import Iterable
 from karpy.api.core import Node, Pod
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
-from karpy.cloud.provider import CloudProvider, NodeClaimNotFoundError
+from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
 from karpy.controllers.interfaces import (
     EVENT_NORMAL,
     EVENT_WARNING,
@@ -43,6 +54,30 @@ DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 EVICTION_RETRY = 5.0
 DRAIN_POLL = 1.0
+# A pod still there this long after its deletion timestamp is stuck terminating (Karpenter's minute).
+STUCK_TERMINATING_AFTER = 60.0
+
+
+def remove_node(cluster: Cluster, node: Node) -> None:
+    """Delete ``node`` and lift karpy's termination finalizer, once its instance is terminated."""
+    current = cluster.node(node.name)
+    if current is None:
+        return
+    try:
+        if not current.metadata.deleting:
+            cluster.delete(current)
+            current = cluster.node(node.name)
+        if current is not None and TERMINATION_FINALIZER in current.metadata.finalizers:
+            remaining = tuple(f for f in current.metadata.finalizers if f != TERMINATION_FINALIZER)
+            cluster.update(current.with_changes(metadata=current.metadata.with_changes(finalizers=remaining)))
+    except NotFoundError:
+        return
+
+
+def _stuck_terminating(pod: Pod, now: float) -> bool:
+    """Marked for deletion a minute past its deletion timestamp and still there: nobody stops it."""
+    deleted_at = pod.metadata.deletion_timestamp
+    return deleted_at is not None and now > deleted_at + STUCK_TERMINATING_AFTER
 
 
 def drain_order(pod: Pod) -> int:
@@ -87,7 +122,7 @@ class Terminator:
         node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
         if node is not None:
             wait = self._drain(nodeclaim, node)
-            if wait is not None:
+            if wait is not None and not self._instance_gone(nodeclaim, node):
                 return wait
         if nodeclaim.status.provider_id:
             try:
@@ -95,7 +130,7 @@ class Terminator:
             except NodeClaimNotFoundError:
                 pass
         if node is not None:
-            self._remove_node(node)
+            remove_node(self.cluster, node)
         if TERMINATION_FINALIZER in nodeclaim.metadata.finalizers:
             remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
             self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
@@ -112,10 +147,15 @@ class Terminator:
         """Evict what must go; ``None`` once the node is drained."""
         if DISRUPTED_TAINT not in node.taints:
             node = self.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
-        pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
+        now = self.clock.now()
+        pods = [
+            pod
+            for pod in self.cluster.pods_on_node(node.name)
+            if not pod.is_terminal and not _stuck_terminating(pod, now)
+        ]
         deadline = nodeclaim.spec.termination_grace_period
-        deleted_at = nodeclaim.metadata.deletion_timestamp or self.clock.now()
-        forced = deadline is not None and self.clock.now() >= deleted_at + deadline
+        deleted_at = nodeclaim.metadata.deletion_timestamp or now
+        forced = deadline is not None and now >= deleted_at + deadline
         remaining = [pod for pod in pods if not pod.is_daemonset_pod] or pods
         if not remaining or all(pod.is_daemonset_pod for pod in remaining):
             # DaemonSet pods go with the node; nothing else is left to move.
@@ -137,18 +177,21 @@ class Terminator:
                 continue
         return EVICTION_RETRY if refused else DRAIN_POLL
 
-    def _remove_node(self, node: Node) -> None:
-        current = self.cluster.node(node.name)
-        if current is None:
-            return
+    def _instance_gone(self, nodeclaim: NodeClaim, node: Node) -> bool:
+        """Whether a node that is not Ready has lost its instance (its drain is then given up)."""
+        provider_id = node.provider_id or nodeclaim.status.provider_id
+        if node.ready or not provider_id:
+            return False
         try:
-            if not current.metadata.deleting:
-                self.cluster.delete(current)
-                current = self.cluster.node(node.name)
-            if current is not None and TERMINATION_FINALIZER in current.metadata.finalizers:
-                remaining = tuple(f for f in current.metadata.finalizers if f != TERMINATION_FINALIZER)
-                self.cluster.update(
-                    current.with_changes(metadata=current.metadata.with_changes(finalizers=remaining))
-                )
-        except NotFoundError:
-            return
+            self.cloud.get(provider_id)
+        except NodeClaimNotFoundError:
+            log.info(
+                "node %s is not ready and its instance %s is gone: removing it without draining",
+                node.name,
+                provider_id,
+                extra=about(nodeclaim, node, controller=self.name),
+            )
+            return True
+        except CloudProviderError:
+            return False
+        return False

@@ -122,6 +122,19 @@ class Interruption:
     # The new state of a state change (stopping, stopped, shutting-down or terminated).
     state: str = "stopping"
 
+    @property
+    def spot_only(self) -> bool:
+        return self.kind in (SPOT_INTERRUPTION, REBALANCE)
+
+    def describe_instances(self) -> str:
+        """Which instances it is about, in words: ``spot instance of m5.large in us-east-1a``."""
+        words = "spot instance" if self.spot_only else "instance"
+        if self.instance_types:
+            words += f" of {', '.join(self.instance_types)}"
+        if self.zones:
+            words += f" in {', '.join(self.zones)}"
+        return words
+
     def select(self, instances: Iterable[Instance]) -> list[Instance]:
         matching = sorted(
             (
@@ -129,10 +142,7 @@ class Interruption:
                 for instance in instances
                 if (not self.instance_types or instance.instance_type.name in self.instance_types)
                 and (not self.zones or instance.zone in self.zones)
-                and (
-                    instance.capacity_type == CAPACITY_TYPE_SPOT
-                    or self.kind not in (SPOT_INTERRUPTION, REBALANCE)
-                )
+                and (instance.capacity_type == CAPACITY_TYPE_SPOT or not self.spot_only)
             ),
             key=lambda instance: (instance.launched_at, instance.provider_id),
         )

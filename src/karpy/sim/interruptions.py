@@ -15,6 +15,9 @@ otherwise): the instance is gone from the cloud and its Node turns NotReady,
 as a reclaimed instance's kubelet stops reporting. The termination of its
 NodeClaim then finds the instance gone and removes the Node.
 
+A warning that selects no instance (a spot interruption of on-demand nodes,
+a zone with none) is a row of the report saying so, and nothing else.
+
 For the report, each warning that made karpy replace a node is recorded with
 the moment the cluster had recovered: the interrupted node holds no workload
 pod any more, every pod is Running (or finished), and as many pods run as
@@ -138,7 +141,11 @@ class SimulatedInterruptions:
         now = self.clock.now()
         kind = message_kind(interruption)
         running = self._running()
-        for instance in interruption.select(self.cloud.instances.values()):
+        selected = interruption.select(self.cloud.instances.values())
+        if not selected:
+            # Said in the report, or a warning of on-demand nodes (say) would vanish without a trace.
+            self.note(f"{interruption.kind}: no {interruption.describe_instances()} to warn of")
+        for instance in selected:
             record = self._record(interruption, kind, instance, now)
             record.running_before = running
             self.records.append(record)

@@ -10,6 +10,7 @@ names its NodeClaims uniquely and looks only at its own instances.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import queue
 import time
@@ -35,7 +36,7 @@ from karpy.api.requirements import (
     LABEL_ZONE,
     Requirement,
 )
-from karpy.cloud.aws.client import AwsApiError, AwsClient, LaunchTemplate
+from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance, LaunchTemplate
 from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup, launch_options
 from karpy.cloud.aws.provider import AwsCloudProvider
 from karpy.cloud.aws.settings import AwsSettings
@@ -47,6 +48,7 @@ from karpy.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
+from karpy.controllers.garbagecollection import INSTANCE_GRACE, INTERVAL, PASS_KEY, GarbageCollector
 from karpy.controllers.nodeclaim import NodeClaimLifecycle
 from karpy.controllers.runtime import Runtime
 from karpy.sim.clock import VirtualClock
@@ -502,6 +504,66 @@ def test_get_list_and_delete(harness: Harness) -> None:
     with pytest.raises(NodeClaimNotFoundError):
         harness.provider.get(launched.status.provider_id)
     assert claim.name not in {c.name for c in harness.provider.list()}
+
+
+def test_an_instance_shutting_down_is_listed_as_deleting_and_not_terminated_again(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claim = harness.nodeclaim("shutting-down")
+    launched = harness.launch(claim)
+    listed_by_ec2 = harness.client.describe_instances
+
+    def shutting_down(**query: Any) -> list[Ec2Instance]:
+        # EC2 lists a terminated instance as shutting-down for a minute or so.
+        return [dataclasses.replace(found, state="shutting-down") for found in listed_by_ec2(**query)]
+
+    monkeypatch.setattr(harness.client, "describe_instances", shutting_down)
+    listed = {found.name: found for found in harness.provider.list()}
+    assert listed[claim.name].status.provider_id == launched.status.provider_id
+    assert listed[claim.name].metadata.deleting
+    # Its NodeClaim went as a termination ends, while the instance still shuts down.
+    harness.cluster.delete(claim)
+    collector = GarbageCollector(harness.cluster, harness.provider, harness.clock)
+    harness.clock.advance_to(harness.clock.now() + INSTANCE_GRACE + INTERVAL)
+    collector.reconcile(PASS_KEY)
+    assert harness.proxy.count("TerminateInstances") == 0
+
+
+def test_garbage_collection_terminates_this_clusters_leaks_only(harness: Harness) -> None:
+    ec2 = _ec2(harness.aws)
+
+    def run(name: str, cluster: str | None, *, stop: bool = False) -> str:
+        tags = [{"Key": "karpenter.sh/nodepool", "Value": "default"}]
+        tags.append({"Key": "karpenter.sh/nodeclaim", "Value": f"{harness.prefix}-{name}"})
+        if cluster is not None:
+            tags.append({"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"})
+        found = ec2.run_instances(
+            ImageId=harness.aws.ami_new_x86,
+            InstanceType="c5.large",
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=next(iter(harness.aws.subnet_ids.values())),
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )
+        instance_id = str(found["Instances"][0]["InstanceId"])
+        if stop:
+            ec2.stop_instances(InstanceIds=[instance_id])
+        return instance_id
+
+    other_cluster = run("theirs", "another-cluster")
+    untagged = run("untagged", None)
+    leaked_stopped = run("leaked-stopped", CLUSTER, stop=True)
+    collector = GarbageCollector(harness.cluster, harness.provider, harness.clock)
+    harness.clock.advance_to(harness.clock.now() + INSTANCE_GRACE + INTERVAL)
+    collector.reconcile(PASS_KEY)
+
+    def state(instance_id: str) -> str:
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        return str(reservations[0]["Instances"][0]["State"]["Name"])
+
+    assert state(other_cluster) == "running"
+    assert state(untagged) == "running"
+    assert state(leaked_stopped) in ("shutting-down", "terminated")
 
 
 def test_a_node_class_not_ready_launches_nothing(aws: AwsWorld, proxy: FaultProxy) -> None:

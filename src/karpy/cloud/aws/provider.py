@@ -50,6 +50,11 @@ node class and instance types read before it starts).
 **Terminating** (``delete``) calls TerminateInstances at once: it is quick,
 and the termination controller needs to know it happened before it lets the
 NodeClaim go. An instance already gone is :class:`NodeClaimNotFoundError`.
+EC2 lists a terminated instance as ``shutting-down`` for a minute or so after
+that; ``get`` and ``list`` mark such an instance as being deleted (a deletion
+timestamp, as Karpenter does), so garbage collection, which runs soon after
+every termination has lifted the NodeClaim's finalizer, leaves it to finish
+instead of terminating it a second time and logging it as leaked.
 
 **Drift**: ``AMIDrift`` when the instance's AMI (the NodeClaim's
 ``status.imageID``) is no longer among the class' resolved AMIs for its
@@ -118,6 +123,8 @@ log = logging.getLogger("karpy.cloud.aws")
 PROVIDER_ID_PREFIX = "aws:///"
 NOT_SERVED_MESSAGE = "the AWS provider serves EC2NodeClass only"
 DRIFT_AMI = "AMIDrift"
+# EC2 states of an instance that is terminating: listed, but already being deleted.
+SHUTTING_DOWN_STATES = ("shutting-down", "terminated")
 
 # The user data of a NodeClaim's instances, from its node class.
 UserData = Callable[[EC2NodeClass, NodeClaim], str]
@@ -401,6 +408,8 @@ class AwsCloudProvider:
                 name=instance.tags.get(TAG_NODECLAIM, ""),
                 labels=labels,
                 creation_timestamp=instance.launch_time or None,
+                # Already on its way out, as Karpenter reads it: nobody is to terminate it again.
+                deletion_timestamp=self.clock.now() if instance.state in SHUTTING_DOWN_STATES else None,
             ),
             spec=spec,
             status=NodeClaimStatus(
@@ -427,11 +436,22 @@ class AwsCloudProvider:
         return self._hydrate_found(found[0])
 
     def list(self) -> builtins.list[NodeClaim]:
-        """The cluster's instances that a NodePool launched, in a live state."""
+        """The cluster's instances that a NodePool launched, in a live state.
+
+        Garbage collection terminates what this lists and no NodeClaim owns, so
+        it must never hold another cluster's instance: the filters have distinct
+        names (two filters of one name are not ANDed by every EC2 implementation;
+        moto keeps the last), and the tags are checked again on what comes back.
+        """
+        owned = cluster_tag(self.settings.cluster_name)
         found = self.client.describe_instances(
-            filters=(("tag-key", (cluster_tag(self.settings.cluster_name),)), ("tag-key", (LABEL_NODEPOOL,)))
+            filters=((f"tag:{owned}", ("owned",)), ("tag-key", (LABEL_NODEPOOL,)))
         )
-        return [self._hydrate_found(instance) for instance in found]
+        return [
+            self._hydrate_found(instance)
+            for instance in found
+            if instance.tags.get(owned) == "owned" and LABEL_NODEPOOL in instance.tags
+        ]
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         self._launched.pop(nodeclaim.name, None)
