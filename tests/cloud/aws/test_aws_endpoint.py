@@ -71,8 +71,3 @@ def test_node_role_instance_profile_and_interruption_queue_exist(aws: AwsWorld) 
     profile = boto3.client("iam").get_instance_profile(InstanceProfileName=NODE_INSTANCE_PROFILE)
     assert [role["RoleName"] for role in profile["InstanceProfile"]["Roles"]] == [NODE_ROLE]
     assert boto3.client("sqs").get_queue_url(QueueName=QUEUE)["QueueUrl"].endswith(f"/{QUEUE}")
-
-
-def test_seeding_is_quick(aws: AwsWorld) -> None:
-    # Started once per session; it must stay cheap enough not to matter to make unit.
-    assert aws.seconds_to_seed < 10
