@@ -47,7 +47,7 @@ unit: .venv/.synced
 
 # The tests against a real control plane (tests/integration), built first if not cached.
 integration: .venv/.synced control-plane
-	$(RUN) pytest -q -m integration
+	$(RUN) pytest -q -m integration --durations=12
 
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
 bench: .venv/.synced
