@@ -29,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import http.client
 import re
+import sys
 import threading
 import time
 import uuid
@@ -41,6 +42,15 @@ from xml.sax.saxutils import escape
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A server that does not print a traceback when a caller hangs up (karpy killed mid-call)."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -208,7 +218,7 @@ class FaultProxy:
 
             do_GET = do_PUT = do_DELETE = do_HEAD = do_POST  # noqa: N815
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
