@@ -86,6 +86,13 @@ class LaunchTemplate:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class InstanceProfile:
+    name: str
+    roles: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
 def _instance(found: Mapping[str, Any]) -> Ec2Instance:
     return Ec2Instance(
         id=found["InstanceId"],
@@ -247,6 +254,56 @@ class AwsClient:
                     self._iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
             if role not in current:
                 self._iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
+
+    def instance_profiles(self, name_prefix: str) -> list[InstanceProfile]:
+        """The instance profiles whose names start with ``name_prefix``, with their roles and tags.
+
+        ListInstanceProfiles leaves tags out of what it returns, so each
+        profile of the prefix is read again with GetInstanceProfile (which
+        karpy's policy grants already); the prefix keeps those reads to the
+        profiles that can be karpy's. A profile deleted between the two calls
+        is left out.
+        """
+        with _translated():
+            names = [
+                profile["InstanceProfileName"]
+                for page in self._iam.get_paginator("list_instance_profiles").paginate(PathPrefix="/")
+                for profile in page["InstanceProfiles"]
+                if profile["InstanceProfileName"].startswith(name_prefix)
+            ]
+        profiles: list[InstanceProfile] = []
+        for name in names:
+            try:
+                with _translated():
+                    found = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+            except AwsApiError as error:
+                if error.code == "NoSuchEntity":
+                    continue
+                raise
+            profiles.append(
+                InstanceProfile(
+                    name=name,
+                    roles=tuple(role["RoleName"] for role in found["Roles"]),
+                    tags={tag["Key"]: tag["Value"] for tag in found.get("Tags", ())},
+                )
+            )
+        return profiles
+
+    def delete_instance_profile(self, profile: InstanceProfile) -> None:
+        """Detach the profile's roles, then delete it; one already gone is not an error.
+
+        IAM refuses to delete a profile that still holds a role, hence the order.
+        """
+        try:
+            with _translated():
+                for role in profile.roles:
+                    self._iam.remove_role_from_instance_profile(
+                        InstanceProfileName=profile.name, RoleName=role
+                    )
+                self._iam.delete_instance_profile(InstanceProfileName=profile.name)
+        except AwsApiError as error:
+            if error.code != "NoSuchEntity":
+                raise
 
     # -- launching (the provider's CreateFleet path) -------------------------
 
