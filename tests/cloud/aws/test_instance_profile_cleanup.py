@@ -26,12 +26,30 @@ from tests.cloud.aws.conftest import (
 from tests.cloud.aws.test_nodeclass_resolution import node_class
 
 from karpy.api.nodeclass import EC2NodeClass
-from karpy.cloud.aws.client import AwsClient
+from karpy.cloud.aws.client import AwsApiError, AwsClient, InstanceProfile
 from karpy.cloud.aws.launchtemplates import CLEANUP_INTERVAL, PROFILE_RETRY_INTERVAL, InstanceProfileCleanup
 from karpy.cloud.aws.resolution import ResolutionSettings, instance_profile_name, resolve_node_class
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
+
+
+class RefusingClient(AwsClient):
+    """The real client, except that IAM refuses the calls named in ``refused``, as a narrower policy would."""
+
+    refused: frozenset[str] = frozenset()
+
+    def _refuse(self, action: str) -> None:
+        if action in self.refused:
+            raise AwsApiError("AccessDenied", f"not authorized to perform: iam:{action}", retryable=False)
+
+    def instance_profiles(self, name_prefix: str) -> list[InstanceProfile]:
+        self._refuse("ListInstanceProfiles")
+        return super().instance_profiles(name_prefix)
+
+    def delete_instance_profile(self, profile: InstanceProfile) -> None:
+        self._refuse("DeleteInstanceProfile")
+        super().delete_instance_profile(profile)
 
 
 class World:
@@ -40,7 +58,7 @@ class World:
     def __init__(self, cluster_name: str | None = None) -> None:
         self.cluster_name = cluster_name or f"cleanup-{uuid.uuid4().hex[:8]}"
         self.cluster = InMemoryCluster(VirtualClock(start=time.time()))
-        self.client = AwsClient.for_region(REGION)
+        self.client = RefusingClient.for_region(REGION)
         self.cleanup = InstanceProfileCleanup(
             self.cluster, self.client, AwsSettings(cluster_name=self.cluster_name, region=REGION)
         )
@@ -132,3 +150,30 @@ def test_a_profile_is_kept_while_its_class_has_live_instances(world: World, aws:
     ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
     assert world.cleanup.reconcile(InstanceProfileCleanup.KEY) == CLEANUP_INTERVAL
     assert world.roles_of(world.profile("busy")) is None
+
+
+def test_a_refused_iam_call_is_logged_and_retried_without_failing_the_pass(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.cluster.delete(world.add_class("refused"))
+    assert isinstance(world.client, RefusingClient)
+
+    world.client.refused = frozenset({"ListInstanceProfiles"})
+    assert world.cleanup.reconcile(InstanceProfileCleanup.KEY) == PROFILE_RETRY_INTERVAL
+    world.client.refused = frozenset({"DeleteInstanceProfile"})
+    assert world.cleanup.reconcile(InstanceProfileCleanup.KEY) == PROFILE_RETRY_INTERVAL
+    assert world.roles_of(world.profile("refused")) == [NODE_ROLE]
+    assert "iam:DeleteInstanceProfile" in caplog.text
+
+    world.client.refused = frozenset()
+    assert world.cleanup.reconcile(InstanceProfileCleanup.KEY) == CLEANUP_INTERVAL
+    assert world.roles_of(world.profile("refused")) is None
+
+
+def test_a_profile_deleted_meanwhile_is_no_error(world: World) -> None:
+    world.add_class("raced")
+    [listed] = world.client.instance_profiles(world.cluster_name)
+    assert listed.roles == (NODE_ROLE,)
+    world.client.delete_instance_profile(listed)
+    assert world.roles_of(listed.name) is None
+    world.client.delete_instance_profile(listed)  # deleted by another process between its listing and now

@@ -18,7 +18,7 @@ jitter before an error reaches karpy; what still fails is marked
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -145,6 +145,16 @@ def _translated() -> Iterator[None]:
         raise _api_error(error) from error
 
 
+def _unless_gone(call: Callable[..., object], **arguments: str) -> None:
+    """An IAM call for which NoSuchEntity (already gone) counts as done."""
+    try:
+        with _translated():
+            call(**arguments)
+    except AwsApiError as error:
+        if error.code != "NoSuchEntity":
+            raise
+
+
 def _filters(filters: tuple[Filter, ...]) -> list[FilterTypeDef]:
     return [{"Name": name, "Values": list(values)} for name, values in filters]
 
@@ -229,16 +239,25 @@ class AwsClient:
                 return None
             raise
 
-    def instance_profile_roles(self, name: str) -> tuple[str, ...] | None:
-        """The names of the roles an instance profile holds, or None when it does not exist."""
+    def instance_profile(self, name: str) -> InstanceProfile | None:
+        """An instance profile with its roles and tags, or None when it does not exist."""
         try:
             with _translated():
-                profile = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+                found = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
         except AwsApiError as error:
             if error.code == "NoSuchEntity":
                 return None
             raise
-        return tuple(role["RoleName"] for role in profile["Roles"])
+        return InstanceProfile(
+            name=name,
+            roles=tuple(role["RoleName"] for role in found["Roles"]),
+            tags={tag["Key"]: tag["Value"] for tag in found.get("Tags", ())},
+        )
+
+    def instance_profile_roles(self, name: str) -> tuple[str, ...] | None:
+        """The names of the roles an instance profile holds, or None when it does not exist."""
+        profile = self.instance_profile(name)
+        return None if profile is None else profile.roles
 
     def create_instance_profile(self, name: str, tags: Mapping[str, str]) -> None:
         with _translated():
@@ -271,39 +290,18 @@ class AwsClient:
                 for profile in page["InstanceProfiles"]
                 if profile["InstanceProfileName"].startswith(name_prefix)
             ]
-        profiles: list[InstanceProfile] = []
-        for name in names:
-            try:
-                with _translated():
-                    found = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
-            except AwsApiError as error:
-                if error.code == "NoSuchEntity":
-                    continue
-                raise
-            profiles.append(
-                InstanceProfile(
-                    name=name,
-                    roles=tuple(role["RoleName"] for role in found["Roles"]),
-                    tags={tag["Key"]: tag["Value"] for tag in found.get("Tags", ())},
-                )
-            )
-        return profiles
+        return [profile for profile in map(self.instance_profile, names) if profile is not None]
 
     def delete_instance_profile(self, profile: InstanceProfile) -> None:
-        """Detach the profile's roles, then delete it; one already gone is not an error.
+        """Detach the profile's roles, then delete it; a role or profile already gone is not an error.
 
         IAM refuses to delete a profile that still holds a role, hence the order.
         """
-        try:
-            with _translated():
-                for role in profile.roles:
-                    self._iam.remove_role_from_instance_profile(
-                        InstanceProfileName=profile.name, RoleName=role
-                    )
-                self._iam.delete_instance_profile(InstanceProfileName=profile.name)
-        except AwsApiError as error:
-            if error.code != "NoSuchEntity":
-                raise
+        for role in profile.roles:
+            _unless_gone(
+                self._iam.remove_role_from_instance_profile, InstanceProfileName=profile.name, RoleName=role
+            )
+        _unless_gone(self._iam.delete_instance_profile, InstanceProfileName=profile.name)
 
     # -- launching (the provider's CreateFleet path) -------------------------
 
