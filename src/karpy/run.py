@@ -350,7 +350,7 @@ class AwsStack:
         self.queue: SqsInterruptionQueue | None = None
 
     def controllers(self, cloud: Callable[[str], CloudProvider]) -> list[Controller]:
-        from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup
+        from karpy.cloud.aws.launchtemplates import InstanceProfileCleanup, LaunchTemplateCleanup
         from karpy.cloud.aws.nodeclass_status import EC2NodeClassStatusController
         from karpy.cloud.aws.pricing import PricingRefresher
         from karpy.controllers.garbagecollection import GarbageCollector
@@ -359,6 +359,7 @@ class AwsStack:
         controllers: list[Controller] = [
             EC2NodeClassStatusController(self.cluster, self.client, self.settings, self.clock),
             LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
+            InstanceProfileCleanup(self.cluster, self.client, self.settings),
             PricingRefresher(self.client, self.provider, self.clock, self.metrics),
             GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, self.metrics),
         ]
@@ -371,8 +372,8 @@ class AwsStack:
         return controllers
 
     def first_keys(self) -> list[tuple[str, str]]:
-        """The reconciles due at start even in an empty cluster: GC, prices, leftover launch templates."""
-        from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup
+        """The reconciles due at start even in an empty cluster: GC, prices, leftover templates, profiles."""
+        from karpy.cloud.aws.launchtemplates import InstanceProfileCleanup, LaunchTemplateCleanup
         from karpy.cloud.aws.pricing import REFRESH_KEY, PricingRefresher
         from karpy.controllers.garbagecollection import PASS_KEY, GarbageCollector
 
@@ -380,6 +381,7 @@ class AwsStack:
             (GarbageCollector.name, PASS_KEY),
             (PricingRefresher.name, REFRESH_KEY),
             (LaunchTemplateCleanup.name, LaunchTemplateCleanup.KEY),
+            (InstanceProfileCleanup.name, InstanceProfileCleanup.KEY),
         ]
 
     def start(self) -> None:

@@ -18,7 +18,7 @@ jitter before an error reaches karpy; what still fails is marked
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -86,6 +86,13 @@ class LaunchTemplate:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class InstanceProfile:
+    name: str
+    roles: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
 def _instance(found: Mapping[str, Any]) -> Ec2Instance:
     return Ec2Instance(
         id=found["InstanceId"],
@@ -136,6 +143,16 @@ def _translated() -> Iterator[None]:
         yield
     except (ClientError, BotoCoreError) as error:
         raise _api_error(error) from error
+
+
+def _unless_gone(call: Callable[..., object], **arguments: str) -> None:
+    """An IAM call for which NoSuchEntity (already gone) counts as done."""
+    try:
+        with _translated():
+            call(**arguments)
+    except AwsApiError as error:
+        if error.code != "NoSuchEntity":
+            raise
 
 
 def _filters(filters: tuple[Filter, ...]) -> list[FilterTypeDef]:
@@ -222,16 +239,25 @@ class AwsClient:
                 return None
             raise
 
-    def instance_profile_roles(self, name: str) -> tuple[str, ...] | None:
-        """The names of the roles an instance profile holds, or None when it does not exist."""
+    def instance_profile(self, name: str) -> InstanceProfile | None:
+        """An instance profile with its roles and tags, or None when it does not exist."""
         try:
             with _translated():
-                profile = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+                found = self._iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
         except AwsApiError as error:
             if error.code == "NoSuchEntity":
                 return None
             raise
-        return tuple(role["RoleName"] for role in profile["Roles"])
+        return InstanceProfile(
+            name=name,
+            roles=tuple(role["RoleName"] for role in found["Roles"]),
+            tags={tag["Key"]: tag["Value"] for tag in found.get("Tags", ())},
+        )
+
+    def instance_profile_roles(self, name: str) -> tuple[str, ...] | None:
+        """The names of the roles an instance profile holds, or None when it does not exist."""
+        profile = self.instance_profile(name)
+        return None if profile is None else profile.roles
 
     def create_instance_profile(self, name: str, tags: Mapping[str, str]) -> None:
         with _translated():
@@ -247,6 +273,35 @@ class AwsClient:
                     self._iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=other)
             if role not in current:
                 self._iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role)
+
+    def instance_profiles(self, name_prefix: str) -> list[InstanceProfile]:
+        """The instance profiles whose names start with ``name_prefix``, with their roles and tags.
+
+        ListInstanceProfiles leaves tags out of what it returns, so each
+        profile of the prefix is read again with GetInstanceProfile (which
+        karpy's policy grants already); the prefix keeps those reads to the
+        profiles that can be karpy's. A profile deleted between the two calls
+        is left out.
+        """
+        with _translated():
+            names = [
+                profile["InstanceProfileName"]
+                for page in self._iam.get_paginator("list_instance_profiles").paginate(PathPrefix="/")
+                for profile in page["InstanceProfiles"]
+                if profile["InstanceProfileName"].startswith(name_prefix)
+            ]
+        return [profile for profile in map(self.instance_profile, names) if profile is not None]
+
+    def delete_instance_profile(self, profile: InstanceProfile) -> None:
+        """Detach the profile's roles, then delete it; a role or profile already gone is not an error.
+
+        IAM refuses to delete a profile that still holds a role, hence the order.
+        """
+        for role in profile.roles:
+            _unless_gone(
+                self._iam.remove_role_from_instance_profile, InstanceProfileName=profile.name, RoleName=role
+            )
+        _unless_gone(self._iam.delete_instance_profile, InstanceProfileName=profile.name)
 
     # -- launching (the provider's CreateFleet path) -------------------------
 

@@ -32,6 +32,15 @@ class no longer exists, when an EC2NodeClass goes away and hourly (a
 deletion missed while karpy was down is caught then). A template deleted
 behind karpy's back is recreated: :meth:`LaunchTemplates.forget` drops it
 from the cache and the next :meth:`LaunchTemplates.ensure` creates it.
+
+**Instance profiles.** :class:`InstanceProfileCleanup` does the same for the
+instance profiles karpy makes for a class' ``role``
+(:func:`karpy.cloud.aws.resolution.instance_profile_name`), as Karpenter
+removes them with their class: role detached, then profile deleted. Only a
+profile carrying all of karpy's tags for this cluster and region is touched,
+never one a class names in ``instanceProfile`` nor another cluster's; while
+the gone class still has live instances its profile stays, and it is tried
+again a minute later, as is a profile whose IAM call failed.
 """
 
 from __future__ import annotations
@@ -50,10 +59,13 @@ from typing import Any
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, MetadataOptions
 from karpy.api.nodeclass import BlockDeviceMapping as ClassBlockDeviceMapping
 from karpy.api.quantity import Quantity, amount_of
-from karpy.cloud.aws.client import AwsApiError, AwsClient
+from karpy.api.requirements import LABEL_REGION
+from karpy.cloud.aws.client import AwsApiError, AwsClient, InstanceProfile
 from karpy.cloud.aws.fleet import LAUNCH_TEMPLATE_NOT_FOUND_CODES, TAG_NODECLASS, cluster_tag
+from karpy.cloud.aws.resolution import TAG_MANAGED_BY
+from karpy.cloud.aws.settings import AwsSettings
 from karpy.controllers.interfaces import ClusterReader
-from karpy.controllers.runtime import Watch
+from karpy.controllers.runtime import ChangeMapper, Watch
 
 log = logging.getLogger("karpy.cloud.aws")
 
@@ -61,6 +73,8 @@ TEMPLATE_NAME_PREFIX = "karpenter.k8s.aws/"
 TAG_CLUSTER = "karpenter.k8s.aws/cluster"
 ALREADY_EXISTS_CODE = "InvalidLaunchTemplateName.AlreadyExistsException"
 CLEANUP_INTERVAL = 3600.0
+# A profile kept for a live instance, or a failed IAM call: looked at again this soon.
+PROFILE_RETRY_INTERVAL = 60.0
 _GIGA = 10**9
 
 
@@ -222,11 +236,13 @@ class LaunchTemplates:
             self._known.difference_update(names)
 
 
-def _cleanup_key(old: object | None, new: object | None) -> list[str]:
-    # A class' first sighting (the initial list at start) and its deletion start a cleanup.
-    if old is None or new is None:
-        return [LaunchTemplateCleanup.KEY]
-    return []
+def _on_class_seen_or_deleted(key: str) -> ChangeMapper:
+    """A watch mapper giving ``key`` on a class' first sighting (the initial list at start) and deletion."""
+
+    def mapper(old: object | None, new: object | None) -> list[str]:
+        return [key] if old is None or new is None else []
+
+    return mapper
 
 
 class LaunchTemplateCleanup:
@@ -241,7 +257,7 @@ class LaunchTemplateCleanup:
         self.templates = templates
 
     def watches(self) -> list[Watch]:
-        return [Watch(EC2_KIND, _cleanup_key)]
+        return [Watch(EC2_KIND, _on_class_seen_or_deleted(self.KEY))]
 
     def reconcile(self, key: str) -> float | None:
         cluster_name = self.templates.cluster_name
@@ -259,3 +275,78 @@ class LaunchTemplateCleanup:
             log.info("deleted launch template %s: its EC2NodeClass is gone", name)
         self.templates.forget(orphans)
         return CLEANUP_INTERVAL
+
+
+class InstanceProfileCleanup:
+    """Deletes the instance profiles karpy made for EC2NodeClasses that are gone (on deletion and hourly).
+
+    A profile is this cluster's only with all of karpy's tags for it: managed
+    by the cluster, the cluster's ownership tag, this region (IAM is global;
+    a cluster of the same name elsewhere keeps its own) and a class name. A
+    profile a class names in ``instanceProfile`` is the user's: karpy never
+    tags one, so it never qualifies. A profile whose class still has live
+    instances of the cluster is kept until they are gone (IAM would delete
+    it, but the class' nodes may still need its role renewed), and looked
+    at again in a minute; so is one whose IAM calls fail.
+    """
+
+    name = "instanceprofile.cleanup"
+    KEY = "instance-profiles"
+
+    def __init__(self, cluster: ClusterReader, client: AwsClient, settings: AwsSettings) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.settings = settings
+
+    def watches(self) -> list[Watch]:
+        return [Watch(EC2_KIND, _on_class_seen_or_deleted(self.KEY))]
+
+    def _orphaned(self, profile: InstanceProfile) -> bool:
+        cluster_name = self.settings.cluster_name
+        tags = profile.tags
+        node_class = tags.get(TAG_NODECLASS, "")
+        return (
+            tags.get(TAG_MANAGED_BY) == cluster_name
+            and tags.get(cluster_tag(cluster_name)) == "owned"
+            and tags.get(LABEL_REGION) == self.settings.region
+            and bool(node_class)
+            and self.cluster.node_class(EC2_GROUP, EC2_KIND, node_class) is None
+        )
+
+    def _classes_with_live_instances(self) -> set[str]:
+        owned = cluster_tag(self.settings.cluster_name)
+        instances = self.client.describe_instances(
+            filters=((f"tag:{owned}", ("owned",)), ("tag-key", (TAG_NODECLASS,)))
+        )
+        return {instance.tags[TAG_NODECLASS] for instance in instances if instance.tags.get(owned) == "owned"}
+
+    def reconcile(self, key: str) -> float | None:
+        try:
+            orphans = [
+                profile
+                for profile in self.client.instance_profiles(f"{self.settings.cluster_name}_")
+                if self._orphaned(profile)
+            ]
+            in_use = self._classes_with_live_instances() if orphans else set()
+        except AwsApiError as error:
+            log.warning("listing instance profiles to clean up failed, retrying: %s", error)
+            return PROFILE_RETRY_INTERVAL
+        retry = False
+        for profile in orphans:
+            node_class = profile.tags[TAG_NODECLASS]
+            if node_class in in_use:
+                log.info(
+                    "keeping instance profile %s: EC2NodeClass %s still has instances",
+                    profile.name,
+                    node_class,
+                )
+                retry = True
+                continue
+            try:
+                self.client.delete_instance_profile(profile)
+            except AwsApiError as error:
+                log.warning("deleting instance profile %s failed, retrying: %s", profile.name, error)
+                retry = True
+                continue
+            log.info("deleted instance profile %s: its EC2NodeClass %s is gone", profile.name, node_class)
+        return PROFILE_RETRY_INTERVAL if retry else CLEANUP_INTERVAL
