@@ -37,14 +37,13 @@ from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
-    CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_ZONE,
     Requirements,
 )
 from karpy.cloud.aws_catalog import Catalog, ephemeral_storage_bytes, instance_type_from_entry, load_catalog
-from karpy.cloud.offerings import UnavailableOfferings
+from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
     CloudProviderError,
     InsufficientCapacityError,
@@ -279,11 +278,7 @@ class SimulatedCloud:
             raise InsufficientCapacityError(
                 f"no available offering satisfies the requirements of NodeClaim {nodeclaim.name}"
             )
-        capacity_type = (
-            CAPACITY_TYPE_SPOT
-            if any(offering.capacity_type == CAPACITY_TYPE_SPOT for *_, offering in offerings)
-            else CAPACITY_TYPE_ON_DEMAND
-        )
+        capacity_type = launch_capacity_type(offering.capacity_type for *_, offering in offerings)
         failed: list[tuple[str, str, str]] = []
         for price, _, zone, instance_type, offering in sorted(offerings, key=lambda item: item[:3]):
             if offering.capacity_type != capacity_type:

@@ -67,6 +67,7 @@ from karpy.api.requirements import (
     LABEL_NODEPOOL,
     Requirements,
 )
+from karpy.cloud.offerings import launch_capacity_type
 from karpy.cloud.provider import CloudProviderError, InsufficientCapacityError
 from karpy.scheduling.solver import min_values_shortfall
 
@@ -177,11 +178,8 @@ def plan_launch(
             candidates.append((instance_type, image, offerings))
     allowed = requirements.get(LABEL_CAPACITY_TYPE)
     offered = {offering.capacity_type for _, _, offerings in candidates for offering in offerings}
-    capacity_type = (
-        CAPACITY_TYPE_SPOT
-        if allowed.has(CAPACITY_TYPE_SPOT) and CAPACITY_TYPE_SPOT in offered
-        else CAPACITY_TYPE_ON_DEMAND
-    )
+    # The offerings are admissible ones: a capacity type offered is one the NodeClaim allows.
+    capacity_type = launch_capacity_type(offered)
     flexible = any(requirement.min_values is not None for requirement in requirements)
     if (
         not flexible

@@ -66,8 +66,6 @@ from karpy.api.nodeclaim import (
 from karpy.api.nodeclass import KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
-    CAPACITY_TYPE_ON_DEMAND,
-    CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -76,7 +74,7 @@ from karpy.api.requirements import (
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
-from karpy.cloud.offerings import UnavailableOfferings
+from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
     REASON_NODECLASS_NOT_SERVED,
     InsufficientCapacityError,
@@ -245,11 +243,7 @@ class KwokCloudProvider:
             raise InsufficientCapacityError(
                 f"no available offering satisfies the requirements of NodeClaim {nodeclaim.name}"
             )
-        capacity_type = (
-            CAPACITY_TYPE_SPOT
-            if any(offered == CAPACITY_TYPE_SPOT for *_, offered in offerings)
-            else CAPACITY_TYPE_ON_DEMAND
-        )
+        capacity_type = launch_capacity_type(offered for *_, offered in offerings)
         _, _, zone, instance_type, _ = min(
             (item for item in offerings if item[4] == capacity_type), key=lambda item: item[:3]
         )
