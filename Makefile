@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration control-plane bench clean
+.PHONY: demo test env lint typecheck contracts unit integration control-plane bench image image-test clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -52,6 +52,16 @@ integration: .venv/.synced control-plane
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
 bench: .venv/.synced
 	$(RUN) python -m benchmarks.scheduling
+
+# The container image (docs/image.md), with buildah on a locally built Debian base: no Docker
+# engine and no registry needed (`docker build -t karpy .` does the same where there is one).
+image:
+	scripts/image build
+
+# The image, then its checks: karpy --version, validate and simulate inside it, as its
+# non-root user on a read-only root filesystem.
+image-test: image
+	scripts/image test
 
 clean:
 	rm -rf .venv .tools .mypy_cache .pytest_cache .ruff_cache
