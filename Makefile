@@ -59,9 +59,10 @@ image:
 	scripts/image build
 
 # The image, then its checks: karpy --version, validate and simulate inside it, as its
-# non-root user on a read-only root filesystem.
-image-test: image
+# non-root user on a read-only root filesystem; then its `karpy run` against the control plane.
+image-test: image .venv/.synced control-plane
 	scripts/image test
+	KARPY_IMAGE=$$(scripts/image ref) $(RUN) pytest -q -m integration tests/integration/test_image.py
 
 clean:
 	rm -rf .venv .tools .mypy_cache .pytest_cache .ruff_cache
