@@ -16,7 +16,7 @@
 # builder and PYTHONDONTWRITEBYTECODE keeps Python from trying to write .pyc files at start,
 # and karpy writes nothing else to disk. See docs/image.md.
 
-# Any Debian bookworm image with python3 (3.11) and python3-venv; CI builds one locally
+# Any Debian bookworm image with python3 (3.11) and its venv module; CI builds one locally
 # (scripts/image base), since no container registry may be reachable there.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
