@@ -56,8 +56,9 @@ LABEL org.opencontainers.image.title="karpy" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 # uid/gid 65532, as distroless's nonroot: the chart's securityContext names that uid.
+# --no-log-init: no lastlog/faillog record, which for a uid this high is a file of megabytes.
 RUN groupadd --gid 65532 nonroot \
-    && useradd --uid 65532 --gid 65532 --home-dir /home/nonroot --create-home \
+    && useradd --uid 65532 --gid 65532 --home-dir /home/nonroot --create-home --no-log-init \
        --shell /usr/sbin/nologin nonroot
 COPY --from=builder /app/.venv /app/.venv
 ENV PATH=/app/.venv/bin:$PATH \
