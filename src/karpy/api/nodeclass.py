@@ -35,7 +35,7 @@ KWOK_KIND = "KWOKNodeClass"
 
 # v1beta1's Ubuntu family, which Karpenter v1 dropped.
 _UBUNTU = "Ubuntu"
-_AMI_FAMILY_ALIASES = {
+AMI_FAMILY_ALIASES = {
     "AL2": "al2",
     "AL2023": "al2023",
     "Bottlerocket": "bottlerocket",
@@ -44,7 +44,17 @@ _AMI_FAMILY_ALIASES = {
 }
 
 AMI_FAMILY_CUSTOM = "Custom"
-_ALIAS_FAMILIES = {alias: family for family, alias in _AMI_FAMILY_ALIASES.items()}
+# What the kubelet may reserve, and the eviction signals it knows (Karpenter's lists, in its order).
+KUBELET_RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
+EVICTION_SIGNALS = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+)
+_ALIAS_FAMILIES = {alias: family for family, alias in AMI_FAMILY_ALIASES.items()}
 # The device whose volume holds the kubelet's ephemeral storage, by family (Karpenter's).
 _EPHEMERAL_DEVICES = {
     "AL2": "/dev/xvda",
@@ -365,9 +375,9 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
         return conversion
     if not family:
         raise spec_reader.error("amiFamily", "required when amiSelectorTerms is empty")
-    if family not in _AMI_FAMILY_ALIASES:
+    if family not in AMI_FAMILY_ALIASES:
         raise spec_reader.error("amiFamily", f"unknown AMI family {family!r}")
-    terms = [{"alias": f"{_AMI_FAMILY_ALIASES[family]}@latest"}]
+    terms = [{"alias": f"{AMI_FAMILY_ALIASES[family]}@latest"}]
     del spec["amiFamily"]
     spec["amiSelectorTerms"] = terms
     conversion.note(
