@@ -15,7 +15,14 @@ scope, field names, defaults, enums, patterns, CEL rules and printer columns)
 rather than generated from Go types, because karpy's API model is Python; the
 schemas cover in full the fields ``karpy.api`` reads, so the API server rejects
 what karpy would reject (an unknown consolidationPolicy, a weight of 200, a
-budget of 110%) and fills in the same defaults (consolidationPolicy
+budget of 110%, an alias of an unknown family) with Karpenter's own messages, so
+that searching for one finds Karpenter's docs. A rule that ``karpy validate``
+enforces too takes its message (and its lists: eviction signals, reservable
+resources, restricted tags, selector-term exclusions) from the parser's module,
+so the two cannot drift apart. CEL rules walk lists and maps: every list they
+walk has a ``maxItems`` (selector terms 30, requirements 100, budgets 50), which
+bounds the cost the API server estimates when the CRD is installed (it refuses a
+CRD whose rules may cost too much). The schemas also fill in the same defaults (consolidationPolicy
 WhenEmptyOrUnderutilized, consolidateAfter 0s, budgets ``[{nodes: 10%}]``,
 expireAfter 720h). Free-form parts that karpy does not interpret (an
 EC2NodeClass's blockDeviceMappings, metadataOptions, userData...) are kept as
@@ -56,27 +63,54 @@ from typing import Any
 import yaml
 
 from karpy.api.nodeclass import (
+    ALIAS_ALONE_MESSAGE,
+    ALIAS_FAMILY_MESSAGE,
+    ALIAS_FORMAT_MESSAGE,
+    AMI_FAMILIES,
     AMI_FAMILY_ALIASES,
     AMI_FAMILY_CUSTOM,
+    AMI_FAMILY_REQUIRED_MESSAGE,
+    AMI_TERMS,
     EC2_GROUP,
     EC2_KIND,
+    EMPTY_SELECTOR_TAG_MESSAGE,
+    EMPTY_TAG_KEY_MESSAGE,
     EVICTION_SIGNALS,
+    GC_THRESHOLDS_MESSAGE,
     KUBELET_RESERVABLE,
     KWOK_GROUP,
     KWOK_KIND,
+    MAX_ALIAS_LENGTH,
+    RESTRICTED_TAG_KEYS,
+    RESTRICTED_TAG_PREFIX,
+    SECURITY_GROUP_TERMS,
+    SOFT_EVICTION_GRACE_MESSAGE,
+    SOFT_EVICTION_MESSAGE,
+    SUBNET_TERMS,
+    WINDOWS_ALIAS_FAMILIES,
+    WINDOWS_ALIAS_MESSAGE,
+    SelectorTermRules,
+    ami_family_alias_message,
+    quoted_list,
+    restricted_tag_message,
+    valid_keys_message,
 )
 from karpy.api.nodepool import (
+    BUDGET_DURATION_PATTERN,
     CONSOLIDATION_POLICIES,
     DEFAULT_BUDGET_NODES,
     DISRUPTION_REASONS,
     GROUP,
+    NUMERIC_OPERATOR_MESSAGE,
     WHEN_EMPTY_OR_UNDERUTILIZED,
 )
 from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
+    LABEL_VALUE_PATTERN,
     LABEL_ZONE,
+    MAX_LABEL_VALUE_LENGTH,
     WELL_KNOWN_LABELS,
 )
 
@@ -103,7 +137,6 @@ QUANTITY_PATTERN = (
 DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
 BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
-BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
 BUDGET_SCHEDULE_PATTERN = (
     r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
 )
@@ -111,7 +144,6 @@ LABEL_KEY_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?"
     r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
 )
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
@@ -131,7 +163,6 @@ VOLUME_SIZE_PATTERN = (
 
 REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-AMI_FAMILIES = (*AMI_FAMILY_ALIASES, AMI_FAMILY_CUSTOM)
 VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
 
 # Labels under kubernetes.io that a NodePool may set or require (the rest of the
@@ -196,11 +227,6 @@ def _rule(rule: str, message: str) -> dict[str, str]:
     return {"rule": rule, "message": message}
 
 
-def _cel_list(items: Iterable[str]) -> str:
-    """A CEL list literal of strings."""
-    return "[" + ", ".join(f"'{item}'" for item in items) + "]"
-
-
 def _any_has(variable: str, fields: Iterable[str]) -> str:
     """CEL: whether ``variable`` has any of ``fields``."""
     return " || ".join(f"has({variable}.{name})" for name in fields)
@@ -262,7 +288,7 @@ def _requirements(*, restrict_keys: bool) -> Schema:
                 "operator": _string(enum=list(REQUIREMENT_OPERATORS)),
                 "values": {
                     "type": "array",
-                    "items": _string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                    "items": _string(maxLength=MAX_LABEL_VALUE_LENGTH, pattern=LABEL_VALUE_PATTERN),
                     "x-kubernetes-list-type": "atomic",
                 },
                 "minValues": {
@@ -281,7 +307,7 @@ def _requirements(*, restrict_keys: bool) -> Schema:
             _rule(
                 "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt') ? "
                 "(x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
-                "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+                NUMERIC_OPERATOR_MESSAGE,
             ),
             _rule(
                 "self.all(x, (x.operator == 'In' && has(x.minValues)) ? "
@@ -361,8 +387,8 @@ def _eviction_map(field: str, values: Schema) -> Schema:
         "additionalProperties": values,
         "x-kubernetes-validations": [
             _rule(
-                f"self.all(x, x in {_cel_list(EVICTION_SIGNALS)})",
-                f"valid keys for {field} are {_cel_list(EVICTION_SIGNALS)}",
+                f"self.all(x, x in {quoted_list(EVICTION_SIGNALS)})",
+                valid_keys_message(field, EVICTION_SIGNALS),
             )
         ],
     }
@@ -376,8 +402,8 @@ def _reserved(field: str, description: str) -> Schema:
         **{
             "x-kubernetes-validations": [
                 _rule(
-                    f"self.all(x, x in {_cel_list(KUBELET_RESERVABLE)})",
-                    f"valid keys for {field} are {_cel_list(KUBELET_RESERVABLE)}",
+                    f"self.all(x, x in {quoted_list(KUBELET_RESERVABLE)})",
+                    valid_keys_message(field, KUBELET_RESERVABLE),
                 ),
                 _rule(
                     "self.all(x, !self[x].startsWith('-'))",
@@ -414,17 +440,17 @@ def _kubelet_rules() -> list[dict[str, str]]:
         _rule(
             "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ? "
             "self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
-            "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
+            GC_THRESHOLDS_MESSAGE,
         ),
         _rule(
             "has(self.evictionSoft) ? self.evictionSoft.all(e, has(self.evictionSoftGracePeriod) && "
             "e in self.evictionSoftGracePeriod) : true",
-            "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
+            SOFT_EVICTION_MESSAGE,
         ),
         _rule(
             "has(self.evictionSoftGracePeriod) ? "
             "self.evictionSoftGracePeriod.all(e, has(self.evictionSoft) && e in self.evictionSoft) : true",
-            "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
+            SOFT_EVICTION_GRACE_MESSAGE,
         ),
     ]
 
@@ -616,7 +642,9 @@ def nodepool_crd() -> CRD:
                     "labels": {
                         "type": "object",
                         "maxProperties": 100,
-                        "additionalProperties": _string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                        "additionalProperties": _string(
+                            maxLength=MAX_LABEL_VALUE_LENGTH, pattern=LABEL_VALUE_PATTERN
+                        ),
                         "x-kubernetes-validations": _for_all_keys(_label_key_rules("x")),
                     },
                     "annotations": _string_map(),
@@ -741,7 +769,7 @@ def _selector_tags(what: str) -> Schema:
         description=f"Tags the {what} must have; '*' matches any value.",
         **{
             "x-kubernetes-validations": [
-                _rule("self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported")
+                _rule("self.all(k, k != '' && self[k] != '')", EMPTY_SELECTOR_TAG_MESSAGE)
             ]
         },
     )
@@ -768,7 +796,7 @@ def _selector_terms(
     rules = [
         _rule(
             f"self.all(x, {_any_has('x', needs_one_of)})",
-            f"expected at least one, got none, {_cel_list(needs_one_of)}",
+            f"expected at least one, got none, {quoted_list(needs_one_of)}",
         ),
         *(
             _rule(f"!self.exists(x, has(x.{name}) && ({_any_has('x', others)}))", message)
@@ -789,35 +817,25 @@ def _selector_terms(
     return schema
 
 
-def _exclusive(name: str, others: tuple[str, ...], where: str) -> tuple[str, tuple[str, ...], str]:
-    return (
-        name,
-        others,
-        f"'{name}' is mutually exclusive, cannot be set with a combination of other fields in {where}",
-    )
+def _exclusive(rules: SelectorTermRules) -> list[tuple[str, tuple[str, ...], str]]:
+    """The mutual exclusions of a list of selector terms, with their messages."""
+    return [(name, others, rules.exclusive_message(name)) for name, others in rules.exclusive]
 
 
 def _ami_selector_terms() -> Schema:
     """AMI selector terms: an alias (family@version) stands alone; an id goes without other fields."""
-    families = list(AMI_FAMILY_ALIASES.values())
     family = "self.find('^[^@]+')"
     alias = _string(
-        maxLength=30,
+        maxLength=MAX_ALIAS_LENGTH,
         description="An EKS optimized AMI, as family@version (al2023@latest, bottlerocket@v1.20.0).",
         **{
             "x-kubernetes-validations": [
+                _rule("self.matches('^[a-zA-Z0-9]+@.+$')", ALIAS_FORMAT_MESSAGE),
+                _rule(f"{family} in {quoted_list(AMI_FAMILY_ALIASES.values())}", ALIAS_FAMILY_MESSAGE),
                 _rule(
-                    "self.matches('^[a-zA-Z0-9]+@.+$')",
-                    "'alias' is improperly formatted, must match the format 'family@version'",
-                ),
-                _rule(
-                    f"{family} in {_cel_list(families)}",
-                    "family is not supported, must be one of the following: "
-                    + ", ".join(f"'{name}'" for name in families),
-                ),
-                _rule(
-                    f"{family} in ['windows2019', 'windows2022'] ? self.find('@.*$') == '@latest' : true",
-                    "windows families may only specify version 'latest'",
+                    f"{family} in {quoted_list(WINDOWS_ALIAS_FAMILIES)} ? "
+                    "self.find('@.*$') == '@latest' : true",
+                    WINDOWS_ALIAS_MESSAGE,
                 ),
             ]
         },
@@ -832,17 +850,11 @@ def _ami_selector_terms() -> Schema:
             "owner": _string(description="Account ids, self, amazon or aws-marketplace."),
             "ssmParameter": _string(description="An SSM parameter holding the AMI id."),
         },
-        needs_one_of=("tags", "id", "name", "alias"),
-        exclusive=[
-            _exclusive("id", ("alias", "tags", "name", "owner"), "amiSelectorTerms"),
-            _exclusive("alias", ("id", "tags", "name", "owner"), "amiSelectorTerms"),
-        ],
+        needs_one_of=AMI_TERMS.needs_one_of,
+        exclusive=_exclusive(AMI_TERMS),
     )
     terms["x-kubernetes-validations"].append(
-        _rule(
-            "!(self.exists(x, has(x.alias)) && self.size() != 1)",
-            "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
-        )
+        _rule("!(self.exists(x, has(x.alias)) && self.size() != 1)", ALIAS_ALONE_MESSAGE)
     )
     return terms
 
@@ -851,20 +863,18 @@ def _ami_family_rules() -> list[dict[str, str]]:
     """An amiFamily next to an alias is the alias' family or Custom; with no alias it is required."""
     rules = []
     for family, alias in AMI_FAMILY_ALIASES.items():
-        article = "an" if family.startswith("A") else "a"
         rules.append(
             _rule(
                 "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && "
                 f"x.alias.find('^[^@]+') == '{alias}') ? "
                 f"(self.amiFamily == '{AMI_FAMILY_CUSTOM}' || self.amiFamily == '{family}') : true)",
-                f"if set, amiFamily must be '{family}' or '{AMI_FAMILY_CUSTOM}' "
-                f"when using {article} {family} alias",
+                ami_family_alias_message(family),
             )
         )
     rules.append(
         _rule(
             "self.amiSelectorTerms.exists(x, has(x.alias)) ? true : has(self.amiFamily)",
-            "must specify amiFamily if amiSelectorTerms does not contain an alias",
+            AMI_FAMILY_REQUIRED_MESSAGE,
         )
     )
     return rules
@@ -934,8 +944,8 @@ def ec2nodeclass_crd() -> CRD:
             "subnetSelectorTerms": _selector_terms(
                 "Subnet selector terms: the subnets (and so the zones) nodes launch in.",
                 {"tags": _selector_tags("subnet"), "id": _string(pattern="subnet-[0-9a-z]+")},
-                needs_one_of=("tags", "id"),
-                exclusive=[_exclusive("id", ("tags",), "a subnet selector term")],
+                needs_one_of=SUBNET_TERMS.needs_one_of,
+                exclusive=_exclusive(SUBNET_TERMS),
                 empty_message="subnetSelectorTerms cannot be empty",
             ),
             "securityGroupSelectorTerms": _selector_terms(
@@ -945,11 +955,8 @@ def ec2nodeclass_crd() -> CRD:
                     "id": _string(pattern="sg-[0-9a-z]+"),
                     "name": _string(description="The security group's name (not its Name tag)."),
                 },
-                needs_one_of=("tags", "id", "name"),
-                exclusive=[
-                    _exclusive("id", ("tags", "name"), "a security group selector term"),
-                    _exclusive("name", ("tags", "id"), "a security group selector term"),
-                ],
+                needs_one_of=SECURITY_GROUP_TERMS.needs_one_of,
+                exclusive=_exclusive(SECURITY_GROUP_TERMS),
                 empty_message="securityGroupSelectorTerms cannot be empty",
             ),
             "amiSelectorTerms": ami_terms,
@@ -968,28 +975,17 @@ def ec2nodeclass_crd() -> CRD:
                 **{"x-kubernetes-validations": [_rule("self != ''", "instanceProfile cannot be empty")]},
             ),
             "tags": _string_map(
+                description="Tags put on the instances, volumes and launch templates.",
                 **{
                     "x-kubernetes-validations": [
-                        _rule("self.all(k, k != '')", "empty tag keys aren't supported"),
+                        _rule("self.all(k, k != '')", EMPTY_TAG_KEY_MESSAGE),
                         _rule(
-                            "self.all(k, k != 'eks:eks-cluster-name')",
-                            "tag contains a restricted tag matching eks:eks-cluster-name",
+                            f"self.all(k, !k.startsWith('{RESTRICTED_TAG_PREFIX}'))",
+                            restricted_tag_message(f"{RESTRICTED_TAG_PREFIX}/"),
                         ),
-                        _rule(
-                            "self.all(k, !k.startsWith('kubernetes.io/cluster') )",
-                            "tag contains a restricted tag matching kubernetes.io/cluster/",
-                        ),
-                        _rule(
-                            "self.all(k, k != 'karpenter.sh/nodepool')",
-                            "tag contains a restricted tag matching karpenter.sh/nodepool",
-                        ),
-                        _rule(
-                            "self.all(k, k !='karpenter.sh/nodeclaim')",
-                            "tag contains a restricted tag matching karpenter.sh/nodeclaim",
-                        ),
-                        _rule(
-                            "self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')",
-                            "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",
+                        *(
+                            _rule(f"self.all(k, k != '{key}')", restricted_tag_message(key))
+                            for key in RESTRICTED_TAG_KEYS
                         ),
                     ]
                 },

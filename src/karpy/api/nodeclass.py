@@ -18,7 +18,7 @@ and is refused, as an unknown family.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from karpy.api._reader import FieldReader
@@ -44,6 +44,68 @@ AMI_FAMILY_ALIASES = {
 }
 
 AMI_FAMILY_CUSTOM = "Custom"
+AMI_FAMILIES = (*AMI_FAMILY_ALIASES, AMI_FAMILY_CUSTOM)
+MAX_ALIAS_LENGTH = 30
+WINDOWS_ALIAS_FAMILIES = ("windows2019", "windows2022")
+ALIAS_FORMAT_MESSAGE = "'alias' is improperly formatted, must match the format 'family@version'"
+ALIAS_FAMILY_MESSAGE = "family is not supported, must be one of the following: " + ", ".join(
+    f"'{alias}'" for alias in AMI_FAMILY_ALIASES.values()
+)
+WINDOWS_ALIAS_MESSAGE = "windows families may only specify version 'latest'"
+ALIAS_ALONE_MESSAGE = (
+    "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"
+)
+AMI_FAMILY_REQUIRED_MESSAGE = "must specify amiFamily if amiSelectorTerms does not contain an alias"
+EMPTY_SELECTOR_TAG_MESSAGE = "empty tag keys or values aren't supported"
+EMPTY_TAG_KEY_MESSAGE = "empty tag keys aren't supported"
+# Tags karpy (like Karpenter) puts on what it launches, which a node class may not set.
+RESTRICTED_TAG_KEYS = (
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    f"{EC2_GROUP}/ec2nodeclass",
+)
+RESTRICTED_TAG_PREFIX = "kubernetes.io/cluster"
+GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
+SOFT_EVICTION_MESSAGE = "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"
+SOFT_EVICTION_GRACE_MESSAGE = "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"
+
+
+def quoted_list(names: Iterable[str]) -> str:
+    """``['a', 'b']``: how Karpenter's messages list names (and a CEL list literal of them)."""
+    return "[" + ", ".join(f"'{name}'" for name in names) + "]"
+
+
+def valid_keys_message(field: str, keys: Iterable[str]) -> str:
+    return f"valid keys for {field} are {quoted_list(keys)}"
+
+
+def restricted_tag_message(key: str) -> str:
+    return f"tag contains a restricted tag matching {key}"
+
+
+def ami_family_alias_message(family: str) -> str:
+    """What Karpenter says of an amiFamily that is neither Custom nor the family of the alias."""
+    article = "an" if family.startswith("A") else "a"
+    return (
+        f"if set, amiFamily must be '{family}' or '{AMI_FAMILY_CUSTOM}' when using {article} {family} alias"
+    )
+
+
+def alias_problem(alias: str) -> str:
+    """Why an AMI alias is refused (Karpenter's message), or "" if it is well formed."""
+    family, at, version = alias.partition("@")
+    if not (at and version and family.isascii() and family.isalnum()):
+        return ALIAS_FORMAT_MESSAGE
+    if family not in AMI_FAMILY_ALIASES.values():
+        return ALIAS_FAMILY_MESSAGE
+    if family in WINDOWS_ALIAS_FAMILIES and version != "latest":
+        return WINDOWS_ALIAS_MESSAGE
+    if len(alias) > MAX_ALIAS_LENGTH:
+        return f"may not be more than {MAX_ALIAS_LENGTH} characters"
+    return ""
+
+
 # What the kubelet may reserve, and the eviction signals it knows (Karpenter's lists, in its order).
 KUBELET_RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
 EVICTION_SIGNALS = (
@@ -84,9 +146,101 @@ class SelectorTerm:
             alias=reader.string("alias"),
             owner=reader.string("owner"),
         )
-        if not (term.tags or term.id or term.name or term.alias):
-            raise reader.error("", "a selector term needs tags, id, name or alias")
         return term
+
+    def written(self) -> frozenset[str]:
+        """The names of the fields the term sets."""
+        fields = {
+            "tags": self.tags,
+            "id": self.id,
+            "name": self.name,
+            "alias": self.alias,
+            "owner": self.owner,
+        }
+        return frozenset(name for name, value in fields.items() if value)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTermRules:
+    """Karpenter's rules on one list of selector terms: the CRD's CEL and :meth:`check` enforce them.
+
+    A term needs one of ``needs_one_of``; each ``(field, others)`` of
+    ``exclusive`` refuses a term that sets ``field`` with any of ``others``;
+    ``where`` names the term in the messages, as Karpenter does.
+    """
+
+    field: str
+    where: str
+    needs_one_of: tuple[str, ...]
+    exclusive: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @property
+    def missing_message(self) -> str:
+        return f"expected at least one, got none, {quoted_list(self.needs_one_of)}"
+
+    def exclusive_message(self, name: str) -> str:
+        exclusive = f"'{name}' is mutually exclusive"
+        return f"{exclusive}, cannot be set with a combination of other fields in {self.where}"
+
+    def check(self, spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
+        for index, term in enumerate(terms):
+            path = f"{self.field}[{index}]"
+            written = term.written()
+            if not written.intersection(self.needs_one_of):
+                raise spec.error(path, self.missing_message)
+            for name, others in self.exclusive:
+                if name in written and written.intersection(others):
+                    raise spec.error(path, self.exclusive_message(name))
+            if any(not key or not value for key, value in term.tags.items()):
+                raise spec.error(f"{path}.tags", EMPTY_SELECTOR_TAG_MESSAGE)
+
+
+SUBNET_TERMS = SelectorTermRules(
+    "subnetSelectorTerms", "a subnet selector term", ("tags", "id"), (("id", ("tags",)),)
+)
+SECURITY_GROUP_TERMS = SelectorTermRules(
+    "securityGroupSelectorTerms",
+    "a security group selector term",
+    ("tags", "id", "name"),
+    (("id", ("tags", "name")), ("name", ("tags", "id"))),
+)
+AMI_TERMS = SelectorTermRules(
+    "amiSelectorTerms",
+    "amiSelectorTerms",
+    ("tags", "id", "name", "alias"),
+    (("id", ("alias", "tags", "name", "owner")), ("alias", ("id", "tags", "name", "owner"))),
+)
+
+
+def _check_ami_selection(spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
+    """Karpenter's rules on aliases and amiFamily: a well-formed alias alone, its family or Custom."""
+    aliases = [(index, term.alias) for index, term in enumerate(terms) if term.alias]
+    for index, alias in aliases:
+        problem = alias_problem(alias)
+        if problem:
+            raise spec.error(f"amiSelectorTerms[{index}].alias", problem)
+    if aliases and len(terms) != 1:
+        raise spec.error("amiSelectorTerms", ALIAS_ALONE_MESSAGE)
+    family = spec.string("amiFamily")
+    if family and family not in AMI_FAMILIES:
+        raise spec.error("amiFamily", f"unknown AMI family {family!r}; use one of {', '.join(AMI_FAMILIES)}")
+    if not aliases and not family:
+        raise spec.error("amiFamily", AMI_FAMILY_REQUIRED_MESSAGE)
+    if aliases and family not in ("", AMI_FAMILY_CUSTOM):
+        alias_family = _ALIAS_FAMILIES[aliases[0][1].partition("@")[0]]
+        if family != alias_family:
+            raise spec.error("amiFamily", ami_family_alias_message(alias_family))
+
+
+def _check_tags(spec: FieldReader, tags: Mapping[str, str]) -> None:
+    """The tags a node class may put on instances: none empty, none of those karpy sets itself."""
+    for key in tags:
+        if not key:
+            raise spec.error("tags", EMPTY_TAG_KEY_MESSAGE)
+        if key.startswith(RESTRICTED_TAG_PREFIX):
+            raise spec.error("tags", restricted_tag_message(f"{RESTRICTED_TAG_PREFIX}/"))
+        if key in RESTRICTED_TAG_KEYS:
+            raise spec.error("tags", restricted_tag_message(key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +256,33 @@ class KubeletConfiguration:
         max_pods = reader.integer("maxPods")
         if max_pods is not None and max_pods < 0:
             raise reader.error("maxPods", "must not be negative")
+        reserved = {name: read_resources(reader, name) for name in ("kubeReserved", "systemReserved")}
+        eviction = {
+            name: reader.str_map(name) for name in ("evictionHard", "evictionSoft", "evictionSoftGracePeriod")
+        }
+        for name, keys, allowed in [
+            *((name, amounts.keys(), KUBELET_RESERVABLE) for name, amounts in reserved.items()),
+            *((name, thresholds.keys(), EVICTION_SIGNALS) for name, thresholds in eviction.items()),
+        ]:
+            if not set(keys) <= set(allowed):
+                raise reader.error(name, valid_keys_message(name, allowed))
+        high, low = (
+            reader.integer("imageGCHighThresholdPercent"),
+            reader.integer("imageGCLowThresholdPercent"),
+        )
+        if high is not None and low is not None and high <= low:
+            raise reader.error("imageGCHighThresholdPercent", GC_THRESHOLDS_MESSAGE)
+        soft, grace = eviction["evictionSoft"].keys(), eviction["evictionSoftGracePeriod"].keys()
+        if soft - grace:
+            raise reader.error("evictionSoft", SOFT_EVICTION_MESSAGE)
+        if grace - soft:
+            raise reader.error("evictionSoftGracePeriod", SOFT_EVICTION_GRACE_MESSAGE)
         return cls(
             max_pods=max_pods,
             pods_per_core=reader.integer("podsPerCore"),
-            kube_reserved=read_resources(reader, "kubeReserved"),
-            system_reserved=read_resources(reader, "systemReserved"),
-            eviction_hard=reader.str_map("evictionHard"),
+            kube_reserved=reserved["kubeReserved"],
+            system_reserved=reserved["systemReserved"],
+            eviction_hard=eviction["evictionHard"],
         )
 
 
@@ -284,10 +459,16 @@ class EC2NodeClass:
         security_groups = spec.items("securityGroupSelectorTerms", SelectorTerm.parse)
         if not security_groups:
             raise spec.error("securityGroupSelectorTerms", "required")
+        SUBNET_TERMS.check(spec, subnets)
+        SECURITY_GROUP_TERMS.check(spec, security_groups)
+        AMI_TERMS.check(spec, ami_terms)
+        _check_ami_selection(spec, ami_terms)
         role = spec.string("role")
         instance_profile = spec.string("instanceProfile")
         if bool(role) == bool(instance_profile):
             raise spec.error("role", "exactly one of role and instanceProfile is required")
+        tags = spec.str_map("tags")
+        _check_tags(spec, tags)
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             subnet_selector_terms=subnets,
@@ -295,7 +476,7 @@ class EC2NodeClass:
             ami_selector_terms=ami_terms,
             role=role,
             instance_profile=instance_profile,
-            tags=spec.str_map("tags"),
+            tags=tags,
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
             ami_family=spec.string("amiFamily"),
             user_data=spec.string("userData"),
