@@ -237,6 +237,52 @@ ONE_OF_ROLE = "spec.role: exactly one of role and instanceProfile is required"
             id="soft eviction without a grace period",
         ),
         pytest.param(
+            {"subnetSelectorTerms": [{"id": "sn-0abc"}]},
+            "spec.subnetSelectorTerms[0].id: should match 'subnet-[0-9a-z]+', got 'sn-0abc'",
+            id="malformed subnet id",
+        ),
+        pytest.param(
+            {"metadataOptions": {"httpPutResponseHopLimit": 65}},
+            "spec.metadataOptions.httpPutResponseHopLimit: must be between 1 and 64, got 65",
+            id="hop limit over 64",
+        ),
+        pytest.param(
+            {"metadataOptions": {"httpTokens": "always"}},
+            "spec.metadataOptions.httpTokens: must be one of required, optional, got 'always'",
+            id="unknown httpTokens",
+        ),
+        pytest.param(
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+                    {"deviceName": "/dev/xvdb", "rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+                ]
+            },
+            "spec.blockDeviceMappings: must have only one blockDeviceMappings with rootVolume",
+            id="two root volumes",
+        ),
+        pytest.param(
+            {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeType": "gp3"}}]},
+            "spec.blockDeviceMappings[0].ebs: snapshotID or volumeSize must be defined",
+            id="volume with neither size nor snapshot",
+        ),
+        pytest.param(
+            {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Mi"}}]},
+            "spec.blockDeviceMappings[0].ebs.volumeSize: must be a size in Gi, G, Ti or T up to 64T, "
+            "got '100Mi'",
+            id="volume size in Mi",
+        ),
+        pytest.param(
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "1Gi", "volumeType": "gp4"}}
+                ]
+            },
+            "spec.blockDeviceMappings[0].ebs.volumeType: must be one of standard, io1, io2, gp2, sc1, st1, "
+            "gp3, got 'gp4'",
+            id="unknown volume type",
+        ),
+        pytest.param(
             {"kubelet": {"evictionSoftGracePeriod": {"memory.available": "1m"}}},
             "spec.kubelet.evictionSoftGracePeriod: evictionSoftGracePeriod OwnerKey does not have a matching "
             "evictionSoft",

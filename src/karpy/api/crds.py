@@ -77,16 +77,24 @@ from karpy.api.nodeclass import (
     EMPTY_TAG_KEY_MESSAGE,
     EVICTION_SIGNALS,
     GC_THRESHOLDS_MESSAGE,
+    IMDS_SWITCH,
+    IMDS_TOKENS,
     KUBELET_RESERVABLE,
     KWOK_GROUP,
     KWOK_KIND,
     MAX_ALIAS_LENGTH,
+    MAX_HOP_LIMIT,
+    MIN_HOP_LIMIT,
+    ONE_ROOT_VOLUME_MESSAGE,
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
     SUBNET_TERMS,
+    VOLUME_SIZE_PATTERN,
+    VOLUME_SOURCE_MESSAGE,
+    VOLUME_TYPES,
     WINDOWS_ALIAS_FAMILIES,
     WINDOWS_ALIAS_MESSAGE,
     SelectorTermRules,
@@ -154,16 +162,8 @@ CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?)?$"
 EVICTION_THRESHOLD_PATTERN = (
     r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%|" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$") + ")$"
 )
-# An EBS volume size in Gi, G, Ti or T, up to EBS's largest volume (as Karpenter bounds it).
-VOLUME_SIZE_PATTERN = (
-    r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi"
-    r"|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G"
-    r"|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"
-)
-
 REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
 
 # Labels under kubernetes.io that a NodePool may set or require (the rest of the
 # domain belongs to the kubelet and to Kubernetes itself).
@@ -845,7 +845,7 @@ def _ami_selector_terms() -> Schema:
         {
             "alias": alias,
             "tags": _selector_tags("AMI"),
-            "id": _string(pattern="ami-[0-9a-z]+"),
+            "id": _string(pattern=AMI_TERMS.id_pattern),
             "name": _string(description="The AMI's name (not its Name tag)."),
             "owner": _string(description="Account ids, self, amazon or aws-marketplace."),
             "ssmParameter": _string(description="An SSM parameter holding the AMI id."),
@@ -901,7 +901,7 @@ def _block_device_mappings() -> Schema:
             "volumeType": _string(enum=list(VOLUME_TYPES)),
         },
         "x-kubernetes-validations": [
-            _rule("has(self.snapshotID) || has(self.volumeSize)", "snapshotID or volumeSize must be defined"),
+            _rule("has(self.snapshotID) || has(self.volumeSize)", VOLUME_SOURCE_MESSAGE),
             _rule(
                 "!has(self.volumeInitializationRate) || (has(self.snapshotID) && self.snapshotID != '')",
                 "snapshotID must be set when volumeInitializationRate is set",
@@ -919,7 +919,7 @@ def _block_device_mappings() -> Schema:
         "x-kubernetes-validations": [
             _rule(
                 "self.filter(x, has(x.rootVolume) ? x.rootVolume == true : false).size() <= 1",
-                "must have only one blockDeviceMappings with rootVolume",
+                ONE_ROOT_VOLUME_MESSAGE,
             )
         ],
     }
@@ -943,7 +943,7 @@ def ec2nodeclass_crd() -> CRD:
         "properties": {
             "subnetSelectorTerms": _selector_terms(
                 "Subnet selector terms: the subnets (and so the zones) nodes launch in.",
-                {"tags": _selector_tags("subnet"), "id": _string(pattern="subnet-[0-9a-z]+")},
+                {"tags": _selector_tags("subnet"), "id": _string(pattern=SUBNET_TERMS.id_pattern)},
                 needs_one_of=SUBNET_TERMS.needs_one_of,
                 exclusive=_exclusive(SUBNET_TERMS),
                 empty_message="subnetSelectorTerms cannot be empty",
@@ -952,7 +952,7 @@ def ec2nodeclass_crd() -> CRD:
                 "Security group selector terms.",
                 {
                     "tags": _selector_tags("security group"),
-                    "id": _string(pattern="sg-[0-9a-z]+"),
+                    "id": _string(pattern=SECURITY_GROUP_TERMS.id_pattern),
                     "name": _string(description="The security group's name (not its Name tag)."),
                 },
                 needs_one_of=SECURITY_GROUP_TERMS.needs_one_of,
@@ -1001,15 +1001,15 @@ def ec2nodeclass_crd() -> CRD:
             "metadataOptions": {
                 "type": "object",
                 "properties": {
-                    "httpEndpoint": _string(enum=["enabled", "disabled"]),
-                    "httpProtocolIPv6": _string(enum=["enabled", "disabled"]),
+                    "httpEndpoint": _string(enum=list(IMDS_SWITCH)),
+                    "httpProtocolIPv6": _string(enum=list(IMDS_SWITCH)),
                     "httpPutResponseHopLimit": {
                         "type": "integer",
                         "format": "int64",
-                        "minimum": 1,
-                        "maximum": 64,
+                        "minimum": MIN_HOP_LIMIT,
+                        "maximum": MAX_HOP_LIMIT,
                     },
-                    "httpTokens": _string(enum=["required", "optional"]),
+                    "httpTokens": _string(enum=list(IMDS_TOKENS)),
                 },
                 "default": {
                     "httpEndpoint": "enabled",

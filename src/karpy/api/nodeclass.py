@@ -18,6 +18,7 @@ and is refused, as an unknown family.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -66,6 +67,19 @@ RESTRICTED_TAG_KEYS = (
     f"{EC2_GROUP}/ec2nodeclass",
 )
 RESTRICTED_TAG_PREFIX = "kubernetes.io/cluster"
+# EBS volumes as Karpenter takes them: a size in Gi, G, Ti or T up to EBS's largest volume.
+VOLUME_SIZE_PATTERN = (
+    r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi"
+    r"|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G"
+    r"|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"
+)
+VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
+VOLUME_SOURCE_MESSAGE = "snapshotID or volumeSize must be defined"
+ONE_ROOT_VOLUME_MESSAGE = "must have only one blockDeviceMappings with rootVolume"
+# Instance metadata settings: Karpenter's values and hop limit range.
+IMDS_SWITCH = ("enabled", "disabled")
+IMDS_TOKENS = ("required", "optional")
+MIN_HOP_LIMIT, MAX_HOP_LIMIT = 1, 64
 GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
 SOFT_EVICTION_MESSAGE = "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"
 SOFT_EVICTION_GRACE_MESSAGE = "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"
@@ -173,6 +187,7 @@ class SelectorTermRules:
     where: str
     needs_one_of: tuple[str, ...]
     exclusive: tuple[tuple[str, tuple[str, ...]], ...]
+    id_pattern: str  # searched for, unanchored, as Karpenter's CRD does
 
     @property
     def missing_message(self) -> str:
@@ -193,22 +208,26 @@ class SelectorTermRules:
                     raise spec.error(path, self.exclusive_message(name))
             if any(not key or not value for key, value in term.tags.items()):
                 raise spec.error(f"{path}.tags", EMPTY_SELECTOR_TAG_MESSAGE)
+            if term.id and not re.search(self.id_pattern, term.id):
+                raise spec.error(f"{path}.id", f"should match '{self.id_pattern}', got {term.id!r}")
 
 
 SUBNET_TERMS = SelectorTermRules(
-    "subnetSelectorTerms", "a subnet selector term", ("tags", "id"), (("id", ("tags",)),)
+    "subnetSelectorTerms", "a subnet selector term", ("tags", "id"), (("id", ("tags",)),), "subnet-[0-9a-z]+"
 )
 SECURITY_GROUP_TERMS = SelectorTermRules(
     "securityGroupSelectorTerms",
     "a security group selector term",
     ("tags", "id", "name"),
     (("id", ("tags", "name")), ("name", ("tags", "id"))),
+    "sg-[0-9a-z]+",
 )
 AMI_TERMS = SelectorTermRules(
     "amiSelectorTerms",
     "amiSelectorTerms",
     ("tags", "id", "name", "alias"),
     (("id", ("alias", "tags", "name", "owner")), ("alias", ("id", "tags", "name", "owner"))),
+    "ami-[0-9a-z]+",
 )
 
 
@@ -304,6 +323,17 @@ class BlockDeviceMapping:
     @classmethod
     def parse(cls, reader: FieldReader) -> BlockDeviceMapping:
         ebs = reader.obj("ebs")
+        if reader.has("ebs"):
+            if not (ebs.has("snapshotID") or ebs.has("volumeSize")):
+                raise reader.error("ebs", VOLUME_SOURCE_MESSAGE)
+            size = ebs.scalar_str("volumeSize")
+            if size is not None and not re.fullmatch(VOLUME_SIZE_PATTERN, size):
+                raise ebs.error("volumeSize", f"must be a size in Gi, G, Ti or T up to 64T, got {size!r}")
+            volume_type = ebs.string("volumeType")
+            if volume_type and volume_type not in VOLUME_TYPES:
+                raise ebs.error(
+                    "volumeType", f"must be one of {', '.join(VOLUME_TYPES)}, got {volume_type!r}"
+                )
         return cls(
             device_name=reader.string("deviceName"),
             root_volume=reader.boolean("rootVolume"),
@@ -334,6 +364,19 @@ class MetadataOptions:
     @classmethod
     def parse(cls, reader: FieldReader) -> MetadataOptions:
         default = cls()
+        for key, allowed in [
+            ("httpEndpoint", IMDS_SWITCH),
+            ("httpProtocolIPv6", IMDS_SWITCH),
+            ("httpTokens", IMDS_TOKENS),
+        ]:
+            value = reader.string(key)
+            if value and value not in allowed:
+                raise reader.error(key, f"must be one of {', '.join(allowed)}, got {value!r}")
+        hops = reader.integer("httpPutResponseHopLimit")
+        if hops is not None and not MIN_HOP_LIMIT <= hops <= MAX_HOP_LIMIT:
+            raise reader.error(
+                "httpPutResponseHopLimit", f"must be between {MIN_HOP_LIMIT} and {MAX_HOP_LIMIT}, got {hops}"
+            )
         return cls(
             http_endpoint=reader.string("httpEndpoint", default.http_endpoint),
             http_protocol_ipv6=reader.string("httpProtocolIPv6", default.http_protocol_ipv6),
@@ -469,6 +512,9 @@ class EC2NodeClass:
             raise spec.error("role", "exactly one of role and instanceProfile is required")
         tags = spec.str_map("tags")
         _check_tags(spec, tags)
+        mappings = spec.items("blockDeviceMappings", BlockDeviceMapping.parse)
+        if sum(mapping.root_volume for mapping in mappings) > 1:
+            raise spec.error("blockDeviceMappings", ONE_ROOT_VOLUME_MESSAGE)
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             subnet_selector_terms=subnets,
@@ -480,7 +526,7 @@ class EC2NodeClass:
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
             ami_family=spec.string("amiFamily"),
             user_data=spec.string("userData"),
-            block_device_mappings=spec.items("blockDeviceMappings", BlockDeviceMapping.parse),
+            block_device_mappings=mappings,
             metadata_options=MetadataOptions.parse(spec.obj("metadataOptions")),
             associate_public_ip_address=_optional_boolean(spec, "associatePublicIPAddress"),
             detailed_monitoring=spec.boolean("detailedMonitoring"),
