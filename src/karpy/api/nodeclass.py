@@ -14,6 +14,19 @@ converted the way Karpenter's v1 migration does: ``amiFamily: AL2`` with no
 AMI selector becomes ``amiSelectorTerms: [{alias: al2@latest}]``, noted like
 the NodePool's changes (:mod:`karpy.api.conversion`). Ubuntu has no v1 alias
 and is refused, as an unknown family.
+
+**Karpenter's validation, offline.** In a cluster the CRD's CEL rules refuse a
+bad EC2NodeClass; ``karpy validate`` and ``karpy simulate`` have no API server,
+so :meth:`EC2NodeClass.parse` applies the same rules: selector terms need a
+field and keep ``id`` (and a security group's ``name``) alone
+(:class:`SelectorTermRules`), an alias is ``family@version`` of a known family
+and stands alone, ``amiFamily`` is required without an alias and otherwise is
+the alias' family or Custom, restricted tags are refused, kubelet keys and
+pairs, metadata options and block devices are Karpenter's. The messages, lists
+and patterns are defined here once and :mod:`karpy.api.crds` builds its CEL
+from them, so a user reads the same words from either. A rule is checked when
+the manifest is read, not at launch: a class that would fail at the API server
+fails ``karpy validate`` rather than the first node of a simulation.
 """
 
 from __future__ import annotations
