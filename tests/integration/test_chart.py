@@ -310,6 +310,8 @@ def test_install_upgrade_and_uninstall(
         for name in crd_names:
             crd = json.loads(control_plane.kubectl("get", "crd", name, "-o", "json", "--show-managed-fields"))
             assert "helm" in {entry["manager"] for entry in crd["metadata"]["managedFields"]}, name
+    notes = helm.ok("get", "notes", RELEASE, "--namespace", chart_namespace)
+    assert f"kubectl logs -n {chart_namespace} deploy/{RELEASE}" in notes, notes
     objects = manifest_objects(helm)
     kinds = {kind for kind, _, _ in objects}
     assert {"Deployment", "ServiceAccount", "PodDisruptionBudget", "Service"} <= kinds
