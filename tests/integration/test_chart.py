@@ -90,7 +90,9 @@ def helm(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(scope="module")
 def chart_namespace(control_plane: ControlPlane, helm: Helm) -> Iterator[str]:
+    """The release's namespace, enforcing the "restricted" Pod Security Standard on the pods created in it."""
     control_plane.kubectl("create", "namespace", NAMESPACE)
+    control_plane.kubectl("label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
     try:
         yield NAMESPACE
     finally:
@@ -334,8 +336,22 @@ def test_install_upgrade_and_uninstall(
         items: list[dict[str, Any]] = pods["items"]
         return items if len(items) == 2 else None
 
-    # The ReplicaSet's pods were admitted: security contexts, priority class and all.
-    for pod in wait_until(pods_created, timeout=60, what="the Deployment's two pods"):
+    # The namespace refuses a pod that is not "restricted" (the check below can fail)...
+    plain_pod = ("run", "plain", "--namespace", chart_namespace, "--image=pause", "--dry-run=server")
+    refused = subprocess.run(
+        [control_plane.kubectl_path, "--kubeconfig", str(control_plane.kubeconfig), *plain_pod],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused
+    # ...and the ReplicaSet's pods were admitted: restricted security contexts, priority class and all.
+    for pod in wait_until(
+        pods_created,
+        timeout=60,
+        what="the Deployment's two pods (refused ones show in the ReplicaSet's events)",
+    ):
         assert pod["spec"]["priority"] > 1_000_000_000, "system-cluster-critical"
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
