@@ -249,6 +249,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
     from karpy.controllers.provisioning import ProvisioningSettings
     from karpy.kube.leader import LeadershipLostError, election_config
     from karpy.observability import ObservabilitySettings
+    from karpy.kube._http import KubeconfigError
     from karpy.run import RunSettings, run
 
     try:
@@ -282,6 +283,9 @@ def run_against_cluster(args: argparse.Namespace) -> int:
     except LeadershipLostError as lost:
         print(f"karpy: {lost}; exiting", file=sys.stderr)
         return EXIT_LEADERSHIP_LOST
+    except KubeconfigError as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from lightkube import Client, KubeConfig
+from lightkube.core.exceptions import ConfigError
 
 JSON = dict[str, Any]
 
@@ -95,6 +97,10 @@ class ApiResponse:
     body: JSON
 
 
+class KubeconfigError(Exception):
+    """No usable kubeconfig or in-cluster configuration."""
+
+
 class ApiTransport:
     """Requests to one API server, over the HTTP client lightkube configures from a kubeconfig."""
 
@@ -107,7 +113,28 @@ class ApiTransport:
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None) -> ApiTransport:
-        config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
+        """The transport of the kubeconfig at ``path``, else ``$KUBECONFIG``, else in-cluster.
+
+        A missing or unreadable configuration is :class:`KubeconfigError`: the
+        operator's mistake, told in one line, not a traceback from lightkube.
+        """
+        try:
+            config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
+        # lightkube reads a file with no mapping or no "clusters" as AttributeError or KeyError.
+        except (
+            ConfigError,
+            OSError,
+            ValueError,
+            yaml.YAMLError,
+            KeyError,
+            AttributeError,
+            TypeError,
+        ) as problem:
+            why = " ".join(str(problem).split())  # one line, as lightkube's YAML errors are not
+            raise KubeconfigError(
+                f"no cluster to run against: {why} (give --kubeconfig or KUBECONFIG, "
+                "or run karpy in a pod, where the ServiceAccount's credentials are used)"
+            ) from problem
         return cls(Client(config, field_manager="karpy"))
 
     def request(
