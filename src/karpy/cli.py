@@ -247,9 +247,9 @@ def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings
 def run_against_cluster(args: argparse.Namespace) -> int:
     # The real-cluster stack is loaded only when it runs.
     from karpy.controllers.provisioning import ProvisioningSettings
+    from karpy.kube._http import KubeconfigError
     from karpy.kube.leader import LeadershipLostError, election_config
     from karpy.observability import ObservabilitySettings
-    from karpy.kube._http import KubeconfigError
     from karpy.run import RunSettings, run
 
     try:
