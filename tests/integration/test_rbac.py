@@ -15,8 +15,9 @@ Lease in that namespace. In order:
    "forbidden";
 3. what the API server says the ServiceAccount may do (a SelfSubjectRulesReview
    with its token, less what any ServiceAccount may do) is the table, the
-   installed ClusterRole and Role are the table's rules, and ``kubectl auth
-   can-i`` with its token denies Secrets, pod creation, RBAC escalation and ``*``.
+   installed ClusterRole and Role (and helm's rendering for AWS) are the
+   table's rules, and ``kubectl auth can-i`` with its token denies Secrets,
+   pod creation, RBAC escalation and ``*``.
 
 The audit test needs the two runs before it: run the module as a whole.
 """
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from karpy.kube.permissions import (
     NOT_EXERCISED_ON_KWOK,
@@ -49,6 +51,7 @@ from . import test_run as walkthrough
 from . import test_run_disruption as disruption
 from .conftest import ControlPlane
 from .karpy_run import (
+    CHART,
     KarpyProcess,
     ServiceAccount,
     get_items,
@@ -283,6 +286,27 @@ def test_the_installed_roles_hold_the_tables_rules(installed: Installed) -> None
     assert [binding["subjects"] for binding in bindings] == [
         [{"kind": "ServiceAccount", "name": installed.account.name, "namespace": NAMESPACE}]
     ]
+
+
+def test_helm_renders_the_aws_roles_from_the_table(installed: Installed) -> None:
+    # The installed release is kwok's; helm itself renders AWS's (no Nodes created, /version read).
+    rendered = helm(
+        installed.plane,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        "rbac.create=true",
+        "--set",
+        f"settings.cloudProvider={Provider.AWS}",
+        "--show-only",
+        "templates/rbac.yaml",
+    )
+    objects = {obj["kind"]: obj for obj in yaml.safe_load_all(rendered) if obj}
+    assert objects["ClusterRole"]["rules"] == policy_rules(Provider.AWS, Scope.CLUSTER)
+    assert objects["Role"]["rules"] == policy_rules(Provider.AWS, Scope.NAMESPACE)
 
 
 @pytest.mark.parametrize(
