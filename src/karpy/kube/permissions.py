@@ -92,13 +92,13 @@ class Rule:
 
 
 LIST_WATCH = ("list", "watch")
-INFORMER = "the informers list and watch it across all namespaces (_informer.py)"
+INFORMER = "the informers list and watch them (_informer.py)"
 
 _WATCHED_ONLY = {
     ("apps", "daemonsets"): "DaemonSet pods count on every new node (provisioning)",
     ("policy", "poddisruptionbudgets"): "disruption and drains respect them",
-    ("", "persistentvolumeclaims"): "volume topology and limits of pending pods",
-    ("", "persistentvolumes"): "volume topology of pending pods",
+    ("", "persistentvolumeclaims"): "a pending pod's claims lead to the volumes it needs",
+    ("", "persistentvolumes"): "a bound volume's node affinity constrains where its pods go",
     ("", "namespaces"): "pod affinity's namespaceSelector selects namespaces by label",
 }
 
@@ -143,7 +143,8 @@ RULES: tuple[Rule, ...] = (
         Scope.CLUSTER,
         Provider.ALL,
         f"{INFORMER}; provisioning and disruption create them, the lifecycle updates labels and"
-        " finalizers (PUT), disruption and expiry delete them",
+        " finalizers (PUT); disruption, failed launches or registrations, interruption and garbage"
+        " collection delete them",
     ),
     Rule(
         "karpenter.sh",
@@ -175,7 +176,8 @@ RULES: tuple[Rule, ...] = (
         ("list", "watch", "get"),
         Scope.CLUSTER,
         Provider.ALL,
-        f"{INFORMER} (NodePools may name either class); read before a status write when not cached",
+        f"{INFORMER}, whatever the provider (a NodePool may name either class); read before a status"
+        " write when not cached",
     ),
     Rule(
         "karpenter.k8s.aws",
