@@ -387,7 +387,8 @@ def test_requests_read_as_the_api_server_reads_them(
 RUN_SOURCES = [
     path
     for path in sorted((REPO / "src" / "karpy").glob("**/*.py"))
-    if path.parts[-2] in ("controllers", "kwok", "aws") and path.name != "fake_kubelet.py"
+    if (path.parts[-2] in ("controllers", "cloud", "kwok", "aws") or path.name == "run.py")
+    and path.name != "fake_kubelet.py"
 ]
 WRITES = {name for name in vars(ClusterWriter) if not name.startswith("_")}
 
