@@ -6,11 +6,12 @@ import argparse
 import logging
 import re
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from karpy.cli import _parser
-from karpy.settings import SETTINGS, RunOptions, SettingsError, run_options
+from karpy.settings import SETTINGS, FeatureGates, RunOptions, SettingsError, run_options
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "run.md"
 
@@ -167,3 +168,72 @@ def test_the_aws_provider_is_chosen_and_configured_by_karpenters_names() -> None
 def test_bad_aws_settings_are_refused_naming_the_variable(environ: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=re.escape(message)):
         options(environ=environ)
+
+
+def test_feature_gates_take_karpenters_format_over_the_defaults() -> None:
+    assert options().feature_gates == FeatureGates(spot_to_spot_consolidation=False)
+    on = FeatureGates(spot_to_spot_consolidation=True)
+    assert options(environ={"FEATURE_GATES": "SpotToSpotConsolidation=true"}).feature_gates == on
+    assert options(environ={"FEATURE_GATES": " SpotToSpotConsolidation = True ,"}).feature_gates == on
+    assert options("--feature-gates", "SpotToSpotConsolidation=1").feature_gates == on
+    # The flag wins over the variable, as for every setting.
+    flag_off = options("--feature-gates", "SpotToSpotConsolidation=false", environ={"FEATURE_GATES": "X=1"})
+    assert flag_off.feature_gates == FeatureGates()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "NodeRepair=true",
+            "FEATURE_GATES: unknown feature gate 'NodeRepair' (karpy knows SpotToSpotConsolidation)",
+        ),
+        (
+            "SpotToSpotConsolidation",
+            "FEATURE_GATES: 'SpotToSpotConsolidation' is not Name=true or Name=false",
+        ),
+        (
+            "SpotToSpotConsolidation=maybe",
+            "FEATURE_GATES: SpotToSpotConsolidation: expected true or false, got 'maybe'",
+        ),
+    ],
+)
+def test_unknown_or_malformed_feature_gates_are_refused(text: str, message: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        options(environ={"FEATURE_GATES": text})
+    assert str(raised.value) == message
+
+
+def test_an_unknown_feature_gate_stops_karpy_run_with_exit_status_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from karpy.cli import EXIT_BAD_INPUT, main
+
+    assert main(["run", "--feature-gates", "Drift=false"]) == EXIT_BAD_INPUT
+    assert "karpy: --feature-gates: unknown feature gate 'Drift'" in capsys.readouterr().err
+
+
+def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    from karpy.cli import EXIT_OK, main
+    from karpy.controllers.disruption import DisruptionController
+    from karpy.kube._http import ApiTransport
+    from karpy.run import Runner, RunSettings
+
+    given: list[RunSettings] = []
+    monkeypatch.setattr("karpy.run.run", lambda kubeconfig, *, settings: given.append(settings))
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        flags = ["run", "--disable-leader-election", "--feature-gates", "SpotToSpotConsolidation=true"]
+        assert main(flags) == EXIT_OK
+    finally:  # ``karpy run`` installs its own log handler on the root logger
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    (settings,) = given
+    assert settings.spot_to_spot_consolidation
+    for gate_on in (True, False):
+        # The runner is only built, never run: no request reaches the transport.
+        runner = Runner(cast(ApiTransport, object()), RunSettings(spot_to_spot_consolidation=gate_on))
+        disruption = runner.runtime._controllers[DisruptionController.name]
+        assert isinstance(disruption, DisruptionController)
+        assert disruption.spot_to_spot is gate_on

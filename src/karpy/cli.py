@@ -276,6 +276,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             cluster_name=options.cluster_name,
             tune_gc=True,
             aws=aws_settings(options, os.environ) if options.cloud_provider == "aws" else None,
+            spot_to_spot_consolidation=options.feature_gates.spot_to_spot_consolidation,
         )
         run(args.kubeconfig, settings=settings)
     except LeadershipLostError as lost:

@@ -121,6 +121,8 @@ class RunSettings:
     tune_gc: bool = False
     # The AWS provider's settings; None: the kwok provider (the default).
     aws: AwsSettings | None = None
+    # Consolidation may replace spot nodes by cheaper spot nodes (the SpotToSpotConsolidation gate).
+    spot_to_spot_consolidation: bool = False
 
 
 # The cyclic collector's first-generation threshold while karpy runs (CPython's is 700).
@@ -207,7 +209,13 @@ class Runner:
             NodeClaimPodEvents(self.cluster, self.clock),
             Terminator(self.cluster, cloud("termination"), self.clock, metrics),
             NodeClaimDisruptionConditions(self.cluster, self.clock, cloud("nodeclaim.disruption"), metrics),
-            DisruptionController(self.cluster, self.clock, cloud("disruption"), metrics=metrics),
+            DisruptionController(
+                self.cluster,
+                self.clock,
+                cloud("disruption"),
+                spot_to_spot=self.settings.spot_to_spot_consolidation,
+                metrics=metrics,
+            ),
             NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
             *metrics_controllers(self.cluster, self.clock, metrics),
             *(self.aws.controllers(cloud) if self.aws is not None else ()),

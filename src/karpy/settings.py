@@ -10,6 +10,14 @@ where it is karpy's own) and a flag spelled like the variable
 the default; an empty variable counts as unset, as a chart's ``value: ""``
 usually means "not set".
 
+**Feature gates** (``FEATURE_GATES``) take Karpenter's format, a comma-separated
+``Name=true,Other=false`` list, so a chart's ``settings.featureGates`` renders
+into the same variable for both. Only the gates karpy honours are known
+(:data:`FEATURE_GATES`); any other name is refused rather than ignored, since a
+gate that is accepted and then does nothing (``NodeRepair=true`` on a karpy
+that repairs no nodes) would let an operator believe a behaviour is on. A gate
+not named keeps its default.
+
 :data:`SETTINGS` is the one list of them: it declares the flags, and
 ``docs/run.md``'s table is checked against it by the tests, so the
 documentation cannot drift from what the program accepts. ``KUBECONFIG`` and
@@ -39,6 +47,11 @@ DEFAULT_METRICS_PORT = 8080
 DEFAULT_LAUNCH_CONCURRENCY = 16
 CLOUD_PROVIDERS = ("kwok", "aws")
 DEFAULT_HEALTH_PROBE_PORT = 8081
+# The feature gates karpy honours, with their defaults (Karpenter's).
+FEATURE_GATES: dict[str, bool] = {
+    # Consolidation may replace a spot node by a cheaper spot node (the disruption controller's spot_to_spot).
+    "SpotToSpotConsolidation": False,
+}
 
 
 class SettingsError(ValueError):
@@ -98,6 +111,11 @@ SETTINGS: tuple[Setting, ...] = (
         str(DEFAULT_LAUNCH_CONCURRENCY),
         "AWS: CreateFleet and TerminateInstances calls in flight at once",
     ),
+    Setting(
+        "FEATURE_GATES",
+        ",".join(f"{name}={str(on).lower()}" for name, on in FEATURE_GATES.items()),
+        "Name=true,Other=false: the feature gates to switch on or off",
+    ),
     Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
     Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
     Setting("METRICS_PORT", str(DEFAULT_METRICS_PORT), "the port of /metrics (0: any free port)"),
@@ -116,6 +134,13 @@ _BY_ENV = {setting.env: setting for setting in SETTINGS}
 
 
 @dataclass(frozen=True, slots=True)
+class FeatureGates:
+    """The gates of :data:`FEATURE_GATES`, each on or off."""
+
+    spot_to_spot_consolidation: bool = FEATURE_GATES["SpotToSpotConsolidation"]
+
+
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     batch_idle_duration: float = 1.0
     batch_max_duration: float = 10.0
@@ -131,6 +156,7 @@ class RunOptions:
     cluster_ca_bundle: str = ""
     aws_ssm_prefix: str = ""
     aws_launch_concurrency: int = DEFAULT_LAUNCH_CONCURRENCY
+    feature_gates: FeatureGates = FeatureGates()
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +166,37 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             continue  # declared with ``karpy run``'s other kwok flags; its value is read here all the same
         default = f"${setting.env}, else {setting.default}" if setting.default else f"${setting.env}"
         parser.add_argument(setting.flag, dest=setting.dest, help=f"{setting.help} (default: {default})")
+
+
+_TRUE = frozenset({"1", "t", "true"})
+_FALSE = frozenset({"0", "f", "false"})
+
+
+def parse_bool(text: str, what: str) -> bool:
+    """A boolean flag or environment value as Go's strconv.ParseBool reads it."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{what}: expected true or false, got {text!r}")
+
+
+def _feature_gates(text: str) -> FeatureGates:
+    """``Name=true,Other=false`` over the defaults; empty items are skipped, as Go's flag parser does."""
+    gates = dict(FEATURE_GATES)
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        name, equals, value = item.partition("=")
+        name = name.strip()
+        if not equals:
+            raise SettingsError(f"{item.strip()!r} is not Name=true or Name=false")
+        if name not in gates:
+            known = ", ".join(FEATURE_GATES)
+            raise SettingsError(f"unknown feature gate {name!r} (karpy knows {known})")
+        gates[name] = parse_bool(value, name)
+    return FeatureGates(spot_to_spot_consolidation=gates["SpotToSpotConsolidation"])
 
 
 def _duration(text: str) -> float:
@@ -237,4 +294,5 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         cluster_ca_bundle=source("CLUSTER_CA_BUNDLE")[0].strip(),
         aws_ssm_prefix=source("KARPY_AWS_SSM_PREFIX")[0].strip().rstrip("/"),
         aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
+        feature_gates=read("FEATURE_GATES", _feature_gates),
     )

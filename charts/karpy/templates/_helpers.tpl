@@ -17,12 +17,15 @@
 {{- end }}
 {{- end }}
 
-{{/* Labels on every object. */}}
+{{/* Labels on every object: the chart's, then additionalLabels. */}}
 {{- define "karpy.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "karpy.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* The labels the Deployment selects its pods by (and the PDB and Service too). */}}
@@ -38,4 +41,55 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- else }}
 {{- default "default" .Values.serviceAccount.name }}
 {{- end }}
+{{- end }}
+
+{{/*
+An object's annotations block: additionalAnnotations and the object's own ("own"),
+its own winning; nothing when both are empty. Called with (dict "root" $ "own" MAP).
+*/}}
+{{- define "karpy.annotations" -}}
+{{- $annotations := merge (dict) (.own | default dict) .root.Values.additionalAnnotations }}
+{{- with $annotations -}}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* karpy's image: repository:tag (the chart's appVersion unless given), @digest when given. */}}
+{{- define "karpy.image" -}}
+{{- $image := .Values.controller.image }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- with $image.digest }}@{{ . }}{{ end }}
+{{- end }}
+
+{{/*
+The pod's affinity: the affinity value, where a pod (anti-)affinity term that
+selects no pods selects karpy's own, as in Karpenter's chart.
+*/}}
+{{- define "karpy.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- $selector := dict "matchLabels" (include "karpy.selectorLabels" . | fromYaml) }}
+{{- range $kind := list "podAffinity" "podAntiAffinity" }}
+{{- with get $affinity $kind }}
+{{- range $term := get . "requiredDuringSchedulingIgnoredDuringExecution" | default list }}
+{{- if not (hasKey $term "labelSelector") }}{{ $_ := set $term "labelSelector" $selector }}{{ end }}
+{{- end }}
+{{- range $weighted := get . "preferredDuringSchedulingIgnoredDuringExecution" | default list }}
+{{- with $weighted.podAffinityTerm }}
+{{- if not (hasKey . "labelSelector") }}{{ $_ := set . "labelSelector" $selector }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $affinity }}
+{{- end }}
+
+{{/* The topology spread constraints, each selecting karpy's pods unless it says otherwise. */}}
+{{- define "karpy.topologySpreadConstraints" -}}
+{{- $constraints := deepCopy (.Values.topologySpreadConstraints | default list) }}
+{{- $selector := dict "matchLabels" (include "karpy.selectorLabels" . | fromYaml) }}
+{{- range $constraint := $constraints }}
+{{- if not (hasKey $constraint "labelSelector") }}{{ $_ := set $constraint "labelSelector" $selector }}{{ end }}
+{{- end }}
+{{- toYaml $constraints }}
 {{- end }}

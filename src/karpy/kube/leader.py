@@ -74,6 +74,7 @@ from typing import Any, Protocol
 
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, JSON, ApiResponse, ApiStatusError
 from karpy.kube._resources import ResourceType
+from karpy.settings import parse_bool
 
 log = logging.getLogger("karpy.kube.leader")
 
@@ -133,20 +134,6 @@ class LeaderElectionConfig:
             raise ValueError("the lease duration must be longer than the renew deadline")
         if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
             raise ValueError(f"the renew deadline must be longer than {JITTER_FACTOR:g} retry periods")
-
-
-_TRUE = frozenset({"1", "t", "true"})
-_FALSE = frozenset({"0", "f", "false"})
-
-
-def parse_bool(text: str, what: str) -> bool:
-    """A boolean flag or environment value as Go's strconv.ParseBool reads it."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f"{what}: expected true or false, got {text!r}")
 
 
 def election_config(
