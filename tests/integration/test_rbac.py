@@ -301,6 +301,8 @@ def test_helm_renders_the_aws_roles_from_the_table(installed: Installed) -> None
         "rbac.create=true",
         "--set",
         f"settings.cloudProvider={Provider.AWS}",
+        "--set",
+        "settings.clusterName=it-rbac",  # AWS needs one (values.schema.json)
         "--show-only",
         "templates/rbac.yaml",
     )
