@@ -135,13 +135,158 @@ ONE_OF_ROLE = "spec.role: exactly one of role and instanceProfile is required"
         pytest.param({"instanceProfile": "profile"}, ONE_OF_ROLE, id="both role and instance profile"),
         pytest.param(
             {"subnetSelectorTerms": [{"id": "subnet-1"}, {}]},
-            "spec.subnetSelectorTerms[1]: a selector term needs tags, id, name or alias",
+            "spec.subnetSelectorTerms[1]: expected at least one, got none, ['tags', 'id']",
             id="empty selector term",
         ),
         pytest.param(
             {"securityGroupSelectorTerms": [{"owner": "123456789012"}]},
-            "spec.securityGroupSelectorTerms[0]: a selector term needs tags, id, name or alias",
+            "spec.securityGroupSelectorTerms[0]: expected at least one, got none, ['tags', 'id', 'name']",
             id="selector term with only an owner",
+        ),
+        # Karpenter's CRD rules, refused offline with the CRD's words (tests/integration/test_crds.py
+        # sends the same objects to the API server).
+        pytest.param(
+            {"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"team": "a"}}]},
+            "spec.subnetSelectorTerms[0]: 'id' is mutually exclusive, cannot be set with a combination of "
+            "other fields in a subnet selector term",
+            id="subnet id with tags",
+        ),
+        pytest.param(
+            {"securityGroupSelectorTerms": [{"name": "web", "tags": {"team": "a"}}]},
+            "spec.securityGroupSelectorTerms[0]: 'name' is mutually exclusive, cannot be set with a "
+            "combination of other fields in a security group selector term",
+            id="security group name with tags",
+        ),
+        pytest.param(
+            {"amiFamily": "AL2023", "amiSelectorTerms": [{"id": "ami-1", "owner": "self"}]},
+            "spec.amiSelectorTerms[0]: 'id' is mutually exclusive, cannot be set with a combination of "
+            "other fields in amiSelectorTerms",
+            id="AMI id with an owner",
+        ),
+        pytest.param(
+            {"subnetSelectorTerms": [{"tags": {"team": ""}}]},
+            "spec.subnetSelectorTerms[0].tags: empty tag keys or values aren't supported",
+            id="selector tag without a value",
+        ),
+        pytest.param(
+            {"amiSelectorTerms": [{"alias": "al2023"}]},
+            "spec.amiSelectorTerms[0].alias: 'alias' is improperly formatted, must match the format "
+            "'family@version'",
+            id="alias without a version",
+        ),
+        pytest.param(
+            {"amiSelectorTerms": [{"alias": "ubuntu@latest"}]},
+            "spec.amiSelectorTerms[0].alias: family is not supported, must be one of the following: "
+            "'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'",
+            id="alias of an unknown family",
+        ),
+        pytest.param(
+            {"amiSelectorTerms": [{"alias": "windows2022@v20240101"}]},
+            "spec.amiSelectorTerms[0].alias: windows families may only specify version 'latest'",
+            id="pinned windows alias",
+        ),
+        pytest.param(
+            {"amiSelectorTerms": [{"alias": "al2023@latest"}, {"tags": {"team": "a"}}]},
+            "spec.amiSelectorTerms: 'alias' is mutually exclusive, cannot be set with a combination of "
+            "other amiSelectorTerms",
+            id="alias with another term",
+        ),
+        pytest.param(
+            {"amiFamily": "AL2", "amiSelectorTerms": [{"alias": "al2023@latest"}]},
+            "spec.amiFamily: if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias",
+            id="amiFamily other than the alias'",
+        ),
+        pytest.param(
+            {"amiSelectorTerms": [{"tags": {"team": "a"}}]},
+            "spec.amiFamily: must specify amiFamily if amiSelectorTerms does not contain an alias",
+            id="no alias and no amiFamily",
+        ),
+        pytest.param(
+            {"tags": {"kubernetes.io/cluster/demo": "owned"}},
+            "spec.tags: tag contains a restricted tag matching kubernetes.io/cluster/",
+            id="cluster tag",
+        ),
+        pytest.param(
+            {"tags": {"karpenter.sh/nodeclaim": "a"}},
+            "spec.tags: tag contains a restricted tag matching karpenter.sh/nodeclaim",
+            id="nodeclaim tag",
+        ),
+        pytest.param(
+            {"kubelet": {"kubeReserved": {"nvidia.com/gpu": "1"}}},
+            "spec.kubelet.kubeReserved: valid keys for kubeReserved are "
+            "['cpu', 'memory', 'ephemeral-storage', 'pid']",
+            id="kubeReserved of a GPU",
+        ),
+        pytest.param(
+            {"kubelet": {"evictionHard": {"memory.free": "5%"}}},
+            "spec.kubelet.evictionHard: valid keys for evictionHard are ['memory.available', "
+            "'nodefs.available', 'nodefs.inodesFree', 'imagefs.available', 'imagefs.inodesFree', "
+            "'pid.available']",
+            id="unknown eviction signal",
+        ),
+        pytest.param(
+            {"kubelet": {"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 50}},
+            "spec.kubelet.imageGCHighThresholdPercent: imageGCHighThresholdPercent must be greater than "
+            "imageGCLowThresholdPercent",
+            id="image GC thresholds equal",
+        ),
+        pytest.param(
+            {"kubelet": {"evictionSoft": {"memory.available": "1Gi"}}},
+            "spec.kubelet.evictionSoft: evictionSoft OwnerKey does not have a matching "
+            "evictionSoftGracePeriod",
+            id="soft eviction without a grace period",
+        ),
+        pytest.param(
+            {"subnetSelectorTerms": [{"id": "sn-0abc"}]},
+            "spec.subnetSelectorTerms[0].id: should match 'subnet-[0-9a-z]+', got 'sn-0abc'",
+            id="malformed subnet id",
+        ),
+        pytest.param(
+            {"metadataOptions": {"httpPutResponseHopLimit": 65}},
+            "spec.metadataOptions.httpPutResponseHopLimit: must be between 1 and 64, got 65",
+            id="hop limit over 64",
+        ),
+        pytest.param(
+            {"metadataOptions": {"httpTokens": "always"}},
+            "spec.metadataOptions.httpTokens: must be one of required, optional, got 'always'",
+            id="unknown httpTokens",
+        ),
+        pytest.param(
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+                    {"deviceName": "/dev/xvdb", "rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+                ]
+            },
+            "spec.blockDeviceMappings: must have only one blockDeviceMappings with rootVolume",
+            id="two root volumes",
+        ),
+        pytest.param(
+            {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeType": "gp3"}}]},
+            "spec.blockDeviceMappings[0].ebs: snapshotID or volumeSize must be defined",
+            id="volume with neither size nor snapshot",
+        ),
+        pytest.param(
+            {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Mi"}}]},
+            "spec.blockDeviceMappings[0].ebs.volumeSize: must be a size in Gi, G, Ti or T up to 64T, "
+            "got '100Mi'",
+            id="volume size in Mi",
+        ),
+        pytest.param(
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "1Gi", "volumeType": "gp4"}}
+                ]
+            },
+            "spec.blockDeviceMappings[0].ebs.volumeType: must be one of standard, io1, io2, gp2, sc1, st1, "
+            "gp3, got 'gp4'",
+            id="unknown volume type",
+        ),
+        pytest.param(
+            {"kubelet": {"evictionSoftGracePeriod": {"memory.available": "1m"}}},
+            "spec.kubelet.evictionSoftGracePeriod: evictionSoftGracePeriod OwnerKey does not have a matching "
+            "evictionSoft",
+            id="grace period without a soft eviction",
         ),
         pytest.param(
             {"subnetSelectorTerms": "subnet-1"},
@@ -304,7 +449,8 @@ def test_launch_fields_are_read_with_karpenters_defaults() -> None:
         ([{"alias": "bottlerocket@v1.20.0"}], "", "Bottlerocket"),
         ([{"alias": "al2@latest"}], "", "AL2"),
         ([{"tags": {"team": "nodes"}}], "AL2023", "AL2023"),
-        ([{"tags": {"team": "nodes"}}], "", "Custom"),
+        ([{"tags": {"team": "nodes"}}], "Custom", "Custom"),
+        ([{"alias": "al2023@latest"}], "Custom", "Custom"),
     ],
 )
 def test_the_effective_ami_family_comes_from_the_family_or_the_alias(

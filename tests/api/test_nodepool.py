@@ -352,6 +352,44 @@ NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": 
             id="terminationGracePeriod Never",
         ),
         pytest.param({"metadata": {}}, "metadata.name: required", id="no name"),
+        # Karpenter's CRD rules, refused offline too (tests/integration/test_crds.py sends the same
+        # objects to the API server).
+        pytest.param(
+            {"spec.template.metadata": {"labels": {"team": "a" * 64}}},
+            f"{TEMPLATE_LABELS}.team: label value '{'a' * 64}' is longer than 63 characters",
+            id="label value too long",
+        ),
+        pytest.param(
+            {"spec.template.metadata": {"labels": {"team": "a/b"}}},
+            f"{TEMPLATE_LABELS}.team: label value 'a/b' must be alphanumerics with '-', '_' or '.' inside",
+            id="label value with a slash",
+        ),
+        pytest.param(
+            {"spec.template.spec.requirements": [{"key": "team", "operator": "In", "values": ["a b"]}]},
+            f"{TEMPLATE_SPEC}.requirements[0].values: label value 'a b' must be alphanumerics with '-', '_' "
+            "or '.' inside",
+            id="requirement value with a space",
+        ),
+        pytest.param(
+            {
+                "spec.template.spec.requirements": [
+                    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": ["-1"]}
+                ]
+            },
+            f"{TEMPLATE_SPEC}.requirements[0].values: requirements operator 'Gt' or 'Lt' must have a single "
+            "positive integer value",
+            id="negative Lt",
+        ),
+        pytest.param(
+            {
+                "spec.disruption": {
+                    "consolidateAfter": "0s",
+                    "budgets": [{"nodes": "0", "schedule": "@daily", "duration": "30s"}],
+                }
+            },
+            "spec.disruption.budgets[0].duration: must be in minutes and hours (10m, 8h, 1h30m), got '30s'",
+            id="budget duration in seconds",
+        ),
     ],
 )
 def test_invalid_nodepool_is_rejected_at_the_exact_field(fields: dict[str, object], error: str) -> None:

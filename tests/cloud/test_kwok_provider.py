@@ -24,7 +24,9 @@ from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
-DELAY = 0.3
+# Long enough that a loaded machine still checks "not registered yet" inside the boot
+# (at 0.3 s the check raced the timer when other test processes held both cores).
+DELAY = 2.0
 
 
 def _store() -> InMemoryCluster:
@@ -83,7 +85,7 @@ def test_the_next_leader_finishes_the_boot_of_an_instance_left_booting() -> None
     successor = KwokCloudProvider(store, registration_delay=DELAY)
     assert successor.resume_boots() == ["default-a"]
     assert store.node("default-a") is None  # still booting: the rest of the delay is kept
-    assert _wait_for_node(store, "default-a", 5.0)
+    assert _wait_for_node(store, "default-a", DELAY + 10.0)
     node = store.node("default-a")
     assert node is not None and node.provider_id == claim.status.provider_id
     assert node.metadata.labels[LABEL_INSTANCE_TYPE] == "c5.large"

@@ -14,9 +14,14 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from tests.crd_cases import BAD_OBJECTS, GOOD_OBJECTS, RULE_OBJECT, claim_spec, merged, node_class
 from tests.integration.conftest import ControlPlane, install_crds
+
+from karpy.api.requirements import LABEL_NODEPOOL, NORMALIZED_LABELS, WELL_KNOWN_LABELS
 
 pytestmark = pytest.mark.integration
 
@@ -219,3 +224,116 @@ def test_nodeclaim_columns_status_subresource_and_immutable_spec(crds: ControlPl
         crds, "patch", "nodeclaim", "it-crds-abcde", "--type=merge", "-p", '{"spec":{"expireAfter":"1h"}}'
     )
     assert "spec is immutable" in error
+
+
+# --- Karpenter's validation rules, one bad object each -----------------------------------------
+#
+# Each case of tests/crd_cases.py is sent with ``kubectl create --dry-run=server``: the API server
+# runs the whole admission chain (schema, CEL) and stores nothing, so the cases need no clean-up
+# and one API server checks them all quickly.
+
+DOCS_EXAMPLES = REPO / "tests" / "data" / "karpenter-docs"
+REALWORLD = REPO / "tests" / "data" / "realworld"
+
+
+def dry_run_create(plane: ControlPlane, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [plane.kubectl_path, "--kubeconfig", str(plane.kubeconfig), "create", "--dry-run=server", "-f", "-"],
+        input=json.dumps(manifest),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"), [case[1:] for case in BAD_OBJECTS], ids=[case[0] for case in BAD_OBJECTS]
+)
+def test_karpenters_rule_refuses_the_bad_object_with_its_message(
+    crds: ControlPlane, manifest: dict[str, Any], expected: str
+) -> None:
+    result = dry_run_create(crds, manifest)
+    assert result.returncode != 0, f"accepted:\n{json.dumps(manifest, indent=1)}"
+    assert "is invalid" in result.stderr or "unknown field" in result.stderr, result.stderr
+    assert expected in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "manifest", [case[1] for case in GOOD_OBJECTS], ids=[case[0] for case in GOOD_OBJECTS]
+)
+def test_a_good_object_of_each_shape_is_accepted(crds: ControlPlane, manifest: dict[str, Any]) -> None:
+    result = dry_run_create(crds, manifest)
+    assert result.returncode == 0, result.stderr
+
+
+def test_each_well_known_label_may_be_required_and_set(crds: ControlPlane) -> None:
+    allowed = sorted((WELL_KNOWN_LABELS | set(NORMALIZED_LABELS)) - {LABEL_NODEPOOL})
+    manifest = claim_spec({"requirements": [{"key": key, "operator": "Exists"} for key in allowed]})
+    manifest = merged(manifest, {"spec": {"template": {"metadata": {"labels": dict.fromkeys(allowed, "a")}}}})
+    result = dry_run_create(crds, manifest)
+    assert result.returncode == 0, result.stderr
+
+
+def karpenter_objects(path: Path) -> list[dict[str, Any]]:
+    return [
+        document
+        for document in yaml.safe_load_all(path.read_text())
+        if document and document.get("apiVersion") in ("karpenter.sh/v1", "karpenter.k8s.aws/v1")
+    ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *sorted(DOCS_EXAMPLES.glob("*.yaml")),
+        *(REALWORLD / name for name in ("nodepool-general-purpose.yaml", "nodepool-gpu-bottlerocket.yaml")),
+        *(REALWORLD / name for name in ("nodepool-windows.yaml", "nodepools-capacity-spread.yaml")),
+        SEED_V1 / "ec2nodeclass.yaml",
+        SEED_V1 / "nodepool.yaml",
+    ],
+    ids=lambda path: path.name,
+)
+def test_karpenters_documented_examples_and_the_seed_are_accepted(crds: ControlPlane, path: Path) -> None:
+    objects = karpenter_objects(path)
+    assert objects
+    for manifest in objects:
+        # Renamed, as other tests of the module create objects named "default".
+        result = dry_run_create(crds, merged(manifest, {"metadata": {"name": RULE_OBJECT}}))
+        assert result.returncode == 0, f"{manifest['kind']} {manifest['metadata']['name']}:\n{result.stderr}"
+
+
+def test_node_class_ref_group_and_kind_and_role_are_immutable(crds: ControlPlane) -> None:
+    name = "it-crds-immutable"
+    created = [
+        merged(node_class({}), {"metadata": {"name": name}}),
+        merged(claim_spec({"nodeClassRef": {"name": name}}), {"metadata": {"name": name}}),
+    ]
+    crds.kubectl("create", "-f", "-", stdin="\n---\n".join(json.dumps(item) for item in created))
+    try:
+        for patch, expected in [
+            ({"group": "karpenter.kwok.sh"}, "nodeClassRef.group is immutable"),
+            ({"kind": "KWOKNodeClass"}, "nodeClassRef.kind is immutable"),
+        ]:
+            body = {"spec": {"template": {"spec": {"nodeClassRef": patch}}}}
+            error = kubectl_failing(crds, "patch", "nodepool", name, "--type=merge", "-p", json.dumps(body))
+            assert expected in error, error
+        crds.kubectl(
+            "patch",
+            "nodepool",
+            name,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"template": {"spec": {"nodeClassRef": {"name": "another"}}}}}),
+        )
+        error = kubectl_failing(
+            crds, "patch", "ec2nodeclass", name, "--type=merge", "-p", '{"spec":{"role":"another-role"}}'
+        )
+        assert "immutable field changed" in error, error
+        to_profile = {"spec": {"role": None, "instanceProfile": "KarpenterNodeInstanceProfile-it"}}
+        error = kubectl_failing(
+            crds, "patch", "ec2nodeclass", name, "--type=merge", "-p", json.dumps(to_profile)
+        )
+        assert "You must delete and recreate this node class" in error, error
+    finally:
+        crds.kubectl("delete", "nodepool,ec2nodeclass", name, "--ignore-not-found", "--wait=true")

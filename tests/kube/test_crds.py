@@ -162,12 +162,15 @@ def test_nodeclaim_spec_is_immutable_and_defaults_expire_after() -> None:
     }
 
 
-def test_ec2nodeclass_requires_selector_terms_and_keeps_free_form_fields() -> None:
+def test_ec2nodeclass_requires_selector_terms_and_closes_karpenters_fields() -> None:
     crd = ec2nodeclass_crd()
     assert crd["spec"]["names"]["shortNames"] == ["ec2nc", "ec2ncs"]
     spec = properties(openapi(crd), "spec")
     assert spec["required"] == ["amiSelectorTerms", "securityGroupSelectorTerms", "subnetSelectorTerms"]
-    assert properties(spec, "blockDeviceMappings")["items"]["x-kubernetes-preserve-unknown-fields"] is True
+    # Block device mappings are Karpenter's fixed fields too: "volumeSiz" is refused, not kept.
+    mapping = properties(spec, "blockDeviceMappings")["items"]
+    assert "x-kubernetes-preserve-unknown-fields" not in mapping
+    assert set(mapping["properties"]) == {"deviceName", "ebs", "rootVolume"}
     # The kubelet block is Karpenter's fixed set of fields: closed, so that a typo is refused.
     assert "x-kubernetes-preserve-unknown-fields" not in properties(spec, "kubelet")
     assert "maxPods" in properties(spec, "kubelet")["properties"]

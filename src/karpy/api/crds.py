@@ -15,7 +15,14 @@ scope, field names, defaults, enums, patterns, CEL rules and printer columns)
 rather than generated from Go types, because karpy's API model is Python; the
 schemas cover in full the fields ``karpy.api`` reads, so the API server rejects
 what karpy would reject (an unknown consolidationPolicy, a weight of 200, a
-budget of 110%) and fills in the same defaults (consolidationPolicy
+budget of 110%, an alias of an unknown family) with Karpenter's own messages, so
+that searching for one finds Karpenter's docs. A rule that ``karpy validate``
+enforces too takes its message (and its lists: eviction signals, reservable
+resources, restricted tags, selector-term exclusions) from the parser's module,
+so the two cannot drift apart. CEL rules walk lists and maps: every list they
+walk has a ``maxItems`` (selector terms 30, requirements 100, budgets 50), which
+bounds the cost the API server estimates when the CRD is installed (it refuses a
+CRD whose rules may cost too much). The schemas also fill in the same defaults (consolidationPolicy
 WhenEmptyOrUnderutilized, consolidateAfter 0s, budgets ``[{nodes: 10%}]``,
 expireAfter 720h). Free-form parts that karpy does not interpret (an
 EC2NodeClass's blockDeviceMappings, metadataOptions, userData...) are kept as
@@ -55,19 +62,64 @@ from typing import Any
 
 import yaml
 
-from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, KWOK_GROUP, KWOK_KIND
+from karpy.api.nodeclass import (
+    ALIAS_ALONE_MESSAGE,
+    ALIAS_FAMILY_MESSAGE,
+    ALIAS_FORMAT_MESSAGE,
+    AMI_FAMILIES,
+    AMI_FAMILY_ALIASES,
+    AMI_FAMILY_CUSTOM,
+    AMI_FAMILY_REQUIRED_MESSAGE,
+    AMI_TERMS,
+    EC2_GROUP,
+    EC2_KIND,
+    EMPTY_SELECTOR_TAG_MESSAGE,
+    EMPTY_TAG_KEY_MESSAGE,
+    EVICTION_SIGNALS,
+    GC_THRESHOLDS_MESSAGE,
+    IMDS_SWITCH,
+    IMDS_TOKENS,
+    KUBELET_RESERVABLE,
+    KWOK_GROUP,
+    KWOK_KIND,
+    MAX_ALIAS_LENGTH,
+    MAX_HOP_LIMIT,
+    MIN_HOP_LIMIT,
+    ONE_ROOT_VOLUME_MESSAGE,
+    RESTRICTED_TAG_KEYS,
+    RESTRICTED_TAG_PREFIX,
+    SECURITY_GROUP_TERMS,
+    SOFT_EVICTION_GRACE_MESSAGE,
+    SOFT_EVICTION_MESSAGE,
+    SUBNET_TERMS,
+    VOLUME_SIZE_PATTERN,
+    VOLUME_SOURCE_MESSAGE,
+    VOLUME_TYPES,
+    WINDOWS_ALIAS_FAMILIES,
+    WINDOWS_ALIAS_MESSAGE,
+    SelectorTermRules,
+    ami_family_alias_message,
+    quoted_list,
+    restricted_tag_message,
+    valid_keys_message,
+)
 from karpy.api.nodepool import (
+    BUDGET_DURATION_PATTERN,
     CONSOLIDATION_POLICIES,
     DEFAULT_BUDGET_NODES,
     DISRUPTION_REASONS,
     GROUP,
+    NUMERIC_OPERATOR_MESSAGE,
     WHEN_EMPTY_OR_UNDERUTILIZED,
 )
 from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
+    LABEL_VALUE_PATTERN,
     LABEL_ZONE,
+    MAX_LABEL_VALUE_LENGTH,
+    WELL_KNOWN_LABELS,
 )
 
 Schema = dict[str, Any]
@@ -93,7 +145,6 @@ QUANTITY_PATTERN = (
 DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
 BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
-BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
 BUDGET_SCHEDULE_PATTERN = (
     r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
 )
@@ -101,16 +152,18 @@ LABEL_KEY_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?"
     r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
 )
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?)?$"
 
+# A kubelet eviction threshold: a percentage (at most 100%) or a quantity.
+EVICTION_THRESHOLD_PATTERN = (
+    r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%|" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$") + ")$"
+)
 REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022")
 
 # Labels under kubernetes.io that a NodePool may set or require (the rest of the
 # domain belongs to the kubelet and to Kubernetes itself).
@@ -127,6 +180,9 @@ _KUBERNETES_IO_ALLOWED = (
     "kubernetes.io/os",
     "node.kubernetes.io/windows-build",
 )
+# Labels under karpenter.k8s.aws that a NodePool may set or require: the AWS provider's
+# well-known ones, whose values come from the instance types (the rest are the provider's).
+_AWS_ALLOWED = tuple(sorted(key for key in WELL_KNOWN_LABELS if key.partition("/")[0].endswith(EC2_GROUP)))
 
 V1BETA1_WARNING = (
     "{group}/v1beta1 {kind} is not accepted; rewrite it as {group}/v1 (`karpy convert FILE` does)"
@@ -171,6 +227,11 @@ def _rule(rule: str, message: str) -> dict[str, str]:
     return {"rule": rule, "message": message}
 
 
+def _any_has(variable: str, fields: Iterable[str]) -> str:
+    """CEL: whether ``variable`` has any of ``fields``."""
+    return " || ".join(f"has({variable}.{name})" for name in fields)
+
+
 def _domain(variable: str) -> str:
     """CEL for the prefix (DNS part) of a label key."""
     return f'{variable}.find("^([^/]+)")'
@@ -179,6 +240,7 @@ def _domain(variable: str) -> str:
 def _label_key_rules(variable: str) -> list[dict[str, str]]:
     """Karpenter's restrictions on label keys, for one key held in ``variable``."""
     allowed = ", ".join(f'"{key}"' for key in _KUBERNETES_IO_ALLOWED)
+    aws_allowed = ", ".join(f'"{key}"' for key in _AWS_ALLOWED)
     domain = _domain(variable)
     return [
         _rule(
@@ -197,6 +259,10 @@ def _label_key_rules(variable: str) -> list[dict[str, str]]:
         ),
         _rule(f'{variable} != "{LABEL_NODEPOOL}"', f'label "{LABEL_NODEPOOL}" is restricted'),
         _rule(f'{variable} != "kubernetes.io/hostname"', 'label "kubernetes.io/hostname" is restricted'),
+        _rule(
+            f'{variable} in [{aws_allowed}] || !{domain}.endsWith("{EC2_GROUP}")',
+            f'label domain "{EC2_GROUP}" is restricted',
+        ),
     ]
 
 
@@ -222,7 +288,7 @@ def _requirements(*, restrict_keys: bool) -> Schema:
                 "operator": _string(enum=list(REQUIREMENT_OPERATORS)),
                 "values": {
                     "type": "array",
-                    "items": _string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                    "items": _string(maxLength=MAX_LABEL_VALUE_LENGTH, pattern=LABEL_VALUE_PATTERN),
                     "x-kubernetes-list-type": "atomic",
                 },
                 "minValues": {
@@ -241,7 +307,7 @@ def _requirements(*, restrict_keys: bool) -> Schema:
             _rule(
                 "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt') ? "
                 "(x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
-                "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+                NUMERIC_OPERATOR_MESSAGE,
             ),
             _rule(
                 "self.all(x, (x.operator == 'In' && has(x.minValues)) ? "
@@ -314,23 +380,79 @@ def _claim_spec_properties(*, in_nodepool: bool) -> Schema:
     }
 
 
+def _eviction_map(field: str, values: Schema) -> Schema:
+    """An eviction setting: a map from Karpenter's eviction signals to ``values``."""
+    return {
+        "type": "object",
+        "additionalProperties": values,
+        "x-kubernetes-validations": [
+            _rule(
+                f"self.all(x, x in {quoted_list(EVICTION_SIGNALS)})",
+                valid_keys_message(field, EVICTION_SIGNALS),
+            )
+        ],
+    }
+
+
+def _reserved(field: str, description: str) -> Schema:
+    """kubeReserved or systemReserved: cpu, memory, ephemeral-storage and pid, not negative."""
+    return _string_map(
+        description=description,
+        additionalProperties=_string(pattern=QUANTITY_PATTERN),
+        **{
+            "x-kubernetes-validations": [
+                _rule(
+                    f"self.all(x, x in {quoted_list(KUBELET_RESERVABLE)})",
+                    valid_keys_message(field, KUBELET_RESERVABLE),
+                ),
+                _rule(
+                    "self.all(x, !self[x].startsWith('-'))",
+                    f"{field} value cannot be a negative resource quantity",
+                ),
+            ]
+        },
+    )
+
+
 def _kubelet_properties() -> Schema:
     """The kubelet settings Karpenter takes (on the NodePool in v1beta1, on the EC2NodeClass in v1)."""
     percent: Schema = {"type": "integer", "format": "int32", "minimum": 0, "maximum": 100}
+    threshold = _string(pattern=EVICTION_THRESHOLD_PATTERN)
     return {
         "clusterDNS": {"type": "array", "items": _string()},
         "maxPods": {"type": "integer", "format": "int32", "minimum": 0},
         "podsPerCore": {"type": "integer", "format": "int32", "minimum": 0},
-        "systemReserved": _string_map(),
-        "kubeReserved": _string_map(),
-        "evictionHard": _string_map(),
-        "evictionSoft": _string_map(),
-        "evictionSoftGracePeriod": _string_map(),
+        "systemReserved": _reserved("systemReserved", "Resources reserved for OS system daemons."),
+        "kubeReserved": _reserved("kubeReserved", "Resources reserved for Kubernetes system components."),
+        "evictionHard": _eviction_map("evictionHard", threshold),
+        "evictionSoft": _eviction_map("evictionSoft", dict(threshold)),
+        "evictionSoftGracePeriod": _eviction_map("evictionSoftGracePeriod", _string()),
         "evictionMaxPodGracePeriod": {"type": "integer", "format": "int32"},
         "imageGCHighThresholdPercent": percent,
         "imageGCLowThresholdPercent": dict(percent),
         "cpuCFSQuota": {"type": "boolean"},
     }
+
+
+def _kubelet_rules() -> list[dict[str, str]]:
+    """Karpenter's rules across kubelet settings: GC thresholds ordered, soft evictions paired."""
+    return [
+        _rule(
+            "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ? "
+            "self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
+            GC_THRESHOLDS_MESSAGE,
+        ),
+        _rule(
+            "has(self.evictionSoft) ? self.evictionSoft.all(e, has(self.evictionSoftGracePeriod) && "
+            "e in self.evictionSoftGracePeriod) : true",
+            SOFT_EVICTION_MESSAGE,
+        ),
+        _rule(
+            "has(self.evictionSoftGracePeriod) ? "
+            "self.evictionSoftGracePeriod.all(e, has(self.evictionSoft) && e in self.evictionSoft) : true",
+            SOFT_EVICTION_GRACE_MESSAGE,
+        ),
+    ]
 
 
 def _conditions() -> Schema:
@@ -471,6 +593,7 @@ def nodepool_crd() -> CRD:
             "reasons": {
                 "type": "array",
                 "description": "The disruption reasons the budget applies to; all when omitted.",
+                "maxItems": MAX_BUDGETS,
                 "items": _string(enum=list(DISRUPTION_REASONS)),
             },
         },
@@ -519,7 +642,9 @@ def nodepool_crd() -> CRD:
                     "labels": {
                         "type": "object",
                         "maxProperties": 100,
-                        "additionalProperties": _string(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+                        "additionalProperties": _string(
+                            maxLength=MAX_LABEL_VALUE_LENGTH, pattern=LABEL_VALUE_PATTERN
+                        ),
                         "x-kubernetes-validations": _for_all_keys(_label_key_rules("x")),
                     },
                     "annotations": _string_map(),
@@ -587,7 +712,9 @@ def nodeclaim_crd() -> CRD:
             **_claim_spec_properties(in_nodepool=False),
             "resources": {
                 "type": "object",
-                "properties": {"requests": _resource_list("The summed requests of the planned pods.")},
+                "properties": {
+                    "requests": _resource_list("The summed requests of the planned pods.", non_negative=True)
+                },
             },
         },
         "x-kubernetes-validations": [_rule("self == oldSelf", "spec is immutable")],
@@ -635,81 +762,179 @@ def nodeclaim_crd() -> CRD:
     )
 
 
-def _selector_terms(
-    description: str, id_pattern: str, *, by_name: bool = True, extra: Schema | None = None
-) -> Schema:
-    """Subnet, security group or AMI selector terms: ORed terms whose fields are ANDed.
+def _selector_tags(what: str) -> Schema:
+    """A selector term's tags: up to 20, neither keys nor values empty ("*" matches any value)."""
+    return _string_map(
+        maxProperties=20,
+        description=f"Tags the {what} must have; '*' matches any value.",
+        **{
+            "x-kubernetes-validations": [
+                _rule("self.all(k, k != '' && self[k] != '')", EMPTY_SELECTOR_TAG_MESSAGE)
+            ]
+        },
+    )
 
-    Subnets are selected by tags or id only (``by_name`` False), as in Karpenter.
+
+def _selector_terms(
+    description: str,
+    properties: Schema,
+    *,
+    needs_one_of: tuple[str, ...],
+    exclusive: Iterable[tuple[str, tuple[str, ...], str]],
+    empty_message: str = "",
+    may_be_empty: bool = False,
+) -> Schema:
+    """Selector terms (subnets, security groups, AMIs, reservations): ORed terms of ANDed fields.
+
+    Each term needs one of ``needs_one_of``; each ``(field, others, message)`` of
+    ``exclusive`` refuses a term that sets ``field`` with any of ``others``. An
+    empty list is refused by ``empty_message`` when given (Karpenter's words for
+    subnets and security groups), else by ``minItems`` unless ``may_be_empty``
+    (capacity reservations are optional). ``maxItems`` bounds the
+    cost of the rules, which walk every term.
     """
-    names = ["tags", "id", *(["name"] if by_name else []), *(["alias"] if extra and "alias" in extra else [])]
-    fields = ", ".join(f"'{name}'" for name in names)
-    has_any = " || ".join(f"has(x.{name})" for name in names)
-    others = " || ".join(f"has(x.{name})" for name in names if name not in ("id", "alias"))
-    properties: Schema = {
-        "tags": _string_map(
-            maxProperties=20,
-            **{
-                "x-kubernetes-validations": [
-                    _rule(
-                        "self.all(k, k != '' && self[k] != '')", "empty tag keys or values aren't supported"
-                    )
-                ]
-            },
+    rules = [
+        _rule(
+            f"self.all(x, {_any_has('x', needs_one_of)})",
+            f"expected at least one, got none, {quoted_list(needs_one_of)}",
         ),
-        "id": _string(pattern=id_pattern),
-        **({"name": _string()} if by_name else {}),
-        **(extra or {}),
+        *(
+            _rule(f"!self.exists(x, has(x.{name}) && ({_any_has('x', others)}))", message)
+            for name, others, message in exclusive
+        ),
+    ]
+    schema: Schema = {
+        "type": "array",
+        "description": description,
+        "maxItems": MAX_SELECTOR_TERMS,
+        "items": {"type": "object", "properties": properties},
+        "x-kubernetes-validations": rules,
+    }
+    if empty_message:
+        rules.insert(0, _rule("self.size() != 0", empty_message))
+    elif not may_be_empty:
+        schema["minItems"] = 1
+    return schema
+
+
+def _exclusive(rules: SelectorTermRules) -> list[tuple[str, tuple[str, ...], str]]:
+    """The mutual exclusions of a list of selector terms, with their messages."""
+    return [(name, others, rules.exclusive_message(name)) for name, others in rules.exclusive]
+
+
+def _ami_selector_terms() -> Schema:
+    """AMI selector terms: an alias (family@version) stands alone; an id goes without other fields."""
+    family = "self.find('^[^@]+')"
+    alias = _string(
+        maxLength=MAX_ALIAS_LENGTH,
+        description="An EKS optimized AMI, as family@version (al2023@latest, bottlerocket@v1.20.0).",
+        **{
+            "x-kubernetes-validations": [
+                _rule("self.matches('^[a-zA-Z0-9]+@.+$')", ALIAS_FORMAT_MESSAGE),
+                _rule(f"{family} in {quoted_list(AMI_FAMILY_ALIASES.values())}", ALIAS_FAMILY_MESSAGE),
+                _rule(
+                    f"{family} in {quoted_list(WINDOWS_ALIAS_FAMILIES)} ? "
+                    "self.find('@.*$') == '@latest' : true",
+                    WINDOWS_ALIAS_MESSAGE,
+                ),
+            ]
+        },
+    )
+    terms = _selector_terms(
+        "AMI selector terms; an alias stands alone.",
+        {
+            "alias": alias,
+            "tags": _selector_tags("AMI"),
+            "id": _string(pattern=AMI_TERMS.id_pattern),
+            "name": _string(description="The AMI's name (not its Name tag)."),
+            "owner": _string(description="Account ids, self, amazon or aws-marketplace."),
+            "ssmParameter": _string(description="An SSM parameter holding the AMI id."),
+        },
+        needs_one_of=AMI_TERMS.needs_one_of,
+        exclusive=_exclusive(AMI_TERMS),
+    )
+    terms["x-kubernetes-validations"].append(
+        _rule("!(self.exists(x, has(x.alias)) && self.size() != 1)", ALIAS_ALONE_MESSAGE)
+    )
+    return terms
+
+
+def _ami_family_rules() -> list[dict[str, str]]:
+    """An amiFamily next to an alias is the alias' family or Custom; with no alias it is required."""
+    rules = []
+    for family, alias in AMI_FAMILY_ALIASES.items():
+        rules.append(
+            _rule(
+                "!has(self.amiFamily) || (self.amiSelectorTerms.exists(x, has(x.alias) && "
+                f"x.alias.find('^[^@]+') == '{alias}') ? "
+                f"(self.amiFamily == '{AMI_FAMILY_CUSTOM}' || self.amiFamily == '{family}') : true)",
+                ami_family_alias_message(family),
+            )
+        )
+    rules.append(
+        _rule(
+            "self.amiSelectorTerms.exists(x, has(x.alias)) ? true : has(self.amiFamily)",
+            AMI_FAMILY_REQUIRED_MESSAGE,
+        )
+    )
+    return rules
+
+
+def _block_device_mappings() -> Schema:
+    """Karpenter's block device mappings: a device and its EBS volume; one root volume at most."""
+    ebs: Schema = {
+        "type": "object",
+        "properties": {
+            "deleteOnTermination": {"type": "boolean"},
+            "encrypted": {"type": "boolean"},
+            "iops": {"type": "integer", "format": "int64"},
+            "kmsKeyID": _string(),
+            "snapshotID": _string(),
+            "throughput": {"type": "integer", "format": "int64"},
+            "volumeInitializationRate": {
+                "type": "integer",
+                "format": "int32",
+                "minimum": 100,
+                "maximum": 300,
+            },
+            "volumeSize": _string(pattern=VOLUME_SIZE_PATTERN, description="The size in Gi, G, Ti or T."),
+            "volumeType": _string(enum=list(VOLUME_TYPES)),
+        },
+        "x-kubernetes-validations": [
+            _rule("has(self.snapshotID) || has(self.volumeSize)", VOLUME_SOURCE_MESSAGE),
+            _rule(
+                "!has(self.volumeInitializationRate) || (has(self.snapshotID) && self.snapshotID != '')",
+                "snapshotID must be set when volumeInitializationRate is set",
+            ),
+        ],
     }
     return {
         "type": "array",
-        "description": description,
-        "minItems": 1,
-        "maxItems": MAX_SELECTOR_TERMS,
-        "items": {"type": "object", "properties": properties},
+        "description": "The block devices of the launched instances.",
+        "maxItems": 50,
+        "items": {
+            "type": "object",
+            "properties": {"deviceName": _string(), "ebs": ebs, "rootVolume": {"type": "boolean"}},
+        },
         "x-kubernetes-validations": [
-            _rule(f"self.all(x, {has_any})", f"expected at least one, got none, [{fields}]"),
             _rule(
-                f"!self.exists(x, has(x.id) && ({others}))",
-                "'id' is mutually exclusive, cannot be set with a combination of other fields",
-            ),
+                "self.filter(x, has(x.rootVolume) ? x.rootVolume == true : false).size() <= 1",
+                ONE_ROOT_VOLUME_MESSAGE,
+            )
         ],
     }
 
 
 def ec2nodeclass_crd() -> CRD:
     """``ec2nodeclasses.karpenter.k8s.aws``: where and how AWS instances launch."""
-    ami_terms = _selector_terms(
-        "AMI selector terms; an alias (family@version) stands alone.",
-        "ami-[0-9a-z]+",
-        extra={
-            "alias": _string(maxLength=30, pattern=r"^[a-zA-Z0-9]+@.+$"),
-            "owner": _string(),
-            "ssmParameter": _string(),
-        },
-    )
-    ami_terms["x-kubernetes-validations"].append(
-        _rule(
-            "!self.exists(x, has(x.alias) && (has(x.tags) || has(x.id) || has(x.name) || has(x.owner)))",
-            "'alias' is mutually exclusive, cannot be set with a combination of other fields",
-        )
-    )
-    ami_terms["x-kubernetes-validations"].append(
-        _rule(
-            "!(self.exists(x, has(x.alias)) && self.size() != 1)",
-            "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
-        )
-    )
+    ami_terms = _ami_selector_terms()
     # Karpenter's kubelet block is a fixed set of fields, all listed here: an unknown one is a
     # typo (maxPod for maxPods), refused rather than kept, as karpy reads these settings.
     kubelet: Schema = {
         "type": "object",
         "description": "Kubelet settings of the launched nodes.",
-        "properties": {
-            **_kubelet_properties(),
-            "kubeReserved": _resource_list("Resources reserved for Kubernetes system components."),
-            "systemReserved": _resource_list("Resources reserved for OS system daemons."),
-        },
+        "properties": _kubelet_properties(),
+        "x-kubernetes-validations": _kubelet_rules(),
     }
     free_form = {"x-kubernetes-preserve-unknown-fields": True}
     spec: Schema = {
@@ -718,10 +943,22 @@ def ec2nodeclass_crd() -> CRD:
         "properties": {
             "subnetSelectorTerms": _selector_terms(
                 "Subnet selector terms: the subnets (and so the zones) nodes launch in.",
-                "subnet-[0-9a-z]+",
-                by_name=False,
+                {"tags": _selector_tags("subnet"), "id": _string(pattern=SUBNET_TERMS.id_pattern)},
+                needs_one_of=SUBNET_TERMS.needs_one_of,
+                exclusive=_exclusive(SUBNET_TERMS),
+                empty_message="subnetSelectorTerms cannot be empty",
             ),
-            "securityGroupSelectorTerms": _selector_terms("Security group selector terms.", "sg-[0-9a-z]+"),
+            "securityGroupSelectorTerms": _selector_terms(
+                "Security group selector terms.",
+                {
+                    "tags": _selector_tags("security group"),
+                    "id": _string(pattern=SECURITY_GROUP_TERMS.id_pattern),
+                    "name": _string(description="The security group's name (not its Name tag)."),
+                },
+                needs_one_of=SECURITY_GROUP_TERMS.needs_one_of,
+                exclusive=_exclusive(SECURITY_GROUP_TERMS),
+                empty_message="securityGroupSelectorTerms cannot be empty",
+            ),
             "amiSelectorTerms": ami_terms,
             "amiFamily": _string(enum=list(AMI_FAMILIES)),
             "role": _string(
@@ -738,28 +975,17 @@ def ec2nodeclass_crd() -> CRD:
                 **{"x-kubernetes-validations": [_rule("self != ''", "instanceProfile cannot be empty")]},
             ),
             "tags": _string_map(
+                description="Tags put on the instances, volumes and launch templates.",
                 **{
                     "x-kubernetes-validations": [
-                        _rule("self.all(k, k != '')", "empty tag keys aren't supported"),
+                        _rule("self.all(k, k != '')", EMPTY_TAG_KEY_MESSAGE),
                         _rule(
-                            "self.all(k, k != 'eks:eks-cluster-name')",
-                            "tag contains a restricted tag matching eks:eks-cluster-name",
+                            f"self.all(k, !k.startsWith('{RESTRICTED_TAG_PREFIX}'))",
+                            restricted_tag_message(f"{RESTRICTED_TAG_PREFIX}/"),
                         ),
-                        _rule(
-                            "self.all(k, !k.startsWith('kubernetes.io/cluster') )",
-                            "tag contains a restricted tag matching kubernetes.io/cluster/",
-                        ),
-                        _rule(
-                            "self.all(k, k != 'karpenter.sh/nodepool')",
-                            "tag contains a restricted tag matching karpenter.sh/nodepool",
-                        ),
-                        _rule(
-                            "self.all(k, k !='karpenter.sh/nodeclaim')",
-                            "tag contains a restricted tag matching karpenter.sh/nodeclaim",
-                        ),
-                        _rule(
-                            "self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')",
-                            "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",
+                        *(
+                            _rule(f"self.all(k, k != '{key}')", restricted_tag_message(key))
+                            for key in RESTRICTED_TAG_KEYS
                         ),
                     ]
                 },
@@ -770,24 +996,20 @@ def ec2nodeclass_crd() -> CRD:
             "detailedMonitoring": {"type": "boolean"},
             "associatePublicIPAddress": {"type": "boolean"},
             "instanceStorePolicy": _string(enum=["RAID0"]),
-            "blockDeviceMappings": {
-                "type": "array",
-                "maxItems": 50,
-                "items": {"type": "object", **free_form},
-            },
+            "blockDeviceMappings": _block_device_mappings(),
             # Karpenter's four instance metadata settings, closed like its CRD: "httpToken" is a typo.
             "metadataOptions": {
                 "type": "object",
                 "properties": {
-                    "httpEndpoint": _string(enum=["enabled", "disabled"]),
-                    "httpProtocolIPv6": _string(enum=["enabled", "disabled"]),
+                    "httpEndpoint": _string(enum=list(IMDS_SWITCH)),
+                    "httpProtocolIPv6": _string(enum=list(IMDS_SWITCH)),
                     "httpPutResponseHopLimit": {
                         "type": "integer",
                         "format": "int64",
-                        "minimum": 1,
-                        "maximum": 64,
+                        "minimum": MIN_HOP_LIMIT,
+                        "maximum": MAX_HOP_LIMIT,
                     },
-                    "httpTokens": _string(enum=["required", "optional"]),
+                    "httpTokens": _string(enum=list(IMDS_TOKENS)),
                 },
                 "default": {
                     "httpEndpoint": "enabled",
@@ -796,10 +1018,25 @@ def ec2nodeclass_crd() -> CRD:
                     "httpTokens": "required",
                 },
             },
-            "capacityReservationSelectorTerms": {
-                "type": "array",
-                "items": {"type": "object", **free_form},
-            },
+            "capacityReservationSelectorTerms": _selector_terms(
+                "Capacity reservations the nodes may launch into.",
+                {
+                    "tags": _selector_tags("capacity reservation"),
+                    "id": _string(pattern="^cr-[0-9a-z]+$"),
+                    "ownerID": _string(pattern="^[0-9]{12}$"),
+                    "instanceMatchCriteria": _string(enum=["open", "targeted"]),
+                },
+                needs_one_of=("tags", "id", "instanceMatchCriteria"),
+                may_be_empty=True,
+                exclusive=[
+                    (
+                        "id",
+                        ("tags", "ownerID", "instanceMatchCriteria"),
+                        "'id' is mutually exclusive, cannot be set along with other fields in a capacity "
+                        "reservation selector term",
+                    )
+                ],
+            ),
         },
         "x-kubernetes-validations": [
             _rule(
@@ -813,10 +1050,7 @@ def ec2nodeclass_crd() -> CRD:
                 "changing from 'instanceProfile' to 'role' is not supported. You must delete and "
                 "recreate this node class if you want to change this.",
             ),
-            _rule(
-                "has(self.amiFamily) || self.amiSelectorTerms.exists(x, has(x.alias))",
-                "amiFamily is required when amiSelectorTerms has no alias",
-            ),
+            *_ami_family_rules(),
         ],
     }
     status: Schema = {

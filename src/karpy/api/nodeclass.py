@@ -14,11 +14,25 @@ converted the way Karpenter's v1 migration does: ``amiFamily: AL2`` with no
 AMI selector becomes ``amiSelectorTerms: [{alias: al2@latest}]``, noted like
 the NodePool's changes (:mod:`karpy.api.conversion`). Ubuntu has no v1 alias
 and is refused, as an unknown family.
+
+**Karpenter's validation, offline.** In a cluster the CRD's CEL rules refuse a
+bad EC2NodeClass; ``karpy validate`` and ``karpy simulate`` have no API server,
+so :meth:`EC2NodeClass.parse` applies the same rules: selector terms need a
+field and keep ``id`` (and a security group's ``name``) alone
+(:class:`SelectorTermRules`), an alias is ``family@version`` of a known family
+and stands alone, ``amiFamily`` is required without an alias and otherwise is
+the alias' family or Custom, restricted tags are refused, kubelet keys and
+pairs, metadata options and block devices are Karpenter's. The messages, lists
+and patterns are defined here once and :mod:`karpy.api.crds` builds its CEL
+from them, so a user reads the same words from either. A rule is checked when
+the manifest is read, not at launch: a class that would fail at the API server
+fails ``karpy validate`` rather than the first node of a simulation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from karpy.api._reader import FieldReader
@@ -35,7 +49,7 @@ KWOK_KIND = "KWOKNodeClass"
 
 # v1beta1's Ubuntu family, which Karpenter v1 dropped.
 _UBUNTU = "Ubuntu"
-_AMI_FAMILY_ALIASES = {
+AMI_FAMILY_ALIASES = {
     "AL2": "al2",
     "AL2023": "al2023",
     "Bottlerocket": "bottlerocket",
@@ -44,7 +58,92 @@ _AMI_FAMILY_ALIASES = {
 }
 
 AMI_FAMILY_CUSTOM = "Custom"
-_ALIAS_FAMILIES = {alias: family for family, alias in _AMI_FAMILY_ALIASES.items()}
+AMI_FAMILIES = (*AMI_FAMILY_ALIASES, AMI_FAMILY_CUSTOM)
+MAX_ALIAS_LENGTH = 30
+WINDOWS_ALIAS_FAMILIES = ("windows2019", "windows2022")
+ALIAS_FORMAT_MESSAGE = "'alias' is improperly formatted, must match the format 'family@version'"
+ALIAS_FAMILY_MESSAGE = "family is not supported, must be one of the following: " + ", ".join(
+    f"'{alias}'" for alias in AMI_FAMILY_ALIASES.values()
+)
+WINDOWS_ALIAS_MESSAGE = "windows families may only specify version 'latest'"
+ALIAS_ALONE_MESSAGE = (
+    "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"
+)
+AMI_FAMILY_REQUIRED_MESSAGE = "must specify amiFamily if amiSelectorTerms does not contain an alias"
+EMPTY_SELECTOR_TAG_MESSAGE = "empty tag keys or values aren't supported"
+EMPTY_TAG_KEY_MESSAGE = "empty tag keys aren't supported"
+# Tags karpy (like Karpenter) puts on what it launches, which a node class may not set.
+RESTRICTED_TAG_KEYS = (
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    f"{EC2_GROUP}/ec2nodeclass",
+)
+RESTRICTED_TAG_PREFIX = "kubernetes.io/cluster"
+# EBS volumes as Karpenter takes them: a size in Gi, G, Ti or T up to EBS's largest volume.
+VOLUME_SIZE_PATTERN = (
+    r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi"
+    r"|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G"
+    r"|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"
+)
+VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
+VOLUME_SOURCE_MESSAGE = "snapshotID or volumeSize must be defined"
+ONE_ROOT_VOLUME_MESSAGE = "must have only one blockDeviceMappings with rootVolume"
+# Instance metadata settings: Karpenter's values and hop limit range.
+IMDS_SWITCH = ("enabled", "disabled")
+IMDS_TOKENS = ("required", "optional")
+MIN_HOP_LIMIT, MAX_HOP_LIMIT = 1, 64
+GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
+SOFT_EVICTION_MESSAGE = "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"
+SOFT_EVICTION_GRACE_MESSAGE = "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"
+
+
+def quoted_list(names: Iterable[str]) -> str:
+    """``['a', 'b']``: how Karpenter's messages list names (and a CEL list literal of them)."""
+    return "[" + ", ".join(f"'{name}'" for name in names) + "]"
+
+
+def valid_keys_message(field: str, keys: Iterable[str]) -> str:
+    return f"valid keys for {field} are {quoted_list(keys)}"
+
+
+def restricted_tag_message(key: str) -> str:
+    return f"tag contains a restricted tag matching {key}"
+
+
+def ami_family_alias_message(family: str) -> str:
+    """What Karpenter says of an amiFamily that is neither Custom nor the family of the alias."""
+    article = "an" if family.startswith("A") else "a"
+    return (
+        f"if set, amiFamily must be '{family}' or '{AMI_FAMILY_CUSTOM}' when using {article} {family} alias"
+    )
+
+
+def alias_problem(alias: str) -> str:
+    """Why an AMI alias is refused (Karpenter's message), or "" if it is well formed."""
+    family, at, version = alias.partition("@")
+    if not (at and version and family.isascii() and family.isalnum()):
+        return ALIAS_FORMAT_MESSAGE
+    if family not in AMI_FAMILY_ALIASES.values():
+        return ALIAS_FAMILY_MESSAGE
+    if family in WINDOWS_ALIAS_FAMILIES and version != "latest":
+        return WINDOWS_ALIAS_MESSAGE
+    if len(alias) > MAX_ALIAS_LENGTH:
+        return f"may not be more than {MAX_ALIAS_LENGTH} characters"
+    return ""
+
+
+# What the kubelet may reserve, and the eviction signals it knows (Karpenter's lists, in its order).
+KUBELET_RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
+EVICTION_SIGNALS = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+)
+_ALIAS_FAMILIES = {alias: family for family, alias in AMI_FAMILY_ALIASES.items()}
 # The device whose volume holds the kubelet's ephemeral storage, by family (Karpenter's).
 _EPHEMERAL_DEVICES = {
     "AL2": "/dev/xvda",
@@ -74,9 +173,106 @@ class SelectorTerm:
             alias=reader.string("alias"),
             owner=reader.string("owner"),
         )
-        if not (term.tags or term.id or term.name or term.alias):
-            raise reader.error("", "a selector term needs tags, id, name or alias")
         return term
+
+    def written(self) -> frozenset[str]:
+        """The names of the fields the term sets."""
+        fields = {
+            "tags": self.tags,
+            "id": self.id,
+            "name": self.name,
+            "alias": self.alias,
+            "owner": self.owner,
+        }
+        return frozenset(name for name, value in fields.items() if value)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTermRules:
+    """Karpenter's rules on one list of selector terms: the CRD's CEL and :meth:`check` enforce them.
+
+    A term needs one of ``needs_one_of``; each ``(field, others)`` of
+    ``exclusive`` refuses a term that sets ``field`` with any of ``others``;
+    ``where`` names the term in the messages, as Karpenter does.
+    """
+
+    field: str
+    where: str
+    needs_one_of: tuple[str, ...]
+    exclusive: tuple[tuple[str, tuple[str, ...]], ...]
+    id_pattern: str  # searched for, unanchored, as Karpenter's CRD does
+
+    @property
+    def missing_message(self) -> str:
+        return f"expected at least one, got none, {quoted_list(self.needs_one_of)}"
+
+    def exclusive_message(self, name: str) -> str:
+        exclusive = f"'{name}' is mutually exclusive"
+        return f"{exclusive}, cannot be set with a combination of other fields in {self.where}"
+
+    def check(self, spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
+        for index, term in enumerate(terms):
+            path = f"{self.field}[{index}]"
+            written = term.written()
+            if not written.intersection(self.needs_one_of):
+                raise spec.error(path, self.missing_message)
+            for name, others in self.exclusive:
+                if name in written and written.intersection(others):
+                    raise spec.error(path, self.exclusive_message(name))
+            if any(not key or not value for key, value in term.tags.items()):
+                raise spec.error(f"{path}.tags", EMPTY_SELECTOR_TAG_MESSAGE)
+            if term.id and not re.search(self.id_pattern, term.id):
+                raise spec.error(f"{path}.id", f"should match '{self.id_pattern}', got {term.id!r}")
+
+
+SUBNET_TERMS = SelectorTermRules(
+    "subnetSelectorTerms", "a subnet selector term", ("tags", "id"), (("id", ("tags",)),), "subnet-[0-9a-z]+"
+)
+SECURITY_GROUP_TERMS = SelectorTermRules(
+    "securityGroupSelectorTerms",
+    "a security group selector term",
+    ("tags", "id", "name"),
+    (("id", ("tags", "name")), ("name", ("tags", "id"))),
+    "sg-[0-9a-z]+",
+)
+AMI_TERMS = SelectorTermRules(
+    "amiSelectorTerms",
+    "amiSelectorTerms",
+    ("tags", "id", "name", "alias"),
+    (("id", ("alias", "tags", "name", "owner")), ("alias", ("id", "tags", "name", "owner"))),
+    "ami-[0-9a-z]+",
+)
+
+
+def _check_ami_selection(spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
+    """Karpenter's rules on aliases and amiFamily: a well-formed alias alone, its family or Custom."""
+    aliases = [(index, term.alias) for index, term in enumerate(terms) if term.alias]
+    for index, alias in aliases:
+        problem = alias_problem(alias)
+        if problem:
+            raise spec.error(f"amiSelectorTerms[{index}].alias", problem)
+    if aliases and len(terms) != 1:
+        raise spec.error("amiSelectorTerms", ALIAS_ALONE_MESSAGE)
+    family = spec.string("amiFamily")
+    if family and family not in AMI_FAMILIES:
+        raise spec.error("amiFamily", f"unknown AMI family {family!r}; use one of {', '.join(AMI_FAMILIES)}")
+    if not aliases and not family:
+        raise spec.error("amiFamily", AMI_FAMILY_REQUIRED_MESSAGE)
+    if aliases and family not in ("", AMI_FAMILY_CUSTOM):
+        alias_family = _ALIAS_FAMILIES[aliases[0][1].partition("@")[0]]
+        if family != alias_family:
+            raise spec.error("amiFamily", ami_family_alias_message(alias_family))
+
+
+def _check_tags(spec: FieldReader, tags: Mapping[str, str]) -> None:
+    """The tags a node class may put on instances: none empty, none of those karpy sets itself."""
+    for key in tags:
+        if not key:
+            raise spec.error("tags", EMPTY_TAG_KEY_MESSAGE)
+        if key.startswith(RESTRICTED_TAG_PREFIX):
+            raise spec.error("tags", restricted_tag_message(f"{RESTRICTED_TAG_PREFIX}/"))
+        if key in RESTRICTED_TAG_KEYS:
+            raise spec.error("tags", restricted_tag_message(key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +288,33 @@ class KubeletConfiguration:
         max_pods = reader.integer("maxPods")
         if max_pods is not None and max_pods < 0:
             raise reader.error("maxPods", "must not be negative")
+        reserved = {name: read_resources(reader, name) for name in ("kubeReserved", "systemReserved")}
+        eviction = {
+            name: reader.str_map(name) for name in ("evictionHard", "evictionSoft", "evictionSoftGracePeriod")
+        }
+        for name, keys, allowed in [
+            *((name, amounts.keys(), KUBELET_RESERVABLE) for name, amounts in reserved.items()),
+            *((name, thresholds.keys(), EVICTION_SIGNALS) for name, thresholds in eviction.items()),
+        ]:
+            if not set(keys) <= set(allowed):
+                raise reader.error(name, valid_keys_message(name, allowed))
+        high, low = (
+            reader.integer("imageGCHighThresholdPercent"),
+            reader.integer("imageGCLowThresholdPercent"),
+        )
+        if high is not None and low is not None and high <= low:
+            raise reader.error("imageGCHighThresholdPercent", GC_THRESHOLDS_MESSAGE)
+        soft, grace = eviction["evictionSoft"].keys(), eviction["evictionSoftGracePeriod"].keys()
+        if soft - grace:
+            raise reader.error("evictionSoft", SOFT_EVICTION_MESSAGE)
+        if grace - soft:
+            raise reader.error("evictionSoftGracePeriod", SOFT_EVICTION_GRACE_MESSAGE)
         return cls(
             max_pods=max_pods,
             pods_per_core=reader.integer("podsPerCore"),
-            kube_reserved=read_resources(reader, "kubeReserved"),
-            system_reserved=read_resources(reader, "systemReserved"),
-            eviction_hard=reader.str_map("evictionHard"),
+            kube_reserved=reserved["kubeReserved"],
+            system_reserved=reserved["systemReserved"],
+            eviction_hard=eviction["evictionHard"],
         )
 
 
@@ -119,6 +336,17 @@ class BlockDeviceMapping:
     @classmethod
     def parse(cls, reader: FieldReader) -> BlockDeviceMapping:
         ebs = reader.obj("ebs")
+        if reader.has("ebs"):
+            if not (ebs.has("snapshotID") or ebs.has("volumeSize")):
+                raise reader.error("ebs", VOLUME_SOURCE_MESSAGE)
+            size = ebs.scalar_str("volumeSize")
+            if size is not None and not re.fullmatch(VOLUME_SIZE_PATTERN, size):
+                raise ebs.error("volumeSize", f"must be a size in Gi, G, Ti or T up to 64T, got {size!r}")
+            volume_type = ebs.string("volumeType")
+            if volume_type and volume_type not in VOLUME_TYPES:
+                raise ebs.error(
+                    "volumeType", f"must be one of {', '.join(VOLUME_TYPES)}, got {volume_type!r}"
+                )
         return cls(
             device_name=reader.string("deviceName"),
             root_volume=reader.boolean("rootVolume"),
@@ -149,6 +377,19 @@ class MetadataOptions:
     @classmethod
     def parse(cls, reader: FieldReader) -> MetadataOptions:
         default = cls()
+        for key, allowed in [
+            ("httpEndpoint", IMDS_SWITCH),
+            ("httpProtocolIPv6", IMDS_SWITCH),
+            ("httpTokens", IMDS_TOKENS),
+        ]:
+            value = reader.string(key)
+            if value and value not in allowed:
+                raise reader.error(key, f"must be one of {', '.join(allowed)}, got {value!r}")
+        hops = reader.integer("httpPutResponseHopLimit")
+        if hops is not None and not MIN_HOP_LIMIT <= hops <= MAX_HOP_LIMIT:
+            raise reader.error(
+                "httpPutResponseHopLimit", f"must be between {MIN_HOP_LIMIT} and {MAX_HOP_LIMIT}, got {hops}"
+            )
         return cls(
             http_endpoint=reader.string("httpEndpoint", default.http_endpoint),
             http_protocol_ipv6=reader.string("httpProtocolIPv6", default.http_protocol_ipv6),
@@ -274,10 +515,19 @@ class EC2NodeClass:
         security_groups = spec.items("securityGroupSelectorTerms", SelectorTerm.parse)
         if not security_groups:
             raise spec.error("securityGroupSelectorTerms", "required")
+        SUBNET_TERMS.check(spec, subnets)
+        SECURITY_GROUP_TERMS.check(spec, security_groups)
+        AMI_TERMS.check(spec, ami_terms)
+        _check_ami_selection(spec, ami_terms)
         role = spec.string("role")
         instance_profile = spec.string("instanceProfile")
         if bool(role) == bool(instance_profile):
             raise spec.error("role", "exactly one of role and instanceProfile is required")
+        tags = spec.str_map("tags")
+        _check_tags(spec, tags)
+        mappings = spec.items("blockDeviceMappings", BlockDeviceMapping.parse)
+        if sum(mapping.root_volume for mapping in mappings) > 1:
+            raise spec.error("blockDeviceMappings", ONE_ROOT_VOLUME_MESSAGE)
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             subnet_selector_terms=subnets,
@@ -285,11 +535,11 @@ class EC2NodeClass:
             ami_selector_terms=ami_terms,
             role=role,
             instance_profile=instance_profile,
-            tags=spec.str_map("tags"),
+            tags=tags,
             kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
             ami_family=spec.string("amiFamily"),
             user_data=spec.string("userData"),
-            block_device_mappings=spec.items("blockDeviceMappings", BlockDeviceMapping.parse),
+            block_device_mappings=mappings,
             metadata_options=MetadataOptions.parse(spec.obj("metadataOptions")),
             associate_public_ip_address=_optional_boolean(spec, "associatePublicIPAddress"),
             detailed_monitoring=spec.boolean("detailedMonitoring"),
@@ -365,9 +615,9 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
         return conversion
     if not family:
         raise spec_reader.error("amiFamily", "required when amiSelectorTerms is empty")
-    if family not in _AMI_FAMILY_ALIASES:
+    if family not in AMI_FAMILY_ALIASES:
         raise spec_reader.error("amiFamily", f"unknown AMI family {family!r}")
-    terms = [{"alias": f"{_AMI_FAMILY_ALIASES[family]}@latest"}]
+    terms = [{"alias": f"{AMI_FAMILY_ALIASES[family]}@latest"}]
     del spec["amiFamily"]
     spec["amiSelectorTerms"] = terms
     conversion.note(

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,7 @@ from karpy.api.requirements import (
     RequirementError,
     Requirements,
     is_restricted_label,
+    label_value_problem,
 )
 from karpy.api.taints import Taint
 
@@ -77,6 +79,10 @@ DISRUPTION_REASONS = (REASON_EMPTY, REASON_UNDERUTILIZED, REASON_DRIFTED)
 
 DEFAULT_EXPIRE_AFTER = 720 * 3600.0
 DEFAULT_BUDGET_NODES = "10%"
+# A budget's duration: minutes and hours only, as cron works in minutes (a trailing 0s is
+# how Go prints such a duration).
+BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
+NUMERIC_OPERATOR_MESSAGE = "requirements operator 'Gt' or 'Lt' must have a single positive integer value"
 NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
 NODEPOOL_HASH_VERSION = "v3"
@@ -111,12 +117,16 @@ def read_node_selector_requirements(reader: FieldReader, key: str) -> tuple[Requ
     """Karpenter's NodeSelectorRequirementWithMinValues list, in the order written."""
 
     def parse(item: FieldReader) -> Requirement:
+        operator, values = item.required_str("operator"), item.str_list("values")
+        if operator in ("Gt", "Lt") and any(value.startswith("-") for value in values):
+            raise item.error("values", NUMERIC_OPERATOR_MESSAGE)
+        for value in values:
+            problem = label_value_problem(value)
+            if problem:
+                raise item.error("values", problem)
         try:
             return Requirement.from_operator(
-                item.required_str("key"),
-                item.required_str("operator"),
-                item.str_list("values"),
-                item.integer("minValues"),
+                item.required_str("key"), operator, values, item.integer("minValues")
             )
         except RequirementError as error:
             raise ManifestError(item.path, str(error)) from error
@@ -155,9 +165,12 @@ class NodeClaimTemplate:
         metadata = reader.obj("metadata")
         spec = reader.obj("spec")
         labels = metadata.str_map("labels")
-        for key in labels:
+        for key, value in labels.items():
             if key == LABEL_NODEPOOL or is_restricted_label(key):
                 raise metadata.obj("labels").error(key, f"label {key!r} is restricted")
+            problem = label_value_problem(value)
+            if problem:
+                raise metadata.obj("labels").error(key, problem)
         requirements = read_node_selector_requirements(spec, "requirements")
         for index, requirement in enumerate(requirements):
             if requirement.key == LABEL_NODEPOOL or is_restricted_label(requirement.key):
@@ -205,6 +218,9 @@ class Budget:
             )
         schedule = read_schedule(reader, "schedule")
         duration = read_duration(reader, "duration", None, allow_never=False)
+        written = reader.scalar_str("duration")
+        if written is not None and not re.fullmatch(BUDGET_DURATION_PATTERN, written):
+            raise reader.error("duration", f"must be in minutes and hours (10m, 8h, 1h30m), got {written!r}")
         if (schedule is None) != (duration is None):
             raise reader.error(
                 "schedule" if schedule is None else "duration", "schedule and duration go together"

@@ -51,6 +51,7 @@ random, so simulations replay identically.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -187,6 +188,20 @@ LABEL_DOMAIN_EXCEPTIONS: frozenset[str] = frozenset(
     }
 )
 """Sub-domains of the restricted domains that may still be used for custom labels."""
+
+MAX_LABEL_VALUE_LENGTH = 63
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+"""Kubernetes' label values: empty, or alphanumerics with ``-_.`` inside, at most 63 characters."""
+
+
+def label_value_problem(value: str) -> str:
+    """Why ``value`` is not a valid label value, or "" if it is one."""
+    if len(value) > MAX_LABEL_VALUE_LENGTH:
+        return f"label value {value!r} is longer than {MAX_LABEL_VALUE_LENGTH} characters"
+    if not re.fullmatch(LABEL_VALUE_PATTERN, value):
+        return f"label value {value!r} must be alphanumerics with '-', '_' or '.' inside"
+    return ""
+
 
 RESTRICTED_LABELS: frozenset[str] = frozenset({LABEL_HOSTNAME})
 """Individual labels that would interfere with provisioning (the hostname is per node)."""

@@ -75,6 +75,7 @@ kind: EC2NodeClass
 metadata: {{name: {name}}}
 spec:
   role: KarpenterNodeRole-my-k3s
+  amiFamily: Custom
   amiSelectorTerms: [{{tags: {{team: nodes}}}}]
   subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: my-k3s}}}}]
   securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: my-k3s}}}}]
@@ -583,7 +584,8 @@ def test_a_node_class_not_ready_launches_nothing(aws: AwsWorld, proxy: FaultProx
 
 def test_user_data_by_family_carries_the_nodeclaims_labels_and_registration_taints(harness: Harness) -> None:
     manifest = node_class_manifest(harness.aws).replace(
-        "amiSelectorTerms: [{tags: {team: nodes}}]", "amiSelectorTerms: [{alias: al2023@latest}]"
+        "amiFamily: Custom\n  amiSelectorTerms: [{tags: {team: nodes}}]",
+        "amiSelectorTerms: [{alias: al2023@latest}]",
     )
     al2023 = parse_object(manifest)
     assert isinstance(al2023, EC2NodeClass) and al2023.effective_ami_family == "AL2023"
@@ -591,7 +593,7 @@ def test_user_data_by_family_carries_the_nodeclaims_labels_and_registration_tain
     document = harness.provider.node_user_data(al2023, claim)
     assert "karpenter.sh/nodepool=default" in document
     assert "karpenter.sh/unregistered" in document and "NoExecute" in document
-    # A Custom class (AMIs by tags, no family) gets its userData verbatim.
+    # A Custom class (AMIs by tags) gets its userData verbatim.
     assert harness.provider.node_user_data(harness.node_class, claim) == USER_DATA
 
 
@@ -702,8 +704,10 @@ def test_the_root_volume_is_the_nodes_ephemeral_storage(disks: Harness) -> None:
 def test_the_ephemeral_volume_is_found_as_karpenter_finds_it(
     aws: AwsWorld, family_spec: str, mappings: str, expected: str
 ) -> None:
-    manifest = node_class_manifest(aws).replace(
-        "status:\n", f"  {family_spec}\n  blockDeviceMappings: {mappings}\nstatus:\n", 1
+    manifest = (
+        node_class_manifest(aws)
+        .replace("  amiFamily: Custom\n", "", 1)
+        .replace("status:\n", f"  {family_spec}\n  blockDeviceMappings: {mappings}\nstatus:\n", 1)
     )
     node_class = parse_object(manifest)
     assert isinstance(node_class, EC2NodeClass)

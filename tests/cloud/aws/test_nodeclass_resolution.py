@@ -176,18 +176,22 @@ def test_a_security_group_selector_matching_nothing_names_itself(aws: AwsWorld) 
 
 
 def test_tagged_amis_resolve_to_the_newest_per_architecture(aws: AwsWorld) -> None:
-    resolution = resolve(node_class(amiSelectorTerms=[{"tags": {"team": "nodes"}}]))
+    resolution = resolve(node_class(amiFamily="Custom", amiSelectorTerms=[{"tags": {"team": "nodes"}}]))
     assert {ami.id for ami in resolution.amis} == {aws.ami_new_x86, aws.ami_arm64}
-    by_name = resolve(node_class(amiSelectorTerms=[{"name": "my-k3s-node-x86_64-*"}]))
+    by_name = resolve(node_class(amiFamily="Custom", amiSelectorTerms=[{"name": "my-k3s-node-x86_64-*"}]))
     assert [ami.id for ami in by_name.amis] == [aws.ami_new_x86]
-    by_id = resolve(node_class(amiSelectorTerms=[{"id": aws.ami_old_x86}]))
+    by_id = resolve(node_class(amiFamily="Custom", amiSelectorTerms=[{"id": aws.ami_old_x86}]))
     assert [(ami.id, ami.name) for ami in by_id.amis] == [(aws.ami_old_x86, "my-k3s-node-x86_64-v20260101")]
 
 
 def test_an_owner_restricts_a_name_term(aws: AwsWorld) -> None:
-    theirs = resolve(node_class(amiSelectorTerms=[{"name": "my-k3s-node-*", "owner": "999999999999"}]))
+    theirs = resolve(
+        node_class(amiFamily="Custom", amiSelectorTerms=[{"name": "my-k3s-node-*", "owner": "999999999999"}])
+    )
     assert theirs.amis == ()
-    mine = resolve(node_class(amiSelectorTerms=[{"name": "my-k3s-node-*", "owner": "self"}]))
+    mine = resolve(
+        node_class(amiFamily="Custom", amiSelectorTerms=[{"name": "my-k3s-node-*", "owner": "self"}])
+    )
     assert {ami.id for ami in mine.amis} == {aws.ami_new_x86, aws.ami_arm64}
 
 

@@ -8,6 +8,7 @@ node, not merely when its text changes.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import tomllib
 from email.message import Message
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from karpy.api._reader import FieldReader
+from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.nodeclass import AMI_FAMILY_CUSTOM, EC2NodeClass
 from karpy.api.taints import NO_EXECUTE, NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.userdata import (
@@ -336,10 +337,11 @@ def test_the_family_comes_from_the_alias_and_the_user_data_from_the_class() -> N
 
 
 def test_an_explicit_family_wins_over_the_alias_and_max_pods_over_the_class() -> None:
+    # The CRD (and the file loader) refuse a family other than the alias' or Custom; a class
+    # made in code may still hold one, and its family decides.
+    aliased = node_class(amiSelectorTerms=[{"alias": "al2023@latest"}], kubelet={"maxPods": 42})
     document = user_data(
-        node_class(
-            amiFamily="Bottlerocket", amiSelectorTerms=[{"alias": "al2023@latest"}], kubelet={"maxPods": 42}
-        ),
+        dataclasses.replace(aliased, ami_family="Bottlerocket"),
         cluster=CLUSTER,
         labels=LABELS,
         taints=TAINTS,
@@ -350,7 +352,7 @@ def test_an_explicit_family_wins_over_the_alias_and_max_pods_over_the_class() ->
 
 def test_a_class_selecting_its_amis_by_tags_is_custom_and_passed_verbatim() -> None:
     document = user_data(
-        node_class(amiSelectorTerms=[{"tags": {"team": "nodes"}}], userData=SSM_SCRIPT),
+        node_class(amiFamily="Custom", amiSelectorTerms=[{"tags": {"team": "nodes"}}], userData=SSM_SCRIPT),
         cluster=CLUSTER,
         labels=LABELS,
         taints=TAINTS,
@@ -410,14 +412,16 @@ def test_bottlerocket_settings_reserve_what_the_class_reserves() -> None:
     assert kubernetes["eviction-hard"] == KUBELET["evictionHard"]
 
 
+def test_reservations_that_would_break_the_flags_are_refused() -> None:
+    kubelet = {"evictionHard": {"memory.available": "5%,nodefs.available<0%"}}
+    with pytest.raises(UserDataError, match="kubelet"):
+        documented_kubelet_user_data(AMI_FAMILY_AL2, kubelet)
+
+
 @pytest.mark.parametrize(
     "kubelet",
-    [
-        {"evictionHard": {"memory.available": "5%,nodefs.available<0%"}},
-        {"evictionHard": {"memory.available<1%,x": "5%"}},
-        {"systemReserved": {"nvidia.com/gpu": "1"}},
-    ],
+    [{"evictionHard": {"memory.available<1%,x": "5%"}}, {"systemReserved": {"nvidia.com/gpu": "1"}}],
 )
-def test_reservations_that_would_break_the_flags_are_refused(kubelet: dict[str, Any]) -> None:
-    with pytest.raises(UserDataError, match="kubelet"):
+def test_reservations_of_unknown_names_are_refused_when_the_class_is_read(kubelet: dict[str, Any]) -> None:
+    with pytest.raises(ManifestError, match="valid keys for"):
         documented_kubelet_user_data(AMI_FAMILY_AL2, kubelet)

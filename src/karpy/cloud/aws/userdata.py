@@ -83,7 +83,13 @@ from typing import Any
 
 import yaml
 
-from karpy.api.nodeclass import AMI_FAMILY_CUSTOM, EC2NodeClass, KubeletConfiguration
+from karpy.api.nodeclass import (
+    AMI_FAMILY_CUSTOM,
+    EVICTION_SIGNALS,
+    KUBELET_RESERVABLE,
+    EC2NodeClass,
+    KubeletConfiguration,
+)
 from karpy.api.quantity import Quantity, QuantityError, ResourceAmounts, format_amount
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 
@@ -102,18 +108,6 @@ AL2_BOOTSTRAP = "/etc/eks/bootstrap.sh"
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_NAME})?$")
-# What the kubelet may reserve, and the eviction signals it knows (Karpenter's lists).
-_RESERVABLE = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
-_EVICTION_SIGNALS = frozenset(
-    {
-        "memory.available",
-        "nodefs.available",
-        "nodefs.inodesFree",
-        "imagefs.available",
-        "imagefs.inodesFree",
-        "pid.available",
-    }
-)
 _PERCENTAGE = re.compile(r"^[0-9]+(\.[0-9]+)?%$")
 # TOML keys that need no quotes.
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -236,14 +230,14 @@ def _with_unregistered(taints: Sequence[Taint]) -> tuple[Taint, ...]:
 
 def _reserved(field_name: str, amounts: ResourceAmounts) -> dict[str, str]:
     for name in amounts:
-        if name not in _RESERVABLE:
+        if name not in KUBELET_RESERVABLE:
             raise UserDataError(f"kubelet.{field_name}: the kubelet cannot reserve {name!r}")
     return {name: format_amount(name, amount) for name, amount in sorted(amounts.items())}
 
 
 def _eviction_thresholds(thresholds: Mapping[str, str]) -> dict[str, str]:
     for signal, value in thresholds.items():
-        if signal not in _EVICTION_SIGNALS:
+        if signal not in EVICTION_SIGNALS:
             raise UserDataError(f"kubelet.evictionHard: {signal!r} is not an eviction signal")
         if _PERCENTAGE.match(value):
             continue
