@@ -2,7 +2,8 @@
 
 The runner runs in a thread of the test process (:func:`running_karpy`), or as
 a process of its own (:func:`start_karpy_run`) where the command itself or
-several replicas are under test.
+several replicas are under test, or under the chart's ServiceAccount and RBAC
+rather than as the admin (:func:`install_chart`, :func:`service_account_kubeconfig`).
 
 Each test module gives its NodePools and workloads names of its own; pods
 select their NodePool by the ``karpenter.sh/nodepool`` label, so the session's
@@ -25,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from karpy.kube._http import ApiTransport
 from karpy.run import Runner, RunSettings
 
-from .conftest import REPO, ControlPlane, wait_until
+from .conftest import REPO, SCRIPT, ControlPlane, wait_until
 
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
@@ -267,6 +269,99 @@ def start_karpy_run(
     pid_file = plane.state_dir / "pids" / f"karpy-run-{name}-{process.pid}"
     pid_file.write_text(f"{process.pid} karpy.cli run\n")
     return KarpyProcess(name, process, log_path, pid_file)
+
+
+# -- the chart's ServiceAccount ----------------------------------------------------
+
+CHART = REPO / "charts" / "karpy"
+# How long a ServiceAccount token of a test lives (the TokenRequest API's expirationSeconds).
+TOKEN_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class ServiceAccount:
+    namespace: str
+    name: str
+
+    @property
+    def username(self) -> str:
+        """The user name the API server authenticates its tokens as (and audits them under)."""
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+
+def helm(plane: ControlPlane, *args: str) -> str:
+    """Run the cached helm CLI (``scripts/control-plane helm``) against the control plane."""
+    found = subprocess.run([str(SCRIPT), "helm"], capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        pytest.fail("helm is not built: run scripts/control-plane build")
+    result = subprocess.run(
+        [found.stdout.strip(), "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result.stdout
+
+
+def install_chart(plane: ControlPlane, release: str, namespace: str, *values: str) -> ServiceAccount:
+    """``helm install`` charts/karpy as ``release`` in ``namespace``; its ServiceAccount.
+
+    ``values`` are ``key=value`` settings (``--set``).
+    """
+    sets = [arg for value in values for arg in ("--set", value)]
+    helm(plane, "install", release, str(CHART), "--namespace", namespace, "--create-namespace", *sets)
+    accounts = get_items(
+        plane, "serviceaccounts", "-n", namespace, "-l", f"app.kubernetes.io/instance={release}"
+    )
+    assert len(accounts) == 1, [account["metadata"]["name"] for account in accounts]
+    return ServiceAccount(namespace, accounts[0]["metadata"]["name"])
+
+
+def service_account_kubeconfig(plane: ControlPlane, account: ServiceAccount, path: Path) -> Path:
+    """A kubeconfig at ``path`` for the control plane with a token of ``account`` (TokenRequest API).
+
+    The server and its CA are the admin kubeconfig's; the credentials are only
+    the token, so whatever uses it can do exactly what the account's RBAC allows.
+    """
+    admin = ApiTransport.from_kubeconfig(plane.kubeconfig)
+    try:
+        answer = admin.request(
+            "POST",
+            f"/api/v1/namespaces/{account.namespace}/serviceaccounts/{account.name}/token",
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": TOKEN_SECONDS},
+            },
+        ).body
+    finally:
+        admin.close()
+    token = answer["status"]["token"]
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    cluster = next(entry for entry in config["clusters"] if entry["name"] == _current_cluster(config))
+    user = account.name
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": user, "user": {"token": token}}],
+                "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user}}],
+                "current-context": user,
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path
+
+
+def _current_cluster(config: dict[str, Any]) -> str:
+    context = next(entry for entry in config["contexts"] if entry["name"] == config["current-context"])
+    return str(context["context"]["cluster"])
 
 
 def remove_pools(plane: ControlPlane, *pools: str, timeout: float = 60) -> None:
