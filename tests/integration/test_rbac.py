@@ -10,7 +10,7 @@ Lease in that namespace. In order:
 2. the API server's audit log (``scripts/control-plane up`` writes one, see
    docs/control-plane.md) of everything that ServiceAccount did, after karpy
    stopped: no request refused, every one granted by the table of
-   :mod:`karpy.kube.permissions`, and the granted verbs it never used exactly
+   :mod:`karpy.kube.permissions`, and every granted verb it never used one of
    :data:`~karpy.kube.permissions.NOT_EXERCISED_ON_KWOK`; karpy's log has no
    "forbidden";
 3. what the API server says the ServiceAccount may do (a SelfSubjectRulesReview
@@ -214,7 +214,9 @@ def test_the_audit_log_shows_karpy_used_the_table_and_nothing_was_refused(instal
     granted = {(rule.group, rule.resource, verb) for rule in rules for verb in rule.verbs}
     never_used = granted - used
     print(f"\ngranted to karpy and not used by this run: {sorted(never_used)}")
-    assert never_used == set(NOT_EXERCISED_ON_KWOK)
+    # Each verb the run did not use must be one the table explains; those can still be used
+    # by chance (a cache miss, a repeated Event), so the check is inclusion, not equality.
+    assert never_used <= set(NOT_EXERCISED_ON_KWOK), never_used - set(NOT_EXERCISED_ON_KWOK)
 
 
 # -- 3. what the account may do ----------------------------------------------------
