@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,23 @@ from karpy.api.requirements import (
 from karpy.cli import main
 
 DATA = Path(__file__).parent / "data"
+
+
+@contextlib.contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """Put the root logger's handlers and level back afterwards.
+
+    ``karpy run`` installs its own handler on the root logger, writing to the
+    stderr of the moment: under capsys that stream is closed after the test, and
+    every later log record would print a logging error into other tests' output.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.support import root_logging_kept
 
 from karpy.cli import main
 
@@ -20,7 +21,10 @@ def test_run_without_a_usable_kubeconfig_says_so_in_one_line(
     kubeconfig = tmp_path / "kubeconfig"
     if content is not None:
         kubeconfig.write_text(content)
-    code = main(["run", "--kubeconfig", str(kubeconfig), "--metrics-port", "0", "--health-probe-port", "0"])
+    with root_logging_kept():  # karpy run configures the root logger
+        code = main(
+            ["run", "--kubeconfig", str(kubeconfig), "--metrics-port", "0", "--health-probe-port", "0"]
+        )
     err = capsys.readouterr().err
     assert code == 2
     assert "Traceback" not in err

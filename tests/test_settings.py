@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from tests.support import root_logging_kept
 
 from karpy.cli import _parser
 from karpy.settings import SETTINGS, FeatureGates, RunOptions, SettingsError, run_options
@@ -221,14 +222,9 @@ def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: py
 
     given: list[RunSettings] = []
     monkeypatch.setattr("karpy.run.run", lambda kubeconfig, *, settings: given.append(settings))
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
+    with root_logging_kept():
         flags = ["run", "--disable-leader-election", "--feature-gates", "SpotToSpotConsolidation=true"]
         assert main(flags) == EXIT_OK
-    finally:  # ``karpy run`` installs its own log handler on the root logger
-        root.handlers[:] = handlers
-        root.setLevel(level)
     (settings,) = given
     assert settings.spot_to_spot_consolidation
     for gate_on in (True, False):
