@@ -88,6 +88,22 @@ def _running_web_pods(client: Client, namespace: str, node: str) -> list[Pod] | 
     return running if len(running) == len(pods) == REPLICAS else None
 
 
+def _placement(client: Client, namespace: str) -> str:
+    """Where the namespace's pods are and what the nodes are, for a failed wait's report."""
+    lines = []
+    for pod in client.list(Pod, namespace=namespace):
+        node = pod.spec.nodeName if pod.spec else None
+        phase = pod.status.phase if pod.status else None
+        name = pod.metadata.name if pod.metadata else None
+        lines.append(f"pod {name} on {node}: {phase}")
+    for each in client.list(Node):
+        conditions = each.status.conditions if each.status and each.status.conditions else []
+        ready = [c.status for c in conditions if c.type == "Ready"]
+        taints = each.spec.taints if each.spec else None
+        lines.append(f"node {each.metadata.name if each.metadata else None}: Ready={ready} taints={taints}")
+    return "\n".join(lines)
+
+
 def _pdb_allows(client: Client, namespace: str, disruptions: int) -> bool:
     """Whether the PDB's status is current, counts every replica healthy, and allows ``disruptions``."""
     pdb = client.get(PodDisruptionBudget, "web", namespace=namespace)
@@ -113,10 +129,14 @@ def test_deployment_runs_on_fake_node_and_pdb_blocks_second_eviction(
         client.create(_fake_node(node_name))
         try:
             # The real scheduler binds the pods to the node, the fake kubelet runs them.
-            pods = wait_until(
-                lambda: _running_web_pods(client, namespace, node_name),
-                what=f"{REPLICAS} web pods Running on the fake node",
-            )
+            try:
+                pods = wait_until(
+                    lambda: _running_web_pods(client, namespace, node_name),
+                    what=f"{REPLICAS} web pods Running on the fake node",
+                )
+            except BaseException:
+                print(_placement(client, namespace))  # this wait has timed out in full runs only
+                raise
             node = client.get(Node, node_name)
             assert node.status is not None
             assert _condition(node.status.conditions, "Ready") == "True"
