@@ -40,6 +40,7 @@ spec:
     metadata:
       labels: {{app: web}}
     spec:
+      nodeSelector: {{karpy.dev/test-fake-node: "true"}}
       containers:
       - name: web
         image: registry.invalid/web:1
@@ -62,7 +63,11 @@ def _fake_node(name: str) -> Node:
         metadata=ObjectMeta(
             name=name,
             annotations={FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE},
-            labels={"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+            labels={
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "karpy.dev/test-fake-node": "true",
+            },
         ),
         status=NodeStatus(capacity={"cpu": "4", "memory": "16Gi", "pods": "110"}),
     )
