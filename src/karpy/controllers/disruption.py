@@ -30,6 +30,7 @@ NodeClaim expiration controller, not subject to budgets.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import launched_price, pdb_blocked_pods, scheduling_snapshot, volume_terms
 from karpy.disruption.budgets import allowed_disruptions
-from karpy.disruption.consolidation import any_consolidatable, decide_consolidation
+from karpy.disruption.consolidation import ConsolidationRules, any_consolidatable, decide_consolidation
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.logs import about
@@ -107,8 +108,9 @@ class DisruptionController:
         cloud: CloudProvider | None = None,
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
-        spot_to_spot: bool = False,
+        spot_to_spot: bool | None = None,
         metrics: Metrics | None = None,
+        rules: ConsolidationRules | None = None,
     ) -> None:
         self.cluster = cluster
         self.clock = clock
@@ -127,7 +129,10 @@ class DisruptionController:
         # stands, so a blocked node is simulated once, not on every pass.
         self._given_up: dict[str, tuple[str, float]] = {}
         self.consolidation_due: float | None = None
-        self.spot_to_spot = spot_to_spot
+        rules = rules if rules is not None else ConsolidationRules()
+        if spot_to_spot is not None:
+            rules = dataclasses.replace(rules, spot_to_spot=spot_to_spot)
+        self.rules = rules
         self._reported: dict[str, str] = {}
         # Empty nodes past consolidateAfter, by NodeClaim name: (when it became due,
         # the first pass that saw it due). Kept while the first stays the same.
@@ -136,6 +141,10 @@ class DisruptionController:
         # shows their deletionTimestamp.
         self._deleted: set[str] = set()
         self.passes = 0
+
+    @property
+    def spot_to_spot(self) -> bool:
+        return self.rules.spot_to_spot
 
     def watches(self) -> list[Watch]:
         return [Watch("NodePool", self._start), Watch("NodeClaim", self._start)]
@@ -237,7 +246,7 @@ class DisruptionController:
             allowed,
             pdb_blocked_pods(self.cluster),
             now,
-            self.spot_to_spot,
+            self.rules.spot_to_spot,
             volume_terms(self.cluster, pods),
             snapshot.namespace_labels,
             savings_known=self._given_up.keys(),

@@ -165,6 +165,35 @@ _POD_COST_BOUND = 10.0
 # Launch precedence of capacity types, as in Karpenter's WorstLaunchPrice.
 _LAUNCH_PRECEDENCE = (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND)
 
+# How multi-node consolidation looks for groups of nodes to remove together.
+MULTI_NODE_PREFIX = "prefix"  # Karpenter's: the largest prefix, by binary search
+MULTI_NODE_MERGE = "merge"  # also other groups, and N nodes to M < N replacements
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationRules:
+    """The rules consolidation decides by: karpy's defaults, or Karpenter's (:data:`KARPENTER_RULES`).
+
+    One object so that ``karpy run`` (its feature gates), a Scenario's
+    settings and the convergence benchmark, which runs each scenario under
+    both, choose the same things the same way.
+    """
+
+    # Spot nodes may be replaced by cheaper spot nodes (the SpotToSpotConsolidation gate).
+    spot_to_spot: bool = False
+    # MULTI_NODE_PREFIX or MULTI_NODE_MERGE.
+    multi_node: str = MULTI_NODE_PREFIX
+    # NodePool weights order replacements too, and pods move back to a higher-weight pool.
+    weights: bool = False
+    # A replacement must save at least this fraction of the price it replaces.
+    min_savings_fraction: float = 0.01
+
+
+# Karpenter v1's rules, for comparison.
+KARPENTER_RULES = ConsolidationRules(
+    spot_to_spot=False, multi_node=MULTI_NODE_PREFIX, weights=False, min_savings_fraction=0.01
+)
+
 # The hourly price of a candidate's launched offering: by NodeClaim name, or a
 # function of the candidate (None when it cannot be told).
 PriceOf = Mapping[str, float] | Callable[[Candidate], float | None]

@@ -39,6 +39,7 @@ from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Runtime, Watch
 from karpy.controllers.termination import Terminator
+from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.drift import expires_at
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
@@ -58,6 +59,7 @@ class SimulationSettings:
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
 
 
 class ScenarioDriver:
@@ -107,7 +109,11 @@ class Simulation:
             self.cluster, cloud_for("provisioning"), self.clock, self.settings.provisioning, self.metrics
         )
         self.disruption = DisruptionController(
-            self.cluster, self.clock, cloud_for("disruption"), metrics=self.metrics
+            self.cluster,
+            self.clock,
+            cloud_for("disruption"),
+            metrics=self.metrics,
+            rules=self.settings.consolidation,
         )
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
