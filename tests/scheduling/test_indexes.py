@@ -1,7 +1,7 @@
 """The solver's two look-up structures for first-fit over thousands of NodeClaims.
 
-``_RoomIndex`` finds the first NodeClaim that may have CPU *and* memory room
-for a pod; ``_OpenBins`` skips NodeClaims closed to a kind of pod. Both are
+``RoomIndex`` finds the first NodeClaim that may have CPU *and* memory room
+for a pod; ``OpenBins`` skips NodeClaims closed to a kind of pod. Both are
 checked against the obvious linear scans they replace, over random
 sequences of appends, updates and queries, and then by what the solver asks
 because of them.
@@ -15,7 +15,9 @@ from tests.support import make_instance_type, make_nodepool, make_pod
 
 from karpy.api.requirements import LABEL_ZONE, Requirements
 from karpy.scheduling import solver
-from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, _OpenBins, _RoomIndex, solve
+from karpy.scheduling._bins import OpenBins
+from karpy.scheduling._rooms import RoomIndex
+from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, solve
 
 HOSTNAME_SPREAD = """  topologySpreadConstraints:
     - {{maxSkew: {skew}, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
@@ -33,7 +35,7 @@ operation = st.tuples(
 @settings(max_examples=300, deadline=None)
 @given(operations=st.lists(operation, max_size=120))
 def test_room_index_finds_what_a_scan_finds(operations: list[tuple[str, int, int, int]]) -> None:
-    index = _RoomIndex()
+    index = RoomIndex()
     rooms: list[tuple[int, int]] = []
     for kind, position, cpu, memory in operations:
         if kind == "append":
@@ -62,7 +64,7 @@ def test_room_index_finds_what_a_scan_finds(operations: list[tuple[str, int, int
     queries=st.lists(st.integers(0, 90), max_size=40),
 )
 def test_open_bins_skip_exactly_the_closed_ones(closed: list[int], queries: list[int]) -> None:
-    open_bins = _OpenBins()
+    open_bins = OpenBins()
     shut: set[int] = set()
     # Interleave closing and asking: path compression must not hide a later close.
     for step, position in enumerate(closed):

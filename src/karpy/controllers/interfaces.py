@@ -1,149 +1,46 @@
 """The narrow interfaces controllers are written against.
 
-Controllers never see lightkube, an informer or the simulator's store. They
-read cluster state through :class:`ClusterReader`, write through
+Controllers read cluster state through :class:`ClusterReader`, write through
 :class:`ClusterWriter`, ask :class:`Clock` for the time and talk to a cloud
-through :class:`karpy.cloud.provider.CloudProvider`. ``karpy run`` implements
-these over a real kube-apiserver (informer caches for reads, HTTP for writes);
-``karpy simulate`` implements them over an in-memory store whose writes land
-at once. Both raise the same typed errors, so a controller's handling of a
-409 Conflict or a 429 from the Eviction API is the same code in both worlds.
-
-Reads return frozen records from a cache. Writes take a whole object and are
-checked against the resourceVersion it was read at (optimistic concurrency):
-a stale write raises :class:`ConflictError` and the controller retries from
-fresh state on its next reconcile.
+through :class:`karpy.cloud.provider.CloudProvider`; a refused write raises
+one of the typed errors (:class:`KubeError` and its kinds), whether
+``karpy run`` or ``karpy simulate`` implements them.
+The protocols and errors are defined in :mod:`karpy.cloud.cluster`, below the
+controllers, so that cloud providers can use them without importing any
+controller; controllers and the adapters that implement them import them from
+here.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
-from typing import Protocol, TypeVar
-
-from karpy.api.core import (
-    DaemonSet,
-    Namespace,
-    Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    Pod,
-    PodDisruptionBudget,
+from karpy.cloud.cluster import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    AlreadyExistsError,
+    Clock,
+    Cluster,
+    ClusterReader,
+    ClusterWriter,
+    ConflictError,
+    EvictionRefusedError,
+    KubeError,
+    KubeObject,
+    NotFoundError,
+    WallClock,
 )
-from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodeclass import NodeClass
-from karpy.api.nodepool import NodePool, UnreadableNodePool
 
-KubeObject = TypeVar("KubeObject")
-
-EVENT_NORMAL = "Normal"
-EVENT_WARNING = "Warning"
-
-
-class KubeError(Exception):
-    """A write the cluster refused."""
-
-
-class ConflictError(KubeError):
-    """409: the object changed since it was read."""
-
-
-class NotFoundError(KubeError):
-    """404: the object is gone."""
-
-
-class AlreadyExistsError(KubeError):
-    """409 on create: an object of that name exists."""
-
-
-class EvictionRefusedError(KubeError):
-    """429 from the Eviction API: a PodDisruptionBudget allows no disruption now."""
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Seconds since the Unix epoch; virtual in the simulator."""
-        ...
-
-
-class WallClock:
-    """The real time: the clock of ``karpy run`` (the simulator has its own virtual one)."""
-
-    def now(self) -> float:
-        return time.time()
-
-
-class ClusterReader(Protocol):
-    def pods(self) -> Iterable[Pod]: ...
-
-    def pod(self, namespace: str, name: str) -> Pod | None: ...
-
-    def pods_on_node(self, node_name: str) -> list[Pod]: ...
-
-    def pending_pods(self) -> list[Pod]:
-        """Pods that are not bound to a node and not terminal."""
-        ...
-
-    def nodes(self) -> Iterable[Node]: ...
-
-    def node(self, name: str) -> Node | None: ...
-
-    def nodeclaims(self) -> Iterable[NodeClaim]: ...
-
-    def nodeclaim(self, name: str) -> NodeClaim | None: ...
-
-    def nodepools(self) -> Iterable[NodePool]: ...
-
-    def nodepool(self, name: str) -> NodePool | None: ...
-
-    def unreadable_nodepools(self) -> Iterable[UnreadableNodePool]:
-        """NodePools the server holds that karpy cannot read (announced as ``UnreadableNodePool``)."""
-        ...
-
-    def node_class(self, group: str, kind: str, name: str) -> NodeClass | None: ...
-
-    def daemonsets(self) -> Iterable[DaemonSet]: ...
-
-    def pod_disruption_budgets(self) -> Iterable[PodDisruptionBudget]: ...
-
-    def namespaces(self) -> Iterable[Namespace]:
-        """The Namespace objects known (a cache that does not watch them has none)."""
-        ...
-
-    def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None: ...
-
-    def persistent_volume(self, name: str) -> PersistentVolume | None: ...
-
-
-class ClusterWriter(Protocol):
-    def create(self, obj: KubeObject) -> KubeObject:
-        """Create ``obj``; a ``generateName`` without a name gets a unique name."""
-        ...
-
-    def update(self, obj: KubeObject) -> KubeObject:
-        """Replace an object, checked against its resourceVersion; returns what was stored."""
-        ...
-
-    def update_status(self, obj: KubeObject) -> KubeObject:
-        """Write the status of a NodePool (readable or not) or node class, checked as ``update`` is.
-
-        Only the status is written (the status subresource); what the record
-        does not hold of the stored status is kept.
-        """
-        ...
-
-    def delete(self, obj: object) -> None:
-        """Request deletion; objects with finalizers stay, marked deleting, until they are removed."""
-        ...
-
-    def bind(self, pod: Pod, node_name: str) -> None: ...
-
-    def evict(self, pod: Pod) -> None:
-        """Evict through the Eviction API; raises EvictionRefusedError when a PDB forbids it."""
-        ...
-
-    def record_event(self, obj: object, event_type: str, reason: str, message: str) -> None: ...
-
-
-class Cluster(ClusterReader, ClusterWriter, Protocol):
-    """Reads and writes together, as most controllers need both."""
+__all__ = [
+    "EVENT_NORMAL",
+    "EVENT_WARNING",
+    "AlreadyExistsError",
+    "Clock",
+    "Cluster",
+    "ClusterReader",
+    "ClusterWriter",
+    "ConflictError",
+    "EvictionRefusedError",
+    "KubeError",
+    "KubeObject",
+    "NotFoundError",
+    "WallClock",
+]

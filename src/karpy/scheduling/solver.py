@@ -8,8 +8,10 @@ Karpenter's scheduler:
 
 1. Pods are taken by priority (``spec.priority``, highest first), then
    largest first (CPU, then memory, then name, so the plan is deterministic
-   whatever the input order). When capacity or a limit runs short, it is the
-   low-priority pods that stay pending; no running pod is preempted.
+   whatever the input order), as groups of alike pods
+   (:mod:`karpy.scheduling._groups`). When capacity or a limit runs short,
+   it is the low-priority pods that stay pending; no running pod is
+   preempted.
 2. Each pod tries the existing nodes and the NodeClaims already in flight,
    in name order, and takes the first whose labels, taints, free resources,
    host ports and topology admit it.
@@ -18,7 +20,8 @@ Karpenter's scheduler:
    type of its NodePool that is compatible with its pods' requirements, is
    offered somewhere its requirements allow, keeps ``minValues``, and still
    fits the summed requests plus the DaemonSets that would run on that type.
-   A pod joins a bin if at least one option survives the join.
+   A pod joins a bin if at least one option survives the join
+   (:mod:`karpy.scheduling._options`).
 4. Otherwise it opens a bin in the first NodePool, by descending weight, that
    it tolerates, is compatible with, and whose limits leave room. As in
    Karpenter, every bin of a pool with limits counts its largest option
@@ -43,6 +46,9 @@ Karpenter's scheduler:
    of step 3 stays 14–20% above the configuration LP bound on a real
    catalog; with this step the plans of the benchmarks are within 5% of it.
 
+Each bin then becomes one NodeClaim listing its options cheapest first
+(:mod:`karpy.scheduling._pricing`).
+
 Topology spread and pod (anti-)affinity are checked by
 :class:`~karpy.scheduling.topology.Topology`; when a bin's zone is still open
 and a constraint allows only some zones, the bin's requirements are narrowed
@@ -51,29 +57,31 @@ to the least crowded allowed zone.
 First-fit asks targets in order, and a plan of 20,000 pods has thousands of
 them, nearly all full; what keeps it from asking each one for each pod:
 
-- room indexes (``_RoomIndex``) over existing capacity and over new
-  NodeClaims, by the CPU and memory each may still take, so a walk jumps
-  to the next target with room for the pod;
-- per kind of pod, the NodeClaims closed to it for good (``_OpenBins``):
-  full of its hostname spread or anti-affinity group, or committed to a
-  zone it may not use;
-- alike pods resume the walk where the last one allowed the same domains
-  went (``_walk_from``): every target before turned it away and still would;
+- room indexes over existing capacity and over new NodeClaims, by the CPU
+  and memory each may still take, so a walk jumps to the next target with
+  room for the pod (:mod:`karpy.scheduling._rooms`);
+- per kind of pod, the NodeClaims closed to it for good, and alike pods
+  resuming the walk where the last one allowed the same domains went
+  (:mod:`karpy.scheduling._bins`);
 - a pod whose terms are all zone-like is admitted from where it may go at
-  all, narrowed to each target, instead of a full topology check per target;
-- NodeClaims opened and finished alike are worked out once.
+  all, narrowed to each target, instead of a full topology check per target
+  (``_narrowed_to``);
+- NodeClaims opened and finished alike are worked out once (``_opening``,
+  :class:`~karpy.scheduling._pricing.Prices`).
 
-Each of these only skips asking a target that would say no, with one
-exception that is the intent of step 3: a NodeClaim outside the growth
-window is offered a pod only if its cheapest options have the memory too.
-Indexed by CPU alone, such NodeClaims were asked by every memory-hungry pod
-and grew to dearer types to take it, and Karpenter's diverse pods cost 19%
-more. Measured with ``python -m benchmarks.scheduling``.
+Each of these only skips asking a target that would say no (each module
+says why), with one exception that is the intent of step 3: a NodeClaim
+outside the growth window is offered a pod only if its cheapest options
+have the memory too. Indexed by CPU alone, such NodeClaims were asked by
+every memory-hungry pod and grew to dearer types to take it, and
+Karpenter's diverse pods cost 19% more. Measured with ``python -m
+benchmarks.scheduling``.
 
-Each bin becomes one NodeClaim whose requirements list its options, cheapest
-first and at most 60 (more only if ``minValues`` needs them), so the cloud
-provider can still choose by price and capacity; the plan's price for it is
-the cheapest available offering.
+What a solve is given and what it returns (:class:`ExistingCapacity`,
+:class:`NodePoolCapacity`, :class:`Plan`, :class:`NewNodeClaim`) are defined
+in :mod:`karpy.scheduling._model` with the arithmetic callers share
+(:func:`pod_requests`, :func:`max_capacity`, :func:`min_values_met`); this
+module re-exports them, and code outside the package imports them from here.
 """
 
 from __future__ import annotations
@@ -81,32 +89,38 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
-from karpy.api.nodepool import NodePool
-from karpy.api.quantity import (
-    ResourceAmounts,
-    add_amounts,
-    exceeded_resources,
-    fits,
-    format_amount,
-)
-from karpy.api.requirements import (
-    LABEL_CAPACITY_TYPE,
-    LABEL_HOSTNAME,
-    LABEL_INSTANCE_TYPE,
-    LABEL_NODEPOOL,
-    LABEL_ZONE,
-    Requirement,
-    Requirements,
-)
+from karpy.api.quantity import ResourceAmounts, add_amounts, exceeded_resources, fits, format_amount
+from karpy.api.requirements import LABEL_HOSTNAME, LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
+from karpy.scheduling._bins import DomainsKey, OpenBins, walk_resumes_at, walk_skips_existing
+from karpy.scheduling._groups import (
+    alike_groups,
+    constrains_only_resources,
+    hostname_limits,
+    topology_signature,
+)
+from karpy.scheduling._model import (
+    NODES_RESOURCE,
+    POD_RESOURCE,
+    ExistingCapacity,
+    NewNodeClaim,
+    NodePoolCapacity,
+    Plan,
+    max_capacity,
+    min_values_met,
+    min_values_shortfall,
+    pod_requests,
+)
+from karpy.scheduling._options import Opening, PoolMatrix, Target
 from karpy.scheduling._patterns import CHUNK_DIVISORS, Pattern, pack
+from karpy.scheduling._pricing import MAX_INSTANCE_TYPES, Prices, finish
+from karpy.scheduling._rooms import UNBOUNDED_ROOM, RoomIndex, room_asked_by, room_free_on
 from karpy.scheduling.constraints import (
     ConstraintError,
     NamespaceLabels,
@@ -116,7 +130,22 @@ from karpy.scheduling.constraints import (
 )
 from karpy.scheduling.topology import Admission, Domain, Topology
 
-MAX_INSTANCE_TYPES = 60
+__all__ = [
+    "GROWTH_WINDOW",
+    "MAX_INSTANCE_TYPES",
+    "NODES_RESOURCE",
+    "POD_RESOURCE",
+    "ExistingCapacity",
+    "NewNodeClaim",
+    "NodePoolCapacity",
+    "Plan",
+    "max_capacity",
+    "min_values_met",
+    "min_values_shortfall",
+    "pod_requests",
+    "solve",
+]
+
 # How many of the most recent new NodeClaims a pod may make grow to a bigger type.
 GROWTH_WINDOW = 8
 
@@ -124,107 +153,6 @@ GROWTH_WINDOW = 8
 _ACCEPTED = object()
 _REFUSED = object()
 _NOT_NOW = object()
-POD_RESOURCE = "pods"
-# The domains a pod may go to, per zone-like key, as a dictionary key.
-_DomainsKey = frozenset[tuple[str, frozenset[str]]]
-# A room index's value for a resource no instance type has a column for; what a pod that
-# requests none of a resource asks of it (existing nodes may be overcommitted: room < 0);
-# and the value of the index's padding, below anything asked.
-_UNBOUNDED = 1 << 62
-_ANY_ROOM = -(1 << 62)
-_NEVER = -(1 << 63)
-NODES_RESOURCE = "nodes"
-
-
-@dataclass(frozen=True, slots=True)
-class ExistingCapacity:
-    """A registered node or an in-flight NodeClaim that pods may be placed on."""
-
-    name: str
-    nodepool: str
-    requirements: Requirements
-    taints: tuple[Taint, ...]
-    available: ResourceAmounts
-    in_flight: bool = False
-    # Taints that go away by themselves (startup taints, karpenter.sh/unregistered).
-    ephemeral_taints: tuple[Taint, ...] = ()
-    # Pods already bound there (they count for topology and host ports).
-    pods: tuple[Pod, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class NodePoolCapacity:
-    """What one NodePool can launch, as the provisioner sees it right now."""
-
-    nodepool: NodePool
-    instance_types: Sequence[InstanceType]
-    daemon_overhead: ResourceAmounts = field(default_factory=dict)
-    # limits minus the capacity of the pool's existing NodeClaims; None = unlimited.
-    remaining: ResourceAmounts | None = None
-    # DaemonSet overhead per instance type name where it differs from daemon_overhead
-    # (a DaemonSet that runs only on arm64 costs nothing on an amd64 type).
-    type_overhead: Mapping[str, ResourceAmounts] = field(default_factory=dict)
-    # Why the pool can launch nothing now (its node class is not ready); "" when it can.
-    unavailable: str = ""
-
-    def overhead(self, instance_type: InstanceType) -> ResourceAmounts:
-        return self.type_overhead.get(instance_type.name, self.daemon_overhead)
-
-
-@dataclass(slots=True)
-class NewNodeClaim:
-    """A NodeClaim the plan asks for: a NodePool, its options, and the pods it is for."""
-
-    nodepool: str
-    requirements: Requirements
-    instance_types: list[InstanceType]
-    pods: list[Pod]
-    requests: ResourceAmounts
-    daemon_overhead: ResourceAmounts
-
-    @property
-    def price(self) -> float:
-        prices = [
-            offering.price
-            for instance_type in self.instance_types
-            for offering in instance_type.available_offerings(self.requirements)
-        ]
-        return min(prices) if prices else 0.0
-
-
-@dataclass(slots=True)
-class Plan:
-    existing: dict[str, str] = field(default_factory=dict)
-    new_nodeclaims: list[NewNodeClaim] = field(default_factory=list)
-    unschedulable: dict[str, str] = field(default_factory=dict)
-    # Preferences given up for pods that were placed only after relaxing them.
-    relaxed: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-def pod_requests(pod: Pod) -> ResourceAmounts:
-    requests = dict(pod.spec.requests)
-    requests[POD_RESOURCE] = requests.get(POD_RESOURCE, 0) + 1
-    return requests
-
-
-def _sort_key(pod: Pod) -> tuple[int, int, int, str]:
-    """Placement order: higher priority first, then largest first (CPU, memory), then by key."""
-    requests = pod.spec.requests
-    return (-pod.spec.priority, -requests.get("cpu", 0), -requests.get("memory", 0), pod.key)
-
-
-def max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
-    """The most a NodeClaim with these options can add to its NodePool's usage.
-
-    Includes ``nodes: 1`` so a ``nodes`` limit is counted like any resource.
-    """
-    result: ResourceAmounts = {}
-    for instance_type in options:
-        for resource, amount in instance_type.capacity.items():
-            result[resource] = max(result.get(resource, 0), amount)
-    if options:
-        result[NODES_RESOURCE] = 1
-    return result
 
 
 def _within(reserved: ResourceAmounts, remaining: ResourceAmounts | None) -> bool:
@@ -242,296 +170,6 @@ def _blocking_taint(taints: Iterable[Taint], constraints: PodConstraints) -> Tai
         if not any(toleration.tolerates(taint) for toleration in tolerations):
             return taint
     return None
-
-
-def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
-    """Whether ``options`` offer as many distinct values as each requirement's minValues asks."""
-    return min_values_shortfall(requirements, options) is None
-
-
-def min_values_shortfall(requirements: Requirements, options: Sequence[InstanceType]) -> str | None:
-    """The first requirement whose minValues ``options`` do not meet, as a message; None if all are met."""
-    for requirement in requirements:
-        if requirement.min_values is None:
-            continue
-        values = {
-            value
-            for instance_type in options
-            if (value := instance_type.requirements.get(requirement.key).any()) is not None
-            and requirement.has(value)
-        }
-        if len(values) < requirement.min_values:
-            return f"{requirement.key}: {len(values)} values, minValues {requirement.min_values}"
-    return None
-
-
-class _RoomIndex:
-    """The new NodeClaims of a plan by the CPU and memory they may still have room for.
-
-    A segment tree over the bins in opening order holding, per subtree, the
-    most CPU and the most memory any of its bins may still take, so
-    first-fit can jump straight to the next bin with room for a pod instead
-    of asking every bin in turn: with thousands of bins, most of them full,
-    that walk is what makes first-fit quadratic. Both resources, because a
-    CPU-only index offers every bin whose memory is spent to each pod that
-    is light on CPU, and each of those bins then says no. The values are
-    upper bounds (see ``_Target.headroom``), so a bin it offers may still
-    say no; one it skips would have said no.
-    """
-
-    __slots__ = ("count", "cpu", "memory", "size")
-
-    def __init__(self) -> None:
-        self.size = 1
-        self.count = 0
-        self.cpu = [_NEVER, _NEVER]
-        self.memory = [_NEVER, _NEVER]
-
-    def append(self, room: tuple[int, int]) -> int:
-        if self.count == self.size:
-            self.size *= 2
-            self.cpu = self._grown(self.cpu)
-            self.memory = self._grown(self.memory)
-        index = self.count
-        self.count += 1
-        self.set(index, room)
-        return index
-
-    def _grown(self, tree: list[int]) -> list[int]:
-        half = self.size // 2
-        grown = [_NEVER] * (2 * self.size)
-        grown[self.size : self.size + half] = tree[half : 2 * half]
-        for position in range(self.size - 1, 0, -1):
-            grown[position] = max(grown[2 * position], grown[2 * position + 1])
-        return grown
-
-    def set(self, index: int, room: tuple[int, int]) -> None:
-        for tree, value in ((self.cpu, room[0]), (self.memory, room[1])):
-            position = index + self.size
-            tree[position] = value
-            position //= 2
-            while position:
-                best = max(tree[2 * position], tree[2 * position + 1])
-                if tree[position] == best:
-                    break
-                tree[position] = best
-                position //= 2
-
-    def first_fit(self, start: int, cpu: int, memory: int) -> int:
-        """The first bin at or after ``start`` that may have room for both, or -1."""
-        cpu_tree, memory_tree = self.cpu, self.memory
-        if start == 0:
-            return self._leftmost(1, cpu, memory) if cpu_tree[1] >= cpu and memory_tree[1] >= memory else -1
-        if start >= self.count:
-            return -1
-        position = start + self.size
-        if cpu_tree[position] >= cpu and memory_tree[position] >= memory:
-            return start
-        # Climb; each right sibling whose maxima both reach is searched, leftmost first.
-        while position > 1:
-            if not position & 1:
-                sibling = position + 1
-                if cpu_tree[sibling] >= cpu and memory_tree[sibling] >= memory:
-                    found = self._leftmost(sibling, cpu, memory)
-                    if found >= 0:
-                        return found
-            position //= 2
-        return -1
-
-    def _leftmost(self, root: int, cpu: int, memory: int) -> int:
-        """The leftmost bin under ``root`` (whose maxima reach) that may have room, or -1.
-
-        The two maxima of a subtree may come from different bins, so a
-        subtree can reach both and still hold no such bin: the search then
-        backs up to the last right child it passed over.
-        """
-        cpu_tree, memory_tree, size = self.cpu, self.memory, self.size
-        passed_over: list[int] = []
-        position = root
-        while position < size:
-            left = 2 * position
-            right = left + 1
-            if cpu_tree[left] >= cpu and memory_tree[left] >= memory:
-                if cpu_tree[right] >= cpu and memory_tree[right] >= memory:
-                    passed_over.append(right)
-                position = left
-            elif cpu_tree[right] >= cpu and memory_tree[right] >= memory:
-                position = right
-            elif passed_over:
-                position = passed_over.pop()
-            else:
-                return -1
-        return position - size
-
-
-class _OpenBins:
-    """Which new NodeClaims are still open to pods of one topology signature.
-
-    Pods whose topology only tightens (hostname anti-affinity, hostname
-    spread) close a NodeClaim to their kind for good once it holds enough of
-    them. Closed positions are skipped with a disjoint-set forest (each
-    closed position points further on, paths are compressed), so a walk
-    jumps over any run of closed NodeClaims in near-constant time and
-    closing one costs a single write. Nothing is kept per NodeClaim's room:
-    the plan's one room index answers that, whatever the signature.
-    """
-
-    __slots__ = ("_next",)
-
-    def __init__(self) -> None:
-        # _next[i] == i: open; otherwise a position after i to look at next.
-        self._next: list[int] = []
-
-    def close(self, position: int) -> None:
-        following = self._next
-        while len(following) <= position + 1:
-            following.append(len(following))
-        following[position] = position + 1
-
-    def first_open(self, position: int) -> int:
-        """The first open position at or after ``position``."""
-        following = self._next
-        root = position
-        while root < len(following) and following[root] != root:
-            root = following[root]
-        while position < len(following) and following[position] != position:
-            following[position], position = root, following[position]
-        return root
-
-
-class _PoolMatrix:
-    """One NodePool's instance types as a matrix of what each has for pods.
-
-    Row i is instance type i, column j a resource; the value is allocatable
-    less the DaemonSets that would run there. Whether a bin's summed requests
-    still fit each of its options, and how many more alike pods each option
-    takes, are then one vectorised comparison over all options instead of a
-    Python loop over them, which is where a solver for thousands of pods and
-    hundreds of instance types spends its time.
-    """
-
-    def __init__(self, pool: NodePoolCapacity, resources: Sequence[str], requirements: Requirements) -> None:
-        self.columns = {resource: index for index, resource in enumerate(resources)}
-        # The cheapest offering each type has under the pool's requirements (inf: none).
-        self.price = np.array(
-            [
-                min((o.price for o in t.available_offerings(requirements)), default=np.inf)
-                for t in pool.instance_types
-            ]
-            or [np.inf],
-            dtype=np.float64,
-        )
-        self.row_of = {id(instance_type): row for row, instance_type in enumerate(pool.instance_types)}
-        net = np.zeros((max(1, len(pool.instance_types)), len(resources)), dtype=np.int64)
-        for row, instance_type in enumerate(pool.instance_types):
-            overhead = pool.overhead(instance_type)
-            for resource, amount in instance_type.allocatable.items():
-                column = self.columns.get(resource)
-                if column is not None:
-                    net[row, column] = amount - overhead.get(resource, 0)
-        self.net = net
-        self.cpu_column = self.columns.get("cpu")
-        self.memory_column = self.columns.get("memory")
-
-    def vector(self, amounts: Mapping[str, int]) -> npt.NDArray[np.int64]:
-        vector = np.zeros(len(self.columns), dtype=np.int64)
-        for resource, amount in amounts.items():
-            vector[self.columns[resource]] = amount
-        return vector
-
-    def rows(self, options: Sequence[InstanceType]) -> npt.NDArray[np.intp]:
-        return np.fromiter((self.row_of[id(t)] for t in options), dtype=np.intp, count=len(options))
-
-    def cost_alone(self, rows: npt.NDArray[np.intp], requests: npt.NDArray[np.int64], count: int) -> float:
-        """What ``count`` pods of ``requests`` cost on fresh nodes of one of ``rows``, at best.
-
-        For each type: as many nodes as it takes to hold them all, times its
-        price; the cheapest type wins (inf if no type holds even one).
-        """
-        if len(rows) == 0:
-            return float("inf")
-        used = requests > 0
-        if not used.any():
-            return 0.0
-        per_node = (np.maximum(self.net[rows][:, used], 0) // requests[used]).min(axis=1)
-        holds = per_node > 0
-        if not holds.any():
-            return float("inf")
-        nodes = -(-count // per_node[holds])
-        return float((nodes * self.price[rows][holds]).min())
-
-
-@dataclass(slots=True)
-class _Target:
-    name: str
-    requirements: Requirements
-    taints: tuple[Taint, ...]
-    pool: NodePoolCapacity | None = None
-    available: ResourceAmounts | None = None  # existing capacity
-
-    requests: ResourceAmounts = field(default_factory=dict)
-    reserved: ResourceAmounts = field(default_factory=dict)
-    pods: list[Pod] = field(default_factory=list)
-    host_ports: set[int] = field(default_factory=set)
-    # New NodeClaims: the most any option had for pods when the bin opened (its
-    # allocatable less DaemonSets), per resource. Options only drop out later, so
-    # this stays an upper bound: a pod that does not fit under it fits no option,
-    # which most full bins show in a few comparisons instead of a scan of options.
-    headroom: ResourceAmounts = field(default_factory=dict)
-    # Position among the plan's new NodeClaims (its slot in the room index).
-    position: int = -1
-    # The price of its cheapest option, kept with the room indexes.
-    cheapest_price: float = 0.0
-    # Rows of ``options`` in the pool's matrix, kept in step with them.
-    rows: npt.NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
-    # The matrix's rows and prices at ``rows``, and ``requests`` as a vector: worked out
-    # when first needed after an update (most bins are asked far more often than joined).
-    net: npt.NDArray[np.int64] | None = None
-    prices: npt.NDArray[np.float64] | None = None
-    demand: npt.NDArray[np.int64] | None = None
-
-    @property
-    def is_new(self) -> bool:
-        return self.available is None
-
-    @property
-    def options(self) -> list[InstanceType]:
-        """A new NodeClaim's instance-type options (its ``rows`` of the pool)."""
-        assert self.pool is not None
-        types = self.pool.instance_types
-        return [types[row] for row in self.rows.tolist()]
-
-    def update(
-        self, requirements: Requirements, rows: npt.NDArray[np.intp], requests: ResourceAmounts
-    ) -> None:
-        pool = self.pool
-        assert pool is not None
-        self.requirements = requirements
-        self.rows = rows
-        self.requests = requests
-        self.net = self.prices = self.demand = None
-        # Only a pool with limits needs to know the most this bin can add to its usage.
-        self.reserved = max_capacity(self.options) if pool.remaining is not None else {}
-
-    def has_room_for(self, requests: ResourceAmounts) -> bool:
-        """False when no option can hold ``requests`` more (true may still be a no)."""
-        bin_requests = self.requests
-        headroom = self.headroom
-        for resource, amount in requests.items():
-            if amount > headroom.get(resource, 0) - bin_requests.get(resource, 0):
-                return False
-        return True
-
-
-@dataclass(frozen=True, slots=True)
-class _Opening:
-    """What a fresh NodeClaim for one pod starts with: options, their most room, cheapest price."""
-
-    rows: npt.NDArray[np.intp]
-    headroom: ResourceAmounts
-    prices: npt.NDArray[np.float64]
-    price: float
-    room: tuple[int, int]
 
 
 class _Scheduler:
@@ -557,10 +195,10 @@ class _Scheduler:
         # A function of the pools, not a bound method: the scheduler and its topology must not
         # refer to each other, so that a plan's working state is freed as soon as it is made.
         self.topology = Topology(discover=_offered_values(self.pools, self.pool_requirements))
-        self.existing: list[_Target] = []
+        self.existing: list[Target] = []
         # Existing capacity by what it has free, as the new NodeClaims are by room (a cluster
         # may have thousands of nodes, nearly all of them full).
-        self.existing_rooms = _RoomIndex()
+        self.existing_rooms = RoomIndex()
         for capacity in sorted(existing, key=lambda capacity: capacity.name):
             blocking = tuple(
                 taint
@@ -568,8 +206,8 @@ class _Scheduler:
                 if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
             )
             available = dict(capacity.available)
-            target = _Target(capacity.name, capacity.requirements, blocking, available=available)
-            target.position = self.existing_rooms.append(_free(available))
+            target = Target(capacity.name, capacity.requirements, blocking, available=available)
+            target.position = self.existing_rooms.append(room_free_on(available))
             self.existing.append(target)
             domains = {
                 requirement.key: value
@@ -587,11 +225,11 @@ class _Scheduler:
                 except ConstraintError:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
-        self.bins: list[_Target] = []
-        self.cheap_rooms = _RoomIndex()
+        self.bins: list[Target] = []
+        self.cheap_rooms = RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
-        self._open_by_signature: dict[str, _OpenBins] = {}
-        self._open_by_domains: dict[_DomainsKey, _OpenBins] = {}
+        self._open_by_signature: dict[str, OpenBins] = {}
+        self._open_by_domains: dict[DomainsKey, OpenBins] = {}
         self._last_keys: tuple[PodConstraints | None, set[str]] = (None, set())
         # Where the pod being placed may go at all, when that alone decides (see ``_narrowed_to``).
         self._allowed_anywhere: tuple[PodConstraints | None, Mapping[str, frozenset[str]]] = (None, {})
@@ -602,7 +240,7 @@ class _Scheduler:
         # narrowing: alike pods that each open one (anti-affinity) start alike.
         self._opening_cache: dict[tuple[int, frozenset[Requirement], int], npt.NDArray[np.intp]] = {}
         self._opened_cache: dict[
-            tuple[int, frozenset[Requirement], int, frozenset[Requirement]], _Opening | None
+            tuple[int, frozenset[Requirement], int, frozenset[Requirement]], Opening | None
         ] = {}
         self._vector_cache: dict[tuple[int, int], tuple[ResourceAmounts, npt.NDArray[np.int64]]] = {}
         self._type_cache: dict[
@@ -613,7 +251,7 @@ class _Scheduler:
             | {resource for pool in pools for t in pool.instance_types for resource in t.allocatable}
             | set(requested_resources)
         )
-        self._matrices: dict[int, _PoolMatrix] = {}
+        self._matrices: dict[int, PoolMatrix] = {}
         # Pods that constrain nothing but resources: which new NodeClaim holds them is free.
         self._movable: set[str] = set()
 
@@ -649,7 +287,7 @@ class _Scheduler:
         requests = pod_requests(pods[0])
         if (
             constraints is not None
-            and _constrains_only_resources(constraints)
+            and constrains_only_resources(constraints)
             and not self.volume_terms.get(pods[0].key)
         ):
             self._movable.update(pod.key for pod in pods)
@@ -704,12 +342,12 @@ class _Scheduler:
         refused: set[int] = set()
         # Targets turned away by topology that only tightens are out for every pod with
         # the same labels and inter-pod constraints, whatever it requests: shared.
-        signature = _topology_signature(constraints) if not retry_topology else ""
+        signature = topology_signature(constraints) if not retry_topology else ""
         out_for_topology = self._topology_refusals.setdefault(signature, set()) if signature else set()
-        signature_open = self._open_by_signature.setdefault(signature, _OpenBins()) if signature else None
+        signature_open = self._open_by_signature.setdefault(signature, OpenBins()) if signature else None
         # A pod whose hostname terms count its own kind fills its node for the rest of its
         # group after so many: say so at once rather than have the next pod ask and be refused.
-        limits = _hostname_limits(constraints) if signature else []
+        limits = hostname_limits(constraints) if signature else []
         # Zone-like terms only (spread, affinity), and no anti-affinity either way: a pod's
         # verdict on a target is then what it may have anywhere, narrowed to the target.
         keys = self._topology_keys(constraints)
@@ -721,9 +359,9 @@ class _Scheduler:
         )
         # Where each pod's first-fit walk over new NodeClaims (and over existing capacity) may
         # start, by the domains it may go to. Those before where an alike pod went turned it
-        # away, and nothing has changed them since but where pods went after it (``_walk_from``).
-        walk_from: dict[_DomainsKey, int] = {}
-        existing_from: dict[_DomainsKey, int] = {}
+        # away, and nothing has changed them since but where pods went after it (``walk_resumes_at``).
+        walk_from: dict[DomainsKey, int] = {}
+        existing_from: dict[DomainsKey, int] = {}
         for index, pod in enumerate(pods):
             current = self._for(constraints, pod)
             # Zones (or other non-hostname domains) the pod may go to at all: a target
@@ -735,12 +373,12 @@ class _Scheduler:
             domains_key = None if anywhere is None else frozenset(anywhere.items())
             open_bins = signature_open
             if anywhere and domains_key is not None:
-                open_bins = self._open_by_domains.setdefault(domains_key, _OpenBins())
+                open_bins = self._open_by_domains.setdefault(domains_key, OpenBins())
                 if zonal_only and anywhere.keys() == keys:
                     self._allowed_anywhere = (current, anywhere)
             start = walk_from.get(domains_key, 0) if domains_key is not None else 0
             existing_start = existing_from.get(domains_key, 0) if domains_key is not None else 0
-            chosen: _Target | None = None
+            chosen: Target | None = None
             for target in self._candidates(requests, open_bins, out_for_topology, start, existing_start):
                 if id(target) in refused or id(target) in out_for_topology:
                     continue
@@ -762,28 +400,28 @@ class _Scheduler:
                 return pods[index:]
             if not chosen.is_new:
                 plan.existing[pod.key] = chosen.name
-                _walk_from(existing_from, domains_key, chosen.position)
+                walk_resumes_at(existing_from, domains_key, chosen.position)
             else:
                 # Every existing node with room turned the pod away first.
-                _walk_past_existing(existing_from, domains_key, len(self.existing))
-                _walk_from(walk_from, domains_key, chosen.position)
+                walk_skips_existing(existing_from, domains_key, len(self.existing))
+                walk_resumes_at(walk_from, domains_key, chosen.position)
                 if limits and self._is_full_for(limits, chosen):
                     self._rule_out(signature, chosen)
             reasons.clear()
             self._note_placed(current, pod, plan)
         return []
 
-    def _is_full_for(self, limits: Sequence[tuple[PodSelector, int]], target: _Target) -> bool:
-        """Whether ``target`` holds as many pods as one of ``limits`` (see ``_hostname_limits``) allows."""
+    def _is_full_for(self, limits: Sequence[tuple[PodSelector, int]], target: Target) -> bool:
+        """Whether ``target`` holds as many pods as one of ``limits`` (see ``hostname_limits``) allows."""
         count = self.topology.count
         return any(count(LABEL_HOSTNAME, selects, target.name) >= most for selects, most in limits)
 
     def _bins_with_room(
-        self, requests: ResourceAmounts, open_bins: _OpenBins | None, start: int = 0
-    ) -> Iterator[_Target]:
+        self, requests: ResourceAmounts, open_bins: OpenBins | None, start: int = 0
+    ) -> Iterator[Target]:
         """The plan's new NodeClaims from ``start`` the room index says may have room, and open."""
         rooms = self.cheap_rooms
-        cpu, memory = _asked(requests)
+        cpu, memory = room_asked_by(requests)
         position = rooms.first_fit(start, cpu, memory)
         while position >= 0:
             if open_bins is not None:
@@ -797,11 +435,11 @@ class _Scheduler:
     def _candidates(
         self,
         requests: ResourceAmounts,
-        open_bins: _OpenBins | None = None,
+        open_bins: OpenBins | None = None,
         ruled_out: set[int] | None = None,
         start: int = 0,
         existing_start: int = 0,
-    ) -> Iterator[_Target]:
+    ) -> Iterator[Target]:
         """Existing capacity with room, then new NodeClaims whose cheapest option has room,
         then the most recent NodeClaims that could take the pod by growing to a bigger type.
 
@@ -812,10 +450,10 @@ class _Scheduler:
         yield from self._existing_with_room(requests, existing_start)
         yield from self._new_candidates(requests, open_bins, ruled_out, start)
 
-    def _existing_with_room(self, requests: ResourceAmounts, start: int = 0) -> Iterator[_Target]:
+    def _existing_with_room(self, requests: ResourceAmounts, start: int = 0) -> Iterator[Target]:
         """Existing nodes and in-flight NodeClaims from ``start`` with the CPU and memory ``requests`` ask."""
         rooms = self.existing_rooms
-        cpu, memory = _asked(requests)
+        cpu, memory = room_asked_by(requests)
         position = rooms.first_fit(start, cpu, memory)
         while position >= 0:
             yield self.existing[position]
@@ -824,10 +462,10 @@ class _Scheduler:
     def _new_candidates(
         self,
         requests: ResourceAmounts,
-        open_bins: _OpenBins | None = None,
+        open_bins: OpenBins | None = None,
         ruled_out: set[int] | None = None,
         start: int = 0,
-    ) -> Iterator[_Target]:
+    ) -> Iterator[Target]:
         """The plan's new NodeClaims worth asking, in first-fit order (see ``_candidates``).
 
         ``start``: the first that may say yes; those before it said no to an alike pod.
@@ -845,23 +483,23 @@ class _Scheduler:
             ):
                 yield target
 
-    def _could_be_in(self, target: _Target, allowed: Mapping[str, frozenset[str]]) -> bool:
+    def _could_be_in(self, target: Target, allowed: Mapping[str, frozenset[str]]) -> bool:
         for key, domains in allowed.items():
             known = self.topology.known_domain(target.name, key)
             if known is not None and known not in domains:
                 return False
         return True
 
-    def _rule_out(self, signature: str, target: _Target) -> None:
+    def _rule_out(self, signature: str, target: Target) -> None:
         self._topology_refusals.setdefault(signature, set()).add(id(target))
         if target.is_new:
-            self._open_by_signature.setdefault(signature, _OpenBins()).close(target.position)
+            self._open_by_signature.setdefault(signature, OpenBins()).close(target.position)
 
-    def _refresh_rooms(self, target: _Target) -> None:
+    def _refresh_rooms(self, target: Target) -> None:
         cheap = self._cheap_room(target)
         self.cheap_rooms.set(target.position, cheap)
 
-    def _cheap_room(self, target: _Target) -> tuple[int, int]:
+    def _cheap_room(self, target: Target) -> tuple[int, int]:
         """CPU and memory room left in the target's cheapest options: what it takes without growing.
 
         Also keeps ``target.cheapest_price`` up to date, from the same prices.
@@ -877,8 +515,8 @@ class _Scheduler:
         requests = target.requests
         cpu, memory = matrix.cpu_column, matrix.memory_column
         return (
-            int(most[cpu]) - requests.get("cpu", 0) if cpu is not None else _UNBOUNDED,
-            int(most[memory]) - requests.get("memory", 0) if memory is not None else _UNBOUNDED,
+            int(most[cpu]) - requests.get("cpu", 0) if cpu is not None else UNBOUNDED_ROOM,
+            int(most[memory]) - requests.get("memory", 0) if memory is not None else UNBOUNDED_ROOM,
         )
 
     def _place_bulk(
@@ -915,17 +553,17 @@ class _Scheduler:
         return []
 
     def _place_on(
-        self, constraints: PodConstraints, target: _Target, requests: ResourceAmounts, plan: Plan
+        self, constraints: PodConstraints, target: Target, requests: ResourceAmounts, plan: Plan
     ) -> None:
         assert target.available is not None
         for resource, amount in requests.items():
             target.available[resource] = target.available.get(resource, 0) - amount
-        self.existing_rooms.set(target.position, _free(target.available))
+        self.existing_rooms.set(target.position, room_free_on(target.available))
         self._commit(constraints, target, ())
         self._note_placed(constraints, constraints.pod, plan)
 
     def _room_on_existing(
-        self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target, wanted: int
+        self, constraints: PodConstraints, requests: ResourceAmounts, target: Target, wanted: int
     ) -> int:
         assert target.available is not None
         if _blocking_taint(target.taints, constraints) is not None:
@@ -938,7 +576,7 @@ class _Scheduler:
         self,
         constraints: PodConstraints,
         requests: ResourceAmounts,
-        target: _Target,
+        target: Target,
         pods: list[Pod],
         plan: Plan,
     ) -> list[Pod]:
@@ -1009,12 +647,12 @@ class _Scheduler:
             return pods[count:]
         return pods
 
-    def _join(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> object:
+    def _join(self, constraints: PodConstraints, requests: ResourceAmounts, target: Target) -> object:
         if target.is_new:
             return self._join_bin(constraints, requests, target)
         return self._join_existing(constraints, requests, target)
 
-    def _domains(self, target: _Target, requirements: Requirements, keys: Iterable[str]) -> dict[str, Domain]:
+    def _domains(self, target: Target, requirements: Requirements, keys: Iterable[str]) -> dict[str, Domain]:
         """Each key's domain on ``target``: known, open (a bin's possible values) or absent."""
         domains: dict[str, Domain] = {}
         for key in keys:
@@ -1038,7 +676,7 @@ class _Scheduler:
         keys.update(term.topology_key for term in constraints.all_anti_affinity())
         return keys
 
-    def _admit(self, constraints: PodConstraints, target: _Target, requirements: Requirements) -> Admission:
+    def _admit(self, constraints: PodConstraints, target: Target, requirements: Requirements) -> Admission:
         known, anywhere = self._allowed_anywhere
         if known is constraints:
             admission = self._narrowed_to(target, requirements, anywhere)
@@ -1056,7 +694,7 @@ class _Scheduler:
         return self.topology.admit(constraints, target.name, self._domains(target, requirements, keys))
 
     def _narrowed_to(
-        self, target: _Target, requirements: Requirements, anywhere: Mapping[str, frozenset[str]]
+        self, target: Target, requirements: Requirements, anywhere: Mapping[str, frozenset[str]]
     ) -> Admission:
         """The admission of a pod whose terms are all zone-like, from where it may go at all.
 
@@ -1081,7 +719,7 @@ class _Scheduler:
         return admission
 
     def _join_existing(
-        self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target
+        self, constraints: PodConstraints, requests: ResourceAmounts, target: Target
     ) -> object:
         assert target.available is not None
         if not fits(requests, target.available):
@@ -1097,11 +735,11 @@ class _Scheduler:
             return _NOT_NOW
         for resource, amount in requests.items():
             target.available[resource] = target.available.get(resource, 0) - amount
-        self.existing_rooms.set(target.position, _free(target.available))
+        self.existing_rooms.set(target.position, room_free_on(target.available))
         self._commit(constraints, target, admission.allowed)
         return _ACCEPTED
 
-    def _join_bin(self, constraints: PodConstraints, requests: ResourceAmounts, target: _Target) -> object:
+    def _join_bin(self, constraints: PodConstraints, requests: ResourceAmounts, target: Target) -> object:
         pool = target.pool
         assert pool is not None
         if not target.has_room_for(requests):
@@ -1196,7 +834,7 @@ class _Scheduler:
                 narrowed.add(Requirement.from_operator(key, "In", (ordered[0],)))
         return candidates
 
-    def _commit(self, constraints: PodConstraints, target: _Target, keys: Iterable[str]) -> None:
+    def _commit(self, constraints: PodConstraints, target: Target, keys: Iterable[str]) -> None:
         self._last_keys = (None, set())
         self._allowed_anywhere = (None, {})
         # Tell the topology every domain the target is now committed to, whether this
@@ -1271,7 +909,7 @@ class _Scheduler:
             self._label_cache[key] = allowed
         return allowed
 
-    def _vector(self, matrix: _PoolMatrix, requests: ResourceAmounts) -> npt.NDArray[np.int64]:
+    def _vector(self, matrix: PoolMatrix, requests: ResourceAmounts) -> npt.NDArray[np.int64]:
         """``requests`` as a row of ``matrix`` (cached per group: alike pods share one dict)."""
         key = (id(matrix), id(requests))
         cached = self._vector_cache.get(key)
@@ -1283,7 +921,7 @@ class _Scheduler:
     def _growing_costs_more(
         self,
         pool: NodePoolCapacity,
-        target: _Target,
+        target: Target,
         after: float,
         option: Requirements,
         requests: ResourceAmounts,
@@ -1321,10 +959,10 @@ class _Scheduler:
             self._alone_cache[key] = price
         return price
 
-    def _matrix(self, pool: NodePoolCapacity) -> _PoolMatrix:
+    def _matrix(self, pool: NodePoolCapacity) -> PoolMatrix:
         matrix = self._matrices.get(id(pool))
         if matrix is None:
-            matrix = _PoolMatrix(pool, self.resources, self.pool_requirements[pool.nodepool.name])
+            matrix = PoolMatrix(pool, self.resources, self.pool_requirements[pool.nodepool.name])
             self._matrices[id(pool)] = matrix
         return matrix
 
@@ -1375,7 +1013,7 @@ class _Scheduler:
             return f"the pod does not tolerate taint {taint}"
         base = self.pool_requirements[pool.nodepool.name]
         reason = "incompatible requirements"
-        target = _Target(
+        target = Target(
             f"{pool.nodepool.name}/new-{len(self.bins)}", base, pool.nodepool.template.taints, pool=pool
         )
         for option in constraints.node_options():
@@ -1496,7 +1134,7 @@ class _Scheduler:
             (target for target in self.bins if target.pool is pool),
             key=lambda target: [-target.reserved.get(resource, 0) for resource in resources],
         )
-        cuts: list[tuple[_Target, npt.NDArray[np.intp]]] = []
+        cuts: list[tuple[Target, npt.NDArray[np.intp]]] = []
         for target in targets:
             if not short:
                 break
@@ -1517,7 +1155,7 @@ class _Scheduler:
             self._refresh_rooms(target)
         return True
 
-    def _cut(self, target: _Target, short: Mapping[str, int]) -> npt.NDArray[np.intp] | None:
+    def _cut(self, target: Target, short: Mapping[str, int]) -> npt.NDArray[np.intp] | None:
         """The options ``target`` keeps to free ``short`` of its reservation, or as much as it can.
 
         None when it cannot free any (its options are already its smallest) or
@@ -1560,7 +1198,7 @@ class _Scheduler:
         narrowed: Requirements,
         fitting_rows: npt.NDArray[np.intp],
         requests: ResourceAmounts,
-    ) -> _Opening | None:
+    ) -> Opening | None:
         """The options a NodeClaim opened under ``narrowed`` for one pod starts with (None: none).
 
         Cached per group with what the room index needs of them, since every
@@ -1579,11 +1217,11 @@ class _Scheduler:
         )
         opening = None
         if len(rows):
-            probe = _Target("", narrowed, (), pool=pool)
+            probe = Target("", narrowed, (), pool=pool)
             probe.update(narrowed, rows, dict(requests))
             room = self._cheap_room(probe)
             assert probe.prices is not None
-            opening = _Opening(rows, self._most_room(pool, rows), probe.prices, probe.cheapest_price, room)
+            opening = Opening(rows, self._most_room(pool, rows), probe.prices, probe.cheapest_price, room)
         self._opened_cache[key] = opening
         return opening
 
@@ -1662,7 +1300,7 @@ class _Scheduler:
                     continue
             self.bins = kept + replacement
 
-    def _pack(self, pool: NodePoolCapacity, base: Requirements, pods: list[Pod]) -> list[_Target] | None:
+    def _pack(self, pool: NodePoolCapacity, base: Requirements, pods: list[Pod]) -> list[Target] | None:
         """New NodeClaims for ``pods`` from the pattern packer, or None if it has no answer."""
         matrix = self._matrix(pool)
         rows = np.flatnonzero(self._labels_allow(pool, base)[: len(pool.instance_types)])
@@ -1696,7 +1334,7 @@ class _Scheduler:
         assert best is not None
         checks_min_values = any(requirement.min_values for requirement in base)
         queues = [iter(by_class[vector]) for vector in classes]
-        targets: list[_Target] = []
+        targets: list[Target] = []
         for pattern, options, total in best[1]:
             if checks_min_values and not min_values_met(base, self._types(pool, options)):
                 return None
@@ -1704,7 +1342,7 @@ class _Scheduler:
                 resource: int(total[column]) for resource, column in matrix.columns.items() if total[column]
             }
             for _ in range(pattern.repeat):
-                target = _Target(
+                target = Target(
                     f"{pool.nodepool.name}/packed-{len(targets)}",
                     base,
                     pool.nodepool.template.taints,
@@ -1720,18 +1358,6 @@ class _Scheduler:
         return targets
 
 
-def _constrains_only_resources(constraints: PodConstraints) -> bool:
-    """A pod whose placement matters only through its requests (and its NodePool's requirements)."""
-    return (
-        len(constraints.node_alternatives) == 1
-        and not constraints.preferred_node_terms
-        and not constraints.all_spread()
-        and not constraints.all_affinity()
-        and not constraints.all_anti_affinity()
-        and not constraints.host_ports
-    )
-
-
 def _capacity_key(instance_type: InstanceType) -> tuple[int, int]:
     return (instance_type.allocatable.get("cpu", 0), instance_type.allocatable.get("memory", 0))
 
@@ -1745,87 +1371,6 @@ def _format_resources(requests: Mapping[str, int], names: Sequence[str]) -> str:
     return "(" + ", ".join(f"{name} {format_amount(name, requests.get(name, 0))}" for name in shown) + ")"
 
 
-class _Prices:
-    """Cheapest available offering per instance type, per zone and capacity-type requirement.
-
-    Every new NodeClaim ranks its options by price; they share a handful of
-    zone and capacity-type requirements, so each price is worked out once.
-    NodeClaims of a plan also share a few dozen distinct option sets among
-    thousands, so what each set becomes is worked out once too.
-    """
-
-    def __init__(self) -> None:
-        self._ranks: dict[tuple[int, Requirement, Requirement], npt.NDArray[np.intp]] = {}
-        self._kept: dict[
-            tuple[int, bytes, frozenset[Requirement]], tuple[list[InstanceType], Requirement]
-        ] = {}
-
-    def ranked(
-        self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp], requirements: Requirements
-    ) -> npt.NDArray[np.intp]:
-        """The options at ``rows`` of the pool, cheapest first (then by name), as rows."""
-        key = (id(pool), requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE))
-        rank = self._ranks.get(key)
-        if rank is None:
-
-            def price(row: int) -> tuple[float, str]:
-                instance_type = pool.instance_types[row]
-                offerings = instance_type.available_offerings(requirements)
-                return (min((offering.price for offering in offerings), default=0.0), instance_type.name)
-
-            order = sorted(range(len(pool.instance_types)), key=price)
-            rank = np.empty(max(1, len(order)), dtype=np.intp)
-            rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order), dtype=np.intp)
-            self._ranks[key] = rank
-        ordered: npt.NDArray[np.intp] = rows[np.argsort(rank[rows], kind="stable")]
-        return ordered
-
-    def kept(self, target: _Target) -> tuple[list[InstanceType], Requirement]:
-        """The options a NodeClaim lists, cheapest first, and its instance-type requirement."""
-        pool = target.pool
-        assert pool is not None
-        requirements = target.requirements
-        key = (id(pool), target.rows.tobytes(), requirements.identity())
-        cached = self._kept.get(key)
-        if cached is None:
-            ranked = self.ranked(pool, target.rows, requirements)
-            types = pool.instance_types
-            kept = [types[row] for row in ranked[:MAX_INSTANCE_TYPES].tolist()]
-            if len(ranked) > MAX_INSTANCE_TYPES and not min_values_met(requirements, kept):
-                # minValues asks for more variety than the 60 cheapest give: keep the fewest that do.
-                every = [types[row] for row in ranked.tolist()]
-                for end in range(MAX_INSTANCE_TYPES + 1, len(every) + 1):
-                    kept = every[:end]
-                    if min_values_met(requirements, kept):
-                        break
-            previous = (
-                requirements.get(LABEL_INSTANCE_TYPE).min_values
-                if LABEL_INSTANCE_TYPE in requirements
-                else None
-            )
-            names = [t.name for t in kept]
-            cached = (kept, Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", names, previous))
-            self._kept[key] = cached
-        return cached
-
-
-def _finish(target: _Target, prices: _Prices) -> NewNodeClaim:
-    pool = target.pool
-    assert pool is not None
-    kept, instance_types = prices.kept(target)
-    requirements = target.requirements.copy()
-    requirements.add(instance_types)
-    overhead = pool.overhead(kept[0])
-    return NewNodeClaim(
-        nodepool=pool.nodepool.name,
-        requirements=requirements,
-        instance_types=list(kept),
-        pods=target.pods,
-        requests=add_amounts(target.requests, overhead),
-        daemon_overhead=dict(overhead),
-    )
-
-
 def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
     """How many pods of ``requests`` fit in ``room`` (a large number if nothing is requested)."""
     count = 1 << 30
@@ -1833,40 +1378,6 @@ def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
         if amount > 0:
             count = min(count, max(0, room.get(resource, 0)) // amount)
     return count
-
-
-def _asked(requests: ResourceAmounts) -> tuple[int, int]:
-    """What a pod asks of a room index: its CPU and memory, or any room for what it does not request."""
-    return (requests.get("cpu") or _ANY_ROOM, requests.get("memory") or _ANY_ROOM)
-
-
-def _free(available: ResourceAmounts) -> tuple[int, int]:
-    """An existing node's entry in the room index: the CPU and memory it has free."""
-    return (available.get("cpu", 0), available.get("memory", 0))
-
-
-def _walk_from(walk_from: dict[_DomainsKey, int], domains: _DomainsKey | None, position: int) -> None:
-    """A pod allowed ``domains`` went to the target at ``position``.
-
-    Alike pods allowed the same domains may start their walk there: every
-    target before it turned this pod away, for reasons that hold for them
-    too (room and options only shrink, a domain once chosen stays). The
-    target at ``position`` is the one that changed: a NodeClaim's cheapest
-    option may now be a bigger type with more room, so pods allowed other
-    domains must not start past it. ``domains`` None: not known, nothing to
-    resume from, but the change still counts for the others.
-    """
-    for key, start in walk_from.items():
-        if start > position:
-            walk_from[key] = position
-    if domains is not None:
-        walk_from[domains] = position
-
-
-def _walk_past_existing(existing_from: dict[_DomainsKey, int], domains: _DomainsKey | None, end: int) -> None:
-    """A pod allowed ``domains`` went to a new NodeClaim: every existing node turned it away."""
-    if domains is not None:
-        existing_from[domains] = end
 
 
 def _offered_values(
@@ -1899,92 +1410,6 @@ def _offered_values(
         return values
 
     return offered
-
-
-def _hostname_limits(constraints: PodConstraints) -> list[tuple[PodSelector, int]]:
-    """The most pods of its own kind a node may hold by each hostname term that counts the pod.
-
-    Required anti-affinity allows none besides, spread ``maxSkew`` (its
-    minimum over hostnames is always 0: a new node is always possible).
-    Counts on a node only grow while a plan is made, so a node that reaches
-    one of these is closed to such pods for good.
-    """
-    pod = constraints.pod
-    namespace, labels = pod.metadata.namespace, pod.metadata.labels
-    limits = [
-        (term.selects, 1)
-        for term in constraints.all_anti_affinity()
-        if term.topology_key == LABEL_HOSTNAME and term.selects.matches_labels(namespace, labels)
-    ]
-    limits += [
-        (spread.selects, spread.max_skew)
-        for spread in constraints.all_spread()
-        if spread.topology_key == LABEL_HOSTNAME and spread.selects.matches_labels(namespace, labels)
-    ]
-    return limits
-
-
-def _topology_signature(constraints: PodConstraints) -> str:
-    """What decides a pod's topology verdicts: who it is, its inter-pod terms, its node options."""
-    pod = constraints.pod
-    return repr(
-        (
-            pod.metadata.namespace,
-            sorted(pod.metadata.labels.items()),
-            constraints.all_spread(),
-            constraints.all_affinity(),
-            constraints.all_anti_affinity(),
-            [str(option) for option in constraints.node_options()],
-        )
-    )
-
-
-def _alike_groups(pods: Sequence[Pod], volume_terms: Mapping[str, Sequence[Requirements]]) -> list[list[Pod]]:
-    """``pods`` in placement order, as runs of pods that schedule alike (a Deployment's replicas).
-
-    Pods are alike when namespace, labels, spec and their volumes' terms are
-    equal. Groups go by priority, highest first, then largest first (CPU,
-    then memory), then by a written-out signature, and pods within a group
-    by key, so the plan does not depend on the input order. Comparing specs
-    directly, after a cheap bucket by labels and requests, writes out
-    (``repr``) one spec per group rather than one per pod, which for a large
-    plan was a tenth of the solve.
-    """
-    buckets: dict[tuple[object, ...], list[tuple[Pod, list[Pod]]]] = {}
-    for pod in pods:
-        volumes = repr(volume_terms[pod.key]) if pod.key in volume_terms else ""
-        bucket = (
-            pod.metadata.namespace,
-            frozenset(pod.metadata.labels.items()),
-            tuple(sorted(pod.spec.requests.items())),
-            volumes,
-        )
-        entries = buckets.setdefault(bucket, [])
-        for first, members in entries:
-            if first.spec == pod.spec:
-                members.append(pod)
-                break
-        else:
-            entries.append((pod, [pod]))
-    groups = [members for entries in buckets.values() for _, members in entries]
-    for members in groups:
-        members.sort(key=lambda pod: pod.key)
-
-    def order(members: list[Pod]) -> tuple[object, ...]:
-        first = members[0]
-        return (
-            *_sort_key(first)[:3],
-            first.metadata.namespace,
-            repr(sorted(first.metadata.labels.items())),
-            repr(first.spec),
-            repr(volume_terms.get(first.key)),
-            # Written out, two different specs can read alike (long value lists are cut
-            # short): the first pod's key, unique to its group, keeps the order total.
-            first.key,
-        )
-
-    groups.sort(key=order)
-    return groups
 
 
 def solve(
@@ -2045,7 +1470,7 @@ def _solve(
     that runs more pods, the highest priorities first, is kept. Plans that
     no limit cuts short are made once, as before.
     """
-    groups = _alike_groups(pods, volume_terms)
+    groups = alike_groups(pods, volume_terms)
     plan, left_at_limit = _plan(
         groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=False
     )
@@ -2074,8 +1499,8 @@ def _plan(
     for group in groups:
         scheduler.place_group(group, plan)
     scheduler.repack()
-    prices = _Prices()
-    plan.new_nodeclaims = [_finish(target, prices) for target in scheduler.bins]
+    prices = Prices()
+    plan.new_nodeclaims = [finish(target, prices) for target in scheduler.bins]
     return plan, scheduler.left_at_limit
 
 

@@ -49,7 +49,7 @@ from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass
 from karpy.cloud.aws.client import AwsApiError, AwsClient
 from karpy.cloud.aws.resolution import ready_naming_causes, resolve_node_class
 from karpy.cloud.aws.settings import AwsSettings
-from karpy.controllers.interfaces import Clock, Cluster
+from karpy.cloud.cluster import Clock, Cluster
 from karpy.controllers.nodepool import log_ready_change
 from karpy.controllers.runtime import Watch
 from karpy.logs import about

@@ -66,7 +66,7 @@ from typing import Protocol, TypeVar
 from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
 from karpy.cloud.aws.client import AwsApiError, AwsClient
 from karpy.cloud.aws_catalog import Catalog, load_catalog
-from karpy.controllers.interfaces import Clock
+from karpy.cloud.cluster import Clock
 from karpy.controllers.karpenter_metrics import NAMESPACE, Metrics
 from karpy.controllers.runtime import Watch
 from karpy.logs import about

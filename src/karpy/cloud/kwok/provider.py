@@ -73,6 +73,7 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
+from karpy.cloud.cluster import AlreadyExistsError, Clock, Cluster, NotFoundError, WallClock
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
@@ -83,7 +84,6 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
-from karpy.controllers.interfaces import AlreadyExistsError, Clock, Cluster, NotFoundError, WallClock
 
 log = logging.getLogger("karpy.cloud.kwok")
 

@@ -1,0 +1,146 @@
+"""What a solve is given and what it returns: capacity, NodePools, and the plan.
+
+A solve reads a snapshot of the cluster as two kinds of capacity:
+:class:`ExistingCapacity`, the registered nodes and in-flight NodeClaims pods
+may be placed on as they are, and :class:`NodePoolCapacity`, what each
+NodePool may still launch (its instance types, the DaemonSets that would run
+on each, what its limits leave). It returns a :class:`Plan`: the pods placed
+on existing capacity, the new NodeClaims to create with the pods each is for,
+the pods left pending with a reason, and the preferences given up.
+
+Here too is the arithmetic the solver and its callers (provisioning,
+consolidation, the simulator) must count alike, or a plan the solver makes
+would be judged by other rules than it was made by:
+
+- a pod's requests include one of its node's ``pods`` (:func:`pod_requests`),
+  so the kubelet's pod limit is a resource like any other;
+- a NodeClaim counts its largest option against its NodePool's limits, with
+  ``nodes: 1`` (:func:`max_capacity`), because the cloud may launch any of
+  its options;
+- ``minValues`` is met when the options still offer that many distinct
+  values of the key (:func:`min_values_met`).
+
+Pure data and pure functions; :mod:`karpy.scheduling.solver` re-exports every
+name, and that is where code outside the package imports them from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from karpy.api.core import Pod
+from karpy.api.instancetype import InstanceType
+from karpy.api.nodepool import NodePool
+from karpy.api.quantity import ResourceAmounts
+from karpy.api.requirements import Requirements
+from karpy.api.taints import Taint
+
+POD_RESOURCE = "pods"
+NODES_RESOURCE = "nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingCapacity:
+    """A registered node or an in-flight NodeClaim that pods may be placed on."""
+
+    name: str
+    nodepool: str
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    available: ResourceAmounts
+    in_flight: bool = False
+    # Taints that go away by themselves (startup taints, karpenter.sh/unregistered).
+    ephemeral_taints: tuple[Taint, ...] = ()
+    # Pods already bound there (they count for topology and host ports).
+    pods: tuple[Pod, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolCapacity:
+    """What one NodePool can launch, as the provisioner sees it right now."""
+
+    nodepool: NodePool
+    instance_types: Sequence[InstanceType]
+    daemon_overhead: ResourceAmounts = field(default_factory=dict)
+    # limits minus the capacity of the pool's existing NodeClaims; None = unlimited.
+    remaining: ResourceAmounts | None = None
+    # DaemonSet overhead per instance type name where it differs from daemon_overhead
+    # (a DaemonSet that runs only on arm64 costs nothing on an amd64 type).
+    type_overhead: Mapping[str, ResourceAmounts] = field(default_factory=dict)
+    # Why the pool can launch nothing now (its node class is not ready); "" when it can.
+    unavailable: str = ""
+
+    def overhead(self, instance_type: InstanceType) -> ResourceAmounts:
+        return self.type_overhead.get(instance_type.name, self.daemon_overhead)
+
+
+@dataclass(slots=True)
+class NewNodeClaim:
+    """A NodeClaim the plan asks for: a NodePool, its options, and the pods it is for."""
+
+    nodepool: str
+    requirements: Requirements
+    instance_types: list[InstanceType]
+    pods: list[Pod]
+    requests: ResourceAmounts
+    daemon_overhead: ResourceAmounts
+
+    @property
+    def price(self) -> float:
+        prices = [
+            offering.price
+            for instance_type in self.instance_types
+            for offering in instance_type.available_offerings(self.requirements)
+        ]
+        return min(prices) if prices else 0.0
+
+
+@dataclass(slots=True)
+class Plan:
+    existing: dict[str, str] = field(default_factory=dict)
+    new_nodeclaims: list[NewNodeClaim] = field(default_factory=list)
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    # Preferences given up for pods that were placed only after relaxing them.
+    relaxed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def pod_requests(pod: Pod) -> ResourceAmounts:
+    requests = dict(pod.spec.requests)
+    requests[POD_RESOURCE] = requests.get(POD_RESOURCE, 0) + 1
+    return requests
+
+
+def max_capacity(options: Sequence[InstanceType]) -> ResourceAmounts:
+    """The most a NodeClaim with these options can add to its NodePool's usage.
+
+    Includes ``nodes: 1`` so a ``nodes`` limit is counted like any resource.
+    """
+    result: ResourceAmounts = {}
+    for instance_type in options:
+        for resource, amount in instance_type.capacity.items():
+            result[resource] = max(result.get(resource, 0), amount)
+    if options:
+        result[NODES_RESOURCE] = 1
+    return result
+
+
+def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) -> bool:
+    """Whether ``options`` offer as many distinct values as each requirement's minValues asks."""
+    return min_values_shortfall(requirements, options) is None
+
+
+def min_values_shortfall(requirements: Requirements, options: Sequence[InstanceType]) -> str | None:
+    """The first requirement whose minValues ``options`` do not meet, as a message; None if all are met."""
+    for requirement in requirements:
+        if requirement.min_values is None:
+            continue
+        values = {
+            value
+            for instance_type in options
+            if (value := instance_type.requirements.get(requirement.key).any()) is not None
+            and requirement.has(value)
+        }
+        if len(values) < requirement.min_values:
+            return f"{requirement.key}: {len(values)} values, minValues {requirement.min_values}"
+    return None
