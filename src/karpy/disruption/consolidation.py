@@ -190,7 +190,7 @@ class ConsolidationRules:
     """
 
     # Spot nodes may be replaced by cheaper spot nodes (the SpotToSpotConsolidation gate).
-    spot_to_spot: bool = False
+    spot_to_spot: bool = True
     # MULTI_NODE_PREFIX or MULTI_NODE_MERGE.
     multi_node: str = MULTI_NODE_MERGE
     # NodePool weights order replacements too, and pods move back to a higher-weight pool.
@@ -679,6 +679,12 @@ def _describe_removed(candidates: Sequence[Candidate], total: float) -> str:
     return f"{len(candidates)} nodes ({_names(candidates)}, ${total:.2f}/h)"
 
 
+class Infeasible(str):
+    """Why some nodes cannot go at all: their pods would not all find a place."""
+
+    __slots__ = ()
+
+
 def _worst_price(claim: NewNodeClaim) -> float:
     return max(worst_launch_price(t, claim.requirements) for t in claim.instance_types)
 
@@ -731,12 +737,12 @@ def _evaluate(
     if plan.unschedulable:
         key = min(plan.unschedulable)
         more = len(plan.unschedulable) - 1
-        return f"pod {key} would not schedule: {plan.unschedulable[key]}" + (
-            f" (and {more} more)" if more else ""
+        return Infeasible(
+            f"pod {key} would not schedule: {plan.unschedulable[key]}" + (f" (and {more} more)" if more else "")
         )
     waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
     if waiting:
-        return f"its pods would need node {waiting[0]}, which is not initialized yet"
+        return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")
     total = sum(prices[c.nodeclaim.name] for c in removed)
     claims = plan.new_nodeclaims
     if not claims:
@@ -877,9 +883,11 @@ def consolidate_merge(
     """Merge underused nodes: grow each group greedily, keep the command that saves the most.
 
     See the module docstring for the search and its bound. A group starts
-    with its most wasteful node; each next node joins if the group with it
-    can still be replaced by fewer, cheaper nodes (or none), else it is
-    skipped. Each try is one simulation.
+    with its most wasteful node; each next node joins if the pods of the
+    group with it still all find a place (two half-full nodes may need a
+    node no cheaper than both, where three would not), and is skipped
+    otherwise. Each try is one simulation; every try that is a valid
+    command competes on its saving.
     """
     best: ConsolidationCommand | None = None
     simulations = 0
@@ -894,11 +902,11 @@ def consolidate_merge(
             if not disrupt:
                 break
             result = _evaluate(trial, simulator, prices, rules, disrupt=disrupt, max_new=len(trial) - 1)
-            if isinstance(result, str):
-                if len(members) == 1:
-                    members = [candidate]  # the seed merges with nothing so far: start again from this one
+            if isinstance(result, Infeasible):
                 continue
             members = trial
+            if isinstance(result, str):
+                continue
             if best is None or result.savings_per_hour > best.savings_per_hour + 1e-9:
                 best = result
     return best
