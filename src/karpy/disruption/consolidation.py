@@ -67,23 +67,87 @@ be launched by price *and availability*, may come up as a pricier type of
 the list, and would be replaced again at once: churn that ends on the least
 available (most interrupted) spot pools. So when every candidate is spot and
 the replacement may be spot, Karpenter replaces only if spot-to-spot
-consolidation is switched on (``spot_to_spot``, off by default, like its
-feature gate), and for a single node only if at least
+consolidation is switched on (``spot_to_spot``; its feature gate is off
+by default in Karpenter, on in karpy), and for a single node only if at least
 :data:`MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT` (15) cheaper types remain; the
 replacement then offers just the 15 cheapest (more only if ``minValues``
 needs them), so whatever launches is among them and is not itself replaced
 straight away. Otherwise a spot node can only be deleted.
 
-On top of Karpenter's strict "cheaper", a replacement must save at least
-:data:`MIN_SAVINGS_FRACTION` (1%) of the candidates' price at its worst
-launch price. Price noise of a fraction of a percent (a spot price moving,
-two generations priced almost alike) is then not enough to launch a node and
-drain another, which users report as consolidation loops. Deletes need no
-margin: they save a whole node.
+The rules are a :class:`ConsolidationRules`: karpy's (the defaults) or
+Karpenter v1's (:data:`KARPENTER_RULES`, kept for comparison and for users
+who want Karpenter's behaviour exactly). They differ in four ways, each
+measured in the simulator (``python -m benchmarks.consolidation_cases``,
+docs/consolidation.md).
 
-Multi-node consolidation comes first. Candidates that budgets allow (each
-NodePool's allowance is spent in disruption-cost order) are taken in that
-order, at most :data:`MAX_MULTI_NODE_CANDIDATES` (100), and a binary search
+**Minimum saving** (``min_savings_fraction``). On top of Karpenter's strict
+"cheaper", a replacement must save at least this fraction of the
+candidates' price at its worst launch price: 1% under Karpenter's rules
+(price noise is then not enough to launch a node and drain another), 10%
+under karpy's (:data:`KARPY_MIN_SAVINGS_FRACTION`). A disruption has a cost
+the price does not show: every moved pod is evicted, rescheduled, pulls its
+image, starts and warms up again. Taking that as about 6 minutes of the
+pod's share of its node, the pods of a node cost 6/60 of an hour of the
+node's price; a replacement that must pay that back within an hour has to
+save 10% of the price. Deletes need no margin: they save a whole node.
+
+**Spot-to-spot** (``spot_to_spot``). See above; on in karpy's rules: a
+scaled-down spot fleet otherwise keeps its large spot node for ever (3.96x
+the price of a fresh plan in the scale-down case), and the 15-type rule
+plus the 10% margin keep a replaced spot node from being replaced again.
+
+**Weights** (``weights``). A NodePool's weight is an order of preference
+for provisioning; under karpy's rules it is one for consolidation too:
+
+* the removed nodes' capacity no longer counts against their NodePool's
+  limits in the simulation (:meth:`RemovalSimulator._pools_without`), so
+  pods of a preferred pool at its limit find their place in it again and
+  are not replaced into a cheaper, lower-weight pool (Karpenter counts
+  them, which empties preferred pools: kubernetes-sigs/karpenter#1829);
+* a *weight consolidation*: when the replacement of some nodes lies wholly
+  in NodePools weighted above all of theirs and costs no more (no margin:
+  it is not done for price), the pods move back to the preferred pool.
+  Budgets know only Empty, Drifted and Underutilized, so it counts against
+  Underutilized, and consolidateAfter applies as for any consolidation.
+  It cannot loop: it only ever moves pods up in weight, and a price
+  consolidation never moves them down while a higher pool can take them
+  (the solver opens NodeClaims in weight order).
+
+**Multi-node** (``multi_node``). Karpenter's :data:`MULTI_NODE_PREFIX`
+search is described below. karpy's :data:`MULTI_NODE_MERGE` search
+(:func:`consolidate_merge`) looks for groups of nodes that fewer nodes can
+replace:
+
+* groups: the eligible nodes of each NodePool and capacity type, and all of
+  them together, each ordered most wasteful first (:func:`waste`: price over
+  the larger of CPU and memory use), at most :data:`MAX_MERGE_GROUP` (20)
+  nodes a group;
+* each group grows greedily from its most wasteful node: the next node
+  joins if the pods of the group with it all still find a place (cheaper
+  or not yet: two half-full nodes may need a node as dear as both, where
+  three would not), else it is skipped; every step is one simulation and,
+  if the group so far can be deleted, or replaced by M new NodeClaims with
+  M smaller than its size and a total worst launch price saving the
+  margin, a candidate command; the one that saves most wins;
+* several new NodeClaims share the price ceiling in proportion to their
+  cheapest option, so their worst launch prices add up below it;
+* budgets: the command disrupts only the group's nodes the budgets let go
+  now (most wasteful first) and launches the capacity for the whole group,
+  never more NodeClaims than nodes it disrupts; the other nodes' pods then
+  fit on the new capacity and later passes delete those nodes one by one.
+  With Karpenter's default budget (10%: one node of a small pool) this is
+  the only way fragments merge at all; it is why the ICE-fragments case
+  ends at the fresh plan under karpy's rules and at 1.43x under Karpenter's.
+
+The bound: merging makes at most :data:`MAX_MERGE_SIMULATIONS` (100)
+tries per pass, each one simulation removing at most :data:`MAX_MERGE_GROUP`
+(20) nodes (two simulations when the budgets cut a delete short, the second
+removing only what they let go); then single-node consolidation, at most one
+simulation per candidate, as under Karpenter's rules.
+
+Multi-node consolidation comes first. Under Karpenter's rules, candidates
+that budgets allow (each NodePool's allowance is spent in disruption-cost
+order) are taken in that order, at most :data:`MAX_MULTI_NODE_CANDIDATES` (100), and a binary search
 finds the largest prefix of at least two that can go at once: their pods fit
 on the remaining capacity plus at most one new NodeClaim cheaper than the sum
 of their prices. The search assumes that if the first N can go so can fewer,
