@@ -25,8 +25,8 @@ Run: ``python -m benchmarks.consolidation_cases [--karpenter] [--spot-to-spot on
 from __future__ import annotations
 
 import argparse
-import logging
 import dataclasses
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -802,7 +802,8 @@ def _evaluate(
         key = min(plan.unschedulable)
         more = len(plan.unschedulable) - 1
         return Infeasible(
-            f"pod {key} would not schedule: {plan.unschedulable[key]}" + (f" (and {more} more)" if more else "")
+            f"pod {key} would not schedule: {plan.unschedulable[key]}"
+            + (f" (and {more} more)" if more else "")
         )
     waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
     if waiting:
