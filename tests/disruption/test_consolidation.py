@@ -657,3 +657,20 @@ def test_merge_groups_start_from_the_most_wasteful_node() -> None:
     cluster.add("idle", LARGE, [app_pod("i1", "500m")])
     groups = merge_groups(cluster.candidates, cluster.prices)
     assert [c.nodeclaim.name for c in groups[0]] == ["idle", "busy"]
+
+
+def test_multi_node_spot_to_spot_needs_no_fifteen_types() -> None:
+    # Two spot xlarge.8x nodes ($0.72/h) each with a 5-CPU pod: one wide.12x ($0.30/h)
+    # holds both. Only three cheaper types exist: enough for a multi-node replacement
+    # (Karpenter's rule too), not for a single node.
+    wide = [make_instance_type(f"wide-{i}.12x", 12, 48, 0.30 + 0.01 * i) for i in range(3)]
+    cluster = Cluster(nodepool=make_nodepool("default"), types=[*wide, XLARGE])
+    for index in range(2):
+        cluster.add(f"spot-{index}", XLARGE, [app_pod(f"s{index}", "5")], capacity_type="spot")
+    for rules in (ConsolidationRules(), dataclasses.replace(KARPENTER_RULES, spot_to_spot=True)):
+        command = decide_with(cluster, cluster.pools(), rules).command
+        assert command is not None and command.replacement is not None, rules
+        assert sorted(command.nodeclaim_names) == ["spot-0", "spot-1"]
+        assert not command.replacement.requirements.get(LABEL_CAPACITY_TYPE).has("on-demand")
+    off = decide_with(cluster, cluster.pools(), dataclasses.replace(ConsolidationRules(), spot_to_spot=False))
+    assert off.command is None
