@@ -139,10 +139,15 @@ replace:
   the only way fragments merge at all; it is why the ICE-fragments case
   ends at the fresh plan under karpy's rules and at 1.43x under Karpenter's.
 
+Karpenter's prefix search runs too (it removes up to 100 nodes at once
+where a merge group stops at 20, which matters when a large pool scales
+down), and the command that saves more wins.
+
 The bound: merging makes at most :data:`MAX_MERGE_SIMULATIONS` (100)
 tries per pass, each one simulation removing at most :data:`MAX_MERGE_GROUP`
 (20) nodes (two simulations when the budgets cut a delete short, the second
-removing only what they let go); then single-node consolidation, at most one
+removing only what they let go), on top of the prefix search's
+``ceil(log2(100))`` = 7; then single-node consolidation, at most one
 simulation per candidate, as under Karpenter's rules.
 
 Multi-node consolidation comes first. Under Karpenter's rules, candidates
@@ -1079,10 +1084,13 @@ def decide_consolidation(
         selection.prices,
         rules=rules,
     )
+    command = consolidate_multi(eligible, simulator, selection.prices, allowed, rules=rules)
     if rules.multi_node == MULTI_NODE_MERGE:
-        command = consolidate_merge(eligible, simulator, selection.prices, allowed, rules)
-    else:
-        command = consolidate_multi(eligible, simulator, selection.prices, allowed, rules=rules)
+        # Merging also keeps Karpenter's largest prefix (up to 100 nodes at once, where a
+        # merge group stops at 20): whichever saves more.
+        merged = consolidate_merge(eligible, simulator, selection.prices, allowed, rules)
+        if merged is not None and (command is None or merged.savings_per_hour > command.savings_per_hour):
+            command = merged
     if command is None:
         command, decision.unconsolidatable = consolidate_single(
             eligible, simulator, selection.prices, allowed, rules=rules
