@@ -8,8 +8,13 @@ order and stopping at the first that acts:
 1. **emptiness** — empty nodes past consolidateAfter are deleted;
 2. **drift** — a drifted node is replaced: the pods' new home is simulated
    and launched first;
-3. **consolidation** — underused nodes are deleted or replaced by one cheaper
-   NodeClaim (multi-node first, then single-node).
+3. **consolidation** — underused nodes are deleted or replaced by cheaper
+   NodeClaims (multi-node first, then single-node), by the controller's
+   :class:`~karpy.disruption.consolidation.ConsolidationRules` (karpy's by
+   default, or Karpenter's; docs/consolidation.md). A *weight
+   consolidation*, which moves pods to a preferred NodePool at no higher
+   price, says so in its Events and log line and counts against the
+   Underutilized budget.
 
 A command is not carried out at once: it is re-checked after 15 s (the
 cluster may have changed: a pod landed on the empty node, a new pod needs the
