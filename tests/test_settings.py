@@ -172,14 +172,14 @@ def test_bad_aws_settings_are_refused_naming_the_variable(environ: dict[str, str
 
 
 def test_feature_gates_take_karpenters_format_over_the_defaults() -> None:
-    assert options().feature_gates == FeatureGates(spot_to_spot_consolidation=False)
-    on = FeatureGates(spot_to_spot_consolidation=True)
-    assert options(environ={"FEATURE_GATES": "SpotToSpotConsolidation=true"}).feature_gates == on
-    assert options(environ={"FEATURE_GATES": " SpotToSpotConsolidation = True ,"}).feature_gates == on
-    assert options("--feature-gates", "SpotToSpotConsolidation=1").feature_gates == on
+    assert options().feature_gates == FeatureGates(spot_to_spot_consolidation=True)
+    off = FeatureGates(spot_to_spot_consolidation=False)
+    assert options(environ={"FEATURE_GATES": "SpotToSpotConsolidation=false"}).feature_gates == off
+    assert options(environ={"FEATURE_GATES": " SpotToSpotConsolidation = False ,"}).feature_gates == off
+    assert options("--feature-gates", "SpotToSpotConsolidation=0").feature_gates == off
     # The flag wins over the variable, as for every setting.
-    flag_off = options("--feature-gates", "SpotToSpotConsolidation=false", environ={"FEATURE_GATES": "X=1"})
-    assert flag_off.feature_gates == FeatureGates()
+    flag_on = options("--feature-gates", "SpotToSpotConsolidation=true", environ={"FEATURE_GATES": "X=1"})
+    assert flag_on.feature_gates == FeatureGates()
 
 
 @pytest.mark.parametrize(
@@ -223,10 +223,10 @@ def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: py
     given: list[RunSettings] = []
     monkeypatch.setattr("karpy.run.run", lambda kubeconfig, *, settings: given.append(settings))
     with root_logging_kept():
-        flags = ["run", "--disable-leader-election", "--feature-gates", "SpotToSpotConsolidation=true"]
+        flags = ["run", "--disable-leader-election", "--feature-gates", "SpotToSpotConsolidation=false"]
         assert main(flags) == EXIT_OK
     (settings,) = given
-    assert settings.spot_to_spot_consolidation
+    assert not settings.spot_to_spot_consolidation
     for gate_on in (True, False):
         # The runner is only built, never run: no request reaches the transport.
         runner = Runner(cast(ApiTransport, object()), RunSettings(spot_to_spot_consolidation=gate_on))

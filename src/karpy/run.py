@@ -122,7 +122,7 @@ class RunSettings:
     # The AWS provider's settings; None: the kwok provider (the default).
     aws: AwsSettings | None = None
     # Consolidation may replace spot nodes by cheaper spot nodes (the SpotToSpotConsolidation gate).
-    spot_to_spot_consolidation: bool = False
+    spot_to_spot_consolidation: bool = True
 
 
 # The cyclic collector's first-generation threshold while karpy runs (CPython's is 700).

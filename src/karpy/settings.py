@@ -47,10 +47,12 @@ DEFAULT_METRICS_PORT = 8080
 DEFAULT_LAUNCH_CONCURRENCY = 16
 CLOUD_PROVIDERS = ("kwok", "aws")
 DEFAULT_HEALTH_PROBE_PORT = 8081
-# The feature gates karpy honours, with their defaults (Karpenter's).
+# The feature gates karpy honours, with their defaults.
 FEATURE_GATES: dict[str, bool] = {
     # Consolidation may replace a spot node by a cheaper spot node (the disruption controller's spot_to_spot).
-    "SpotToSpotConsolidation": False,
+    # On, unlike Karpenter: measured in the simulator, off leaves a scaled-down spot fleet at 4x the price
+    # of a fresh plan, and the 15-type and 10% rules keep it from churning (docs/consolidation.md).
+    "SpotToSpotConsolidation": True,
 }
 
 

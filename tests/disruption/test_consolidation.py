@@ -24,13 +24,17 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import Taint
 from karpy.disruption.consolidation import (
+    KARPENTER_RULES,
+    KIND_WEIGHT,
     MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT,
     ConsolidationDecision,
+    ConsolidationRules,
     RemovalSimulator,
     consolidate_single,
     consolidation_candidates,
     decide_consolidation,
     disruption_order,
+    merge_groups,
     worst_launch_price,
 )
 from karpy.disruption.emptiness import Candidate, reschedulable
@@ -535,3 +539,138 @@ def test_the_removal_simulator_places_pods_exactly_as_a_full_solve(seed: int) ->
         assert [sorted(p.key for p in claim.pods) for claim in lean.new_nodeclaims] == [
             sorted(p.key for p in claim.pods) for claim in full.new_nodeclaims
         ]
+
+
+# -- karpy's rules -------------------------------------------------------------
+
+
+def two_pools(
+    primary_types: list[InstanceType], primary_remaining: ResourceAmounts | None
+) -> tuple[Cluster, NodePool, list[NodePoolCapacity]]:
+    """A preferred NodePool ``primary`` (weight 100) and a fallback ``secondary`` (weight 10, every type)."""
+    primary = dataclasses.replace(make_nodepool("primary", template_spec=ON_DEMAND_ONLY), weight=100)
+    secondary = dataclasses.replace(make_nodepool("secondary", template_spec=ON_DEMAND_ONLY), weight=10)
+    pools = [
+        NodePoolCapacity(primary, primary_types, remaining=primary_remaining),
+        NodePoolCapacity(secondary, TYPES),
+    ]
+    return Cluster(nodepool=primary, types=primary_types), secondary, pools
+
+
+def decide_with(
+    cluster: Cluster, pools: list[NodePoolCapacity], rules: ConsolidationRules, allowed: int = 10
+) -> ConsolidationDecision:
+    return decide_consolidation(
+        cluster.candidates,
+        cluster.capacity,
+        pools,
+        cluster.prices,
+        {pool.nodepool.name: allowed for pool in pools},
+        {},
+        NOW,
+        rules=rules,
+    )
+
+
+def test_a_removed_nodes_capacity_goes_back_to_its_pools_limit_so_the_preferred_pool_keeps_it() -> None:
+    # primary is at its limit (4 CPUs, all on node-p). Counting node-p against the limit
+    # while simulating its removal sends its pod to the cheaper fallback pool (Karpenter's
+    # behaviour); once its capacity is given back, the pod's new home is primary again,
+    # and a large.4x is no cheaper than the large.4x it has.
+    cluster, _, pools = two_pools([LARGE], {"cpu": 0})
+    cluster.add("node-p", LARGE, [app_pod("p1")])
+    karpenter = decide_with(cluster, pools, KARPENTER_RULES).command
+    assert karpenter is not None and karpenter.replacement is not None
+    assert karpenter.replacement.nodepool == "secondary"
+    karpy = decide_with(cluster, pools, ConsolidationRules())
+    assert karpy.command is None
+    assert "node-p" in karpy.unconsolidatable
+
+
+def test_pods_on_a_fallback_pool_move_to_the_preferred_pool_at_no_higher_price() -> None:
+    cluster, secondary, pools = two_pools([LARGE], None)
+    fallback = Cluster(nodepool=secondary)
+    fallback.add("node-s", LARGE, [app_pod("s1", "3")])
+    cluster.candidates, cluster.capacity, cluster.prices = (
+        fallback.candidates,
+        fallback.capacity,
+        fallback.prices,
+    )
+    command = decide_with(cluster, pools, ConsolidationRules()).command
+    assert command is not None and command.replacement is not None
+    assert command.kind == KIND_WEIGHT
+    assert command.replacement.nodepool == "primary"
+    assert command.description.startswith(
+        "weight consolidation: move the pods to the preferred NodePool primary"
+    )
+    # Karpenter has no such move: the same type at the same price is no saving.
+    assert decide_with(cluster, pools, KARPENTER_RULES).command is None
+
+
+def test_karpys_minimum_saving_leaves_a_node_that_a_slightly_cheaper_type_would_replace() -> None:
+    almost = make_instance_type("almost.4x", 4, 16, 0.171)  # 5% cheaper than large.4x
+    cluster = Cluster(types=[LARGE, almost])
+    cluster.add("node-a", LARGE, [app_pod("a1", "3")])
+    karpenter = cluster.decide().command
+    assert karpenter is not None and karpenter.replacement is not None
+    karpy = decide_with(cluster, cluster.pools(), ConsolidationRules())
+    assert karpy.command is None
+    assert "at least 10% cheaper" in karpy.unconsolidatable["node-a"]
+
+
+BIG = make_instance_type("big.6x", 6, 24, 0.20)
+
+
+def fragments() -> Cluster:
+    # Three small nodes of one 1.5-CPU pod each ($0.30): one big.6x ($0.20) holds all three.
+    cluster = Cluster(types=[SMALL, BIG])
+    for index in range(3):
+        cluster.add(f"frag-{index}", SMALL, [app_pod(f"f{index}", "1500m")])
+    return cluster
+
+
+def test_fragments_merge_into_one_node_when_the_budget_allows_them_all() -> None:
+    command = decide_with(fragments(), fragments().pools(), ConsolidationRules(), allowed=3).command
+    assert command is not None and command.replacement is not None
+    assert sorted(command.nodeclaim_names) == ["frag-0", "frag-1", "frag-2"]
+    assert [t.name for t in command.replacement.instance_types] == ["big.6x"]
+    assert command.savings_per_hour == pytest.approx(0.30 - 0.20)
+
+
+def test_fragments_merge_one_node_at_a_time_within_a_budget_of_one() -> None:
+    # Karpenter's batch is cut to the budget: one node, nothing to merge, and each small
+    # node is already the cheapest type for its pod.
+    cluster = fragments()
+    assert decide_with(cluster, cluster.pools(), KARPENTER_RULES, allowed=1).command is None
+    # karpy launches the merged node for all three and disrupts the one the budget lets go;
+    # the others' pods fit on the new node, so later passes delete them.
+    command = decide_with(cluster, cluster.pools(), ConsolidationRules(), allowed=1).command
+    assert command is not None and command.replacement is not None
+    assert len(command.nodeclaim_names) == 1
+    assert len(command.replacement.pods) == 3
+    assert "the other 2 once their pods fit" in command.description
+
+
+def test_merge_groups_start_from_the_most_wasteful_node() -> None:
+    cluster = Cluster()
+    cluster.add("busy", LARGE, [app_pod("b1", "3")])
+    cluster.add("idle", LARGE, [app_pod("i1", "500m")])
+    groups = merge_groups(cluster.candidates, cluster.prices)
+    assert [c.nodeclaim.name for c in groups[0]] == ["idle", "busy"]
+
+
+def test_multi_node_spot_to_spot_needs_no_fifteen_types() -> None:
+    # Two spot xlarge.8x nodes ($0.72/h) each with a 5-CPU pod: one wide.12x ($0.30/h)
+    # holds both. Only three cheaper types exist: enough for a multi-node replacement
+    # (Karpenter's rule too), not for a single node.
+    wide = [make_instance_type(f"wide-{i}.12x", 12, 48, 0.30 + 0.01 * i) for i in range(3)]
+    cluster = Cluster(nodepool=make_nodepool("default"), types=[*wide, XLARGE])
+    for index in range(2):
+        cluster.add(f"spot-{index}", XLARGE, [app_pod(f"s{index}", "5")], capacity_type="spot")
+    for rules in (ConsolidationRules(), dataclasses.replace(KARPENTER_RULES, spot_to_spot=True)):
+        command = decide_with(cluster, cluster.pools(), rules).command
+        assert command is not None and command.replacement is not None, rules
+        assert sorted(command.nodeclaim_names) == ["spot-0", "spot-1"]
+        assert not command.replacement.requirements.get(LABEL_CAPACITY_TYPE).has("on-demand")
+    off = decide_with(cluster, cluster.pools(), dataclasses.replace(ConsolidationRules(), spot_to_spot=False))
+    assert off.command is None

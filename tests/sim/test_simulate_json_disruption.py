@@ -115,7 +115,7 @@ def test_a_node_consolidation_tried_in_vain_is_not_consolidated_and_gives_up_not
             {
                 "nodeclaim": claim["name"],
                 "node": claim["node"],
-                "reason": f"no replacement is at least 1% cheaper than ${claim['pricePerHour']:.4f}/h",
+                "reason": f"no replacement is at least 10% cheaper than ${claim['pricePerHour']:.4f}/h",
                 "savingGivenUpPerHour": None,
             }
         ],

@@ -8,8 +8,13 @@ order and stopping at the first that acts:
 1. **emptiness** — empty nodes past consolidateAfter are deleted;
 2. **drift** — a drifted node is replaced: the pods' new home is simulated
    and launched first;
-3. **consolidation** — underused nodes are deleted or replaced by one cheaper
-   NodeClaim (multi-node first, then single-node).
+3. **consolidation** — underused nodes are deleted or replaced by cheaper
+   NodeClaims (multi-node first, then single-node), by the controller's
+   :class:`~karpy.disruption.consolidation.ConsolidationRules` (karpy's by
+   default, or Karpenter's; docs/consolidation.md). A *weight
+   consolidation*, which moves pods to a preferred NodePool at no higher
+   price, says so in its Events and log line and counts against the
+   Underutilized budget.
 
 A command is not carried out at once: it is re-checked after 15 s (the
 cluster may have changed: a pod landed on the empty node, a new pod needs the
@@ -55,7 +60,13 @@ from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import launched_price, pdb_blocked_pods, scheduling_snapshot, volume_terms
 from karpy.disruption.budgets import allowed_disruptions
-from karpy.disruption.consolidation import ConsolidationRules, any_consolidatable, decide_consolidation
+from karpy.disruption.consolidation import (
+    KIND_PRICE,
+    KIND_WEIGHT,
+    ConsolidationRules,
+    any_consolidatable,
+    decide_consolidation,
+)
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.logs import about
@@ -84,6 +95,14 @@ class Command:
     candidates: list[str]
     replacements: list[NewNodeClaim] = field(default_factory=list)
     description: str = ""
+    # For Underutilized: KIND_PRICE, or KIND_WEIGHT when the pods move to a preferred NodePool
+    # (counted against the Underutilized budget: budgets know no other reason for it).
+    kind: str = KIND_PRICE
+
+    @property
+    def why(self) -> str:
+        """The reason as Events say it: a weight consolidation says so."""
+        return f"{self.reason} (weight consolidation)" if self.kind == KIND_WEIGHT else self.reason
 
 
 @dataclass(slots=True)
@@ -250,6 +269,7 @@ class DisruptionController:
             volume_terms(self.cluster, pods),
             snapshot.namespace_labels,
             savings_known=self._given_up.keys(),
+            rules=self.rules,
         )
         self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
         self._note_waiting(decision.blocked)
@@ -261,8 +281,9 @@ class DisruptionController:
         return Command(
             REASON_UNDERUTILIZED,
             command.nodeclaim_names,
-            [command.replacement] if command.replacement is not None else [],
+            command.replacements,
             command.description,
+            command.kind,
         )
 
     @property
@@ -446,18 +467,18 @@ class DisruptionController:
             del self._reported[name]
 
     def _execute(self, command: Command, now: float) -> None:
-        log.info("disrupting (%s): %s", command.reason, command.description)
+        log.info("disrupting (%s): %s", command.why, command.description)
         for name in command.candidates:
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is None:
                 continue
             self._taint(nodeclaim, add=True)
             node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
-            message = f"Disrupting NodeClaim: {command.reason}"
+            message = f"Disrupting NodeClaim: {command.why}"
             self.cluster.record_event(nodeclaim, EVENT_NORMAL, "DisruptionTerminating", message)
             if node is not None:
                 self.cluster.record_event(
-                    node, EVENT_NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.reason}"
+                    node, EVENT_NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.why}"
                 )
         if not command.replacements:
             self._delete_candidates(command)
@@ -471,7 +492,7 @@ class DisruptionController:
             names.append(created.name)
             self.metrics.nodeclaim_created(created, command.reason)
             self.cluster.record_event(
-                created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.reason}"
+                created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.why}"
             )
         self.in_flight = _InFlight(command, names)
 

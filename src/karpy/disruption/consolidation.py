@@ -67,23 +67,92 @@ be launched by price *and availability*, may come up as a pricier type of
 the list, and would be replaced again at once: churn that ends on the least
 available (most interrupted) spot pools. So when every candidate is spot and
 the replacement may be spot, Karpenter replaces only if spot-to-spot
-consolidation is switched on (``spot_to_spot``, off by default, like its
-feature gate), and for a single node only if at least
+consolidation is switched on (``spot_to_spot``; its feature gate is off
+by default in Karpenter, on in karpy), and for a single node only if at least
 :data:`MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT` (15) cheaper types remain; the
 replacement then offers just the 15 cheapest (more only if ``minValues``
 needs them), so whatever launches is among them and is not itself replaced
 straight away. Otherwise a spot node can only be deleted.
 
-On top of Karpenter's strict "cheaper", a replacement must save at least
-:data:`MIN_SAVINGS_FRACTION` (1%) of the candidates' price at its worst
-launch price. Price noise of a fraction of a percent (a spot price moving,
-two generations priced almost alike) is then not enough to launch a node and
-drain another, which users report as consolidation loops. Deletes need no
-margin: they save a whole node.
+The rules are a :class:`ConsolidationRules`: karpy's (the defaults) or
+Karpenter v1's (:data:`KARPENTER_RULES`, kept for comparison and for users
+who want Karpenter's behaviour exactly). They differ in four ways, each
+measured in the simulator (``python -m benchmarks.consolidation_cases``,
+docs/consolidation.md).
 
-Multi-node consolidation comes first. Candidates that budgets allow (each
-NodePool's allowance is spent in disruption-cost order) are taken in that
-order, at most :data:`MAX_MULTI_NODE_CANDIDATES` (100), and a binary search
+**Minimum saving** (``min_savings_fraction``). On top of Karpenter's strict
+"cheaper", a replacement must save at least this fraction of the
+candidates' price at its worst launch price: 1% under Karpenter's rules
+(price noise is then not enough to launch a node and drain another), 10%
+under karpy's (:data:`KARPY_MIN_SAVINGS_FRACTION`). A disruption has a cost
+the price does not show: every moved pod is evicted, rescheduled, pulls its
+image, starts and warms up again. Taking that as about 6 minutes of the
+pod's share of its node, the pods of a node cost 6/60 of an hour of the
+node's price; a replacement that must pay that back within an hour has to
+save 10% of the price. Deletes need no margin: they save a whole node.
+
+**Spot-to-spot** (``spot_to_spot``). See above; on in karpy's rules: a
+scaled-down spot fleet otherwise keeps its large spot node for ever (3.96x
+the price of a fresh plan in the scale-down case), and the 15-type rule
+plus the 10% margin keep a replaced spot node from being replaced again.
+
+**Weights** (``weights``). A NodePool's weight is an order of preference
+for provisioning; under karpy's rules it is one for consolidation too:
+
+* the removed nodes' capacity no longer counts against their NodePool's
+  limits in the simulation (:meth:`RemovalSimulator._pools_without`), so
+  pods of a preferred pool at its limit find their place in it again and
+  are not replaced into a cheaper, lower-weight pool (Karpenter counts
+  them, which empties preferred pools: kubernetes-sigs/karpenter#1829);
+* a *weight consolidation*: when the replacement of some nodes lies wholly
+  in NodePools weighted above all of theirs and costs no more (no margin:
+  it is not done for price), the pods move back to the preferred pool.
+  Budgets know only Empty, Drifted and Underutilized, so it counts against
+  Underutilized, and consolidateAfter applies as for any consolidation.
+  It cannot loop: it only ever moves pods up in weight, and a price
+  consolidation never moves them down while a higher pool can take them
+  (the solver opens NodeClaims in weight order).
+
+**Multi-node** (``multi_node``). Karpenter's :data:`MULTI_NODE_PREFIX`
+search is described below. karpy's :data:`MULTI_NODE_MERGE` search
+(:func:`consolidate_merge`) looks for groups of nodes that fewer nodes can
+replace:
+
+* groups: the eligible nodes of each NodePool and capacity type, and all of
+  them together, each ordered most wasteful first (:func:`waste`: price over
+  the larger of CPU and memory use), at most :data:`MAX_MERGE_GROUP` (20)
+  nodes a group;
+* each group grows greedily from its most wasteful node: the next node
+  joins if the pods of the group with it all still find a place (cheaper
+  or not yet: two half-full nodes may need a node as dear as both, where
+  three would not), else it is skipped; every step is one simulation and,
+  if the group so far can be deleted, or replaced by M new NodeClaims with
+  M smaller than its size and a total worst launch price saving the
+  margin, a candidate command; the one that saves most wins;
+* several new NodeClaims share the price ceiling in proportion to their
+  cheapest option, so their worst launch prices add up below it;
+* budgets: the command disrupts only the group's nodes the budgets let go
+  now (most wasteful first) and launches the capacity for the whole group,
+  never more NodeClaims than nodes it disrupts; the other nodes' pods then
+  fit on the new capacity and later passes delete those nodes one by one.
+  With Karpenter's default budget (10%: one node of a small pool) this is
+  the only way fragments merge at all; it is why the ICE-fragments case
+  ends at 1.12x the fresh plan under karpy's rules and 1.43x under Karpenter's.
+
+Karpenter's prefix search runs too (it removes up to 100 nodes at once
+where a merge group stops at 20, which matters when a large pool scales
+down), and the command that saves more wins.
+
+The bound: merging makes at most :data:`MAX_MERGE_SIMULATIONS` (100)
+tries per pass, each one simulation removing at most :data:`MAX_MERGE_GROUP`
+(20) nodes (two simulations when the budgets cut a delete short, the second
+removing only what they let go), on top of the prefix search's
+``ceil(log2(100))`` = 7; then single-node consolidation, at most one
+simulation per candidate, as under Karpenter's rules.
+
+Multi-node consolidation comes first. Under Karpenter's rules, candidates
+that budgets allow (each NodePool's allowance is spent in disruption-cost
+order) are taken in that order, at most :data:`MAX_MULTI_NODE_CANDIDATES` (100), and a binary search
 finds the largest prefix of at least two that can go at once: their pods fit
 on the remaining capacity plus at most one new NodeClaim cheaper than the sum
 of their prices. The search assumes that if the first N can go so can fewer,
@@ -129,7 +198,7 @@ from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import CONDITION_INITIALIZED
 from karpy.api.nodepool import REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED
-from karpy.api.quantity import ResourceAmounts, fits
+from karpy.api.quantity import ResourceAmounts, add_amounts, fits
 from karpy.api.requirements import (
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_RESERVED,
@@ -142,6 +211,7 @@ from karpy.api.requirements import (
 from karpy.disruption.emptiness import Candidate, empty_since, is_empty, reschedulable
 from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
+    NODES_RESOURCE,
     ExistingCapacity,
     NewNodeClaim,
     NodePoolCapacity,
@@ -155,8 +225,17 @@ from karpy.scheduling.solver import (
 MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT = 15
 # Karpenter's cap on the batch multi-node consolidation considers.
 MAX_MULTI_NODE_CANDIDATES = 100
-# A replacement must be at least this much cheaper (fraction of the price it replaces).
+# Karpenter's margin: a replacement must be at least this much cheaper (fraction of the price it replaces).
 MIN_SAVINGS_FRACTION = 0.01
+# karpy's: what a disruption costs paid back within an hour (see the module docstring).
+KARPY_MIN_SAVINGS_FRACTION = 0.10
+# Merging: at most this many nodes in a group, and this many simulations per pass.
+MAX_MERGE_GROUP = 20
+MAX_MERGE_SIMULATIONS = 100
+# What a consolidation command is for: a lower price, or the NodePools' order of preference.
+KIND_PRICE = "price"
+KIND_WEIGHT = "weight"
+_WASTE_RESOURCES = ("cpu", "memory")
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # Karpenter's per-pod eviction cost: 1 + priority / 2**25 + deletion cost / 2**27, clamped.
 _PRIORITY_SCALE = 2.0**25
@@ -180,18 +259,18 @@ class ConsolidationRules:
     """
 
     # Spot nodes may be replaced by cheaper spot nodes (the SpotToSpotConsolidation gate).
-    spot_to_spot: bool = False
+    spot_to_spot: bool = True
     # MULTI_NODE_PREFIX or MULTI_NODE_MERGE.
-    multi_node: str = MULTI_NODE_PREFIX
+    multi_node: str = MULTI_NODE_MERGE
     # NodePool weights order replacements too, and pods move back to a higher-weight pool.
-    weights: bool = False
+    weights: bool = True
     # A replacement must save at least this fraction of the price it replaces.
-    min_savings_fraction: float = 0.01
+    min_savings_fraction: float = KARPY_MIN_SAVINGS_FRACTION
 
 
 # Karpenter v1's rules, for comparison.
 KARPENTER_RULES = ConsolidationRules(
-    spot_to_spot=False, multi_node=MULTI_NODE_PREFIX, weights=False, min_savings_fraction=0.01
+    spot_to_spot=False, multi_node=MULTI_NODE_PREFIX, weights=False, min_savings_fraction=MIN_SAVINGS_FRACTION
 )
 
 # The hourly price of a candidate's launched offering: by NodeClaim name, or a
@@ -210,10 +289,18 @@ class ConsolidationCommand:
     reason: str = REASON_UNDERUTILIZED
     # Candidates that were not considered, and why (NodeClaim name -> reason).
     blocked: dict[str, str] = field(default_factory=dict)
+    # KIND_PRICE, or KIND_WEIGHT for a move to a preferred NodePool.
+    kind: str = KIND_PRICE
+    # New NodeClaims beyond the first, when a merge replaces N nodes by M > 1.
+    more_replacements: list[NewNodeClaim] = field(default_factory=list)
 
     @property
     def is_delete(self) -> bool:
         return self.replacement is None
+
+    @property
+    def replacements(self) -> list[NewNodeClaim]:
+        return [] if self.replacement is None else [self.replacement, *self.more_replacements]
 
     @property
     def nodeclaim_names(self) -> list[str]:
@@ -403,9 +490,13 @@ class RemovalSimulator:
         pools: Sequence[NodePoolCapacity],
         volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
         namespace_labels: NamespaceLabels | None = None,
+        *,
+        give_back_limits: bool = False,
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
         self.pools = list(pools)
+        self.weights = {pool.nodepool.name: pool.nodepool.weight or 0 for pool in self.pools}
+        self.give_back_limits = give_back_limits
         self.volume_terms = volume_terms or {}
         self.namespace_labels = namespace_labels
         self.uninitialized = frozenset(item.name for item in self.capacity if item.in_flight)
@@ -429,9 +520,35 @@ class RemovalSimulator:
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
         gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
         pods = [pod for c in removed for pod in c.pods if reschedulable(pod)]
-        return solve(
-            pods, self._existing_for(pods, gone), self.pools, self.volume_terms, self.namespace_labels
-        )
+        pools = self._pools_without(removed) if self.give_back_limits else self.pools
+        return solve(pods, self._existing_for(pods, gone), pools, self.volume_terms, self.namespace_labels)
+
+    def _pools_without(self, removed: Sequence[Candidate]) -> list[NodePoolCapacity]:
+        """The NodePools with the removed nodes' capacity no longer counted against their limits.
+
+        A pool's ``remaining`` is its limits less its NodeClaims' capacity,
+        the removed ones included; once they are gone, that capacity is the
+        pool's again. Without this, a preferred pool at its limit looks full
+        for the very pods that fill it, and they are replaced into a
+        lower-weight pool.
+        """
+        freed: dict[str, ResourceAmounts] = {}
+        for candidate in removed:
+            capacity = dict(candidate.nodeclaim.status.capacity or candidate.node.allocatable)
+            capacity[NODES_RESOURCE] = 1
+            freed[candidate.nodepool.name] = add_amounts(freed.get(candidate.nodepool.name, {}), capacity)
+        return [
+            pool
+            if pool.remaining is None or pool.nodepool.name not in freed
+            else dataclasses.replace(
+                pool,
+                remaining={
+                    resource: amount + freed[pool.nodepool.name].get(resource, 0)
+                    for resource, amount in pool.remaining.items()
+                },
+            )
+            for pool in self.pools
+        ]
 
     def _existing_for(self, pods: Sequence[Pod], gone: set[str]) -> list[ExistingCapacity]:
         if any(_has_inter_pod_terms(pod) for pod in pods):
@@ -541,12 +658,16 @@ def _priced_below(
 
 
 def _cheaper_replacement(
-    claim: NewNodeClaim, removed: Sequence[Candidate], removed_price: float, spot_to_spot: bool
+    claim: NewNodeClaim,
+    removed: Sequence[Candidate],
+    ceiling: float,
+    spot_to_spot: bool,
+    *,
+    single_spot_rule: bool = True,
 ) -> NewNodeClaim | str:
-    """The replacement narrowed to options cheaper than ``removed_price``, or why there is none."""
+    """The replacement narrowed to options whose worst launch price is below ``ceiling``, or why not."""
     requirements = claim.requirements.copy()
     capacity_types = requirements.get(LABEL_CAPACITY_TYPE)
-    ceiling = removed_price * (1.0 - MIN_SAVINGS_FRACTION)
     all_spot = all(_candidate_capacity_type(c) == CAPACITY_TYPE_SPOT for c in removed)
     spot_only = Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", (CAPACITY_TYPE_SPOT,))
     if all_spot and capacity_types.has(CAPACITY_TYPE_SPOT):
@@ -562,11 +683,11 @@ def _cheaper_replacement(
             # Priced as spot, so launched as spot or not at all.
             requirements.add(spot_only)
     if not options:
-        return f"no replacement is at least {MIN_SAVINGS_FRACTION:.0%} cheaper than ${removed_price:.4f}/h"
+        return f"no replacement costs less than ${ceiling:.4f}/h"
     if not min_values_met(requirements, options):
         return "the cheaper replacement options do not satisfy minValues"
     options.sort(key=lambda t: (cheapest_price(t, requirements), t.name))
-    if all_spot and capacity_types.has(CAPACITY_TYPE_SPOT) and len(removed) == 1:
+    if single_spot_rule and all_spot and capacity_types.has(CAPACITY_TYPE_SPOT) and len(removed) == 1:
         if len(options) < MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT:
             return (
                 f"spot-to-spot consolidation needs {MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT} cheaper "
@@ -627,48 +748,132 @@ def _describe_removed(candidates: Sequence[Candidate], total: float) -> str:
     return f"{len(candidates)} nodes ({_names(candidates)}, ${total:.2f}/h)"
 
 
+class Infeasible(str):
+    """Why some nodes cannot go at all: their pods would not all find a place."""
+
+    __slots__ = ()
+
+
+def _worst_price(claim: NewNodeClaim) -> float:
+    return max(worst_launch_price(t, claim.requirements) for t in claim.instance_types)
+
+
+def _cheapest_worst_price(claim: NewNodeClaim) -> float:
+    return min((worst_launch_price(t, claim.requirements) for t in claim.instance_types), default=math.inf)
+
+
+def _within_budget(group: Sequence[Candidate], allowed: Mapping[str, int]) -> list[Candidate]:
+    """The members of ``group``, in its order, that the budgets let go now."""
+    left = dict(allowed)
+    chosen: list[Candidate] = []
+    for candidate in group:
+        pool = candidate.nodepool.name
+        if left.get(pool, 0) > 0:
+            left[pool] -= 1
+            chosen.append(candidate)
+    return chosen
+
+
+def _moves_up_in_weight(
+    claims: Sequence[NewNodeClaim], removed: Sequence[Candidate], weights: Mapping[str, int]
+) -> bool:
+    """Whether every new NodeClaim is in a NodePool weighted above every removed node's."""
+    highest_removed = max(candidate.nodepool.weight or 0 for candidate in removed)
+    return all(weights.get(claim.nodepool, 0) > highest_removed for claim in claims)
+
+
 def _evaluate(
     removed: Sequence[Candidate],
     simulator: RemovalSimulator,
     prices: Mapping[str, float],
-    spot_to_spot: bool,
+    rules: ConsolidationRules,
+    *,
+    disrupt: Sequence[Candidate] | None = None,
+    max_new: int = 1,
 ) -> ConsolidationCommand | str:
-    """The command that removes exactly ``removed``, or why there is none."""
+    """The command that removes ``removed``, or why there is none.
+
+    ``removed`` is what the simulation takes away and what the saving is
+    reckoned on. ``disrupt`` (a prefix of it, by default all of it) is what
+    the command disrupts now: a merge larger than the budgets allow
+    launches the capacity for the whole group and disrupts what the budgets
+    let go; the rest, whose pods then fit on that capacity, are deleted by
+    later passes. At most ``max_new`` new NodeClaims, and never more than
+    the nodes disrupted now, so a command never adds nodes.
+    """
+    disrupted = list(removed if disrupt is None else disrupt)
     plan = simulator.simulate(removed)
     if plan.unschedulable:
         key = min(plan.unschedulable)
         more = len(plan.unschedulable) - 1
-        return f"pod {key} would not schedule: {plan.unschedulable[key]}" + (
-            f" (and {more} more)" if more else ""
+        return Infeasible(
+            f"pod {key} would not schedule: {plan.unschedulable[key]}"
+            + (f" (and {more} more)" if more else "")
         )
     waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
     if waiting:
-        return f"its pods would need node {waiting[0]}, which is not initialized yet"
+        return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")
     total = sum(prices[c.nodeclaim.name] for c in removed)
-    if not plan.new_nodeclaims:
+    claims = plan.new_nodeclaims
+    if not claims:
+        if len(disrupted) < len(removed):
+            # Deleting the ones the budgets allow is a delete of its own: judge it so.
+            return _evaluate(disrupted, simulator, prices, rules)
         description = (
             f"delete {_describe_removed(removed, total)}"
             if len(removed) == 1
             else f"delete {len(removed)} nodes ({_names(removed)}) saving ${total:.2f}/h"
         )
         return ConsolidationCommand(list(removed), None, total, description)
-    if len(plan.new_nodeclaims) > 1:
-        return f"removing it needs {len(plan.new_nodeclaims)} new nodes"
-    replacement = _cheaper_replacement(plan.new_nodeclaims[0], removed, total, spot_to_spot)
-    if isinstance(replacement, NewNodeClaim) and len(removed) > 1:
-        replacement = _without_same_types(replacement, removed, prices)
-    if isinstance(replacement, str):
-        return replacement
-    worst = max(worst_launch_price(t, replacement.requirements) for t in replacement.instance_types)
-    first = replacement.instance_types[0]
-    others = len(replacement.instance_types) - 1
+    if len(claims) > max_new or len(claims) >= len(removed) > 1:
+        return f"removing it needs {len(claims)} new nodes"
+    if len(claims) > len(disrupted):
+        return (
+            f"the budgets let {len(disrupted)} of its {len(removed)} nodes go now, it needs {len(claims)} new"
+        )
+    weight_move = rules.weights and _moves_up_in_weight(claims, removed, simulator.weights)
+    # A move to the preferred NodePool is not for price: it may cost as much as now, not more.
+    margin = 0.0 if weight_move else rules.min_savings_fraction
+    ceiling = math.nextafter(total, math.inf) if weight_move else total * (1.0 - margin)
+    cheapest = [_cheapest_worst_price(claim) for claim in claims]
+    if any(math.isinf(price) for price in cheapest) or sum(cheapest) >= ceiling:
+        return f"no replacement is at least {rules.min_savings_fraction:.0%} cheaper than ${total:.4f}/h"
+    replacements: list[NewNodeClaim] = []
+    for claim, floor in zip(claims, cheapest, strict=True):
+        # Each new NodeClaim gets its share of the ceiling, so their worst prices add up below it.
+        share = ceiling * floor / sum(cheapest) if len(claims) > 1 else ceiling
+        narrowed = _cheaper_replacement(
+            claim, removed, share, rules.spot_to_spot, single_spot_rule=len(removed) == 1
+        )
+        if isinstance(narrowed, NewNodeClaim) and len(removed) > 1 and len(claims) == 1:
+            narrowed = _without_same_types(narrowed, removed, prices)
+        if isinstance(narrowed, str):
+            return narrowed
+        replacements.append(narrowed)
+    worst = sum(_worst_price(claim) for claim in replacements)
+    first = replacements[0].instance_types[0]
+    others = len(replacements[0].instance_types) - 1
+    if len(replacements) == 1:
+        launched = f"a {first.name} (${worst_launch_price(first, replacements[0].requirements):.2f}/h)" + (
+            f" or one of {others} other cheaper types" if others else ""
+        )
+    else:
+        launched = f"{len(replacements)} new nodes (${worst:.2f}/h at most)"
     description = (
-        f"replace {_describe_removed(removed, total)} with a {first.name} "
-        f"(${worst_launch_price(first, replacement.requirements):.2f}/h)"
-        + (f" or one of {others} other cheaper types" if others else "")
-        + f", saving at least ${total - worst:.2f}/h"
+        f"replace {_describe_removed(removed, total)} with {launched}, saving at least ${total - worst:.2f}/h"
     )
-    return ConsolidationCommand(list(removed), replacement, total - worst, description)
+    if len(disrupted) < len(removed):
+        description += (
+            f"; {_names(disrupted)} now, the other {len(removed) - len(disrupted)} once their pods fit"
+        )
+    kind = KIND_PRICE
+    if weight_move:
+        pools = ", ".join(sorted({claim.nodepool for claim in replacements}))
+        description = f"weight consolidation: move the pods to the preferred NodePool {pools}; {description}"
+        kind = KIND_WEIGHT
+    return ConsolidationCommand(
+        disrupted, replacements[0], total - worst, description, kind=kind, more_replacements=replacements[1:]
+    )
 
 
 def consolidate_multi(
@@ -678,31 +883,102 @@ def consolidate_multi(
     allowed: Mapping[str, int],
     *,
     spot_to_spot: bool = False,
+    rules: ConsolidationRules | None = None,
 ) -> ConsolidationCommand | None:
     """The largest prefix (2..100) of ``candidates`` that can be removed at once, by binary search.
 
     ``candidates`` in disruption order (see :func:`consolidation_candidates`);
     each NodePool contributes no more than ``allowed`` of them.
     """
-    left = dict(allowed)
-    batchable: list[Candidate] = []
-    for candidate in candidates:
-        pool = candidate.nodepool.name
-        if left.get(pool, 0) <= 0:
-            continue
-        left[pool] -= 1
-        batchable.append(candidate)
-    batchable = batchable[:MAX_MULTI_NODE_CANDIDATES]
+    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
+    batchable = _within_budget(candidates, allowed)[:MAX_MULTI_NODE_CANDIDATES]
     best: ConsolidationCommand | None = None
     low, high = 2, len(batchable)
     while low <= high:
         middle = (low + high) // 2
-        result = _evaluate(batchable[:middle], simulator, prices, spot_to_spot)
+        result = _evaluate(batchable[:middle], simulator, prices, rules)
         if isinstance(result, ConsolidationCommand):
             best = result
             low = middle + 1
         else:
             high = middle - 1
+    return best
+
+
+def waste(candidate: Candidate, price: float) -> float:
+    """Price per unit of use: the node's price over the larger of its CPU and memory use (fractions).
+
+    A node whose pods use a tenth of it costs ten times its share; merging
+    starts from such nodes.
+    """
+    requested: ResourceAmounts = {}
+    for pod in candidate.pods:
+        if reschedulable(pod):
+            for resource, amount in pod_requests(pod).items():
+                requested[resource] = requested.get(resource, 0) + amount
+    allocatable = candidate.node.allocatable
+    use = max(
+        (
+            requested.get(resource, 0) / allocatable[resource]
+            for resource in _WASTE_RESOURCES
+            if allocatable.get(resource)
+        ),
+        default=0.0,
+    )
+    return price / max(use, 0.01)
+
+
+def merge_groups(candidates: Sequence[Candidate], prices: Mapping[str, float]) -> list[list[Candidate]]:
+    """The groups merging tries: per NodePool and capacity type, then all together; most wasteful first."""
+    ordered = sorted(candidates, key=lambda c: (-waste(c, prices[c.nodeclaim.name]), c.nodeclaim.name))
+    by_kind: dict[tuple[str, str], list[Candidate]] = {}
+    for candidate in ordered:
+        by_kind.setdefault((candidate.nodepool.name, _candidate_capacity_type(candidate)), []).append(
+            candidate
+        )
+    groups = [group[:MAX_MERGE_GROUP] for _, group in sorted(by_kind.items()) if len(group) > 1]
+    mixed = ordered[:MAX_MERGE_GROUP]
+    if len(mixed) > 1 and all(mixed != group for group in groups):
+        groups.append(mixed)
+    return groups
+
+
+def consolidate_merge(
+    candidates: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    allowed: Mapping[str, int],
+    rules: ConsolidationRules,
+) -> ConsolidationCommand | None:
+    """Merge underused nodes: grow each group greedily, keep the command that saves the most.
+
+    See the module docstring for the search and its bound. A group starts
+    with its most wasteful node; each next node joins if the pods of the
+    group with it still all find a place (two half-full nodes may need a
+    node no cheaper than both, where three would not), and is skipped
+    otherwise. Each try is one simulation; every try that is a valid
+    command competes on its saving.
+    """
+    best: ConsolidationCommand | None = None
+    simulations = 0
+    for group in merge_groups(candidates, prices):
+        members = [group[0]]
+        for candidate in group[1:]:
+            if simulations >= MAX_MERGE_SIMULATIONS:
+                return best
+            trial = [*members, candidate]
+            simulations += 1
+            disrupt = _within_budget(trial, allowed)
+            if not disrupt:
+                break
+            result = _evaluate(trial, simulator, prices, rules, disrupt=disrupt, max_new=len(trial) - 1)
+            if isinstance(result, Infeasible):
+                continue
+            members = trial
+            if isinstance(result, str):
+                continue
+            if best is None or result.savings_per_hour > best.savings_per_hour + 1e-9:
+                best = result
     return best
 
 
@@ -713,16 +989,18 @@ def consolidate_single(
     allowed: Mapping[str, int],
     *,
     spot_to_spot: bool = False,
+    rules: ConsolidationRules | None = None,
 ) -> tuple[ConsolidationCommand | None, dict[str, str]]:
     """The first candidate, in the given order, that can be deleted or replaced alone.
 
     Returns the command (or None) and, for each candidate tried in vain, why.
     """
+    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
     unconsolidatable: dict[str, str] = {}
     for candidate in candidates:
         if allowed.get(candidate.nodepool.name, 0) <= 0 or is_empty(candidate):
             continue
-        result = _evaluate([candidate], simulator, prices, spot_to_spot)
+        result = _evaluate([candidate], simulator, prices, rules)
         if isinstance(result, ConsolidationCommand):
             return result, unconsolidatable
         unconsolidatable[candidate.nodeclaim.name] = result
@@ -735,6 +1013,7 @@ def savings_given_up(
     prices: Mapping[str, float],
     *,
     spot_to_spot: bool = False,
+    rules: ConsolidationRules | None = None,
 ) -> dict[str, float]:
     """What each held-back node would save ($/h) if it alone were deleted or replaced.
 
@@ -744,11 +1023,12 @@ def savings_given_up(
     launch price for a replace. A node whose pods would not fit elsewhere, or
     that no cheaper replacement exists for, gives up nothing: 0.
     """
+    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
     given_up: dict[str, float] = {}
     for candidate in held_back:
-        result = _evaluate([candidate], simulator, prices, spot_to_spot)
+        result = _evaluate([candidate], simulator, prices, rules)
         saving = result.savings_per_hour if isinstance(result, ConsolidationCommand) else 0.0
-        given_up[candidate.nodeclaim.name] = saving
+        given_up[candidate.nodeclaim.name] = max(0.0, saving)
     return given_up
 
 
@@ -764,6 +1044,7 @@ def decide_consolidation(
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
     namespace_labels: NamespaceLabels | None = None,
     savings_known: Container[str] = frozenset(),
+    rules: ConsolidationRules | None = None,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -772,6 +1053,8 @@ def decide_consolidation(
     the ones it removes; nodes already being disrupted must be left out by
     the caller). ``allowed`` is how many more nodes of each NodePool may be
     disrupted for Underutilized; a NodePool missing from it gets none.
+    ``rules`` are the rules to decide by; without them, Karpenter's with
+    ``spot_to_spot`` as given.
 
     The decision also says what the nodes held back by do-not-disrupt, a PDB
     or a budget would have saved (:func:`savings_given_up`), except for those
@@ -780,6 +1063,7 @@ def decide_consolidation(
     one per pass (a budget of zero over a large pool would otherwise simulate
     every node on every pass for a figure nobody acts on).
     """
+    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
     selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
     decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
     held_back = list(selection.held_back)
@@ -791,17 +1075,25 @@ def decide_consolidation(
             )
             held_back.append(candidate)
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
-    simulator = RemovalSimulator(other_capacity, pools, volume_terms, namespace_labels)
+    simulator = RemovalSimulator(
+        other_capacity, pools, volume_terms, namespace_labels, give_back_limits=rules.weights
+    )
     decision.savings_given_up = savings_given_up(
         [c for c in held_back if c.nodeclaim.name not in savings_known],
         simulator,
         selection.prices,
-        spot_to_spot=spot_to_spot,
+        rules=rules,
     )
-    command = consolidate_multi(eligible, simulator, selection.prices, allowed, spot_to_spot=spot_to_spot)
+    command = consolidate_multi(eligible, simulator, selection.prices, allowed, rules=rules)
+    if rules.multi_node == MULTI_NODE_MERGE:
+        # Merging also keeps Karpenter's largest prefix (up to 100 nodes at once, where a
+        # merge group stops at 20): whichever saves more.
+        merged = consolidate_merge(eligible, simulator, selection.prices, allowed, rules)
+        if merged is not None and (command is None or merged.savings_per_hour > command.savings_per_hour):
+            command = merged
     if command is None:
         command, decision.unconsolidatable = consolidate_single(
-            eligible, simulator, selection.prices, allowed, spot_to_spot=spot_to_spot
+            eligible, simulator, selection.prices, allowed, rules=rules
         )
     if command is not None:
         command.blocked = dict(decision.blocked)

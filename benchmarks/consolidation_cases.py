@@ -1,0 +1,136 @@
+"""Where consolidation leaves a fleet: three cases, end cost against a fresh plan.
+
+Each case is a scenario file under ``tests/data/scenarios/convergence``:
+
+* ``scale-down``: 30 pods of 1 CPU / 2Gi on a spot-or-on-demand NodePool of
+  c, m and r types, then scaled to 6;
+* ``ice-fragments``: spot refused for the first 30 minutes while 6 pods
+  arrive in four batches, so they land on small on-demand nodes;
+* ``weights``: a preferred NodePool (weight 100, limit 4 CPUs) and a
+  fallback (weight 10) sharing 6 pods.
+
+The scenario runs for its duration (until the cluster is steady after the
+last step, and at least 30 simulated minutes after it); then the hourly
+price of the live NodeClaims is compared with the price of a fresh plan for
+the pods running then (the provisioner's plan for them on an empty cluster,
+each new NodeClaim priced at its cheapest offering). A ratio of 1 means
+consolidation converged to what provisioning from scratch would launch.
+The rules are karpy's defaults (``ConsolidationRules()``) or Karpenter's
+(``--karpenter``), or the defaults with one field changed (``--spot-to-spot
+on|off``).
+
+Run: ``python -m benchmarks.consolidation_cases [--karpenter] [--spot-to-spot on|off]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from karpy.controllers.state import scheduling_snapshot
+from karpy.disruption.consolidation import KARPENTER_RULES, ConsolidationRules
+from karpy.disruption.emptiness import reschedulable
+from karpy.sim.scenario import load_inputs
+from karpy.sim.simulation import Simulation, SimulationSettings
+
+CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "scenarios" / "convergence"
+CASE_NAMES = ("scale-down", "ice-fragments", "weights")
+
+
+@dataclass(slots=True)
+class CaseResult:
+    name: str
+    end_cost: float
+    fresh_cost: float
+    # NodeClaims consolidation launched to replace others, and nodes it took away.
+    replacements: int
+    disrupted: int
+    # The live NodeClaims at the end: (NodePool, instance type, capacity type).
+    fleet: list[tuple[str, str, str]]
+    simulation: Simulation
+
+    @property
+    def ratio(self) -> float:
+        return self.end_cost / self.fresh_cost if self.fresh_cost else float("inf")
+
+
+def fleet_cost(simulation: Simulation) -> float:
+    """What the live NodeClaims cost per hour, by their launched offerings."""
+    records = simulation.recorder.nodeclaims
+    return sum(
+        records[claim.name].price_per_hour
+        for claim in simulation.nodeclaims()
+        if claim.name in records and not claim.metadata.deleting
+    )
+
+
+def fresh_plan_cost(simulation: Simulation) -> float:
+    """The price of the provisioner's plan for today's pods on an empty cluster."""
+    every_claim = frozenset(claim.name for claim in simulation.nodeclaims())
+    snapshot = scheduling_snapshot(simulation.cluster, simulation.cloud, every_claim)
+    # With every NodeClaim gone its capacity no longer counts against the pool's limits.
+    snapshot.pools = [
+        dataclasses.replace(pool, remaining=dict(pool.nodepool.limits) if pool.nodepool.limits else None)
+        for pool in snapshot.pools
+    ]
+    pods = [
+        pod
+        for pod in simulation.pods()
+        if reschedulable(pod) and not pod.is_daemonset_pod and pod.phase in ("Running", "Pending")
+    ]
+    plan = snapshot.solve(pods)
+    assert not plan.unschedulable, plan.unschedulable
+    return sum(claim.price for claim in plan.new_nodeclaims)
+
+
+def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
+    scenario, problems = load_inputs([CASES / f"{name}.yaml"])
+    assert problems.errors == [], problems.errors
+    last_step = max(step.at for step in scenario.steps)
+    scenario.duration = max(scenario.duration, last_step + 30 * 60)
+    scenario.run_until_steady = False
+    simulation = Simulation(SimulationSettings(consolidation=rules))
+    simulation.run_scenario(scenario)
+    replaced = [command for command in simulation.disruption.executed if command.replacements]
+    fleet = sorted(
+        (claim.nodepool, claim.instance_type, claim.capacity_type)
+        for claim in simulation.nodeclaims()
+        if not claim.metadata.deleting
+    )
+    return CaseResult(
+        name,
+        fleet_cost(simulation),
+        fresh_plan_cost(simulation),
+        sum(len(command.replacements) for command in replaced),
+        sum(len(command.candidates) for command in simulation.disruption.executed),
+        fleet,
+        simulation,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--karpenter", action="store_true", help="Karpenter v1's rules")
+    parser.add_argument("--spot-to-spot", choices=("on", "off"))
+    parser.add_argument("cases", nargs="*", default=list(CASE_NAMES))
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    rules = KARPENTER_RULES if args.karpenter else ConsolidationRules()
+    if args.spot_to_spot is not None:
+        rules = dataclasses.replace(rules, spot_to_spot=args.spot_to_spot == "on")
+    print(f"rules: {rules}")
+    for name in args.cases:
+        result = run_case(name, rules)
+        fleet = ", ".join(f"{pool}/{kind}/{capacity}" for pool, kind, capacity in result.fleet)
+        print(
+            f"{name:14} end ${result.end_cost:.4f}/h  fresh ${result.fresh_cost:.4f}/h  "
+            f"ratio {result.ratio:.2f}  replacements {result.replacements}  nodes disrupted "
+            f"{result.disrupted}  fleet: {fleet}"
+        )
+
+
+if __name__ == "__main__":
+    main()
