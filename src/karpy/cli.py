@@ -4,7 +4,9 @@
   cluster and a simulated cloud, in virtual time. PATHs are manifest files,
   directories, or a Scenario file; with none, the built-in seed walkthrough
   runs. ``--output json`` prints the machine-readable result
-  (docs/simulate-output.md).
+  (docs/simulate-output.md). ``--feature-gates`` takes ``karpy run``'s
+  ``FEATURE_GATES`` syntax and wins over the Scenario's
+  ``spec.settings.featureGates``.
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
   and the files it applies, without running anything; the paths are read
   exactly as ``karpy simulate`` reads them. A NodePool whose node class is
@@ -51,10 +53,10 @@ from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.logs import configure as configure_logging
-from karpy.settings import RunOptions, SettingsError, add_run_options, run_options
+from karpy.settings import RunOptions, SettingsError, add_run_options, parse_feature_gates, run_options
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
-from karpy.sim.simulation import Simulation
+from karpy.sim.simulation import Simulation, SimulationSettings, consolidation_rules
 from karpy.sim.validation import validate_references
 
 if TYPE_CHECKING:
@@ -81,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-stop-when-steady",
         action="store_true",
         help="run for the whole duration even once the cluster is steady",
+    )
+    simulate.add_argument(
+        "--feature-gates",
+        metavar="GATES",
+        help="Name=true,Other=false, as karpy run's FEATURE_GATES (over the Scenario's featureGates)",
     )
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
@@ -170,6 +177,16 @@ def simulate(args: argparse.Namespace) -> int:
             print(f"karpy: --duration: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
     scenario.run_until_steady = not args.no_stop_when_steady
+    gates = scenario.feature_gates
+    if args.feature_gates is not None:
+        try:
+            gates = parse_feature_gates(args.feature_gates, gates)
+        except ValueError as problem:
+            print(f"karpy: --feature-gates: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    settings = SimulationSettings()
+    if gates is not None:
+        settings.consolidation = consolidation_rules(gates)
     for error in problems.errors:
         print(f"error: {error}", file=sys.stderr)
     if args.output == "text":
@@ -178,7 +195,7 @@ def simulate(args: argparse.Namespace) -> int:
         for step in scenario.steps:
             for note in step.objects.notes:
                 print(f"note: {note}", file=sys.stderr)
-    simulation = Simulation()
+    simulation = Simulation(settings)
     simulation.run_scenario(scenario)
     if args.output == "json":
         print(json.dumps(result_json(simulation, scenario.name, problems.errors), indent=2))

@@ -184,9 +184,17 @@ def parse_bool(text: str, what: str) -> bool:
     raise ValueError(f"{what}: expected true or false, got {text!r}")
 
 
-def _feature_gates(text: str) -> FeatureGates:
-    """``Name=true,Other=false`` over the defaults; empty items are skipped, as Go's flag parser does."""
-    gates = dict(FEATURE_GATES)
+def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureGates:
+    """``Name=true,Other=false`` over ``base`` (the defaults when None).
+
+    Empty items are skipped, as Go's flag parser does. ``karpy run``'s
+    ``FEATURE_GATES``, a Scenario's ``spec.settings.featureGates`` and
+    ``karpy simulate --feature-gates`` are all read here, so a gate means the
+    same thing wherever it is written. Raises ValueError (a SettingsError for
+    an unknown or malformed item) naming what is wrong.
+    """
+    base = base if base is not None else FeatureGates()
+    gates = {"SpotToSpotConsolidation": base.spot_to_spot_consolidation}
     for item in text.split(","):
         if not item.strip():
             continue
@@ -296,5 +304,5 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         cluster_ca_bundle=source("CLUSTER_CA_BUNDLE")[0].strip(),
         aws_ssm_prefix=source("KARPY_AWS_SSM_PREFIX")[0].strip().rstrip("/"),
         aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
-        feature_gates=read("FEATURE_GATES", _feature_gates),
+        feature_gates=read("FEATURE_GATES", parse_feature_gates),
     )

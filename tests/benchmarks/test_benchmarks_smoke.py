@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from benchmarks.convergence import RULES as CONVERGENCE_RULES
+from benchmarks.convergence import run_one as run_convergence
+from benchmarks.convergence import table as convergence_table
 from benchmarks.decode import list_body
 from benchmarks.decode import measure as measure_decode
 from benchmarks.scheduling.checks import plan_violations
@@ -173,3 +176,21 @@ def test_the_existing_suite_puts_pods_on_the_nodes_with_room_first() -> None:
 def test_the_decode_benchmark_fills_a_cache_under_karpys_gc_setting() -> None:
     seconds, collections, _, peak, cached = measure_decode("karpy", list_body(200))
     assert cached == 200 and seconds > 0 and peak > 0 and collections >= 0
+
+
+def test_the_convergence_benchmark_measures_a_scenario_under_both_rules() -> None:
+    results = [run_convergence("scale-down-30-6", rules) for rules in CONVERGENCE_RULES]
+    for result in results:
+        assert result.steady and result.running_pods == 6
+        assert result.fresh_plan_cost_per_hour > 0 and result.fresh_plan_unschedulable == 0
+        # Nothing can be cheaper than a plan made from nothing, but for weights this
+        # scenario does not have.
+        assert result.cost_ratio is not None and result.cost_ratio >= 1.0 - 1e-9
+        assert result.last_change_seconds == 15 * 60
+        assert result.evicted_since_last_change <= result.evicted
+        assert result.replacements_launched >= 0 and result.commands >= result.commands_rolled_back
+        ratio = result.eviction_ratio
+        assert ratio is None or ratio >= 1.0 - 1e-9  # the minimum is a lower bound
+    assert {result.rules for result in results} == {"karpy", "karpenter"}
+    lines = convergence_table(results).splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| scale-down-30-6 | karpy |")

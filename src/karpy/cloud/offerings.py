@@ -54,5 +54,10 @@ class UnavailableOfferings:
                 del self._until[offering]
         return frozenset(self._until)
 
+    def expiries(self) -> dict[Offering, float]:
+        """Each offering now unavailable, with when it becomes available again."""
+        self.now()  # forget the expired ones
+        return dict(self._until)
+
     def __contains__(self, offering: object) -> bool:
         return offering in self.now()

@@ -12,6 +12,8 @@ applied at time zero, the run going on until the cluster is steady), or a
     spec:
       duration: 2h                      # time limit (default 24h)
       jobs: {duration: 5m}              # how long Job pods run without karpy.dev/duration
+      settings:                         # karpy's settings, as karpy run takes them
+        featureGates: SpotToSpotConsolidation=true
       cloud:                            # optional simulated-cloud settings
         registrationDelay: 30s
         capacityFailures:
@@ -56,6 +58,7 @@ from karpy.api.fields import OBJECT_META, ReadLog, check
 from karpy.api.manifest import LoadResult, load_documents, parse_document
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.controllers.interruption import STATES
+from karpy.settings import FeatureGates, parse_feature_gates
 from karpy.sim.cloud import (
     INTERRUPTION_KINDS,
     SPOT_INTERRUPTION,
@@ -110,6 +113,8 @@ class Scenario:
     interruptions: list[Interruption] = field(default_factory=list)
     # How long a Job's pod runs when its template has no karpy.dev/duration; None: until deleted.
     job_duration: float | None = None
+    # spec.settings.featureGates, read as karpy run reads FEATURE_GATES; None: not given.
+    feature_gates: FeatureGates | None = None
     run_until_steady: bool = True
     source: str = ""
     # Read from a Scenario document (not made up to apply plain manifests at time zero).
@@ -308,6 +313,13 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
             for failure in cloud.items("registrationFailures", _parse_launch_error)
         ]
         scenario.interruptions = list(cloud.items("interruptions", _parse_interruption))
+        settings = spec.obj("settings")
+        if settings.has("featureGates"):
+            gates = settings.string("featureGates")
+            try:
+                scenario.feature_gates = parse_feature_gates(gates)
+            except ValueError as error:
+                raise settings.error("featureGates", str(error)) from error
         jobs = spec.obj("jobs")
         if jobs.has("duration"):
             scenario.job_duration = _duration(jobs, "duration")

@@ -7,12 +7,28 @@ an :class:`~karpy.sim.store.InMemoryCluster` instead of an apiserver, a
 :class:`~karpy.sim.clock.VirtualClock` instead of the wall clock, and
 stand-ins for kube-scheduler, the kubelets and the workload controllers.
 
-The loop: reconcile everything due now; if the cluster is steady and no
-scenario step is left, stop; otherwise jump the clock to the next due timer.
+The loop: reconcile everything due now; if the cluster is steady, stop;
+otherwise jump the clock to the next due timer.
 Steady means every pod runs, finished, or was found unschedulable with a
 reason, every NodeClaim is initialized, nothing is being deleted,
 disruption has nothing due now or later, and no running pod finishes nor
 CronJob fires before the run's end (what follows those is still to come).
+
+It also means nothing the scenario scheduled is still ahead within the run:
+no step, no interruption warning, and no start or end of a cloud window
+(capacity failures, launch errors, registration failures). A cluster that
+looks settled while spot is refused is settled only on the refusal: when
+the window closes, spot is offered again and consolidation may move the
+on-demand nodes it forced onto spot, so stopping before then would report a
+fleet the run never ends with. A window boundary past the run's end, or an
+open-ended window (no ``until``), changes nothing within the run and does
+not hold it. For the same reason an offering the cloud refused (kept
+unavailable for 3 minutes, as Karpenter's unavailable-offerings cache
+keeps it) holds the run until it is offered again, unless a capacity
+failure will still refuse it then. Each boundary within the run is also a timer
+(:class:`CloudWindowTimer`), so the clock stops there and the loop looks
+again at the cluster as the cloud then is, even when no controller has
+anything due.
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ from karpy.controllers.runtime import Runtime, Watch
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.drift import expires_at
+from karpy.settings import FeatureGates
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
 from karpy.sim.interruptions import SimulatedInterruptions
@@ -60,6 +77,11 @@ class SimulationSettings:
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
+
+
+def consolidation_rules(gates: FeatureGates) -> ConsolidationRules:
+    """karpy's consolidation rules with what the feature gates turn on or off."""
+    return dataclasses.replace(ConsolidationRules(), spot_to_spot=gates.spot_to_spot_consolidation)
 
 
 class ScenarioDriver:
@@ -84,6 +106,22 @@ class ScenarioDriver:
     @property
     def finished(self) -> bool:
         return self.done == len(self.steps)
+
+
+class CloudWindowTimer:
+    """Due at every start and end of the scenario's cloud windows; reconciling it does nothing.
+
+    Its only effect is that the clock stops at each boundary and the steady
+    check runs there (the controllers' own timers may all be later, or none).
+    """
+
+    name = "sim.cloud-windows"
+
+    def watches(self) -> list[Watch]:
+        return []
+
+    def reconcile(self, key: str) -> float | None:
+        return None
 
 
 class Simulation:
@@ -139,6 +177,7 @@ class Simulation:
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
+            CloudWindowTimer(),
         ):
             self.runtime.register(controller)
         if metrics is not None:
@@ -241,6 +280,13 @@ class Simulation:
             return False
         if not self.interruptions.finished:
             return False
+        if self.cloud_window_ahead():
+            return False
+        available_again = self.offering_available_again()
+        if available_again is not None:
+            # An offering refused earlier is offered again within the run: decisions may change then.
+            self.runtime.enqueue(CloudWindowTimer.name, "offerings", available_again - self.clock.now())
+            return False
         unschedulable = self.provisioner.last.unschedulable
         for pod in self.cluster.pods():
             if pod.is_terminal or (pod.is_daemonset_pod and pod.phase == POD_RUNNING):
@@ -266,6 +312,42 @@ class Simulation:
                 return False  # it expires within the run: that is still to come
         return not self.disruption.has_work()
 
+    def cloud_window_boundaries(self) -> list[float]:
+        """Every start and end of the cloud's windows, in cluster time (infinite ends left out)."""
+        settings = self.cloud.settings
+        windows: list[tuple[float, float]] = [
+            *((failure.start, failure.end) for failure in settings.capacity_failures),
+            *((error.start, error.end) for error in settings.launch_errors),
+            *((failure.start, failure.end) for failure in settings.registration_failures),
+        ]
+        return sorted(
+            {self.cloud.start + moment for window in windows for moment in window if moment != float("inf")}
+        )
+
+    def cloud_window_ahead(self) -> bool:
+        """Whether a cloud window starts or ends after now and by the run's end."""
+        now = self.clock.now()
+        return any(now < moment <= self.end for moment in self.cloud_window_boundaries())
+
+    def offering_available_again(self) -> float | None:
+        """The first moment within the run an offering marked unavailable can be launched again.
+
+        An offering whose mark expires while a capacity failure still refuses
+        it is left out: it would only be refused and marked again, which
+        changes no decision (else a refusal without end would hold every
+        run to its time limit).
+        """
+        moments = [
+            until
+            for (instance_type, zone, capacity_type), until in self.cloud.unavailable.expiries().items()
+            if until <= self.end
+            and not any(
+                failure.matches(instance_type, zone, capacity_type, until - self.cloud.start)
+                for failure in self.cloud.settings.capacity_failures
+            )
+        ]
+        return min(moments, default=None)
+
     def run_scenario(self, scenario: Scenario) -> None:
         if scenario.registration_delay is not None:
             self.cloud.settings.registration_delay = scenario.registration_delay
@@ -274,6 +356,10 @@ class Simulation:
         self.cloud.settings.registration_failures.extend(scenario.registration_failures)
         self.cloud.settings.interruptions.extend(scenario.interruptions)
         self.interruptions.schedule()
+        now = self.clock.now()
+        for moment in self.cloud_window_boundaries():
+            if moment > now:
+                self.runtime.enqueue(CloudWindowTimer.name, f"{moment}", moment - now)
         if scenario.job_duration is not None:
             self.kubelet.settings.job_duration = scenario.job_duration
         self.driver = ScenarioDriver(self, scenario.steps)
