@@ -12,8 +12,9 @@ Each case is a scenario file under ``tests/data/scenarios/convergence``:
 The scenario runs for its duration (until the cluster is steady after the
 last step, and at least 30 simulated minutes after it); then the hourly
 price of the live NodeClaims is compared with the price of a fresh plan for
-the pods running then (the provisioner's plan for them on an empty cluster,
-each new NodeClaim priced at its cheapest offering). A ratio of 1 means
+the pods running then (``benchmarks.convergence.fresh_plan``: the provisioner's
+plan for them on an empty cluster, each new NodeClaim priced at its cheapest
+offering). A ratio of 1 means
 consolidation converged to what provisioning from scratch would launch.
 The rules are karpy's defaults (``ConsolidationRules()``) or Karpenter's
 (``--karpenter``), or the defaults with one field changed (``--spot-to-spot
@@ -30,9 +31,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from karpy.controllers.state import scheduling_snapshot
+from benchmarks.convergence import fresh_plan
 from karpy.disruption.consolidation import KARPENTER_RULES, ConsolidationRules
-from karpy.disruption.emptiness import reschedulable
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation, SimulationSettings
 
@@ -67,25 +67,6 @@ def fleet_cost(simulation: Simulation) -> float:
     )
 
 
-def fresh_plan_cost(simulation: Simulation) -> float:
-    """The price of the provisioner's plan for today's pods on an empty cluster."""
-    every_claim = frozenset(claim.name for claim in simulation.nodeclaims())
-    snapshot = scheduling_snapshot(simulation.cluster, simulation.cloud, every_claim)
-    # With every NodeClaim gone its capacity no longer counts against the pool's limits.
-    snapshot.pools = [
-        dataclasses.replace(pool, remaining=dict(pool.nodepool.limits) if pool.nodepool.limits else None)
-        for pool in snapshot.pools
-    ]
-    pods = [
-        pod
-        for pod in simulation.pods()
-        if reschedulable(pod) and not pod.is_daemonset_pod and pod.phase in ("Running", "Pending")
-    ]
-    plan = snapshot.solve(pods)
-    assert not plan.unschedulable, plan.unschedulable
-    return sum(claim.price for claim in plan.new_nodeclaims)
-
-
 def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
     scenario, problems = load_inputs([CASES / f"{name}.yaml"])
     assert problems.errors == [], problems.errors
@@ -103,7 +84,7 @@ def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
     return CaseResult(
         name,
         fleet_cost(simulation),
-        fresh_plan_cost(simulation),
+        fresh_plan(simulation)[0],
         sum(len(command.replacements) for command in replaced),
         sum(len(command.candidates) for command in simulation.disruption.executed),
         fleet,

@@ -31,7 +31,10 @@ def test_fragments_left_by_a_spot_shortage_are_merged_once_spot_is_back() -> Non
     assert result.ratio <= TARGET_RATIO, result.fleet
     assert len(result.fleet) <= 2
     assert all(capacity == "spot" for _, _, capacity in result.fleet)
-    assert result.replacements <= 2
+    # While spot is refused, fragments may merge on on-demand (a replacement that saves
+    # 10% is not held back waiting for spot); then spot: at most three replacements in
+    # all, where Karpenter's rules make four and end at 1.43x.
+    assert result.replacements <= 3
 
 
 def test_the_preferred_nodepool_keeps_its_node() -> None:

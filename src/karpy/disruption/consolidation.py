@@ -677,11 +677,21 @@ def _cheaper_replacement(
             )
         requirements.add(spot_only)
         options = _priced_below(claim.instance_types, requirements, ceiling)
+    elif capacity_types.has(CAPACITY_TYPE_SPOT) and capacity_types.has(CAPACITY_TYPE_ON_DEMAND):
+        # Priced as spot, so launched as spot or not at all; priced under that very
+        # requirement, so a type whose spot offerings are all unavailable (a capacity
+        # error marked them) is not offered as spot on the strength of its on-demand
+        # price: a launch that cannot succeed, rolled back and retried pass after pass.
+        pinned = requirements.copy()
+        pinned.add(spot_only)
+        options = _priced_below(claim.instance_types, pinned, ceiling)
+        if options:
+            requirements = pinned
+        else:
+            # No spot below the ceiling: an on-demand replacement, priced as it launches.
+            options = _priced_below(claim.instance_types, requirements, ceiling)
     else:
         options = _priced_below(claim.instance_types, requirements, ceiling)
-        if capacity_types.has(CAPACITY_TYPE_SPOT) and capacity_types.has(CAPACITY_TYPE_ON_DEMAND):
-            # Priced as spot, so launched as spot or not at all.
-            requirements.add(spot_only)
     if not options:
         return f"no replacement costs less than ${ceiling:.4f}/h"
     if not min_values_met(requirements, options):
@@ -851,6 +861,9 @@ def _evaluate(
             return narrowed
         replacements.append(narrowed)
     worst = sum(_worst_price(claim) for claim in replacements)
+    if not worst < ceiling:
+        # Each option is below its share; this holds the sum to the ceiling whatever rounding did.
+        return f"no replacement is at least {rules.min_savings_fraction:.0%} cheaper than ${total:.4f}/h"
     first = replacements[0].instance_types[0]
     others = len(replacements[0].instance_types) - 1
     if len(replacements) == 1:
