@@ -78,7 +78,8 @@ def parse(gates: str | None) -> tuple[FeatureGates | None, int, list[str]]:
 
 def test_feature_gates_are_read_in_karpenters_syntax() -> None:
     assert parse("SpotToSpotConsolidation=true") == (FeatureGates(spot_to_spot_consolidation=True), 2, [])
-    assert parse(" SpotToSpotConsolidation = False ,") == (FeatureGates(), 2, [])
+    off = FeatureGates(spot_to_spot_consolidation=False)
+    assert parse(" SpotToSpotConsolidation = False ,") == (off, 2, [])
     assert parse('""') == (FeatureGates(), 2, [])  # empty: every gate keeps its default
     assert parse(None) == (None, 2, [])
 
@@ -120,12 +121,14 @@ def launched(result: dict[str, object]) -> int:
 def test_spot_to_spot_consolidation_follows_the_scenario_and_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Off (the default): the underused spot node can only be deleted, and its pods need a node.
-    off = simulate(tmp_path, capsys, None)
+    # Off in the Scenario (Karpenter's default): the underused spot node can only be
+    # deleted, and its pods need a node.
+    off = simulate(tmp_path, capsys, "SpotToSpotConsolidation=false")
     assert launched(off) == 1
-    # On in the Scenario: it is replaced by a cheaper spot node.
-    on = simulate(tmp_path, capsys, "SpotToSpotConsolidation=true")
+    # On (karpy's default): it is replaced by a cheaper spot node.
+    on = simulate(tmp_path, capsys, None)
     assert launched(on) == 2
+    assert launched(simulate(tmp_path, capsys, "SpotToSpotConsolidation=true")) == 2
     cost_on, cost_off = on["cost"], off["cost"]
     assert isinstance(cost_on, dict) and isinstance(cost_off, dict)
     assert cost_on["perHour"] < cost_off["perHour"]
@@ -134,7 +137,10 @@ def test_spot_to_spot_consolidation_follows_the_scenario_and_the_flag(
         tmp_path, capsys, "SpotToSpotConsolidation=true", "--feature-gates", "SpotToSpotConsolidation=false"
     )
     assert launched(off_by_flag) == 1
-    on_by_flag = simulate(tmp_path, capsys, None, "--feature-gates", "SpotToSpotConsolidation=true")
+    assert launched(simulate(tmp_path, capsys, None, "--feature-gates", "SpotToSpotConsolidation=false")) == 1
+    on_by_flag = simulate(
+        tmp_path, capsys, "SpotToSpotConsolidation=false", "--feature-gates", "SpotToSpotConsolidation=true"
+    )
     assert launched(on_by_flag) == 2
 
 
