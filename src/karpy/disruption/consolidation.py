@@ -137,7 +137,7 @@ replace:
   fit on the new capacity and later passes delete those nodes one by one.
   With Karpenter's default budget (10%: one node of a small pool) this is
   the only way fragments merge at all; it is why the ICE-fragments case
-  ends at 1.12x the fresh plan under karpy's rules and 1.43x under Karpenter's.
+  ends at 1.07x the fresh plan under karpy's rules and 1.43x under Karpenter's.
 
 Karpenter's prefix search runs too (it removes up to 100 nodes at once
 where a merge group stops at 20, which matters when a large pool scales
