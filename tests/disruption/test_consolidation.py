@@ -702,3 +702,15 @@ def test_a_split_saves_the_margin_or_is_not_made() -> None:
     decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
     assert decision.command is None
     assert "at least 10% cheaper" in decision.unconsolidatable["node-x"]
+
+
+def test_a_node_is_split_in_two_at_most() -> None:
+    # Three 3-CPU pods on a big.12x ($0.60/h): three mid.3x ($0.30/h) would hold them, but a
+    # node is not turned into three.
+    mid = make_instance_type("mid.3x", 3, 12, 0.10)
+    big = make_instance_type("big.12x", 12, 48, 0.60)
+    cluster = Cluster(types=[mid, big])
+    cluster.add("node-b", big, [app_pod(f"b{index}", "3") for index in range(3)])
+    decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
+    assert decision.command is None
+    assert decision.unconsolidatable["node-b"] == "removing it needs 3 new nodes"

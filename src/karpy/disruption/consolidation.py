@@ -147,9 +147,15 @@ spot at $0.42/h fit an m6g.2xlarge and an m5a.large spot, $0.15/h
 together). Under karpy's rules a single node may be
 replaced by the several new NodeClaims of that plan when together they save
 the margin (they share the ceiling as a merge's do, and each keeps the
-15-type rule when the node is spot). It cannot loop: the new nodes are the
-solver's cheapest plan for those pods, so merging them back is never 10%
-cheaper. Multi-node commands still never add nodes.
+15-type rule when the node is spot), and into :data:`MAX_SPLIT_NODES` (2)
+at most: a node costs more than its instance price (DaemonSet pods, its
+volume and address, one more node to drain and patch), which the price
+comparison does not see yet, and under a spot shortage, when the large
+types' offerings are marked unavailable one failure at a time, the cheapest
+plan for six pods became six one-pod nodes: a fleet shape nobody wants.
+It cannot loop: the new nodes are the solver's cheapest plan for those
+pods, so merging them back is never 10% cheaper. Multi-node commands still
+never add nodes.
 
 Karpenter's prefix search runs too (it removes up to 100 nodes at once
 where a merge group stops at 20, which matters when a large pool scales
@@ -244,6 +250,8 @@ KARPY_MIN_SAVINGS_FRACTION = 0.10
 # Merging: at most this many nodes in a group, and this many simulations per pass.
 MAX_MERGE_GROUP = 20
 MAX_MERGE_SIMULATIONS = 100
+# Splitting: a node is replaced by at most this many new nodes (see the module docstring).
+MAX_SPLIT_NODES = 2
 # What a consolidation command is for: a lower price, or the NodePools' order of preference.
 KIND_PRICE = "price"
 KIND_WEIGHT = "weight"
@@ -855,7 +863,7 @@ def _evaluate(
         )
         return ConsolidationCommand(list(removed), None, total, description)
     # A split: one node whose pods the solver places more cheaply on several new ones.
-    split = rules.split and len(removed) == 1 and len(claims) > 1
+    split = rules.split and len(removed) == 1 and 1 < len(claims) <= MAX_SPLIT_NODES
     if not split and (len(claims) > max_new or len(claims) >= len(removed) > 1):
         return f"removing it needs {len(claims)} new nodes"
     if not split and len(claims) > len(disrupted):
