@@ -31,7 +31,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.convergence import fresh_plan
+from benchmarks.convergence import fleet_cost, fresh_plan
 from karpy.disruption.consolidation import KARPENTER_RULES, ConsolidationRules
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation, SimulationSettings
@@ -57,16 +57,6 @@ class CaseResult:
         return self.end_cost / self.fresh_cost if self.fresh_cost else float("inf")
 
 
-def fleet_cost(simulation: Simulation) -> float:
-    """What the live NodeClaims cost per hour, by their launched offerings."""
-    records = simulation.recorder.nodeclaims
-    return sum(
-        records[claim.name].price_per_hour
-        for claim in simulation.nodeclaims()
-        if claim.name in records and not claim.metadata.deleting
-    )
-
-
 def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
     scenario, problems = load_inputs([CASES / f"{name}.yaml"])
     assert problems.errors == [], problems.errors
@@ -83,7 +73,7 @@ def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
     )
     return CaseResult(
         name,
-        fleet_cost(simulation),
+        fleet_cost(simulation)[0],
         fresh_plan(simulation)[0],
         sum(len(command.replacements) for command in replaced),
         sum(len(command.candidates) for command in simulation.disruption.executed),

@@ -195,6 +195,17 @@ def min_evictions(simulation: Simulation, moment: float) -> int:
     return sum(1 for record in simulation.recorder.pods.values() if there_after(record))
 
 
+def fleet_cost(simulation: Simulation) -> tuple[float, int]:
+    """The hourly price of the live NodeClaims (not being deleted), by launched offering, and their number."""
+    records = simulation.recorder.nodeclaims
+    alive = [
+        records[claim.name]
+        for claim in simulation.nodeclaims()
+        if claim.name in records and not claim.metadata.deleting
+    ]
+    return sum(record.price_per_hour for record in alive), len(alive)
+
+
 def run_one(name: str, rules_name: str) -> Result:
     started = time.perf_counter()
     scenario = load(name)
@@ -212,7 +223,7 @@ def run_one(name: str, rules_name: str) -> Result:
         if moment is not None
     ]
     last_fleet_change = max(fleet_changes, default=changed)
-    alive = [record for record in records if record.deleted_at is None]
+    end_cost, end_nodes = fleet_cost(simulation)
     fresh_price, unschedulable, running = fresh_plan(simulation)
     events = [event for event in simulation.cluster.events if event.kind == "NodeClaim"]
     commands = {
@@ -231,11 +242,11 @@ def run_one(name: str, rules_name: str) -> Result:
     return Result(
         scenario=name,
         rules=rules_name,
-        end_cost_per_hour=sum(record.price_per_hour for record in alive),
+        end_cost_per_hour=end_cost,
         fresh_plan_cost_per_hour=fresh_price,
         fresh_plan_unschedulable=unschedulable,
         running_pods=running,
-        end_nodes=len(alive),
+        end_nodes=end_nodes,
         last_change_seconds=changed - simulation.clock.start,
         converge_seconds=max(0.0, last_fleet_change - changed),
         evicted=len(evictions),

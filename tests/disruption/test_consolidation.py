@@ -674,3 +674,43 @@ def test_multi_node_spot_to_spot_needs_no_fifteen_types() -> None:
         assert not command.replacement.requirements.get(LABEL_CAPACITY_TYPE).has("on-demand")
     off = decide_with(cluster, cluster.pools(), dataclasses.replace(ConsolidationRules(), spot_to_spot=False))
     assert off.command is None
+
+
+def test_a_node_is_split_when_several_smaller_nodes_cost_less() -> None:
+    # Two 3-CPU pods on an xlarge.8x ($0.36/h): no single cheaper type holds both, two
+    # mid.3x ($0.10/h each) do. Karpenter replaces a node by at most one NodeClaim, so it
+    # keeps the xlarge; karpy's rules split it: the fresh plan for those pods.
+    mid = make_instance_type("mid.3x", 3, 12, 0.10)
+    cluster = Cluster(types=[mid, XLARGE])
+    cluster.add("node-x", XLARGE, [app_pod("x1", "3"), app_pod("x2", "3")])
+    karpenter = decide_with(cluster, cluster.pools(), KARPENTER_RULES)
+    assert karpenter.command is None
+    assert karpenter.unconsolidatable["node-x"] == "removing it needs 2 new nodes"
+    command = decide_with(cluster, cluster.pools(), ConsolidationRules()).command
+    assert command is not None
+    assert command.nodeclaim_names == ["node-x"]
+    assert [[t.name for t in claim.instance_types] for claim in command.replacements] == [["mid.3x"]] * 2
+    assert command.savings_per_hour == pytest.approx(0.36 - 0.20)
+    assert "with 2 new nodes" in command.description
+
+
+def test_a_split_saves_the_margin_or_is_not_made() -> None:
+    # Two mid.3x at $0.17/h each cost 94% of the xlarge: under the 10% margin.
+    mid = make_instance_type("mid.3x", 3, 12, 0.17)
+    cluster = Cluster(types=[mid, XLARGE])
+    cluster.add("node-x", XLARGE, [app_pod("x1", "3"), app_pod("x2", "3")])
+    decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
+    assert decision.command is None
+    assert "at least 10% cheaper" in decision.unconsolidatable["node-x"]
+
+
+def test_a_node_is_split_in_two_at_most() -> None:
+    # Three 3-CPU pods on a big.12x ($0.60/h): three mid.3x ($0.30/h) would hold them, but a
+    # node is not turned into three.
+    mid = make_instance_type("mid.3x", 3, 12, 0.10)
+    big = make_instance_type("big.12x", 12, 48, 0.60)
+    cluster = Cluster(types=[mid, big])
+    cluster.add("node-b", big, [app_pod(f"b{index}", "3") for index in range(3)])
+    decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
+    assert decision.command is None
+    assert decision.unconsolidatable["node-b"] == "removing it needs 3 new nodes"

@@ -76,7 +76,7 @@ straight away. Otherwise a spot node can only be deleted.
 
 The rules are a :class:`ConsolidationRules`: karpy's (the defaults) or
 Karpenter v1's (:data:`KARPENTER_RULES`, kept for comparison and for users
-who want Karpenter's behaviour exactly). They differ in four ways, each
+who want Karpenter's behaviour exactly). They differ in five ways, each
 measured in the simulator (``python -m benchmarks.consolidation_cases``,
 docs/consolidation.md).
 
@@ -138,6 +138,24 @@ replace:
   With Karpenter's default budget (10%: one node of a small pool) this is
   the only way fragments merge at all; it is why the ICE-fragments case
   ends at 1.07x the fresh plan under karpy's rules and 1.43x under Karpenter's.
+
+**Split** (``split``). Karpenter replaces a node by at most one new
+NodeClaim: if its pods need two, there is no command. karpy's solver prices
+each plan whole, and the cheapest home for a large node's remaining pods is
+often two smaller nodes (after a scale-down: 14 pods left on a c6g.8xlarge
+spot at $0.42/h fit an m6g.2xlarge and an m5a.large spot, $0.15/h
+together). Under karpy's rules a single node may be
+replaced by the several new NodeClaims of that plan when together they save
+the margin (they share the ceiling as a merge's do, and each keeps the
+15-type rule when the node is spot), and into :data:`MAX_SPLIT_NODES` (2)
+at most: a node costs more than its instance price (DaemonSet pods, its
+volume and address, one more node to drain and patch), which the price
+comparison does not see yet, and under a spot shortage, when the large
+types' offerings are marked unavailable one failure at a time, the cheapest
+plan for six pods became six one-pod nodes: a fleet shape nobody wants.
+It cannot loop: the new nodes are the solver's cheapest plan for those
+pods, so merging them back is never 10% cheaper. Multi-node commands still
+never add nodes.
 
 Karpenter's prefix search runs too (it removes up to 100 nodes at once
 where a merge group stops at 20, which matters when a large pool scales
@@ -232,6 +250,8 @@ KARPY_MIN_SAVINGS_FRACTION = 0.10
 # Merging: at most this many nodes in a group, and this many simulations per pass.
 MAX_MERGE_GROUP = 20
 MAX_MERGE_SIMULATIONS = 100
+# Splitting: a node is replaced by at most this many new nodes (see the module docstring).
+MAX_SPLIT_NODES = 2
 # What a consolidation command is for: a lower price, or the NodePools' order of preference.
 KIND_PRICE = "price"
 KIND_WEIGHT = "weight"
@@ -266,11 +286,17 @@ class ConsolidationRules:
     weights: bool = True
     # A replacement must save at least this fraction of the price it replaces.
     min_savings_fraction: float = KARPY_MIN_SAVINGS_FRACTION
+    # A single node may be replaced by several new nodes when together they save the margin.
+    split: bool = True
 
 
 # Karpenter v1's rules, for comparison.
 KARPENTER_RULES = ConsolidationRules(
-    spot_to_spot=False, multi_node=MULTI_NODE_PREFIX, weights=False, min_savings_fraction=MIN_SAVINGS_FRACTION
+    spot_to_spot=False,
+    multi_node=MULTI_NODE_PREFIX,
+    weights=False,
+    min_savings_fraction=MIN_SAVINGS_FRACTION,
+    split=False,
 )
 
 # The hourly price of a candidate's launched offering: by NodeClaim name, or a
@@ -809,7 +835,8 @@ def _evaluate(
     launches the capacity for the whole group and disrupts what the budgets
     let go; the rest, whose pods then fit on that capacity, are deleted by
     later passes. At most ``max_new`` new NodeClaims, and never more than
-    the nodes disrupted now, so a command never adds nodes.
+    the nodes disrupted now, so a multi-node command never adds nodes; a
+    single node may be split into several under ``rules.split``.
     """
     disrupted = list(removed if disrupt is None else disrupt)
     plan = simulator.simulate(removed)
@@ -835,9 +862,11 @@ def _evaluate(
             else f"delete {len(removed)} nodes ({_names(removed)}) saving ${total:.2f}/h"
         )
         return ConsolidationCommand(list(removed), None, total, description)
-    if len(claims) > max_new or len(claims) >= len(removed) > 1:
+    # A split: one node whose pods the solver places more cheaply on several new ones.
+    split = rules.split and len(removed) == 1 and 1 < len(claims) <= MAX_SPLIT_NODES
+    if not split and (len(claims) > max_new or len(claims) >= len(removed) > 1):
         return f"removing it needs {len(claims)} new nodes"
-    if len(claims) > len(disrupted):
+    if not split and len(claims) > len(disrupted):
         return (
             f"the budgets let {len(disrupted)} of its {len(removed)} nodes go now, it needs {len(claims)} new"
         )
