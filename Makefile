@@ -22,7 +22,7 @@ $(UV):
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 .venv/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --locked --quiet
+	$(UV) sync --locked --all-extras --quiet
 	touch $@
 
 env: .venv/.synced

@@ -54,9 +54,11 @@ from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.logs import configure as configure_logging
 from karpy.settings import RunOptions, SettingsError, add_run_options, parse_feature_gates, run_options
+from karpy.sim.html_report import ReportUnavailableError, write_report
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
 from karpy.sim.simulation import Simulation, SimulationSettings, consolidation_rules
+from karpy.sim.timeseries import run_series
 from karpy.sim.validation import validate_references
 
 if TYPE_CHECKING:
@@ -89,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="GATES",
         help="Name=true,Other=false, as karpy run's FEATURE_GATES (over the Scenario's featureGates)",
     )
+    simulate.add_argument(
+        "--report", type=Path, metavar="FILE", help="write an HTML report with plots (a self-contained file)"
+    )
+    simulate.add_argument("--report-dir", type=Path, metavar="DIR", help="write each plot as a PNG into DIR")
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
     validate.add_argument("paths", nargs="+", type=Path)
@@ -201,6 +207,16 @@ def simulate(args: argparse.Namespace) -> int:
         print(json.dumps(result_json(simulation, scenario.name, problems.errors), indent=2))
     else:
         print(render_text(simulation, scenario.name))
+    if args.report is not None or args.report_dir is not None:
+        evictions = simulation.cluster.evictions
+        runs = [run_series("karpy", simulation.recorder, simulation.clock.start, evictions)]
+        try:
+            written = write_report(f"karpy simulate: {scenario.name}", runs, args.report, args.report_dir)
+        except (ReportUnavailableError, OSError) as problem:
+            print(f"karpy: --report: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        for path in written:
+            print(f"report: {path}", file=sys.stderr)
     if problems.errors:
         return EXIT_BAD_INPUT
     return EXIT_OK

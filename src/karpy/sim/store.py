@@ -97,6 +97,8 @@ class InMemoryCluster(TypedReads):
         self._names = 0
         self._listeners: list[Listener] = []
         self.events: list[Event] = []
+        # When each accepted eviction happened (the eviction API's log, for reports).
+        self.evictions: list[float] = []
 
     # -- subscriptions ---------------------------------------------------
 
@@ -328,6 +330,7 @@ class InMemoryCluster(TypedReads):
                     f"Cannot evict pod as it would violate the pod's disruption budget "
                     f"{budget.metadata.namespace}/{budget.metadata.name}"
                 )
+        self.evictions.append(self.clock.now())
         self.delete(current)
 
     def disruptions_allowed(self, budget: PodDisruptionBudget) -> int:

@@ -1,0 +1,122 @@
+"""``karpy simulate --report``: a self-contained HTML file whose plots render, and the series behind it."""
+
+from __future__ import annotations
+
+import base64
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from tests.support import run_cli
+
+from karpy.sim.clock import VirtualClock
+from karpy.sim.recorder import NodeClaimRecord, PodRecord, Recorder
+from karpy.sim.scenario import builtin_scenario_path
+from karpy.sim.timeseries import run_series, step_series
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class PageReader(HTMLParser):
+    """Every attribute value of the page, the images' sources, and the table cells' text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attribute_values: list[str] = []
+        self.images: list[str] = []
+        self.cells: list[str] = []
+        self._in_cell = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        self.attribute_values.extend(values.values())
+        if tag == "img":
+            self.images.append(values.get("src", ""))
+        self._in_cell = tag in ("td", "th")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_cell = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_cell:
+            self.cells.append(data)
+
+
+def test_the_report_is_one_file_with_rendered_plots_and_no_remote_reference(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report, pictures = tmp_path / "r.html", tmp_path / "plots"
+    code, _, err = run_cli(
+        capsys,
+        "simulate",
+        str(builtin_scenario_path()),
+        "--report",
+        str(report),
+        "--report-dir",
+        str(pictures),
+    )
+    assert code == 0, err
+    page = report.read_text(encoding="utf-8")
+    reader = PageReader()
+    reader.feed(page)
+    assert len(reader.images) >= 3
+    for source in reader.images:
+        prefix = "data:image/png;base64,"
+        assert source.startswith(prefix)
+        picture = base64.b64decode(source[len(prefix) :], validate=True)
+        assert picture.startswith(PNG_SIGNATURE) and len(picture) > 5_000
+    # Nothing to fetch: no link, script or style sheet elsewhere; every attribute is local.
+    for value in reader.attribute_values:
+        assert "://" not in value and not value.startswith("//"), value
+    assert "<script" not in page and "<link" not in page and "url(" not in page
+    assert "cost of the run" in reader.cells and "pending p95" in reader.cells
+    written = sorted(path.name for path in pictures.iterdir())
+    assert written == ["nodes.png", "pending.png", "price.png"]
+    assert all((pictures / name).read_bytes().startswith(PNG_SIGNATURE) for name in written)
+
+
+def test_without_matplotlib_the_report_says_how_to_get_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    code, _, err = run_cli(capsys, "simulate", "--report", str(tmp_path / "r.html"))
+    assert code == 2
+    assert "karpy[report]" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_step_series_sums_changes_and_keeps_one_point_per_time() -> None:
+    series = step_series("nodes", [(10.0, 1.0), (0.0, 1.0), (10.0, 1.0), (20.0, -2.0)])
+    assert series.times == [0.0, 10.0, 20.0]
+    assert series.values == [1.0, 3.0, 1.0]
+    assert series.peak == 3.0
+    # 1 for 10 s, 3 for 10 s, 1 for 20 s: 60 node-seconds over 40 s.
+    assert series.mean(40.0) == pytest.approx(1.5)
+
+
+def test_run_figures_come_from_the_records() -> None:
+    clock = VirtualClock()
+    start = clock.now()
+    recorder = Recorder(clock)
+    recorder.nodeclaims["a"] = NodeClaimRecord(
+        "a", "default", start, "m5.large", "spot", price_per_hour=0.5, launched_at=start
+    )
+    recorder.nodeclaims["a"].deleted_at = start + 3600
+    recorder.nodeclaims["b"] = NodeClaimRecord(
+        "b", "default", start + 1800, "c5.large", "on-demand", price_per_hour=1.0, launched_at=start + 1800
+    )
+    for index, wait in enumerate([10.0, 20.0, 30.0, 40.0]):
+        recorder.pods[str(index)] = PodRecord("default", f"p{index}", start, running_at=start + wait)
+    recorder.pods["ds"] = PodRecord("default", "ds", start, daemonset=True)
+    recorder.end = start + 7200
+    run = run_series("karpy", recorder, start, evictions=[1.0, 2.0])
+    # 0.5 for an hour, 1.0 for an hour and a half.
+    assert run.figures["cost of the run"] == "$2.00"
+    assert run.figures["peak nodes"] == "2"
+    assert run.figures["peak price"] == "$1.5000/h"
+    assert run.figures["pending p50"] == "20s" and run.figures["pending max"] == "40s"
+    assert run.figures["pods evicted"] == "2"
+    assert [series.label for series in run.nodes_by_offering] == ["c5.large (on-demand)", "m5.large (spot)"]
+    # The DaemonSet pod is not a pending workload pod; the others wait 10 to 40 s.
+    assert run.pending_pods.values[0] == 4.0 and run.pending_pods.values[-1] == 0.0
