@@ -55,12 +55,12 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from karpy.api.core import POD_RUNNING, Pod
+from karpy.api.core import POD_RUNNING
 from karpy.controllers.state import scheduling_snapshot
 from karpy.disruption.consolidation import KARPENTER_RULES, ConsolidationRules
 from karpy.sim.recorder import PodRecord
@@ -135,23 +135,6 @@ def last_change(scenario: Scenario, simulation: Simulation) -> float:
     return max(moment for moment in moments if moment <= simulation.end)
 
 
-def count_evictions(simulation: Simulation) -> list[float]:
-    """Record the time of every eviction the cluster accepts (a refused one raises and is not kept)."""
-    times: list[float] = []
-    cluster = simulation.cluster
-    evict: Callable[[Pod], None] = cluster.evict
-
-    def counted(pod: Pod) -> None:
-        current = cluster.pod(pod.metadata.namespace, pod.metadata.name)
-        already_going = current is not None and current.metadata.deleting
-        evict(pod)
-        if not already_going:
-            times.append(simulation.clock.now())
-
-    cluster.evict = counted  # type: ignore[method-assign]
-    return times
-
-
 def fresh_plan(simulation: Simulation) -> tuple[float, int, int]:
     """(hourly price, unschedulable pods, pods) of a plan from nothing for the running workload pods."""
     cluster = simulation.cluster
@@ -210,7 +193,8 @@ def run_one(name: str, rules_name: str) -> Result:
     started = time.perf_counter()
     scenario = load(name)
     simulation = Simulation(SimulationSettings(consolidation=RULES[rules_name]))
-    evictions = count_evictions(simulation)
+    # The eviction API's log: accepted evictions only (a refused one raises and is not kept).
+    evictions = simulation.cluster.evictions
     simulation.run_scenario(scenario)
     if simulation.runtime.errors:
         raise RuntimeError(f"{name} ({rules_name}): controller errors: {simulation.runtime.errors[:3]}")
