@@ -29,6 +29,22 @@ replacement fails (it never launches or registers and its NodeClaim is
 deleted), the command is rolled back: the taints come off and the old nodes
 keep serving.
 
+A consolidation whose replacement failed is backed off: its candidates are
+not offered a replacement again for ``REPLACEMENT_BACKOFF_START`` (1 minute),
+doubled per consecutive failure up to ``REPLACEMENT_BACKOFF_CAP`` (10
+minutes). Why: a replacement fails mostly when the cloud refuses the offering
+it was priced on (insufficient capacity); until the refusal has been recorded
+as an unavailable offering (the cache keeps it a few minutes) the same
+cheapest offering is chosen again, launched, refused and rolled back, pass
+after pass, each time tainting the old node for nothing. One minute covers
+the usual lag before the refusal is known; doubling keeps a persistent
+refusal (a whole capacity type gone for half an hour) down to a handful of
+attempts; ten minutes bounds how long a real saving waits once capacity is
+back. Deletes are not backed off: they launch nothing, so they cannot fail
+for that reason. While a candidate is backed off, the pass first looks for a
+delete among all candidates (no new capacity offered) and then for any
+command among the others, so the back-off holds back only what failed.
+
 Expiration is not here: in Karpenter v1 it is forceful and handled by the
 NodeClaim expiration controller, not subject to budgets.
 """
@@ -37,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.conditions import FALSE, TRUE, set_condition
@@ -63,6 +79,7 @@ from karpy.disruption.budgets import allowed_disruptions
 from karpy.disruption.consolidation import (
     KIND_PRICE,
     KIND_WEIGHT,
+    ConsolidationDecision,
     ConsolidationRules,
     any_consolidatable,
     decide_consolidation,
@@ -70,13 +87,15 @@ from karpy.disruption.consolidation import (
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.logs import about
-from karpy.scheduling.solver import NewNodeClaim
+from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
 log = logging.getLogger("karpy.disruption")
 
 PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
+REPLACEMENT_BACKOFF_START = 60.0
+REPLACEMENT_BACKOFF_CAP = 600.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 # Reasons a node is not a consolidation candidate *yet*: not worth an Event.
 _TRANSIENT = (
@@ -159,6 +178,9 @@ class DisruptionController:
         # NodeClaims this controller deleted: marked for deletion even before the cache
         # shows their deletionTimestamp.
         self._deleted: set[str] = set()
+        # NodeClaims whose consolidation replacement failed: (consecutive failures,
+        # until when they are offered no replacement).
+        self._replacement_backoff: dict[str, tuple[int, float]] = {}
         self.passes = 0
 
     @property
@@ -257,20 +279,42 @@ class DisruptionController:
             for name, pool in snapshot.nodepools.items()
         }
         pods = [pod for c in underused for pod in c.pods if reschedulable(pod)]
-        decision = decide_consolidation(
-            underused,
-            snapshot.existing,
-            snapshot.pools,
-            {name: price for name, price in prices.items() if price > 0},
-            allowed,
-            pdb_blocked_pods(self.cluster),
-            now,
-            self.rules.spot_to_spot,
-            volume_terms(self.cluster, pods),
-            snapshot.namespace_labels,
-            savings_known=self._given_up.keys(),
-            rules=self.rules,
-        )
+        priced = {name: price for name, price in prices.items() if price > 0}
+        pdb_blocked = pdb_blocked_pods(self.cluster)
+        terms = volume_terms(self.cluster, pods)
+
+        def consolidation(among: list[Candidate], pools: Sequence[NodePoolCapacity]) -> ConsolidationDecision:
+            return decide_consolidation(
+                among,
+                snapshot.existing,
+                pools,
+                priced,
+                allowed,
+                pdb_blocked,
+                now,
+                self.rules.spot_to_spot,
+                terms,
+                snapshot.namespace_labels,
+                savings_known=self._given_up.keys(),
+                rules=self.rules,
+            )
+
+        decision = consolidation(underused, snapshot.pools)
+        backed_off = self._backed_off(now)
+        command = decision.command
+        if command is not None and command.replacements and backed_off & set(command.nodeclaim_names):
+            # Deletes first (no new capacity offered, so nothing can be launched),
+            # then anything among the candidates that are not backed off.
+            deletes_only = consolidation(underused, ())
+            if deletes_only.command is not None:
+                decision = deletes_only
+            else:
+                others = [c for c in underused if c.nodeclaim.name not in backed_off]
+                decision = consolidation(others, snapshot.pools)
+        if backed_off:
+            until = min(self._replacement_backoff[name][1] for name in backed_off)
+            due = decision.next_due
+            decision = dataclasses.replace(decision, next_due=until if due is None else min(due, until))
         self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
         self._note_waiting(decision.blocked)
         self.unconsolidatable = dict(decision.unconsolidatable)
@@ -527,8 +571,26 @@ class DisruptionController:
             self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
         self.executed.append(command)
 
+    def _backed_off(self, now: float) -> set[str]:
+        """NodeClaims offered no consolidation replacement now; forgets those that are gone."""
+        existing = {claim.name for claim in self.cluster.nodeclaims()}
+        self._replacement_backoff = {
+            name: entry for name, entry in self._replacement_backoff.items() if name in existing
+        }
+        return {name for name, (_, until) in self._replacement_backoff.items() if until > now}
+
+    def _back_off(self, command: Command, now: float) -> None:
+        """Hold back a new replacement for the candidates of a consolidation that failed."""
+        if command.reason != REASON_UNDERUTILIZED or not command.replacements:
+            return
+        for name in command.candidates:
+            failures = self._replacement_backoff.get(name, (0, now))[0] + 1
+            wait = min(REPLACEMENT_BACKOFF_CAP, REPLACEMENT_BACKOFF_START * 2 ** (failures - 1))
+            self._replacement_backoff[name] = (failures, now + wait)
+
     def _roll_back(self, command: Command, why: str) -> None:
         log.warning("disruption rolled back (%s): %s", command.description, why)
+        self._back_off(command, self.clock.now())
         for name in command.candidates:
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is None:
