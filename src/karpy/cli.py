@@ -56,7 +56,7 @@ from karpy.logs import configure as configure_logging
 from karpy.settings import RunOptions, SettingsError, add_run_options, parse_feature_gates, run_options
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
-from karpy.sim.simulation import Simulation, SimulationSettings, consolidation_rules
+from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
 from karpy.sim.validation import validate_references
 
 if TYPE_CHECKING:
@@ -88,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
         "--feature-gates",
         metavar="GATES",
         help="Name=true,Other=false, as karpy run's FEATURE_GATES (over the Scenario's featureGates)",
+    )
+    simulate.add_argument(
+        "--autoscaler",
+        choices=AUTOSCALERS,
+        default="karpy",
+        help="who scales the cluster: karpy, or the Cluster Autoscaler baseline on the scenario's node groups"
+        " (docs/cluster-autoscaler-baseline.md)",
     )
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
@@ -184,7 +191,7 @@ def simulate(args: argparse.Namespace) -> int:
         except ValueError as problem:
             print(f"karpy: --feature-gates: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    settings = SimulationSettings()
+    settings = SimulationSettings(autoscaler=args.autoscaler)
     if gates is not None:
         settings.consolidation = consolidation_rules(gates)
     for error in problems.errors:
