@@ -141,6 +141,7 @@ class ClusterAutoscaler:
         self.provisioning: dict[str, str] = {}
         self.unschedulable: set[str] = set()
         self.events: list[ScalingEvent] = []
+        self.started_at = clock.now()
         self._launched = 0
         # A pod or node changed since the last scan (whose conclusions may no longer hold).
         self._stale = True
