@@ -186,7 +186,7 @@ def test_scale_down_waits_10_minutes_after_a_scale_up(tmp_path: Path) -> None:
         "              containers: [{name: main, resources: {requests: {cpu: '3'}}}]"
     )
     path = write_scenario(tmp_path, groups, steps, deployment_manifest(replicas=6))
-    simulation, autoscaler = run(path)
+    _, autoscaler = run(path)
     ups = of_kind(autoscaler, "scale-up")
     assert [event.group for event in ups] == ["small", "other"]
     late_up = ups[1].at
