@@ -61,6 +61,7 @@ from karpy.scheduling._model import pod_requests
 # The label CA's groups put on their nodes here (an ASG tags its instances likewise).
 LABEL_NODE_GROUP = "karpy.dev/node-group"
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 KUBE_SYSTEM = "kube-system"
 EXPANDERS = ("least-waste", "random", "price", "priority")
 CAPACITY_TYPES = ("on-demand", "spot")
@@ -405,6 +406,9 @@ def unneeded_nodes(
         utilization = view.utilization()
         if utilization >= flags.utilization_threshold:
             kept[view.name] = f"utilization {utilization:.2f} is not below {flags.utilization_threshold}"
+            continue
+        if view.node.metadata.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
+            kept[view.name] = f"node is annotated {SCALE_DOWN_DISABLED_ANNOTATION}=true"
             continue
         group = groups.get(view.group)
         if group is None or sizes.get(view.group, 0) <= group.min_size:
