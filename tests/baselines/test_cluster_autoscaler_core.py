@@ -8,18 +8,21 @@ import random
 import pytest
 from tests.support import make_pod
 
-from karpy.api.core import Pod
-from karpy.api.meta import OwnerReference
+from karpy.api.core import Node, Pod
+from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.baselines.cluster_autoscaler import (
     SAFE_TO_EVICT_ANNOTATION,
+    SCALE_DOWN_DISABLED_ANNOTATION,
     ClusterAutoscalerFlags,
     GroupState,
     NodeGroup,
     NodeGroupError,
+    NodeView,
     Template,
     decide_scale_up,
     drain_blocker,
     estimate,
+    unneeded_nodes,
 )
 
 GIB = 1024**3
@@ -150,3 +153,23 @@ def test_node_group_checks_name_the_field() -> None:
     with pytest.raises(NodeGroupError) as raised:
         NodeGroup("g", ("c5.large",), capacity_type="reserved").check()
     assert raised.value.field_name == "capacityType"
+
+
+def test_a_node_annotated_scale_down_disabled_is_kept() -> None:
+    def node(name: str, annotations: dict[str, str]) -> Node:
+        return Node(
+            metadata=ObjectMeta(name=name, annotations=annotations),
+            allocatable={"cpu": 4000, "memory": 16 * GIB, "pods": 110},
+        )
+
+    group = NodeGroup("g", ("t",), max_size=5)
+    pods = (owned(make_pod("a")).with_changes(spec=dataclasses.replace(make_pod("a").spec, node_name="n1")),)
+    views = [NodeView(node("n1", {}), "g", pods), NodeView(node("n2", {}), "g", ())]
+    found, _ = unneeded_nodes(views, {"g": 2}, {"g": group}, {}, set(), FLAGS)
+    # The empty node goes; the other's pod would have had only the empty node to move to.
+    assert [item.node for item in found] == ["n2"]
+    disabled = {SCALE_DOWN_DISABLED_ANNOTATION: "true"}
+    views = [NodeView(node("n1", disabled), "g", pods), NodeView(node("n2", disabled), "g", ())]
+    found, kept = unneeded_nodes(views, {"g": 2}, {"g": group}, {}, set(), FLAGS)
+    assert found == []
+    assert all("scale-down-disabled" in reason for reason in kept.values())

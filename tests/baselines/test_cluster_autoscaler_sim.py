@@ -268,3 +268,23 @@ def test_min_above_max_is_an_exit_2_error_naming_file_object_and_field(
     assert len(errors) == 1
     assert 'scenario.yaml: Scenario "ca": spec.clusterAutoscaler.nodeGroups[0].maxSize:' in errors[0]
     assert "below minSize 3" in errors[0]
+
+
+def test_a_group_the_cloud_refuses_is_backed_off_and_another_takes_the_pods(tmp_path: Path) -> None:
+    groups = (
+        "    nodeGroups:\n"
+        "      - {name: spot, instanceTypes: [c5.xlarge], capacityType: spot, maxSize: 5}\n"
+        "      - {name: od, instanceTypes: [c5.2xlarge], capacityType: on-demand, maxSize: 5}"
+    )
+    path = write_scenario(tmp_path, groups, "", deployment_manifest(replicas=3))
+    text = path.read_text().replace(
+        "  clusterAutoscaler:",
+        "  cloud:\n    capacityFailures: [{instanceType: c5.xlarge, capacityType: spot}]\n"
+        "  clusterAutoscaler:",
+    )
+    path.write_text(text)
+    simulation, autoscaler = run(path)
+    assert [event.group for event in of_kind(autoscaler, "scale-up")] == ["spot", "od"]
+    assert [event.group for event in of_kind(autoscaler, "backoff")] == ["spot"]
+    assert {claim.instance_type for claim in simulation.nodeclaims()} == {"c5.2xlarge"}
+    assert all(pod.phase == "Running" for pod in simulation.pods())
