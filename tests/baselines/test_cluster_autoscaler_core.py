@@ -173,3 +173,15 @@ def test_a_node_annotated_scale_down_disabled_is_kept() -> None:
     found, kept = unneeded_nodes(views, {"g": 2}, {"g": group}, {}, set(), FLAGS)
     assert found == []
     assert all("scale-down-disabled" in reason for reason in kept.values())
+
+
+def test_least_waste_breaks_ties_at_random_repeatably() -> None:
+    groups = [GroupState(template("a-spot", 4, 0.5), 0), GroupState(template("a-od", 4, 1.0), 0)]
+
+    def pick(seed: int) -> str:
+        decision = decide_scale_up(pending(3), groups, [], ClusterAutoscalerFlags(), random.Random(seed))
+        assert decision is not None
+        return decision.group
+
+    assert {pick(seed) for seed in range(20)} == {"a-spot", "a-od"}
+    assert [pick(seed) for seed in range(5)] == [pick(seed) for seed in range(5)]

@@ -269,7 +269,10 @@ def choose(
             if matching:
                 return rng.choice(matching)
         return rng.choice(ordered)
-    return min(ordered, key=lambda option: (option.waste(), option.template.group.name))
+    # Least-waste keeps the options that waste least; CA then picks among equals at random.
+    least = min(option.waste() for option in ordered)
+    best = [option for option in ordered if option.waste() - least < 1e-9]
+    return best[0] if len(best) == 1 else rng.choice(best)
 
 
 def decide_scale_up(

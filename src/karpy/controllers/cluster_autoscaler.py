@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from karpy.api.core import Pod
+from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import NodePool
@@ -166,8 +167,7 @@ class ClusterAutoscaler:
         self._stale = False
         groups = self._groups()
         self._check_provisioning(now)
-        templates = self._templates(groups)
-        scaled_up = self._scale_up(now, groups, templates)
+        scaled_up = self._scale_up(now, groups)
         if not scaled_up:
             self._scale_down(now, groups)
         return self.flags.scan_interval
@@ -195,13 +195,17 @@ class ClusterAutoscaler:
     def _templates(self, groups: Sequence[NodeGroup]) -> dict[str, Template]:
         daemonsets = list(self.cluster.daemonsets())
         templates: dict[str, Template] = {}
+        types_of_pool: dict[str, dict[str, InstanceType]] = {}
         for group in groups:
             pool = self._pool_for(group)
             if pool is None:
                 continue
-            by_name = {
-                instance_type.name: instance_type for instance_type in self.cloud.get_instance_types(pool)
-            }
+            by_name = types_of_pool.get(pool.name)
+            if by_name is None:
+                types = self.cloud.get_instance_types(pool)
+                by_name = types_of_pool[pool.name] = {
+                    instance_type.name: instance_type for instance_type in types
+                }
             instance_type = by_name.get(group.instance_types[0])
             if instance_type is None:
                 continue
@@ -266,13 +270,14 @@ class ClusterAutoscaler:
         self.events.append(ScalingEvent(now, "backoff", group, 0, why))
         self.note(f"cluster-autoscaler: node group {group} backed off for {length:.0f}s: {why}")
 
-    def _scale_up(self, now: float, groups: Sequence[NodeGroup], templates: dict[str, Template]) -> bool:
+    def _scale_up(self, now: float, groups: Sequence[NodeGroup]) -> bool:
         pending = [
             pod for pod in self.cluster.pending_pods() if pod.is_provisionable() and pod.unschedulable_reason
         ]
         if not pending:
             self.unschedulable = set()
             return False
+        templates = self._templates(groups)  # only when there is something to scale up for
         claims = [claim for claim in self._group_claims() if not claim.metadata.deleting]
         sizes = Counter(claim.metadata.labels[LABEL_NODE_GROUP] for claim in claims)
         upcoming = [
