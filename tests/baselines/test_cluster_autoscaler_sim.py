@@ -98,6 +98,9 @@ def test_an_underutilized_node_goes_10_minutes_after_it_fell_below_half_not_befo
     # Found unneeded at the first scan after 20m (20:00 or 20:10), removed 10 minutes later.
     assert 30 * 60 <= downs[0].at <= 30 * 60 + 20
     assert len(simulation.nodeclaims()) == 1
+    # The removed node was drained, its instance terminated and its Node deleted.
+    assert len(list(simulation.cluster.nodes())) == 1
+    assert len(simulation.cloud.instances) == 1
     assert all(pod.phase == "Running" for pod in simulation.pods())
     assert simulation.steady()
 
@@ -167,6 +170,8 @@ def test_empty_nodes_go_in_bulk_of_ten(tmp_path: Path) -> None:
     assert moments[1] - moments[0] == pytest.approx(10.0)
     assert all("empty node" in event.detail for event in downs)
     assert simulation.nodeclaims() == []
+    assert list(simulation.cluster.nodes()) == []
+    assert simulation.cloud.instances == {}
 
 
 def test_scale_down_waits_10_minutes_after_a_scale_up(tmp_path: Path) -> None:

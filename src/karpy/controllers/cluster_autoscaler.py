@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
+from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Requirement
 from karpy.baselines.cluster_autoscaler import (
@@ -256,8 +256,7 @@ class ClusterAutoscaler:
                     self.cluster.delete(claim)
                 except NotFoundError:
                     pass
-            elif claim is not None:
-                continue  # being deleted: wait until it is gone
+            # Gone, or being deleted (refused by the cloud, given up by liveness): it failed to come up.
             del self.provisioning[name]
             self._back_off(group, now, f"node {name} did not come up")
 
@@ -321,7 +320,12 @@ class ClusterAutoscaler:
         if group.zones:
             requirements.append(Requirement.from_operator(LABEL_ZONE, "In", group.zones))
         claim = NodeClaim(
-            metadata=ObjectMeta(name=name, labels={**pool.template.labels, LABEL_NODE_GROUP: group.name}),
+            metadata=ObjectMeta(
+                name=name,
+                labels={**pool.template.labels, LABEL_NODE_GROUP: group.name},
+                # Deleting it then drains and terminates the node, as for karpy's own NodeClaims.
+                finalizers=(TERMINATION_FINALIZER,),
+            ),
             spec=NodeClaimSpec(
                 node_class_ref=pool.template.node_class_ref,
                 requirements=tuple(requirements),
