@@ -57,7 +57,7 @@ from karpy.settings import RunOptions, SettingsError, add_run_options, parse_fea
 from karpy.sim.html_report import ReportUnavailableError, write_report
 from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
-from karpy.sim.simulation import Simulation, SimulationSettings, consolidation_rules
+from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
 from karpy.sim.timeseries import run_series
 from karpy.sim.validation import validate_references
 
@@ -95,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         "--report", type=Path, metavar="FILE", help="write an HTML report with plots (a self-contained file)"
     )
     simulate.add_argument("--report-dir", type=Path, metavar="DIR", help="write each plot as a PNG into DIR")
+    simulate.add_argument(
+        "--autoscaler",
+        choices=AUTOSCALERS,
+        default="karpy",
+        help="who scales the cluster: karpy, or the Cluster Autoscaler baseline on the scenario's node groups"
+        " (docs/cluster-autoscaler-baseline.md)",
+    )
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
     validate.add_argument("paths", nargs="+", type=Path)
@@ -190,7 +197,7 @@ def simulate(args: argparse.Namespace) -> int:
         except ValueError as problem:
             print(f"karpy: --feature-gates: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    settings = SimulationSettings()
+    settings = SimulationSettings(autoscaler=args.autoscaler)
     if gates is not None:
         settings.consolidation = consolidation_rules(gates)
     for error in problems.errors:

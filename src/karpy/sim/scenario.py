@@ -57,6 +57,12 @@ from karpy.api.duration import DurationError, parse_duration
 from karpy.api.fields import OBJECT_META, ReadLog, check
 from karpy.api.manifest import LoadResult, load_documents, parse_document
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
+from karpy.baselines.cluster_autoscaler import (
+    EXPANDERS,
+    ClusterAutoscalerFlags,
+    NodeGroup,
+    NodeGroupError,
+)
 from karpy.controllers.interruption import STATES
 from karpy.settings import FeatureGates, parse_feature_gates
 from karpy.sim.cloud import (
@@ -101,6 +107,14 @@ class Step:
     description: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterAutoscalerSpec:
+    """``spec.clusterAutoscaler``: the baseline's flags and node groups (None: one per NodePool type)."""
+
+    flags: ClusterAutoscalerFlags = field(default_factory=ClusterAutoscalerFlags)
+    node_groups: tuple[NodeGroup, ...] | None = None
+
+
 @dataclass(slots=True)
 class Scenario:
     name: str
@@ -116,6 +130,8 @@ class Scenario:
     # spec.settings.featureGates, read as karpy run reads FEATURE_GATES; None: not given.
     feature_gates: FeatureGates | None = None
     run_until_steady: bool = True
+    # spec.clusterAutoscaler, for runs with the Cluster Autoscaler baseline; None: not given.
+    cluster_autoscaler: ClusterAutoscalerSpec | None = None
     source: str = ""
     # Read from a Scenario document (not made up to apply plain manifests at time zero).
     from_document: bool = False
@@ -284,6 +300,93 @@ def _parse_interruption(reader: FieldReader) -> Interruption:
     )
 
 
+def _parse_node_group(reader: FieldReader) -> NodeGroup:
+    min_size = reader.integer("minSize", 0)
+    max_size = reader.integer("maxSize")
+    if max_size is None:
+        raise reader.error("maxSize", "required")
+    group = NodeGroup(
+        name=reader.required_str("name"),
+        instance_types=reader.str_list("instanceTypes"),
+        capacity_type=reader.string("capacityType", "on-demand"),
+        min_size=min_size if min_size is not None else 0,
+        max_size=max_size,
+        zones=reader.str_list("zones"),
+        nodepool=reader.string("nodePool"),
+    )
+    try:
+        group.check()
+    except NodeGroupError as error:
+        raise reader.error(error.field_name, str(error).split(": ", 1)[1]) from error
+    return group
+
+
+def _non_negative_int(reader: FieldReader, key: str, default: int) -> int:
+    value = reader.integer(key, default)
+    if value is None or value < 0:
+        raise reader.error(key, "must not be negative")
+    return value
+
+
+def _parse_cluster_autoscaler(reader: FieldReader) -> ClusterAutoscalerSpec:
+    """``spec.clusterAutoscaler``: Cluster Autoscaler's flags, camel-cased, and its node groups."""
+    defaults = ClusterAutoscalerFlags()
+    expander = reader.string("expander", defaults.expander)
+    if expander not in EXPANDERS:
+        raise reader.error("expander", f"one of {', '.join(EXPANDERS)}, not {expander!r}")
+    priorities: dict[int, tuple[str, ...]] = {}
+    raw_priorities = reader.obj("priorities")
+    for key in raw_priorities:
+        try:
+            priority = int(key)
+        except ValueError:
+            raise raw_priorities.error(key, "a priority is an integer") from None
+        priorities[priority] = raw_priorities.str_list(key)
+    if expander == "priority" and not priorities:
+        raise reader.error("priorities", "required with expander: priority")
+    threshold_text = reader.scalar_str("scaleDownUtilizationThreshold")
+    threshold = defaults.utilization_threshold
+    if threshold_text is not None:
+        try:
+            threshold = float(threshold_text)
+        except ValueError:
+            threshold = -1.0
+        if not 0.0 <= threshold <= 1.0:
+            raise reader.error(
+                "scaleDownUtilizationThreshold", f"a number from 0 to 1, not {threshold_text!r}"
+            )
+    flags = ClusterAutoscalerFlags(
+        scan_interval=_duration(reader, "scanInterval", defaults.scan_interval),
+        expander=expander,
+        priorities=priorities,
+        seed=_non_negative_int(reader, "seed", defaults.seed),
+        max_nodes_total=_non_negative_int(reader, "maxNodesTotal", defaults.max_nodes_total),
+        max_node_provision_time=_duration(reader, "maxNodeProvisionTime", defaults.max_node_provision_time),
+        scale_down_enabled=reader.boolean("scaleDownEnabled", defaults.scale_down_enabled),
+        utilization_threshold=threshold,
+        unneeded_time=_duration(reader, "scaleDownUnneededTime", defaults.unneeded_time),
+        delay_after_add=_duration(reader, "scaleDownDelayAfterAdd", defaults.delay_after_add),
+        max_empty_bulk_delete=_non_negative_int(reader, "maxEmptyBulkDelete", defaults.max_empty_bulk_delete),
+        skip_nodes_with_system_pods=reader.boolean(
+            "skipNodesWithSystemPods", defaults.skip_nodes_with_system_pods
+        ),
+        derived_max_size=_non_negative_int(reader, "derivedMaxSize", defaults.derived_max_size),
+    )
+    if flags.scan_interval <= 0:
+        raise reader.error("scanInterval", "must be above zero")
+    groups: tuple[NodeGroup, ...] | None = None
+    if reader.has("nodeGroups"):
+        groups = reader.items("nodeGroups", _parse_node_group)
+        seen: set[str] = set()
+        for index, group in enumerate(groups):
+            if group.name in seen:
+                raise reader.error(
+                    f"nodeGroups[{index}].name", f"node group {group.name!r} is declared twice"
+                )
+            seen.add(group.name)
+    return ClusterAutoscalerSpec(flags, groups)
+
+
 def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tuple[Scenario, list[str]]:
     """A Scenario document; file references resolve against ``base``."""
     errors: list[str] = []
@@ -320,6 +423,8 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
                 scenario.feature_gates = parse_feature_gates(gates)
             except ValueError as error:
                 raise settings.error("featureGates", str(error)) from error
+        if spec.has("clusterAutoscaler"):
+            scenario.cluster_autoscaler = _parse_cluster_autoscaler(spec.obj("clusterAutoscaler"))
         jobs = spec.obj("jobs")
         if jobs.has("duration"):
             scenario.job_duration = _duration(jobs, "duration")

@@ -44,8 +44,10 @@ from karpy.api.cron import CronSchedule
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY
+from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cache import object_key, object_kind, object_meta
+from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.interruption import InterruptionController
@@ -53,7 +55,7 @@ from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, m
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.runtime import Runtime, Watch
+from karpy.controllers.runtime import Controller, Runtime, Watch
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.drift import expires_at
@@ -77,6 +79,13 @@ class SimulationSettings:
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
+    # Which autoscaler runs the cluster: karpy (its provisioner and disruption controllers),
+    # or the Cluster Autoscaler baseline in their place (everything else the same).
+    autoscaler: str = "karpy"
+    cluster_autoscaler: ClusterAutoscalerFlags = field(default_factory=ClusterAutoscalerFlags)
+
+
+AUTOSCALERS = ("karpy", "cluster-autoscaler")
 
 
 def consolidation_rules(gates: FeatureGates) -> ConsolidationRules:
@@ -160,15 +169,33 @@ class Simulation:
         self.interruptions = SimulatedInterruptions(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
         )
-        for controller in (
+        # With the Cluster Autoscaler baseline, it takes the place of karpy's provisioner and
+        # disruption controllers (built all the same, unregistered, so views of them read empty).
+        self.cluster_autoscaler: ClusterAutoscaler | None = None
+        deciders: tuple[Controller, ...] = (
             self.provisioner,
-            NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
-            NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud_for("termination"), self.clock, self.metrics),
             NodeClaimDisruptionConditions(
                 self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
             ),
             self.disruption,
+        )
+        if self.settings.autoscaler == "cluster-autoscaler":
+            self.cluster_autoscaler = ClusterAutoscaler(
+                self.cluster,
+                cloud_for(ClusterAutoscaler.name),
+                self.clock,
+                self.settings.cluster_autoscaler,
+                note=self.recorder.note,
+            )
+            deciders = (self.cluster_autoscaler,)
+            self.runtime.enqueue(ClusterAutoscaler.name, "scan", 0.0)
+        elif self.settings.autoscaler != "karpy":
+            raise ValueError(f"autoscaler: one of {', '.join(AUTOSCALERS)}, not {self.settings.autoscaler!r}")
+        for controller in (
+            *deciders,
+            NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
+            NodeClaimPodEvents(self.cluster, self.clock),
+            Terminator(self.cluster, cloud_for("termination"), self.clock, self.metrics),
             InterruptionController(
                 self.cluster, cloud_for(InterruptionController.name), self.clock, self.metrics
             ),
@@ -287,7 +314,11 @@ class Simulation:
             # An offering refused earlier is offered again within the run: decisions may change then.
             self.runtime.enqueue(CloudWindowTimer.name, "offerings", available_again - self.clock.now())
             return False
-        unschedulable = self.provisioner.last.unschedulable
+        unschedulable = (
+            self.cluster_autoscaler.unschedulable
+            if self.cluster_autoscaler is not None
+            else self.provisioner.last.unschedulable
+        )
         for pod in self.cluster.pods():
             if pod.is_terminal or (pod.is_daemonset_pod and pod.phase == POD_RUNNING):
                 continue
@@ -310,6 +341,8 @@ class Simulation:
             deadline = expires_at(nodeclaim)
             if deadline is not None and deadline <= self.end:
                 return False  # it expires within the run: that is still to come
+        if self.cluster_autoscaler is not None:
+            return not self.cluster_autoscaler.has_work()
         return not self.disruption.has_work()
 
     def cloud_window_boundaries(self) -> list[float]:
@@ -362,6 +395,10 @@ class Simulation:
                 self.runtime.enqueue(CloudWindowTimer.name, f"{moment}", moment - now)
         if scenario.job_duration is not None:
             self.kubelet.settings.job_duration = scenario.job_duration
+        if self.cluster_autoscaler is not None:
+            spec = scenario.cluster_autoscaler
+            if spec is not None:
+                self.cluster_autoscaler.configure(spec.flags, spec.node_groups)
         self.driver = ScenarioDriver(self, scenario.steps)
         self.runtime.register(self.driver)
         for index, step in enumerate(scenario.steps):
