@@ -54,8 +54,8 @@ from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.logs import configure as configure_logging
 from karpy.settings import RunOptions, SettingsError, add_run_options, parse_feature_gates, run_options
-from karpy.sim.html_report import ReportUnavailableError, write_report
-from karpy.sim.report import render_text, result_json
+from karpy.sim.html_report import ReportUnavailableError, figures_table, text_table, write_report
+from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
 from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
 from karpy.sim.timeseries import run_series
@@ -101,6 +101,11 @@ def _parser() -> argparse.ArgumentParser:
         default="karpy",
         help="who scales the cluster: karpy, or the Cluster Autoscaler baseline on the scenario's node groups"
         " (docs/cluster-autoscaler-baseline.md)",
+    )
+    simulate.add_argument(
+        "--compare",
+        choices=[name for name in AUTOSCALERS if name != "karpy"],
+        help="run the scenario twice, with karpy and with this baseline, and compare them side by side",
     )
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
     validate = commands.add_parser("validate", help="check manifests")
@@ -197,9 +202,6 @@ def simulate(args: argparse.Namespace) -> int:
         except ValueError as problem:
             print(f"karpy: --feature-gates: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    settings = SimulationSettings(autoscaler=args.autoscaler)
-    if gates is not None:
-        settings.consolidation = consolidation_rules(gates)
     for error in problems.errors:
         print(f"error: {error}", file=sys.stderr)
     if args.output == "text":
@@ -208,17 +210,50 @@ def simulate(args: argparse.Namespace) -> int:
         for step in scenario.steps:
             for note in step.objects.notes:
                 print(f"note: {note}", file=sys.stderr)
-    simulation = Simulation(settings)
-    simulation.run_scenario(scenario)
-    if args.output == "json":
-        print(json.dumps(result_json(simulation, scenario.name, problems.errors), indent=2))
+    autoscalers = [args.autoscaler] if args.compare is None else ["karpy", args.compare]
+    simulations: list[tuple[str, Simulation]] = []
+    for autoscaler in autoscalers:
+        if simulations:
+            # Each run reads the inputs afresh: nothing one run did can leak into the next.
+            again, _ = load_inputs(paths)
+            _validate_scenario(again, LoadResult(), keep_pools_missing_a_node_class=True)
+            again.duration, again.run_until_steady = scenario.duration, scenario.run_until_steady
+            scenario = again
+        settings = SimulationSettings(autoscaler=autoscaler)
+        if gates is not None:
+            settings.consolidation = consolidation_rules(gates)
+        simulation = Simulation(settings)
+        simulation.run_scenario(scenario)
+        simulations.append((autoscaler, simulation))
+    # Runs that stopped steady at different times are compared up to the later end.
+    longest = max(run.recorder.end - run.clock.start for _, run in simulations)
+    runs = [
+        run_series(name, run.recorder, run.clock.start, run.cluster.evictions, run.clock.start + longest)
+        for name, run in simulations
+    ]
+    if args.compare is None:
+        if args.output == "json":
+            print(json.dumps(result_json(simulation, scenario.name, problems.errors), indent=2))
+        else:
+            print(render_text(simulation, scenario.name))
+    elif args.output == "json":
+        document = {
+            "apiVersion": SCHEMA_VERSION,
+            "scenario": scenario.name,
+            "runs": {name: result_json(run, scenario.name, problems.errors) for name, run in simulations},
+            "comparison": figures_table(runs),
+        }
+        print(json.dumps(document, indent=2))
     else:
-        print(render_text(simulation, scenario.name))
+        for name, run in simulations:
+            print(f"== {name} ==")
+            print(render_text(run, scenario.name))
+        print(f"== karpy vs {args.compare} ==")
+        print(text_table(figures_table(runs)))
     if args.report is not None or args.report_dir is not None:
-        evictions = simulation.cluster.evictions
-        runs = [run_series("karpy", simulation.recorder, simulation.clock.start, evictions)]
+        title = f"karpy simulate: {scenario.name}" + (f", karpy vs {args.compare}" if args.compare else "")
         try:
-            written = write_report(f"karpy simulate: {scenario.name}", runs, args.report, args.report_dir)
+            written = write_report(title, runs, args.report, args.report_dir)
         except (ReportUnavailableError, OSError) as problem:
             print(f"karpy: --report: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
@@ -120,3 +121,39 @@ def test_run_figures_come_from_the_records() -> None:
     assert [series.label for series in run.nodes_by_offering] == ["c5.large (on-demand)", "m5.large (spot)"]
     # The DaemonSet pod is not a pending workload pod; the others wait 10 to 40 s.
     assert run.pending_pods.values[0] == 4.0 and run.pending_pods.values[-1] == 0.0
+
+
+def test_compare_runs_both_autoscalers_and_reports_them_side_by_side(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = tmp_path / "r.html"
+    code, out, err = run_cli(capsys, "simulate", "--compare", "cluster-autoscaler", "--report", str(report))
+    assert code == 0, err
+    table = out[out.index("== karpy vs cluster-autoscaler ==") :].splitlines()
+    assert table[1].split() == ["karpy", "cluster-autoscaler"]
+    rows = {line.split("  ")[0]: line for line in table[2:]}
+    assert {"cost of the run", "peak nodes", "pending p95", "scale-up events"} <= set(rows)
+    reader = PageReader()
+    reader.feed(report.read_text(encoding="utf-8"))
+    # One nodes plot per run, then the price and pending plots with both runs on each.
+    assert len(reader.images) == 4
+    assert "karpy" in reader.cells and "cluster-autoscaler" in reader.cells
+    for value in reader.attribute_values:
+        assert "://" not in value and not value.startswith("//"), value
+
+
+def test_compare_as_json_holds_both_runs_and_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "simulate", "-o", "json", "--compare", "cluster-autoscaler")
+    assert code == 0, err
+    document = json.loads(out)
+    assert set(document["runs"]) == {"karpy", "cluster-autoscaler"}
+    karpy, baseline = document["runs"]["karpy"], document["runs"]["cluster-autoscaler"]
+    assert karpy["nodeclaims"] and baseline["nodeclaims"]
+    # The baseline's nodes are its node groups' (labelled), karpy's are its NodePool's.
+    assert all(claim["nodepool"] == "default" for claim in karpy["nodeclaims"])
+    header, *rows = document["comparison"]
+    assert header == ["", "karpy", "cluster-autoscaler"]
+    assert dict((row[0], row[1:]) for row in rows)["nodes launched"] == [
+        str(len(karpy["nodeclaims"])),
+        str(len(baseline["nodeclaims"])),
+    ]

@@ -232,6 +232,14 @@ def figures_table(runs: Sequence[RunSeries]) -> list[list[str]]:
     return rows
 
 
+def text_table(rows: Sequence[Sequence[str]]) -> str:
+    """``rows`` (a header first) as aligned text columns, for the terminal."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; }

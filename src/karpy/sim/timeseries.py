@@ -87,9 +87,22 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[rank - 1]
 
 
-def run_series(name: str, recorder: Recorder, start: float, evictions: Iterable[float] = ()) -> RunSeries:
-    """The series and the summary figures of a finished run (its recorder, its clock's start)."""
-    end = recorder.end - start
+def run_series(
+    name: str,
+    recorder: Recorder,
+    start: float,
+    evictions: Iterable[float] = (),
+    until: float | None = None,
+) -> RunSeries:
+    """The series and the summary figures of a finished run (its recorder, its clock's start).
+
+    ``until`` (clock time, not before the run's end) extends a run that
+    stopped steady to a common end with another, so that two runs compare
+    over the same time: steady means nothing changes, so its last fleet is
+    what it would have kept paying for.
+    """
+    finish = max(recorder.end, until) if until is not None else recorder.end
+    end = finish - start
     by_offering: dict[str, list[tuple[float, float]]] = {}
     price: list[tuple[float, float]] = []
     nodes: list[tuple[float, float]] = []
@@ -126,11 +139,11 @@ def run_series(name: str, recorder: Recorder, start: float, evictions: Iterable[
     cost = 0.0
     for record in launched:
         assert record.launched_at is not None
-        until = record.deleted_at if record.deleted_at is not None else recorder.end
-        cost += record.price_per_hour * max(0.0, until - record.launched_at) / 3600.0
+        until_then = record.deleted_at if record.deleted_at is not None else finish
+        cost += record.price_per_hour * max(0.0, until_then - record.launched_at) / 3600.0
     types = Counter(f"{record.instance_type} ({record.capacity_type})" for record in launched)
     figures = {
-        "cost of the run": f"${cost:.2f}",
+        "cost of the run": f"${cost:.2f}" if cost >= 1 else f"${cost:.4f}",
         "mean price": f"${cost / hours:.4f}/h" if hours > 0 else "-",
         "peak price": f"${price_series.peak:.4f}/h",
         "peak nodes": f"{node_series.peak:.0f}",
@@ -142,6 +155,11 @@ def run_series(name: str, recorder: Recorder, start: float, evictions: Iterable[
         "pending p95": f"{_percentile(waits, 0.95):.0f}s",
         "pending max": f"{max(waits, default=0.0):.0f}s",
         "pods evicted": str(sum(1 for _ in evictions)),
+        # NodeClaims created (deleted) at one moment are one scale-up (scale-down) decision.
+        "scale-up events": str(len({record.created_at for record in launched})),
+        "scale-down events": str(
+            len({record.deleted_at for record in launched if record.deleted_at is not None})
+        ),
     }
     return RunSeries(
         name=name,
