@@ -60,6 +60,7 @@ from karpy.disruption.drift import expires_at
 from karpy.settings import FeatureGates
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
+from karpy.sim.hpa import HorizontalPodAutoscalerController
 from karpy.sim.interruptions import SimulatedInterruptions
 from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
 from karpy.sim.recorder import Recorder
@@ -160,6 +161,9 @@ class Simulation:
         self.interruptions = SimulatedInterruptions(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
         )
+        self.hpa = HorizontalPodAutoscalerController(
+            self.cluster, self.clock, self.recorder.note, self.recorder.workload_sample
+        )
         for controller in (
             self.provisioner,
             NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
@@ -177,6 +181,7 @@ class Simulation:
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
+            self.hpa,
             CloudWindowTimer(),
         ):
             self.runtime.register(controller)
@@ -282,6 +287,8 @@ class Simulation:
             return False
         if self.cloud_window_ahead():
             return False
+        if self.hpa.holds_run(self.end):
+            return False  # demand still changes, or an HPA still wants other replicas
         available_again = self.offering_available_again()
         if available_again is not None:
             # An offering refused earlier is offered again within the run: decisions may change then.
@@ -360,6 +367,7 @@ class Simulation:
         for moment in self.cloud_window_boundaries():
             if moment > now:
                 self.runtime.enqueue(CloudWindowTimer.name, f"{moment}", moment - now)
+        self.hpa.loads = {load.key: load for load in scenario.loads}
         if scenario.job_duration is not None:
             self.kubelet.settings.job_duration = scenario.job_duration
         self.driver = ScenarioDriver(self, scenario.steps)
