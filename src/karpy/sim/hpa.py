@@ -236,6 +236,8 @@ class HorizontalPodAutoscalerController:
         self.note = note
         self.record = record
         self.loads: dict[str, WorkloadLoad] = {}  # by kind/namespace/name
+        # The moment load models count from (a Scenario's time zero).
+        self.start = clock.now()
         self.states: dict[str, AutoscalerState] = {}
         self._noted: set[str] = set()
         self._index_time: float | None = None
@@ -284,7 +286,7 @@ class HorizontalPodAutoscalerController:
             load = self.loads.get(f"{hpa.target_kind}/{hpa.target_key}")
             if load is None:
                 continue
-            if any(demand.changes_after(now) for demand in load.demands.values()) and now < end:
+            if now < end and any(demand.changes_after(now - self.start) for demand in load.demands.values()):
                 return True
             target = self.cluster.get(hpa.target_kind, hpa.target_key)
             state = self.states.get(hpa.key)
@@ -310,8 +312,9 @@ class HorizontalPodAutoscalerController:
         now = self.clock.now()
         current = target.replicas
         load = self.loads.get(f"{hpa.target_kind}/{hpa.target_key}")
-        cpu = load.demands["cpu"].at(now) if load is not None and "cpu" in load.demands else None
-        memory = load.demands["memory"].at(now) if load is not None and "memory" in load.demands else None
+        elapsed = now - self.start
+        cpu = load.demands["cpu"].at(elapsed) if load is not None and "cpu" in load.demands else None
+        memory = load.demands["memory"].at(elapsed) if load is not None and "memory" in load.demands else None
         pods = self._target_pods(target)
         ready = sum(1 for pod in pods if pod.phase == POD_RUNNING and not pod.metadata.deleting)
         not_ready = sum(

@@ -367,7 +367,7 @@ class Simulation:
         for moment in self.cloud_window_boundaries():
             if moment > now:
                 self.runtime.enqueue(CloudWindowTimer.name, f"{moment}", moment - now)
-        self.hpa.loads = {load.key: load for load in scenario.loads}
+        self.hpa.loads, self.hpa.start = {load.key: load for load in scenario.loads}, now
         if scenario.job_duration is not None:
             self.kubelet.settings.job_duration = scenario.job_duration
         self.driver = ScenarioDriver(self, scenario.steps)
