@@ -46,6 +46,7 @@ from karpy.api.core import (
     StatefulSet,
 )
 from karpy.api.fields import did_you_mean, unknown_fields
+from karpy.api.hpa import HorizontalPodAutoscaler
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, GROUP, NodePool
@@ -63,7 +64,6 @@ IGNORED_KINDS = frozenset(
         "ClusterRoleBinding",
         "Ingress",
         "NetworkPolicy",
-        "HorizontalPodAutoscaler",
         "StorageClass",
         "CustomResourceDefinition",
     }
@@ -91,6 +91,7 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("policy/v1", "PodDisruptionBudget"): lambda reader, _: PodDisruptionBudget.parse(reader),
     ("v1", "PersistentVolumeClaim"): lambda reader, _: PersistentVolumeClaim.parse(reader),
     ("v1", "PersistentVolume"): lambda reader, _: PersistentVolume.parse(reader),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): lambda reader, _: HorizontalPodAutoscaler.parse(reader),
 }
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 # Karpenter's kinds before v1beta1 (v0.32), which guides still print, and what took their place.

@@ -5,7 +5,9 @@ every time a NodeClaim's printed columns (TYPE, CAPACITY, ZONE, NODE, READY)
 change, it keeps a row. It also keeps, per pod (by uid, so a pod created again under an
 earlier pod's name has a record of its own), when it was created, bound,
 running, finished and deleted, and per NodeClaim, when it was created, became ready and
-was deleted, with the hourly price of what was launched. The report and the
+was deleted, with the hourly price of what was launched. Each
+HorizontalPodAutoscaler sync adds a sample to its target's time series
+(replicas, desired replicas, ready pods, demand). The report and the
 JSON output are built from this record alone.
 """
 
@@ -21,6 +23,7 @@ from karpy.controllers.interfaces import Clock
 
 if TYPE_CHECKING:
     from karpy.sim.cloud import SimulatedCloud
+    from karpy.sim.hpa import WorkloadSample
     from karpy.sim.store import InMemoryCluster
 
 
@@ -78,6 +81,8 @@ class Recorder:
     nodeclaims: dict[str, NodeClaimRecord] = field(default_factory=dict)
     pods: dict[str, PodRecord] = field(default_factory=dict)  # by the pod's uid
     notes: list[tuple[float, str]] = field(default_factory=list)
+    # Per HPA target (kind/namespace/name), each sync: replicas, desired replicas, demand.
+    workloads: dict[str, list[WorkloadSample]] = field(default_factory=dict)
     first_pending_at: float | None = None
     all_running_at: float | None = None
     end: float = 0.0
@@ -86,6 +91,9 @@ class Recorder:
 
     def note(self, message: str) -> None:
         self.notes.append((self.clock.now(), message))
+
+    def workload_sample(self, target: str, sample: WorkloadSample) -> None:
+        self.workloads.setdefault(target, []).append(sample)
 
     def on_change(self, kind: str, old: object | None, new: object | None) -> None:
         if kind == "NodeClaim":

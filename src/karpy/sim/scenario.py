@@ -12,6 +12,10 @@ applied at time zero, the run going on until the cluster is steady), or a
     spec:
       duration: 2h                      # time limit (default 24h)
       jobs: {duration: 5m}              # how long Job pods run without karpy.dev/duration
+      load:                             # demand HorizontalPodAutoscalers read (karpy.sim.load)
+        - kind: Deployment
+          name: app
+          cpu: {steps: [{at: 0s, value: 2}, {at: 10m, value: 12}]}
       settings:                         # karpy's settings, as karpy run takes them
         featureGates: SpotToSpotConsolidation=true
       cloud:                            # optional simulated-cloud settings
@@ -74,6 +78,7 @@ from karpy.sim.cloud import (
     LaunchError,
     RegistrationFailure,
 )
+from karpy.sim.load import WorkloadLoad, parse_load
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
@@ -129,6 +134,8 @@ class Scenario:
     job_duration: float | None = None
     # spec.settings.featureGates, read as karpy run reads FEATURE_GATES; None: not given.
     feature_gates: FeatureGates | None = None
+    # spec.load: demand over time per workload, what HorizontalPodAutoscalers read.
+    loads: list[WorkloadLoad] = field(default_factory=list)
     run_until_steady: bool = True
     # spec.clusterAutoscaler, for runs with the Cluster Autoscaler baseline; None: not given.
     cluster_autoscaler: ClusterAutoscalerSpec | None = None
@@ -428,6 +435,11 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
         jobs = spec.obj("jobs")
         if jobs.has("duration"):
             scenario.job_duration = _duration(jobs, "duration")
+        scenario.loads = list(spec.items("load", lambda item: parse_load(item, base)))
+        targets = [load.key for load in scenario.loads]
+        for index, key in enumerate(targets):
+            if key in targets[:index]:
+                raise ManifestError(f"{spec.child_path('load')}[{index}]", f"a second load for {key}")
     except ManifestError as error:
         return scenario, [*errors, f"{label}: {error}", *unknown_fields(error.path)]
 

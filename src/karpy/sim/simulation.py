@@ -62,6 +62,7 @@ from karpy.disruption.drift import expires_at
 from karpy.settings import FeatureGates
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
+from karpy.sim.hpa import HorizontalPodAutoscalerController
 from karpy.sim.interruptions import SimulatedInterruptions
 from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
 from karpy.sim.recorder import Recorder
@@ -169,6 +170,9 @@ class Simulation:
         self.interruptions = SimulatedInterruptions(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
         )
+        self.hpa = HorizontalPodAutoscalerController(
+            self.cluster, self.clock, self.recorder.note, self.recorder.workload_sample
+        )
         # With the Cluster Autoscaler baseline, it takes the place of karpy's provisioner and
         # disruption controllers (built all the same, unregistered, so views of them read empty).
         self.cluster_autoscaler: ClusterAutoscaler | None = None
@@ -204,6 +208,7 @@ class Simulation:
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
+            self.hpa,
             CloudWindowTimer(),
         ):
             self.runtime.register(controller)
@@ -309,6 +314,8 @@ class Simulation:
             return False
         if self.cloud_window_ahead():
             return False
+        if self.hpa.holds_run(self.end):
+            return False  # demand still changes, or an HPA still wants other replicas
         available_again = self.offering_available_again()
         if available_again is not None:
             # An offering refused earlier is offered again within the run: decisions may change then.
@@ -393,6 +400,7 @@ class Simulation:
         for moment in self.cloud_window_boundaries():
             if moment > now:
                 self.runtime.enqueue(CloudWindowTimer.name, f"{moment}", moment - now)
+        self.hpa.loads, self.hpa.start = {load.key: load for load in scenario.loads}, now
         if scenario.job_duration is not None:
             self.kubelet.settings.job_duration = scenario.job_duration
         if self.cluster_autoscaler is not None:
