@@ -157,3 +157,13 @@ def test_compare_as_json_holds_both_runs_and_the_table(capsys: pytest.CaptureFix
         str(len(karpy["nodeclaims"])),
         str(len(baseline["nodeclaims"])),
     ]
+
+
+def test_hpa_targets_get_replica_and_demand_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "hpa-daily-web" / "scenario.yaml"
+    arguments = ["simulate", str(example), "--duration", "5m", "--report-dir", str(tmp_path)]
+    code, _, err = run_cli(capsys, *arguments)
+    assert code == 0, err
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert "replicas-and-hpa-desired-replicas-pods.png" in written
+    assert "cpu-demand-cores.png" in written

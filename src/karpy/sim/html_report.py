@@ -211,6 +211,8 @@ def plots(runs: Sequence[RunSeries]) -> list[Plot]:
                     axes.step(xs, ys, where="post", label=label)
         axes.set_title(title)
         axes.set_xlabel(f"time ({unit})")
+        if title.endswith(")"):
+            axes.set_ylabel(title[title.rfind("(") + 1 : -1])  # the panel's unit
         axes.set_xlim(0, end / scale)
         axes.set_ylim(bottom=0)
         axes.grid(alpha=0.3)

@@ -63,6 +63,33 @@ def step_series(label: str, changes: Iterable[tuple[float, float]], start: float
     return series
 
 
+# HPA targets drawn in the replicas and demand panels (those that reached the most replicas).
+MAX_WORKLOADS_SHOWN = 8
+
+
+def _workload_panels(recorder: Recorder, start: float) -> list[tuple[str, list[Series]]]:
+    """Replicas, HPA desired replicas and CPU demand of each HPA target, as its syncs recorded them."""
+    ranked = sorted(
+        recorder.workloads.items(),
+        key=lambda item: (-max((sample.desired for sample in item[1]), default=0), item[0]),
+    )[:MAX_WORKLOADS_SHOWN]
+    if not ranked:
+        return []
+    replicas: list[Series] = []
+    demand: list[Series] = []
+    for target, samples in sorted(ranked):
+        times = [sample.time - start for sample in samples]
+        replicas.append(Series(f"{target} replicas", times, [float(s.replicas) for s in samples]))
+        replicas.append(Series(f"{target} HPA desired", times, [float(s.desired) for s in samples]))
+        cpu = [(moment, s.cpu) for moment, s in zip(times, samples, strict=True) if s.cpu is not None]
+        if cpu:
+            demand.append(Series(f"{target} CPU demand", [m for m, _ in cpu], [v for _, v in cpu]))
+    panels = [("Replicas and HPA desired replicas (pods)", replicas)]
+    if demand:
+        panels.append(("CPU demand (cores)", demand))
+    return panels
+
+
 @dataclass(slots=True)
 class RunSeries:
     """The time series and figures of one run, for a report."""
@@ -162,6 +189,7 @@ def run_series(
         ),
     }
     return RunSeries(
+        panels=_workload_panels(recorder, start),
         name=name,
         end=end,
         nodes_by_offering=[step_series(label, changes) for label, changes in sorted(by_offering.items())],
