@@ -53,6 +53,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("batch/v1", "CronJob"),
     ("policy/v1", "PodDisruptionBudget"),
     ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
 )
 
 
