@@ -45,6 +45,19 @@ for that reason. While a candidate is backed off, the pass first looks for a
 delete among all candidates (no new capacity offered) and then for any
 command among the others, so the back-off holds back only what failed.
 
+A consolidation that finds nothing to do is not worked out again while
+nothing it reads has changed: no object's resourceVersion (pods, nodes,
+NodeClaims, NodePools, DaemonSets, PDBs, Namespaces, node classes), no
+catalog the provider returns, no budget, back-off or known saving, and no
+node has become due (``next_due``). Karpenter does the same (its cluster
+state records that it is consolidated, and any change marks it not), and
+like Karpenter the answer is kept at most ``QUIET_PASS_TTL`` (5 minutes):
+the disruption order weighs a node's remaining lifetime, which moves with
+the clock alone. Why: on a cluster that is already as cheap as it gets, a
+pass simulates the removal of every node every 10 seconds for nothing; a
+quiet cluster (nights, idle virtual time in the simulator) spent nearly all
+its time there.
+
 Expiration is not here: in Karpenter v1 it is forceful and handled by the
 NodeClaim expiration controller, not subject to budgets.
 """
@@ -55,9 +68,11 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from karpy.api.conditions import FALSE, TRUE, set_condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import (
@@ -74,7 +89,13 @@ from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Clu
 from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import launched_price, pdb_blocked_pods, scheduling_snapshot, volume_terms
+from karpy.controllers.state import (
+    PoolTypesCache,
+    launched_price,
+    pdb_blocked_pods,
+    scheduling_snapshot,
+    volume_terms,
+)
 from karpy.disruption.budgets import allowed_disruptions
 from karpy.disruption.consolidation import (
     KIND_PRICE,
@@ -96,6 +117,7 @@ POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 REPLACEMENT_BACKOFF_START = 60.0
 REPLACEMENT_BACKOFF_CAP = 600.0
+QUIET_PASS_TTL = 300.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 # Reasons a node is not a consolidation candidate *yet*: not worth an Event.
 _TRANSIENT = (
@@ -124,6 +146,20 @@ class Command:
         return f"{self.reason} (weight consolidation)" if self.kind == KIND_WEIGHT else self.reason
 
 
+class _Versioned(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _QuietPass:
+    """A consolidation that found nothing, kept to answer the same question again until ``until``."""
+
+    inputs: tuple[object, ...]
+    decision: ConsolidationDecision
+    until: float
+
+
 @dataclass(slots=True)
 class _Pending:
     command: Command
@@ -149,6 +185,7 @@ class DisruptionController:
         spot_to_spot: bool | None = None,
         metrics: Metrics | None = None,
         rules: ConsolidationRules | None = None,
+        quiet_pass_ttl: float = QUIET_PASS_TTL,
     ) -> None:
         self.cluster = cluster
         self.clock = clock
@@ -181,7 +218,13 @@ class DisruptionController:
         # NodeClaims whose consolidation replacement failed: (consecutive failures,
         # until when they are offered no replacement).
         self._replacement_backoff: dict[str, tuple[int, float]] = {}
+        self._pool_types = PoolTypesCache()
+        # The last consolidation that found nothing to do, with what it was worked out from.
+        self._quiet: _QuietPass | None = None
+        self.quiet_pass_ttl = quiet_pass_ttl
         self.passes = 0
+        # Consolidations answered from the last one that found nothing (inputs unchanged).
+        self.quiet_passes = 0
 
     @property
     def spot_to_spot(self) -> bool:
@@ -267,7 +310,14 @@ class DisruptionController:
             self._note_waiting(decision.blocked)
             self.consolidation_due = decision.next_due
             return None
-        snapshot = scheduling_snapshot(self.cluster, self.cloud)
+        backed_off = self._backed_off(now)
+        inputs = self._consolidation_inputs(pool_sizes, disrupting, backed_off, now)
+        quiet = self._quiet
+        if quiet is not None and inputs is not None and quiet.inputs == inputs and now < quiet.until:
+            self._conclude(quiet.decision)
+            self.quiet_passes += 1
+            return None
+        snapshot = scheduling_snapshot(self.cluster, self.cloud, pool_types=self._pool_types)
         prices = {
             c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
             for c in underused
@@ -300,7 +350,6 @@ class DisruptionController:
             )
 
         decision = consolidation(underused, snapshot.pools)
-        backed_off = self._backed_off(now)
         command = decision.command
         if command is not None and command.replacements and backed_off & set(command.nodeclaim_names):
             # Deletes first (no new capacity offered, so nothing can be launched),
@@ -315,13 +364,20 @@ class DisruptionController:
             until = min(self._replacement_backoff[name][1] for name in backed_off)
             due = decision.next_due
             decision = dataclasses.replace(decision, next_due=until if due is None else min(due, until))
-        self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
-        self._note_waiting(decision.blocked)
-        self.unconsolidatable = dict(decision.unconsolidatable)
-        self.consolidation_due = decision.next_due
+        self._conclude(decision)
         command = decision.command
         if command is None:
+            if inputs is not None:
+                # Worked out from the inputs as they were before the pass; what the pass itself
+                # changed (the savings kept) makes the next pass's inputs differ, so that one
+                # is worked out too, and only a pass that changes nothing is answered again.
+                after = self._consolidation_inputs(pool_sizes, disrupting, backed_off, now)
+                until = now + self.quiet_pass_ttl
+                if decision.next_due is not None:
+                    until = min(until, decision.next_due)
+                self._quiet = _QuietPass(after, decision, until) if after is not None else None
             return None
+        self._quiet = None
         return Command(
             REASON_UNDERUTILIZED,
             command.nodeclaim_names,
@@ -349,6 +405,74 @@ class DisruptionController:
             elif name in fresh:
                 kept[name] = (reason, fresh[name])
         self._given_up = kept
+
+    def _conclude(self, decision: ConsolidationDecision) -> None:
+        """Take in what a consolidation decision says of every node (the command aside)."""
+        self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
+        self._note_waiting(decision.blocked)
+        self.unconsolidatable = dict(decision.unconsolidatable)
+        self.consolidation_due = decision.next_due
+
+    def _consolidation_inputs(
+        self, pool_sizes: dict[str, int], disrupting: dict[str, int], backed_off: set[str], now: float
+    ) -> tuple[object, ...] | None:
+        """Everything a consolidation decision is worked out from, as a value to compare.
+
+        Objects count by kind, name and resourceVersion (every write gives a new
+        one); the catalog each NodePool may launch from by the provider's list
+        (a new list when an offering's availability or price changes); the
+        budgets, back-offs and savings already known by value. Time counts
+        through ``next_due`` and the five-minute bound (see ``QUIET_PASS_TTL``).
+        None when an object has no resourceVersion (nothing to tell its
+        changes by): then every pass is worked out.
+        """
+        assert self.cloud is not None
+        versions: list[tuple[str, str]] = []
+        groups: tuple[tuple[str, Iterable[_Versioned]], ...] = (
+            ("Pod", self.cluster.pods()),
+            ("Node", self.cluster.nodes()),
+            ("NodeClaim", self.cluster.nodeclaims()),
+            ("NodePool", self.cluster.nodepools()),
+            ("DaemonSet", self.cluster.daemonsets()),
+            ("PodDisruptionBudget", self.cluster.pod_disruption_budgets()),
+            ("Namespace", self.cluster.namespaces()),
+        )
+        for kind, objects in groups:
+            for obj in objects:
+                meta = obj.metadata
+                if not meta.resource_version:
+                    return None
+                versions.append((kind, meta.resource_version))
+        catalogs: list[object] = []
+        budgets: list[tuple[str, int]] = []
+        for pool in self.cluster.nodepools():
+            ref = pool.template.node_class_ref
+            node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+            catalogs.append(node_class.metadata.resource_version if node_class is not None else "")
+            try:
+                catalogs.append(self.cloud.get_instance_types(pool))
+            except CloudProviderError as error:
+                catalogs.append(str(error))
+            budgets.append(
+                (
+                    pool.name,
+                    allowed_disruptions(
+                        pool,
+                        REASON_UNDERUTILIZED,
+                        pool_sizes.get(pool.name, 0),
+                        disrupting.get(pool.name, 0),
+                        now,
+                    ),
+                )
+            )
+        return (
+            tuple(versions),
+            tuple(catalogs),
+            tuple(budgets),
+            frozenset(backed_off),
+            tuple(sorted(self._given_up.items())),
+            frozenset(self._deleted),
+        )
 
     def _note_waiting(self, blocked: dict[str, str]) -> None:
         for name, reason in blocked.items():
@@ -390,7 +514,8 @@ class DisruptionController:
             if self.cloud is None:
                 continue
             pods = [pod for pod in candidate.pods if reschedulable(pod)]
-            plan = scheduling_snapshot(self.cluster, self.cloud, frozenset((name,))).solve(pods)
+            snapshot = scheduling_snapshot(self.cluster, self.cloud, frozenset((name,)), self._pool_types)
+            plan = snapshot.solve(pods)
             if plan.unschedulable:
                 key, reason = next(iter(sorted(plan.unschedulable.items())))
                 self.blocked[name] = f"pod {key} would not schedule elsewhere: {reason}"

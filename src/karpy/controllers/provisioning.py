@@ -37,7 +37,7 @@ from karpy.cloud.provider import CloudProvider
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster
 from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import scheduling_snapshot
+from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
 from karpy.logs import about, named
 from karpy.scheduling.solver import NewNodeClaim, Plan
 
@@ -80,6 +80,7 @@ class Provisioner:
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self.last = ProvisioningResult()
+        self._pool_types = PoolTypesCache()
         self.passes = 0
 
     # -- triggers ----------------------------------------------------------
@@ -154,7 +155,7 @@ class Provisioner:
 
     def schedule(self, pods: list[Pod]) -> tuple[Plan, dict[str, NodePool]]:
         """Plan placements for ``pods`` against the current cluster (no writes)."""
-        snapshot = scheduling_snapshot(self.cluster, self.cloud)
+        snapshot = scheduling_snapshot(self.cluster, self.cloud, pool_types=self._pool_types)
         return snapshot.solve(pods), snapshot.nodepools
 
     def provision(self) -> ProvisioningResult:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodepool import NodeClassRef, NodePool
+from karpy.api.nodepool import NodeClaimTemplate, NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import DISRUPTED_TAINT_KEY, UNREGISTERED_TAINT_KEY, untolerated
@@ -36,7 +36,9 @@ from karpy.scheduling.solver import (
     ExistingCapacity,
     NodePoolCapacity,
     Plan,
+    launchable_types,
     max_capacity,
+    pool_requirements,
     solve,
 )
 
@@ -58,8 +60,7 @@ def daemon_overhead(
     node) overstates overhead, which makes nodes look full and, in
     consolidation, makes the same pods look like they need another node.
     """
-    requirements = nodepool.template.requirement_set()
-    requirements.add(Requirement.from_operator(LABEL_NODEPOOL, "In", (nodepool.name,)))
+    requirements = pool_requirements(nodepool)
     running: list[tuple[tuple[Requirements, ...], ResourceAmounts]] = []
     total: ResourceAmounts = {}
     for daemonset in daemonsets:
@@ -243,12 +244,55 @@ def nodepool_resources(nodeclaims: Iterable[NodeClaim]) -> ResourceAmounts:
     return resources
 
 
+@dataclass(frozen=True, slots=True)
+class PoolTypes:
+    """What a NodePool's instance types are to the solver: those it may launch, and the
+    DaemonSets' requests on each (``daemon_overhead``)."""
+
+    launchable: list[InstanceType]
+    overhead: ResourceAmounts
+    type_overhead: dict[str, ResourceAmounts]
+
+
+class PoolTypesCache:
+    """Each NodePool's :class:`PoolTypes`, kept while what they are worked out from stays.
+
+    Working them out reads every type of the catalog (hundreds on AWS) against
+    the pool's requirements and every DaemonSet, which was most of a
+    disruption pass on a small cluster, and it is the same answer pass after
+    pass: it changes only with the pool's template, the DaemonSets, or the
+    catalog the provider returns (a new list whenever an offering's
+    availability or price changes, so the list itself is the key; the entry
+    holds it, so its identity cannot be reused by another list).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[
+            str, tuple[Sequence[InstanceType], NodeClaimTemplate, tuple[DaemonSet, ...], PoolTypes]
+        ] = {}
+
+    def get(
+        self, nodepool: NodePool, daemonsets: tuple[DaemonSet, ...], catalog: Sequence[InstanceType]
+    ) -> PoolTypes:
+        entry = self._entries.get(nodepool.name)
+        if (
+            entry is not None
+            and entry[0] is catalog
+            and entry[1] == nodepool.template
+            and entry[2] == daemonsets
+        ):
+            return entry[3]
+        overhead, type_overhead = daemon_overhead(nodepool, daemonsets, catalog)
+        types = PoolTypes(launchable_types(nodepool, catalog), overhead, type_overhead)
+        self._entries[nodepool.name] = (catalog, nodepool.template, daemonsets, types)
+        return types
+
+
 def nodepool_capacity(
     cluster: ClusterReader,
     nodepool: NodePool,
     instance_types: Sequence[InstanceType],
-    overhead: ResourceAmounts,
-    type_overhead: dict[str, ResourceAmounts] | None = None,
+    types: PoolTypes,
 ) -> NodePoolCapacity:
     remaining: ResourceAmounts | None = None
     if nodepool.limits:
@@ -262,7 +306,9 @@ def nodepool_capacity(
             resource: limit - (count if resource == NODES_RESOURCE else used.get(resource, 0))
             for resource, limit in nodepool.limits.items()
         }
-    return NodePoolCapacity(nodepool, instance_types, overhead, remaining, type_overhead or {})
+    # Limits count existing NodeClaims against every type (one may be of a type the pool no
+    # longer admits); what the pool can launch is only what its requirements admit.
+    return NodePoolCapacity(nodepool, types.launchable, types.overhead, remaining, types.type_overhead)
 
 
 def volume_terms(cluster: ClusterReader, pods: Sequence[Pod]) -> dict[str, tuple[Requirements, ...]]:
@@ -317,15 +363,21 @@ class SchedulingSnapshot:
 
 
 def scheduling_snapshot(
-    cluster: ClusterReader, cloud: CloudProvider, exclude: frozenset[str] = frozenset()
+    cluster: ClusterReader,
+    cloud: CloudProvider,
+    exclude: frozenset[str] = frozenset(),
+    pool_types: PoolTypesCache | None = None,
 ) -> SchedulingSnapshot:
     """The cluster as the scheduling core sees it, without the NodeClaims in ``exclude``.
 
     The provisioner and the disruption controller both build their view here,
-    so "where would these pods go" has one answer in both.
+    so "where would these pods go" has one answer in both. A controller that
+    takes snapshots pass after pass passes its ``pool_types`` cache.
     """
+    if pool_types is None:
+        pool_types = PoolTypesCache()
     nodepools = {pool.name: pool for pool in cluster.nodepools() if not pool.metadata.deleting}
-    daemonsets = list(cluster.daemonsets())
+    daemonsets = tuple(cluster.daemonsets())
     instance_types: dict[str, list[InstanceType]] = {}
     overheads: dict[str, ResourceAmounts] = {}
     pools: list[NodePoolCapacity] = []
@@ -337,10 +389,9 @@ def scheduling_snapshot(
                 instance_types[pool.name] = cloud.get_instance_types(pool)
             except CloudProviderError as error:
                 log.warning("NodePool %s has no instance types: %s", pool.name, error)
-        overheads[pool.name], type_overhead = daemon_overhead(pool, daemonsets, instance_types[pool.name])
-        capacity = nodepool_capacity(
-            cluster, pool, instance_types[pool.name], overheads[pool.name], type_overhead
-        )
+        types = pool_types.get(pool, daemonsets, instance_types[pool.name])
+        overheads[pool.name] = types.overhead
+        capacity = nodepool_capacity(cluster, pool, instance_types[pool.name], types)
         if problem is not None:
             capacity = dataclasses.replace(capacity, unavailable=f"node class {problem.message}")
         pools.append(capacity)

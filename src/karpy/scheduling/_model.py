@@ -18,7 +18,12 @@ would be judged by other rules than it was made by:
   ``nodes: 1`` (:func:`max_capacity`), because the cloud may launch any of
   its options;
 - ``minValues`` is met when the options still offer that many distinct
-  values of the key (:func:`min_values_met`).
+  values of the key (:func:`min_values_met`);
+- a NodePool launches only instance types its requirements admit
+  (:func:`pool_requirements`, :func:`launchable_types`): the snapshot keeps
+  only those in :attr:`NodePoolCapacity.instance_types`, once per pass, so
+  each of the many solves a consolidation pass makes scans the pool's types,
+  not the whole catalog.
 
 Pure data and pure functions; :mod:`karpy.scheduling.solver` re-exports every
 name, and that is where code outside the package imports them from.
@@ -33,7 +38,7 @@ from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
-from karpy.api.requirements import Requirements
+from karpy.api.requirements import LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import Taint
 
 POD_RESOURCE = "pods"
@@ -61,6 +66,8 @@ class NodePoolCapacity:
     """What one NodePool can launch, as the provisioner sees it right now."""
 
     nodepool: NodePool
+    # The types the pool may launch; a type its requirements exclude is never an option
+    # of its NodeClaims, so callers may leave it out (``launchable_types``).
     instance_types: Sequence[InstanceType]
     daemon_overhead: ResourceAmounts = field(default_factory=dict)
     # limits minus the capacity of the pool's existing NodeClaims; None = unlimited.
@@ -103,6 +110,25 @@ class Plan:
     unschedulable: dict[str, str] = field(default_factory=dict)
     # Preferences given up for pods that were placed only after relaxing them.
     relaxed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def pool_requirements(nodepool: NodePool) -> Requirements:
+    """What every NodeClaim of ``nodepool`` requires: its template's requirements and its name label."""
+    requirements = nodepool.template.requirement_set()
+    requirements.add(Requirement.from_operator(LABEL_NODEPOOL, "In", (nodepool.name,)))
+    return requirements
+
+
+def launchable_types(nodepool: NodePool, instance_types: Sequence[InstanceType]) -> list[InstanceType]:
+    """The instance types ``nodepool``'s requirements admit, in their order.
+
+    Safe to hand the solver instead of the whole catalog: it only ever offers
+    a type compatible with the pool's requirements intersected with a pod's,
+    which a type incompatible with the pool's alone never is. Karpenter too
+    counts topology domains only from the types a NodePool admits.
+    """
+    requirements = pool_requirements(nodepool)
+    return [t for t in instance_types if t.requirements.intersects(requirements) is None]
 
 
 def pod_requests(pod: Pod) -> ResourceAmounts:

@@ -96,7 +96,7 @@ import numpy.typing as npt
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.quantity import ResourceAmounts, add_amounts, exceeded_resources, fits, format_amount
-from karpy.api.requirements import LABEL_HOSTNAME, LABEL_NODEPOOL, Requirement, Requirements
+from karpy.api.requirements import LABEL_HOSTNAME, Requirement, Requirements
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.scheduling._bins import DomainsKey, OpenBins, walk_resumes_at, walk_skips_existing
 from karpy.scheduling._groups import (
@@ -112,10 +112,12 @@ from karpy.scheduling._model import (
     NewNodeClaim,
     NodePoolCapacity,
     Plan,
+    launchable_types,
     max_capacity,
     min_values_met,
     min_values_shortfall,
     pod_requests,
+    pool_requirements,
 )
 from karpy.scheduling._options import Opening, PoolMatrix, Target
 from karpy.scheduling._patterns import CHUNK_DIVISORS, Pattern, pack
@@ -139,10 +141,12 @@ __all__ = [
     "NewNodeClaim",
     "NodePoolCapacity",
     "Plan",
+    "launchable_types",
     "max_capacity",
     "min_values_met",
     "min_values_shortfall",
     "pod_requests",
+    "pool_requirements",
     "solve",
 ]
 
@@ -191,7 +195,7 @@ class _Scheduler:
         self.left_at_limit = False
         self._limit_refusals = 0
         self.pools = sorted(pools, key=lambda pool: (-(pool.nodepool.weight or 0), pool.nodepool.name))
-        self.pool_requirements = {pool.nodepool.name: self._pool_requirements(pool) for pool in self.pools}
+        self.pool_requirements = {pool.nodepool.name: pool_requirements(pool.nodepool) for pool in self.pools}
         # A function of the pools, not a bound method: the scheduler and its topology must not
         # refer to each other, so that a plan's working state is freed as soon as it is made.
         self.topology = Topology(discover=_offered_values(self.pools, self.pool_requirements))
@@ -254,12 +258,6 @@ class _Scheduler:
         self._matrices: dict[int, PoolMatrix] = {}
         # Pods that constrain nothing but resources: which new NodeClaim holds them is free.
         self._movable: set[str] = set()
-
-    @staticmethod
-    def _pool_requirements(pool: NodePoolCapacity) -> Requirements:
-        requirements = pool.nodepool.template.requirement_set()
-        requirements.add(Requirement.from_operator(LABEL_NODEPOOL, "In", (pool.nodepool.name,)))
-        return requirements
 
     # -- one pod ---------------------------------------------------------------
 
