@@ -30,6 +30,20 @@ spec:
 """
 
 
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{{selector}}}}}
+  template:
+    metadata: {{labels: {labels}}}
+    spec:
+      containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]
+"""
+
+
 def nodepool(
     name: str = "broken",
     requirements: str = "[]",
@@ -132,6 +146,40 @@ CASES = {
             'spec.limits.cpus: unknown resource name "cpus"',
             'did you mean "cpu"',
         ),
+    ),
+    "replicas beyond int32": (
+        "huge.yaml",
+        DEPLOYMENT.format(
+            name="huge", replicas="99999999999999999999999", selector="app: huge", labels="{app: huge}"
+        ),
+        ("huge.yaml", 'Deployment "huge"', "spec.replicas", "int32", "2147483647"),
+    ),
+    "a name the API server refuses": (
+        "name.yaml",
+        DEPLOYMENT.format(name="Web_1", replicas=1, selector="app: web", labels="{app: web}"),
+        ("name.yaml", 'Deployment "Web_1"', "metadata.name", "RFC 1123 subdomain"),
+    ),
+    "a name longer than 253 characters": (
+        "long.yaml",
+        DEPLOYMENT.format(name="a" * 254, replicas=1, selector="app: web", labels="{app: web}"),
+        ("long.yaml", "metadata.name", "no more than 253 characters"),
+    ),
+    "a label key with a space": (
+        "label.yaml",
+        DEPLOYMENT.format(name="web", replicas=1, selector="app: web", labels="{app: web, 'my team': a}"),
+        ("label.yaml", 'Deployment "web"', "spec.template.metadata.labels", "'my team'"),
+    ),
+    "a label value longer than 63 characters": (
+        "value.yaml",
+        DEPLOYMENT.format(
+            name="web", replicas=1, selector="app: web", labels="{app: web, team: " + "x" * 64 + "}"
+        ),
+        ("value.yaml", "spec.template.metadata.labels", "'team'", "no more than 63 characters"),
+    ),
+    "a selector that does not select the template": (
+        "selector.yaml",
+        DEPLOYMENT.format(name="web", replicas=1, selector="app: api", labels="{app: web}"),
+        ("selector.yaml", 'Deployment "web"', "spec.template.metadata.labels", "does not match"),
     ),
     "missing node class": (
         "orphan.yaml",

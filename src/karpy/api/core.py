@@ -25,6 +25,7 @@ from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.fields import HUGEPAGES_PREFIX
+from karpy.api.limits import INT32_MAX, labels_problem
 from karpy.api.meta import ObjectMeta, parse_timestamp
 from karpy.api.quantity import (
     QuantityError,
@@ -313,7 +314,11 @@ class PodTemplate:
     @classmethod
     def parse(cls, reader: FieldReader) -> PodTemplate:
         metadata = reader.obj("metadata")
-        return cls(metadata.str_map("labels"), _read_annotations(metadata), PodSpec.parse(reader.obj("spec")))
+        labels = metadata.str_map("labels")
+        problem = labels_problem(labels)
+        if problem is not None:
+            raise metadata.error("labels", problem)
+        return cls(labels, _read_annotations(metadata), PodSpec.parse(reader.obj("spec")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,10 +440,20 @@ class Node:
 
 
 def _non_negative(reader: FieldReader, key: str) -> int | None:
+    """A count of the API (replicas, parallelism, ...): an int32, so at most 2147483647."""
     value = reader.integer(key)
     if value is not None and value < 0:
         raise reader.error(key, "must not be negative")
+    if value is not None and value > INT32_MAX:
+        raise reader.error(key, f"{value} does not fit the field's int32 (at most {INT32_MAX})")
     return value
+
+
+def _selecting(reader: FieldReader, selector: LabelSelector, template: PodTemplate) -> LabelSelector:
+    """A workload's selector, which must select its own template's pods (the API server says so)."""
+    if (selector.match_labels or selector.match_expressions) and not selector.matches(template.labels):
+        raise reader.error("template.metadata.labels", "`selector` does not match template `labels`")
+    return selector
 
 
 def _replicas(reader: FieldReader) -> int:
@@ -459,12 +474,14 @@ class ScaledWorkload:
 
     @classmethod
     def parse(cls, reader: FieldReader) -> Self:
+        metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=True)
         spec = reader.obj("spec")
+        template = PodTemplate.parse(spec.obj("template"))
         return cls(
-            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
+            metadata=metadata,
             replicas=_replicas(spec),
-            selector=LabelSelector.parse(spec.obj("selector")),
-            template=PodTemplate.parse(spec.obj("template")),
+            selector=_selecting(spec, LabelSelector.parse(spec.obj("selector")), template),
+            template=template,
         )
 
     def with_changes(self, **changes: object) -> Self:
@@ -491,11 +508,13 @@ class DaemonSet:
 
     @classmethod
     def parse(cls, reader: FieldReader) -> DaemonSet:
+        metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=True)
         spec = reader.obj("spec")
+        template = PodTemplate.parse(spec.obj("template"))
         return cls(
-            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
-            selector=LabelSelector.parse(spec.obj("selector")),
-            template=PodTemplate.parse(spec.obj("template")),
+            metadata=metadata,
+            selector=_selecting(spec, LabelSelector.parse(spec.obj("selector")), template),
+            template=template,
         )
 
 

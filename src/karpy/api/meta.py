@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.limits import dns1123_label_problem, dns1123_subdomain_problem, labels_problem
 
 
 def parse_timestamp(text: str, path: str = "") -> float:
@@ -83,13 +84,24 @@ class ObjectMeta:
         name = reader.string("name")
         if not name and not reader.string("generateName"):
             raise reader.error("name", "required")
+        problem = dns1123_subdomain_problem(name) if name else None
+        if problem is not None:
+            raise reader.error("name", problem)
+        namespace = (reader.string("namespace") or "default") if namespaced else ""
+        problem = dns1123_label_problem(namespace) if namespace else None
+        if problem is not None:
+            raise reader.error("namespace", problem)
+        labels = reader.str_map("labels")
+        problem = labels_problem(labels)
+        if problem is not None:
+            raise reader.error("labels", problem)
         created = reader.string("creationTimestamp")
         deleted = reader.string("deletionTimestamp")
         return cls(
             name=name,
-            namespace=(reader.string("namespace") or "default") if namespaced else "",
+            namespace=namespace,
             uid=reader.string("uid"),
-            labels=reader.str_map("labels"),
+            labels=labels,
             annotations=reader.str_map("annotations"),
             owner_references=reader.items("ownerReferences", OwnerReference.parse),
             finalizers=reader.str_list("finalizers"),
