@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from benchmarks.compare import FIGURES, SCENARIOS, config_lines, markdown, run_one
 from benchmarks.convergence import RULES as CONVERGENCE_RULES
 from benchmarks.convergence import run_one as run_convergence
 from benchmarks.convergence import table as convergence_table
@@ -194,3 +195,17 @@ def test_the_convergence_benchmark_measures_a_scenario_under_both_rules() -> Non
     assert {result.rules for result in results} == {"karpy", "karpenter"}
     lines = convergence_table(results).splitlines()
     assert len(lines) == 4 and lines[2].startswith("| scale-down-30-6 | karpy |")
+
+
+def test_the_comparison_runs_both_autoscalers_and_counts_their_configuration() -> None:
+    for name, path in SCENARIOS.items():
+        lines = config_lines(path)
+        assert lines["karpy"] and lines["karpy"] > 10, name
+        declared = "clusterAutoscaler:" in (path / "scenario.yaml" if path.is_dir() else path).read_text()
+        assert (lines["cluster-autoscaler"] is not None) == declared, name
+    result = run_one("walkthrough")
+    for autoscaler in ("karpy", "cluster-autoscaler"):
+        figures = result.figures[autoscaler]
+        assert set(FIGURES) <= set(figures)
+        assert figures["scale-up events"] == "1" and figures["pods evicted"] == "0"
+    assert "| walkthrough |" in markdown([result])
