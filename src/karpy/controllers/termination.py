@@ -25,6 +25,15 @@ it only marks it. This controller then, step by step and idempotently:
 
 A crash after any step is harmless: the next reconcile finds the step done
 and goes on with the next.
+
+A Node deleted directly (``kubectl delete node``) keeps karpy's finalizer
+too, so it stays Terminating until karpy acts: as in Karpenter v1, its
+NodeClaim is deleted, and the NodeClaim's termination above drains the
+node, terminates the instance and lifts the finalizer. A Node with the
+finalizer and no NodeClaim (left from a NodeClaim deleted by hand with its
+finalizer removed) has nothing to drain through: its finalizer is lifted at
+once, with a warning. Both are found on start too, since a restarted
+controller sees every Node as added.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ EVICTION_RETRY = 5.0
 DRAIN_POLL = 1.0
 # A pod still there this long after its deletion timestamp is stuck terminating (Karpenter's minute).
 STUCK_TERMINATING_AFTER = 60.0
+# Keys of deleted Nodes, beside the NodeClaim names the controller's other keys are.
+NODE_KEY_PREFIX = "node/"
 
 
 def remove_node(cluster: Cluster, node: Node) -> None:
@@ -100,12 +111,67 @@ class Terminator:
         self.metrics = metrics if metrics is not None else Metrics()
 
     def watches(self) -> list[Watch]:
-        return [Watch("NodeClaim", self._on_nodeclaim), Watch("Pod", self._on_pod)]
+        return [
+            Watch("NodeClaim", self._on_nodeclaim),
+            Watch("Pod", self._on_pod),
+            Watch("Node", self._on_node),
+        ]
+
+    def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
+        if (
+            isinstance(new, Node)
+            and new.metadata.deleting
+            and TERMINATION_FINALIZER in new.metadata.finalizers
+        ):
+            return [NODE_KEY_PREFIX + new.name]
+        return []
 
     def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
         if isinstance(new, NodeClaim) and new.metadata.deleting:
             return [new.name]
         return []
+
+    def _node_deleted(self, name: str) -> None:
+        """A Node deleted by someone else: delete its NodeClaim, whose termination drains it."""
+        node = self.cluster.node(name)
+        if (
+            node is None
+            or not node.metadata.deleting
+            or TERMINATION_FINALIZER not in node.metadata.finalizers
+        ):
+            return
+        claim = next(
+            (
+                c
+                for c in self.cluster.nodeclaims()
+                if c.status.node_name == name
+                or (node.provider_id and c.status.provider_id == node.provider_id)
+            ),
+            None,
+        )
+        if claim is None:
+            log.warning(
+                "node %s was deleted and has no NodeClaim: lifting its finalizer without a drain",
+                name,
+                extra=about(node, controller=self.name),
+            )
+            remove_node(self.cluster, node)
+            return
+        if claim.metadata.deleting:
+            return
+        log.info(
+            "node %s was deleted: deleting its NodeClaim %s, which drains it",
+            name,
+            claim.name,
+            extra=about(claim, node, controller=self.name),
+        )
+        self.cluster.record_event(
+            node, EVENT_NORMAL, "Deleting", f"Deleting NodeClaim {claim.name}: the Node was deleted"
+        )
+        try:
+            self.cluster.delete(claim)
+        except NotFoundError:
+            return
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         # A pod leaving a draining node moves the drain on.
@@ -116,6 +182,9 @@ class Terminator:
         return []
 
     def reconcile(self, key: str) -> float | None:
+        if key.startswith(NODE_KEY_PREFIX):
+            self._node_deleted(key.removeprefix(NODE_KEY_PREFIX))
+            return None
         nodeclaim = self.cluster.nodeclaim(key)
         if nodeclaim is None or not nodeclaim.metadata.deleting:
             return None
