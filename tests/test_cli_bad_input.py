@@ -30,6 +30,15 @@ spec:
 """
 
 
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, labels: {{app: p}}}}
+spec:
+  {spec}
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]
+"""
+
 DEPLOYMENT = """\
 apiVersion: apps/v1
 kind: Deployment
@@ -180,6 +189,26 @@ CASES = {
         "selector.yaml",
         DEPLOYMENT.format(name="web", replicas=1, selector="app: api", labels="{app: web}"),
         ("selector.yaml", 'Deployment "web"', "spec.template.metadata.labels", "does not match"),
+    ),
+    "a spread constraint with an unknown whenUnsatisfiable": (
+        "spread.yaml",
+        POD.format(
+            spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, "
+            "whenUnsatisfiable: Whatever, labelSelector: {matchLabels: {app: p}}}]"
+        ),
+        ("spread.yaml", 'Pod "p"', "whenUnsatisfiable", "DoNotSchedule, ScheduleAnyway", "'Whatever'"),
+    ),
+    "pod anti-affinity without a topologyKey": (
+        "anti.yaml",
+        POD.format(
+            spec="affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+            "[{labelSelector: {matchLabels: {app: p}}}]}}"
+        ),
+        (
+            "anti.yaml",
+            'Pod "p"',
+            "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+        ),
     ),
     "missing node class": (
         "orphan.yaml",

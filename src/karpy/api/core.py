@@ -180,6 +180,11 @@ class PodSpec:
             max_skew = item.integer("maxSkew")
             if max_skew is None or max_skew < 1:
                 raise item.error("maxSkew", "must be a positive integer")
+            when = item.required_str("whenUnsatisfiable")
+            if when not in WHEN_UNSATISFIABLE:
+                raise item.error(
+                    "whenUnsatisfiable", f"must be one of {', '.join(WHEN_UNSATISFIABLE)}, got {when!r}"
+                )
             return dict((key, item.raw(key)) for key in item)
 
         host_ports: list[int] = []
@@ -188,6 +193,8 @@ class PodSpec:
                 host_port = port.integer("hostPort")
                 if host_port:
                     host_ports.append(host_port)
+        for kind in ("podAffinity", "podAntiAffinity"):
+            _check_pod_affinity_terms(affinity.obj(kind))
         pod_affinity = affinity.raw("podAffinity")
         pod_anti_affinity = affinity.raw("podAntiAffinity")
         claim_names = tuple(
@@ -303,6 +310,22 @@ def _read_annotations(metadata: FieldReader) -> dict[str, str]:
     except DurationError as error:
         raise metadata.obj("annotations").error(RUN_DURATION_ANNOTATION, str(error)) from error
     return annotations
+
+
+WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+
+
+def _check_pod_affinity_terms(reader: FieldReader) -> None:
+    """What the API server requires of (anti-)affinity terms: a topologyKey in each.
+
+    The terms themselves are kept as written for the scheduling core; a term
+    without a topologyKey never reaches a scheduler, so it must not reach the
+    simulator's either.
+    """
+    for term in reader.items("requiredDuringSchedulingIgnoredDuringExecution", lambda t: t):
+        term.required_str("topologyKey")
+    for weighted in reader.items("preferredDuringSchedulingIgnoredDuringExecution", lambda t: t):
+        weighted.obj("podAffinityTerm").required_str("topologyKey")
 
 
 @dataclass(frozen=True, slots=True)
