@@ -226,3 +226,13 @@ def test_the_plan_does_not_depend_on_the_input_order_when_specs_read_alike() -> 
         "n", "p", Requirements.from_labels({LABEL_INSTANCE_TYPE: "t1"}), (), {"cpu": 1000, "pods": 5}
     )
     assert solve(pods, [node], []).existing == solve(pods[::-1], [node], []).existing == {"default/a-1": "n"}
+
+
+def test_a_pod_kept_out_by_daemonset_overhead_is_told_so_and_one_too_big_alone_is_not() -> None:
+    pool = NodePoolCapacity(
+        make_nodepool(), [make_instance_type("c.4x", cpu=4, memory_gib=8, price=0.2)], {"cpu": 500_000}
+    )
+    plan = solve([make_pod("small", cpu="100m"), make_pod("huge", cpu="8")], [], [pool])
+    assert "with the DaemonSets' (cpu 500)" in plan.unschedulable["default/small"]
+    assert "(largest option c.4x)" in plan.unschedulable["default/small"]
+    assert "DaemonSets" not in plan.unschedulable["default/huge"]

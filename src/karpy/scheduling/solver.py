@@ -1030,12 +1030,15 @@ class _Scheduler:
             fitting_rows = self._fitting_rows(pool, merged, offered, requests)
             if len(fitting_rows) == 0:
                 largest = max(offered, key=_capacity_key)
-                short = exceeded_resources(add_amounts(requests, pool.overhead(largest)), largest.allocatable)
-                reason = (
-                    "no instance type has room for the pod's requests "
-                    + _format_resources(requests, short)
-                    + f" (largest option {largest.name})"
+                overhead = pool.overhead(largest)
+                short = exceeded_resources(add_amounts(requests, overhead), largest.allocatable)
+                reason = "no instance type has room for the pod's requests " + _format_resources(
+                    requests, short
                 )
+                if not exceeded_resources(requests, largest.allocatable):
+                    # The pod alone would fit: it is the DaemonSets that fill the node.
+                    reason += " with the DaemonSets' " + _format_resources(overhead, short)
+                reason += f" (largest option {largest.name})"
                 continue
             admission = self._admit(constraints, target, merged)
             if not admission.ok:
