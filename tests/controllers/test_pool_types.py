@@ -17,7 +17,7 @@ from tests.support import make_instance_type, make_nodepool, make_pod, parse_obj
 from karpy.api.core import DaemonSet
 from karpy.api.instancetype import InstanceType
 from karpy.controllers.state import PoolTypesCache
-from karpy.scheduling.solver import NodePoolCapacity, launchable_types, solve
+from karpy.scheduling.solver import NodePoolCapacity, Plan, TypeMemo, launchable_types, solve
 
 CATALOG = [
     make_instance_type("c.2x", cpu=2, memory_gib=4, price=0.10),
@@ -99,3 +99,25 @@ def test_the_cache_answers_again_only_while_pool_daemonsets_and_catalog_stay() -
     # The provider returns a new list when the catalog changes: worked out afresh.
     smaller = CATALOG[:1]
     assert names(cache.get(pool, (daemonset,), smaller).launchable) == ["c.2x"]
+
+
+def test_solves_sharing_a_memo_plan_as_solves_without_one_and_reuse_its_answers() -> None:
+    pool = make_nodepool(template_spec=AMD64)
+    pods = [
+        make_pod(f"p{i}", cpu=cpu, memory=memory)
+        for i, (cpu, memory) in enumerate([("1", "1Gi"), ("3", "6Gi")] * 4)
+    ]
+    memo = TypeMemo()
+    shared = NodePoolCapacity(pool, launchable_types(pool, CATALOG), memo=memo)
+    alone = NodePoolCapacity(pool, launchable_types(pool, CATALOG))
+
+    def shape(plan: Plan) -> list[tuple[list[str], list[str]]]:
+        return [(names(c.instance_types), sorted(p.key for p in c.pods)) for c in plan.new_nodeclaims]
+
+    first = solve(pods, [], [shared])
+    filled = (len(memo.matrices), len(memo.ranks), len(memo.compatible))
+    assert all(filled)
+    assert shape(first) == shape(solve(pods, [], [alone]))
+    # Another solve over the same types (a consolidation's next candidate) asks nothing new.
+    assert shape(solve(pods[:5], [], [shared])) == shape(solve(pods[:5], [], [alone]))
+    assert (len(memo.matrices), len(memo.ranks), len(memo.compatible)) == filled

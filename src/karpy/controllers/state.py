@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
@@ -36,6 +36,7 @@ from karpy.scheduling.solver import (
     ExistingCapacity,
     NodePoolCapacity,
     Plan,
+    TypeMemo,
     launchable_types,
     max_capacity,
     pool_requirements,
@@ -252,6 +253,8 @@ class PoolTypes:
     launchable: list[InstanceType]
     overhead: ResourceAmounts
     type_overhead: dict[str, ResourceAmounts]
+    # What the solver works out from these alone, shared by every solve while they stay.
+    memo: TypeMemo = field(default_factory=TypeMemo)
 
 
 class PoolTypesCache:
@@ -308,7 +311,9 @@ def nodepool_capacity(
         }
     # Limits count existing NodeClaims against every type (one may be of a type the pool no
     # longer admits); what the pool can launch is only what its requirements admit.
-    return NodePoolCapacity(nodepool, types.launchable, types.overhead, remaining, types.type_overhead)
+    return NodePoolCapacity(
+        nodepool, types.launchable, types.overhead, remaining, types.type_overhead, memo=types.memo
+    )
 
 
 def volume_terms(cluster: ClusterReader, pods: Sequence[Pod]) -> dict[str, tuple[Requirements, ...]]:

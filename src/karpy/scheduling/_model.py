@@ -33,6 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
@@ -40,6 +44,9 @@ from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import Taint
+
+if TYPE_CHECKING:
+    from karpy.scheduling._options import PoolMatrix
 
 POD_RESOURCE = "pods"
 NODES_RESOURCE = "nodes"
@@ -61,6 +68,28 @@ class ExistingCapacity:
     pods: tuple[Pod, ...] = ()
 
 
+@dataclass(slots=True)
+class TypeMemo:
+    """What solves work out from a NodePool's instance types alone, kept for the next solve.
+
+    A consolidation pass solves once per candidate, each time for the same
+    pools: the pool's matrix of types (:class:`PoolMatrix`), its types ranked
+    by price under a zone and capacity-type requirement, and its types
+    compatible with a requirement are the same answers every time. They
+    depend only on the types (their offerings' availability and prices
+    included), the DaemonSets' overhead on each, and the key they are kept
+    under; so a memo belongs to one list of types and one overhead, and a
+    caller makes a new one when either changes (``PoolTypesCache`` in the
+    controllers does).
+    """
+
+    matrices: dict[tuple[tuple[str, ...], frozenset[Requirement]], PoolMatrix] = field(default_factory=dict)
+    ranks: dict[tuple[Requirement, Requirement], npt.NDArray[np.intp]] = field(default_factory=dict)
+    compatible: dict[frozenset[Requirement], tuple[list[InstanceType], list[InstanceType]]] = field(
+        default_factory=dict
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class NodePoolCapacity:
     """What one NodePool can launch, as the provisioner sees it right now."""
@@ -77,6 +106,9 @@ class NodePoolCapacity:
     type_overhead: Mapping[str, ResourceAmounts] = field(default_factory=dict)
     # Why the pool can launch nothing now (its node class is not ready); "" when it can.
     unavailable: str = ""
+    # Answers worked out from ``instance_types`` and the overheads alone, shared with other
+    # solves over the same ones; None: each solve works them out afresh.
+    memo: TypeMemo | None = field(default=None, compare=False, repr=False)
 
     def overhead(self, instance_type: InstanceType) -> ResourceAmounts:
         return self.type_overhead.get(instance_type.name, self.daemon_overhead)

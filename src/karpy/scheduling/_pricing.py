@@ -55,8 +55,11 @@ class Prices:
         self, pool: NodePoolCapacity, rows: npt.NDArray[np.intp], requirements: Requirements
     ) -> npt.NDArray[np.intp]:
         """The options at ``rows`` of the pool, cheapest first (then by name), as rows."""
-        key = (id(pool), requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE))
+        zone, capacity_type = requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE)
+        key = (id(pool), zone, capacity_type)
         rank = self._ranks.get(key)
+        if rank is None and pool.memo is not None:
+            rank = pool.memo.ranks.get((zone, capacity_type))
         if rank is None:
 
             def price(row: int) -> tuple[float, str]:
@@ -67,7 +70,9 @@ class Prices:
             order = sorted(range(len(pool.instance_types)), key=price)
             rank = np.empty(max(1, len(order)), dtype=np.intp)
             rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order), dtype=np.intp)
-            self._ranks[key] = rank
+            if pool.memo is not None:
+                pool.memo.ranks[(zone, capacity_type)] = rank
+        self._ranks[key] = rank
         ordered: npt.NDArray[np.intp] = rows[np.argsort(rank[rows], kind="stable")]
         return ordered
 

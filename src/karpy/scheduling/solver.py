@@ -112,6 +112,7 @@ from karpy.scheduling._model import (
     NewNodeClaim,
     NodePoolCapacity,
     Plan,
+    TypeMemo,
     launchable_types,
     max_capacity,
     min_values_met,
@@ -141,6 +142,7 @@ __all__ = [
     "NewNodeClaim",
     "NodePoolCapacity",
     "Plan",
+    "TypeMemo",
     "launchable_types",
     "max_capacity",
     "min_values_met",
@@ -960,7 +962,13 @@ class _Scheduler:
     def _matrix(self, pool: NodePoolCapacity) -> PoolMatrix:
         matrix = self._matrices.get(id(pool))
         if matrix is None:
-            matrix = PoolMatrix(pool, self.resources, self.pool_requirements[pool.nodepool.name])
+            requirements = self.pool_requirements[pool.nodepool.name]
+            key = (tuple(self.resources), requirements.identity())
+            matrix = pool.memo.matrices.get(key) if pool.memo is not None else None
+            if matrix is None:
+                matrix = PoolMatrix(pool, self.resources, requirements)
+                if pool.memo is not None:
+                    pool.memo.matrices[key] = matrix
             self._matrices[id(pool)] = matrix
         return matrix
 
@@ -981,11 +989,17 @@ class _Scheduler:
         self, pool: NodePoolCapacity, requirements: Requirements
     ) -> tuple[list[InstanceType], list[InstanceType]]:
         """The pool's types compatible with ``requirements``, and those of them offered; cached."""
-        key = (pool.nodepool.name, requirements.identity())
+        identity = requirements.identity()
+        key = (pool.nodepool.name, identity)
         cached = self._type_cache.get(key)
         if cached is None:
-            compatible = [t for t in pool.instance_types if t.requirements.intersects(requirements) is None]
-            cached = (compatible, [t for t in compatible if t.available_offerings(requirements)])
+            cached = pool.memo.compatible.get(identity) if pool.memo is not None else None
+            if cached is None:
+                types = pool.instance_types
+                compatible = [t for t in types if t.requirements.intersects(requirements) is None]
+                cached = (compatible, [t for t in compatible if t.available_offerings(requirements)])
+                if pool.memo is not None:
+                    pool.memo.compatible[identity] = cached
             self._type_cache[key] = cached
         return cached
 
