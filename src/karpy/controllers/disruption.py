@@ -311,9 +311,21 @@ class DisruptionController:
             self.consolidation_due = decision.next_due
             return None
         backed_off = self._backed_off(now)
-        inputs = self._consolidation_inputs(pool_sizes, disrupting, backed_off, now)
+        nodepools = [pool for pool in self.cluster.nodepools() if not pool.metadata.deleting]
+        allowed = {
+            pool.name: allowed_disruptions(
+                pool, REASON_UNDERUTILIZED, pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0), now
+            )
+            for pool in nodepools
+        }
+        state = self._consolidation_state(nodepools, allowed, backed_off)
         quiet = self._quiet
-        if quiet is not None and inputs is not None and quiet.inputs == inputs and now < quiet.until:
+        if (
+            quiet is not None
+            and state is not None
+            and quiet.inputs == (state, self._savings_known())
+            and now < quiet.until
+        ):
             self._conclude(quiet.decision)
             self.quiet_passes += 1
             return None
@@ -321,12 +333,6 @@ class DisruptionController:
         prices = {
             c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
             for c in underused
-        }
-        allowed = {
-            name: allowed_disruptions(
-                pool, REASON_UNDERUTILIZED, pool_sizes.get(name, 0), disrupting.get(name, 0), now
-            )
-            for name, pool in snapshot.nodepools.items()
         }
         pods = [pod for c in underused for pod in c.pods if reschedulable(pod)]
         priced = {name: price for name, price in prices.items() if price > 0}
@@ -367,15 +373,14 @@ class DisruptionController:
         self._conclude(decision)
         command = decision.command
         if command is None:
-            if inputs is not None:
-                # Worked out from the inputs as they were before the pass; what the pass itself
-                # changed (the savings kept) makes the next pass's inputs differ, so that one
-                # is worked out too, and only a pass that changes nothing is answered again.
-                after = self._consolidation_inputs(pool_sizes, disrupting, backed_off, now)
+            if state is not None:
+                # Kept with the savings as this pass left them: a pass that changed them is
+                # followed by one worked out again, and only a pass that changes nothing is
+                # answered again.
                 until = now + self.quiet_pass_ttl
                 if decision.next_due is not None:
                     until = min(until, decision.next_due)
-                self._quiet = _QuietPass(after, decision, until) if after is not None else None
+                self._quiet = _QuietPass((state, self._savings_known()), decision, until)
             return None
         self._quiet = None
         return Command(
@@ -413,18 +418,18 @@ class DisruptionController:
         self.unconsolidatable = dict(decision.unconsolidatable)
         self.consolidation_due = decision.next_due
 
-    def _consolidation_inputs(
-        self, pool_sizes: dict[str, int], disrupting: dict[str, int], backed_off: set[str], now: float
+    def _consolidation_state(
+        self, nodepools: Sequence[NodePool], allowed: dict[str, int], backed_off: set[str]
     ) -> tuple[object, ...] | None:
-        """Everything a consolidation decision is worked out from, as a value to compare.
+        """What a consolidation decision is worked out from, the savings known aside, as a value.
 
-        Objects count by kind, name and resourceVersion (every write gives a new
+        Objects count by kind and resourceVersion (every write gives a new
         one); the catalog each NodePool may launch from by the provider's list
         (a new list when an offering's availability or price changes); the
-        budgets, back-offs and savings already known by value. Time counts
-        through ``next_due`` and the five-minute bound (see ``QUIET_PASS_TTL``).
-        None when an object has no resourceVersion (nothing to tell its
-        changes by): then every pass is worked out.
+        budgets and back-offs by value. Time counts through ``next_due`` and
+        the five-minute bound (see ``QUIET_PASS_TTL``). None when an object has
+        no resourceVersion (nothing to tell its changes by): then every pass is
+        worked out.
         """
         assert self.cloud is not None
         versions: list[tuple[str, str]] = []
@@ -444,8 +449,7 @@ class DisruptionController:
                     return None
                 versions.append((kind, meta.resource_version))
         catalogs: list[object] = []
-        budgets: list[tuple[str, int]] = []
-        for pool in self.cluster.nodepools():
+        for pool in nodepools:
             ref = pool.template.node_class_ref
             node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
             catalogs.append(node_class.metadata.resource_version if node_class is not None else "")
@@ -453,26 +457,17 @@ class DisruptionController:
                 catalogs.append(self.cloud.get_instance_types(pool))
             except CloudProviderError as error:
                 catalogs.append(str(error))
-            budgets.append(
-                (
-                    pool.name,
-                    allowed_disruptions(
-                        pool,
-                        REASON_UNDERUTILIZED,
-                        pool_sizes.get(pool.name, 0),
-                        disrupting.get(pool.name, 0),
-                        now,
-                    ),
-                )
-            )
         return (
             tuple(versions),
             tuple(catalogs),
-            tuple(budgets),
+            tuple(sorted(allowed.items())),
             frozenset(backed_off),
-            tuple(sorted(self._given_up.items())),
             frozenset(self._deleted),
         )
+
+    def _savings_known(self) -> tuple[tuple[str, tuple[str, float]], ...]:
+        """The savings held back that the next decision will not work out again, as a value."""
+        return tuple(sorted(self._given_up.items()))
 
     def _note_waiting(self, blocked: dict[str, str]) -> None:
         for name, reason in blocked.items():
