@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from benchmarks.compare import FIGURES, SCENARIOS, config_lines, markdown, run_one
+from benchmarks.compare import FIGURES, SCENARIOS, config_lines, markdown, run_one, scenario_file
 from benchmarks.convergence import RULES as CONVERGENCE_RULES
 from benchmarks.convergence import run_one as run_convergence
 from benchmarks.convergence import table as convergence_table
@@ -201,7 +201,7 @@ def test_the_comparison_runs_both_autoscalers_and_counts_their_configuration() -
     for name, path in SCENARIOS.items():
         lines = config_lines(path)
         assert lines["karpy"] and lines["karpy"] > 10, name
-        declared = "clusterAutoscaler:" in (path / "scenario.yaml" if path.is_dir() else path).read_text()
+        declared = "clusterAutoscaler:" in scenario_file(path).read_text()
         assert (lines["cluster-autoscaler"] is not None) == declared, name
     result = run_one("walkthrough")
     for autoscaler in ("karpy", "cluster-autoscaler"):
