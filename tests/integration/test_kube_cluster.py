@@ -232,13 +232,26 @@ def test_node_labels_and_taints_are_patched_without_losing_the_rest(
 
     node = wait_until(ready_node, what="the fake node Ready")
     before = json.loads(control_plane.kubectl("get", "node", fake_node, "-o", "json"))
-    changed = node.with_changes(
-        metadata=node.metadata.with_changes(
-            labels={**node.metadata.labels, "karpenter.sh/initialized": "true"}
-        ),
-        taints=(*node.taints, Taint("karpenter.sh/disrupted", "NoSchedule")),
-    )
-    stored = kube.update(changed)
+
+    def patched() -> Node | None:
+        # The fake kubelet may still be writing the node (a label added after Ready was seen),
+        # so the cached copy can be one version behind: the write is then refused, as it must
+        # be, and tried again from the cache once it has caught up, as a controller's next
+        # reconcile would.
+        current = kube.node(fake_node)
+        assert current is not None
+        changed = current.with_changes(
+            metadata=current.metadata.with_changes(
+                labels={**current.metadata.labels, "karpenter.sh/initialized": "true"}
+            ),
+            taints=(*current.taints, Taint("karpenter.sh/disrupted", "NoSchedule")),
+        )
+        try:
+            return kube.update(changed)
+        except ConflictError:
+            return None
+
+    stored = wait_until(patched, timeout=30, what="the node patched from an up-to-date cache")
     assert stored.metadata.labels["karpenter.sh/initialized"] == "true"
     assert Taint("karpenter.sh/disrupted", "NoSchedule") in stored.taints
 
