@@ -191,13 +191,25 @@ def fleet_cost(simulation: Simulation) -> tuple[float, int]:
 
 def run_one(name: str, rules_name: str) -> Result:
     started = time.perf_counter()
+    scenario, simulation = simulate(name, RULES[rules_name])
+    return measure(scenario, simulation, rules_name, time.perf_counter() - started)
+
+
+def simulate(name: str, rules: ConsolidationRules) -> tuple[Scenario, Simulation]:
+    """Run scenario ``name`` under ``rules``; a controller error fails the run."""
     scenario = load(name)
-    simulation = Simulation(SimulationSettings(consolidation=RULES[rules_name]))
-    # The eviction API's log: accepted evictions only (a refused one raises and is not kept).
-    evictions = simulation.cluster.evictions
+    simulation = Simulation(SimulationSettings(consolidation=rules))
     simulation.run_scenario(scenario)
     if simulation.runtime.errors:
-        raise RuntimeError(f"{name} ({rules_name}): controller errors: {simulation.runtime.errors[:3]}")
+        raise RuntimeError(f"{name} ({rules}): controller errors: {simulation.runtime.errors[:3]}")
+    return scenario, simulation
+
+
+def measure(scenario: Scenario, simulation: Simulation, rules_name: str, wall_seconds: float) -> Result:
+    """The figures of a finished run (see :class:`Result`)."""
+    name = scenario.name
+    # The eviction API's log: accepted evictions only (a refused one raises and is not kept).
+    evictions = simulation.cluster.evictions
     changed = last_change(scenario, simulation)
     records = simulation.recorder.nodeclaims.values()
     fleet_changes = [
@@ -241,7 +253,7 @@ def run_one(name: str, rules_name: str) -> Result:
         min_evictions=min_evictions(simulation, changed),
         simulated_seconds=simulation.clock.now() - simulation.clock.start,
         steady=simulation.steady(),
-        wall_seconds=time.perf_counter() - started,
+        wall_seconds=wall_seconds,
     )
 
 

@@ -714,3 +714,32 @@ def test_a_node_is_split_in_two_at_most() -> None:
     decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
     assert decision.command is None
     assert decision.unconsolidatable["node-b"] == "removing it needs 3 new nodes"
+
+
+def test_a_merge_cut_to_one_delete_by_the_budget_names_the_nodes_it_removes_later() -> None:
+    # Three large.4x with a 500m pod each and one with a 1-CPU pod: the three lightest
+    # can go, their pods fit on the fourth ("keeper"); a budget of one lets one go now.
+    # Every group the merge tries deletes the same node now; the largest says which
+    # nodes go next (the controller marks them so evicted pods avoid them).
+    cluster = Cluster(types=[LARGE])
+    cluster.add("keeper", LARGE, [app_pod("k1", "1")])
+    for name in ("a", "b", "c"):
+        cluster.add(name, LARGE, [app_pod(f"{name}1", "500m")])
+    command = decide_with(cluster, cluster.pools(), ConsolidationRules(), allowed=1).command
+    assert command is not None and command.is_delete
+    assert command.nodeclaim_names == ["a"]
+    assert sorted(c.nodeclaim.name for c in command.planned) == ["b", "c"]
+    assert command.savings_per_hour == pytest.approx(0.18)
+    assert command.planned_savings_per_hour == pytest.approx(3 * 0.18)
+    # With the budget for all three, nothing is left for later.
+    everything = decide_with(cluster, cluster.pools(), ConsolidationRules(), allowed=3).command
+    assert everything is not None and sorted(everything.nodeclaim_names) == ["a", "b", "c"]
+    assert everything.planned == []
+
+
+def test_a_merge_replacement_cut_by_the_budget_plans_the_rest_of_its_group() -> None:
+    cluster = fragments()
+    command = decide_with(cluster, cluster.pools(), ConsolidationRules(), allowed=1).command
+    assert command is not None and command.replacement is not None
+    later = sorted(c.nodeclaim.name for c in command.planned)
+    assert len(later) == 2 and set(later) | set(command.nodeclaim_names) == {"frag-0", "frag-1", "frag-2"}

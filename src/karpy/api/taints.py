@@ -6,6 +6,13 @@ and startup taints that an agent removes once the node is ready
 NoSchedule and NoExecute taint; PreferNoSchedule is a preference. Startup
 taints and the ``karpenter.sh/unregistered`` taint are ignored when deciding
 whether a pod fits a NodeClaim, because they go away on their own.
+
+``karpy.dev/consolidation-planned:PreferNoSchedule`` is karpy's own: the
+nodes a consolidation plan will remove in later passes (a budget lets only
+some go now) carry it, so kube-scheduler puts the pods evicted meanwhile on
+the nodes that stay rather than on the next ones to go. It is a hint to
+kube-scheduler only: karpy's own scheduling ignores it, since the pods may
+still land there (see ``controllers/disruption.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
 
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+CONSOLIDATION_PLANNED_TAINT_KEY = "karpy.dev/consolidation-planned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +102,15 @@ def untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> T
         if not any(toleration.tolerates(taint) for toleration in tolerations):
             return taint
     return None
+
+
+def untolerated_preferences(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> int:
+    """How many PreferNoSchedule taints none of ``tolerations`` tolerates (kube-scheduler's
+    TaintToleration score counts them)."""
+    tolerations = tuple(tolerations)
+    return sum(
+        1
+        for taint in taints
+        if taint.effect == PREFER_NO_SCHEDULE
+        and not any(toleration.tolerates(taint) for toleration in tolerations)
+    )

@@ -29,6 +29,12 @@ replacement fails (it never launches or registers and its NodeClaim is
 deleted), the command is rolled back: the taints come off and the old nodes
 keep serving.
 
+When the budgets let a consolidation plan remove only some of its nodes now,
+the others (``ConsolidationCommand.planned``) are tainted
+``karpy.dev/consolidation-planned:PreferNoSchedule`` until the plan changes
+or ends, so kube-scheduler puts the pods evicted meanwhile on the nodes that
+stay (see ``_mark_planned``).
+
 A consolidation whose replacement failed is backed off: its candidates are
 not offered a replacement again for ``REPLACEMENT_BACKOFF_START`` (1 minute),
 doubled per consecutive failure up to ``REPLACEMENT_BACKOFF_CAP`` (10
@@ -83,9 +89,22 @@ from karpy.api.nodepool import (
     NodePool,
     status_only_change,
 )
-from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
+from karpy.api.taints import (
+    CONSOLIDATION_PLANNED_TAINT_KEY,
+    DISRUPTED_TAINT_KEY,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    Taint,
+)
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
+from karpy.controllers.interfaces import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    Clock,
+    Cluster,
+    ConflictError,
+    NotFoundError,
+)
 from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
@@ -119,6 +138,7 @@ REPLACEMENT_BACKOFF_START = 60.0
 REPLACEMENT_BACKOFF_CAP = 600.0
 QUIET_PASS_TTL = 300.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
+PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
 # Reasons a node is not a consolidation candidate *yet*: not worth an Event.
 _TRANSIENT = (
     "node is being deleted",
@@ -139,6 +159,8 @@ class Command:
     # For Underutilized: KIND_PRICE, or KIND_WEIGHT when the pods move to a preferred NodePool
     # (counted against the Underutilized budget: budgets know no other reason for it).
     kind: str = KIND_PRICE
+    # NodeClaims the consolidation plan removes in later passes (budgets), to be marked.
+    planned: list[str] = field(default_factory=list)
 
     @property
     def why(self) -> str:
@@ -225,6 +247,9 @@ class DisruptionController:
         self.passes = 0
         # Consolidations answered from the last one that found nothing (inputs unchanged).
         self.quiet_passes = 0
+        # The NodeClaims the last consolidation plans to remove later; None when the pass
+        # did not get as far as consolidation (an emptiness or drift command came first).
+        self._planned: set[str] | None = None
 
     @property
     def spot_to_spot(self) -> bool:
@@ -267,6 +292,7 @@ class DisruptionController:
         """The command the cluster calls for now (no writes), the emptiness view, and
         whether any NodeClaim exists at all."""
         now = self.clock.now()
+        self._planned = None
         candidates, pool_sizes, disrupting = self.candidates()
         emptiness = decide_emptiness(candidates, pool_sizes, disrupting, now)
         self.blocked = dict(emptiness.blocked)
@@ -291,6 +317,7 @@ class DisruptionController:
     ) -> Command | None:
         self.unconsolidatable = {}
         self.consolidation_due = None
+        self._planned = set()
         if self.cloud is None:
             self._given_up = {}
             return None
@@ -383,12 +410,15 @@ class DisruptionController:
                 self._quiet = _QuietPass((state, self._savings_known()), decision, until)
             return None
         self._quiet = None
+        planned = [c.nodeclaim.name for c in command.planned] if self.rules.mark_planned else []
+        self._planned = set(planned)
         return Command(
             REASON_UNDERUTILIZED,
             command.nodeclaim_names,
             command.replacements,
             command.description,
             command.kind,
+            planned,
         )
 
     @property
@@ -532,6 +562,8 @@ class DisruptionController:
             return self._follow(self.in_flight, now)
         self._untaint_leftovers()
         command, emptiness, any_nodeclaims = self.decide()
+        if self._planned is not None:
+            self._mark_planned(self._planned)
         self.last = emptiness
         self._watch_empty(emptiness, now)
         self._report_blocked()
@@ -577,6 +609,45 @@ class DisruptionController:
                 log.info("removing a left-over disrupted taint", extra=about(nodeclaim, node))
                 self._taint(nodeclaim, add=False)
         self._deleted &= existing
+
+    def _mark_planned(self, planned: set[str]) -> None:
+        """Taint the nodes of ``planned`` PLANNED_TAINT, and no other.
+
+        Why: when a budget lets consolidation remove one node per pass (10%
+        of a small pool), the pods of each node it drains are rescheduled by
+        kube-scheduler, whose default profile puts them on the least
+        allocated nodes: the emptiest, which are the ones consolidation
+        removes next, so the same pods are evicted again and again (92
+        evictions for 51 pods that had to move, scaling 300 pods down to 60).
+        kube-scheduler scores PreferNoSchedule taints (TaintToleration,
+        weight 3, against 1 for allocation), so with the nodes still to go
+        marked, the pods go to the nodes that stay. A preference, not a
+        fence: where nothing else fits the pods still land there, which is
+        why karpy's own scheduling ignores the taint. Marks follow the
+        latest plan; a plan that changes or ends takes them off.
+
+        A write refused because the Node changed meanwhile is left to the
+        next pass: the mark is a hint, and one pass late costs nothing.
+        """
+        for nodeclaim in self.cluster.nodeclaims():
+            if not nodeclaim.status.node_name:
+                continue
+            node = self.cluster.node(nodeclaim.status.node_name)
+            if node is None or node.metadata.deleting:
+                continue
+            wanted = nodeclaim.name in planned and not nodeclaim.metadata.deleting
+            has = PLANNED_TAINT in node.taints
+            if wanted == has:
+                continue
+            taints = (
+                (*node.taints, PLANNED_TAINT)
+                if wanted
+                else tuple(t for t in node.taints if t != PLANNED_TAINT)
+            )
+            try:
+                self.cluster.update(node.with_changes(taints=taints))
+            except ConflictError:
+                continue
 
     def _watch_empty(self, emptiness: EmptinessDecision, now: float) -> None:
         """Note which empty nodes are due now, keeping when each was first seen due with this due time."""

@@ -27,7 +27,12 @@ from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodeClaimTemplate, NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
-from karpy.api.taints import DISRUPTED_TAINT_KEY, UNREGISTERED_TAINT_KEY, untolerated
+from karpy.api.taints import (
+    CONSOLIDATION_PLANNED_TAINT_KEY,
+    DISRUPTED_TAINT_KEY,
+    UNREGISTERED_TAINT_KEY,
+    untolerated,
+)
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClassProblem
 from karpy.controllers.interfaces import ClusterReader
 from karpy.scheduling.solver import (
@@ -196,7 +201,9 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
         name=node.name,
         nodepool=node.metadata.labels.get(LABEL_NODEPOOL, ""),
         requirements=Requirements.from_labels(node.metadata.labels),
-        taints=node.taints,
+        # The planned-consolidation mark is advice to kube-scheduler, which may still put
+        # pods there: karpy plans as if it were not there.
+        taints=tuple(taint for taint in node.taints if taint.key != CONSOLIDATION_PLANNED_TAINT_KEY),
         available=subtract_amounts(node.allocatable, used_by(pods)),
         in_flight=not node.ready,
         ephemeral_taints=claim.spec.startup_taints if claim is not None else (),

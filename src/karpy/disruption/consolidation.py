@@ -288,6 +288,10 @@ class ConsolidationRules:
     min_savings_fraction: float = KARPY_MIN_SAVINGS_FRACTION
     # A single node may be replaced by several new nodes when together they save the margin.
     split: bool = True
+    # The nodes a plan removes in later passes (the budgets let only some go now) are
+    # tainted karpy.dev/consolidation-planned:PreferNoSchedule, so the pods evicted
+    # meanwhile go to the nodes that stay (controllers/disruption.py).
+    mark_planned: bool = True
 
 
 # Karpenter v1's rules, for comparison.
@@ -297,6 +301,7 @@ KARPENTER_RULES = ConsolidationRules(
     weights=False,
     min_savings_fraction=MIN_SAVINGS_FRACTION,
     split=False,
+    mark_planned=False,
 )
 
 # The hourly price of a candidate's launched offering: by NodeClaim name, or a
@@ -319,6 +324,12 @@ class ConsolidationCommand:
     kind: str = KIND_PRICE
     # New NodeClaims beyond the first, when a merge replaces N nodes by M > 1.
     more_replacements: list[NewNodeClaim] = field(default_factory=list)
+    # The rest of the plan: nodes it removes once the budgets let them go (their pods
+    # fit on what stays and on the replacements), for later passes.
+    planned: list[Candidate] = field(default_factory=list)
+    # What the whole plan saves, $/h, the planned nodes included; for a merge that the
+    # budgets cut to a delete, more than savings_per_hour.
+    planned_savings_per_hour: float = 0.0
 
     @property
     def is_delete(self) -> bool:
@@ -852,16 +863,21 @@ def _evaluate(
         return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")
     total = sum(prices[c.nodeclaim.name] for c in removed)
     claims = plan.new_nodeclaims
+    later = [candidate for candidate in removed if candidate not in disrupted]
     if not claims:
-        if len(disrupted) < len(removed):
+        if later:
             # Deleting the ones the budgets allow is a delete of its own: judge it so.
-            return _evaluate(disrupted, simulator, prices, rules)
+            delete = _evaluate(disrupted, simulator, prices, rules)
+            if isinstance(delete, ConsolidationCommand):
+                delete.planned = later
+                delete.planned_savings_per_hour = total
+            return delete
         description = (
             f"delete {_describe_removed(removed, total)}"
             if len(removed) == 1
             else f"delete {len(removed)} nodes ({_names(removed)}) saving ${total:.2f}/h"
         )
-        return ConsolidationCommand(list(removed), None, total, description)
+        return ConsolidationCommand(list(removed), None, total, description, planned_savings_per_hour=total)
     # A split: one node whose pods the solver places more cheaply on several new ones.
     split = rules.split and len(removed) == 1 and 1 < len(claims) <= MAX_SPLIT_NODES
     if not split and (len(claims) > max_new or len(claims) >= len(removed) > 1):
@@ -914,7 +930,14 @@ def _evaluate(
         description = f"weight consolidation: move the pods to the preferred NodePool {pools}; {description}"
         kind = KIND_WEIGHT
     return ConsolidationCommand(
-        disrupted, replacements[0], total - worst, description, kind=kind, more_replacements=replacements[1:]
+        disrupted,
+        replacements[0],
+        total - worst,
+        description,
+        kind=kind,
+        more_replacements=replacements[1:],
+        planned=later,
+        planned_savings_per_hour=total - worst,
     )
 
 
@@ -1019,9 +1042,24 @@ def consolidate_merge(
             members = trial
             if isinstance(result, str):
                 continue
-            if best is None or result.savings_per_hour > best.savings_per_hour + 1e-9:
+            if best is None or _saves_more(result, best):
                 best = result
     return best
+
+
+def _saves_more(command: ConsolidationCommand, than: ConsolidationCommand) -> bool:
+    """More now, or as much now and more once the whole plan is carried out.
+
+    The second matters when the budgets cut merges down to deleting the same
+    node: the largest group says best which nodes stay (and so where the
+    evicted pods should go).
+    """
+    if command.savings_per_hour > than.savings_per_hour + 1e-9:
+        return True
+    return (
+        command.savings_per_hour > than.savings_per_hour - 1e-9
+        and command.planned_savings_per_hour > than.planned_savings_per_hour + 1e-9
+    )
 
 
 def consolidate_single(

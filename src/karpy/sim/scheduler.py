@@ -4,10 +4,22 @@ Karpenter never binds pods; the kube-scheduler does, once a node is Ready
 and its taints allow. This stand-in applies the same hard filters karpy's own
 scheduler plans with (resources, node selector and required node affinity,
 NoSchedule/NoExecute taints, unschedulable nodes, readiness) and scores the
-way kube-scheduler's default profile mostly does: the least allocated node
-wins, ties to the node registered first (kube-scheduler picks among ties at
-random; a simulation has to be repeatable). Pods it cannot place are marked Unschedulable, which is
-what makes them pending for the provisioner.
+way kube-scheduler's default profile mostly does: a node with fewer
+PreferNoSchedule taints the pod does not tolerate wins, then the least
+allocated node, ties to the node registered first (kube-scheduler picks
+among ties at random; a simulation has to be repeatable). Pods it cannot
+place are marked Unschedulable, which is what makes them pending for the
+provisioner.
+
+The taint count comes first because of the weights: the default profile
+weighs TaintToleration 3 and NodeResourcesFit (least allocated) 1, each
+scored 0 to 100, and TaintToleration gives 100 to a node with none of those
+taints and 0 to the node with the most. So a node without them beats one
+with them whatever their allocation (up to NodeResourcesBalancedAllocation,
+weight 1, which rarely decides); with nodes of several different counts
+in between, the order is the same as long as the counts differ enough,
+which with karpy's one such taint (``karpy.dev/consolidation-planned``) they
+always do.
 
 Volumes are bound as a WaitForFirstConsumer StorageClass binds them (the
 usual class for zonal block storage, and the one Karpenter's docs advise):
@@ -27,7 +39,7 @@ from karpy.api.core import DEFAULT_SCHEDULER, Node, PersistentVolume, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
 from karpy.api.requirements import LABEL_ZONE, Requirements
-from karpy.api.taints import untolerated
+from karpy.api.taints import untolerated, untolerated_preferences
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import used_on_node, volume_terms
 from karpy.scheduling.solver import pod_requests
@@ -101,7 +113,11 @@ class SimulatedKubeScheduler:
                     if untolerated(node.taints, pod.spec.tolerations) is None
                     and any(option.is_satisfied_by_labels(node.metadata.labels) is None for option in options)
                 ]
-                chooser = _NodeChooser(requests, nodes, free, allowed)
+                penalties = {
+                    index: untolerated_preferences(nodes[index].taints, pod.spec.tolerations)
+                    for index in allowed
+                }
+                chooser = _NodeChooser(requests, nodes, free, penalties)
                 choosers[kind] = chooser
             best = chooser.best()
             if best is None:
@@ -138,7 +154,8 @@ class SimulatedKubeScheduler:
 
 
 class _NodeChooser:
-    """The least allocated node (then the first registered) that takes one kind of pod.
+    """The node with the fewest untolerated PreferNoSchedule taints, then the least
+    allocated, then the first registered, that takes one kind of pod.
 
     Pods alike in requests, tolerations and node requirements pass the same
     filters, so each kind filters the nodes once and keeps them in a heap by
@@ -146,7 +163,8 @@ class _NodeChooser:
     score: an entry whose node was bound to since is pushed again with its
     score now, and one whose node no longer fits the kind is dropped. Each
     pod then costs a few heap operations instead of a pass over every node,
-    the same choice as scoring them all.
+    the same choice as scoring them all. (Taints do not change while pods
+    are bound, so their count is fixed per node.)
     """
 
     def __init__(
@@ -154,14 +172,14 @@ class _NodeChooser:
         requests: ResourceAmounts,
         nodes: list[Node],
         free: dict[str, ResourceAmounts],
-        allowed: list[int],
+        penalties: dict[int, int],
     ) -> None:
         self.requests = requests
         self.nodes = nodes
         self.free = free
         self.heap = [
-            (-_free_fraction(free[nodes[index].name], nodes[index].allocatable), index)
-            for index in allowed
+            (penalty, -_free_fraction(free[nodes[index].name], nodes[index].allocatable), index)
+            for index, penalty in penalties.items()
             if fits(requests, free[nodes[index].name])
         ]
         heapq.heapify(self.heap)
@@ -169,7 +187,7 @@ class _NodeChooser:
     def best(self) -> Node | None:
         heap = self.heap
         while heap:
-            negative_score, index = heap[0]
+            penalty, negative_score, index = heap[0]
             node = self.nodes[index]
             free = self.free[node.name]
             if not fits(self.requests, free):
@@ -177,11 +195,14 @@ class _NodeChooser:
                 continue
             score = -_free_fraction(free, node.allocatable)
             if score != negative_score:
-                heapq.heapreplace(heap, (score, index))
+                heapq.heapreplace(heap, (penalty, score, index))
                 continue
-            # The best node left is overcommitted (more than all of it in use): so is every
-            # other, and none is chosen, as when every node is scored from a floor of -1.
-            return node if -score > -1.0 else None
+            if -score > -1.0:
+                return node
+            # Overcommitted (more than all of it in use): so is every other node with as
+            # few such taints, and none of them is chosen, as when every node is scored
+            # from a floor of -1; a node with more may still be.
+            heapq.heappop(heap)
         return None
 
 
