@@ -184,6 +184,8 @@ def seed_scenarios(monkeypatch: pytest.MonkeyPatch) -> list[Plan]:
         # recorded (answering a quiet pass again asks nothing and decides the same:
         # tests/sim/test_quiet_consolidation.py).
         simulation.disruption.quiet_pass_ttl = 0.0
+        # Likewise each evaluation (tests/sim/test_quiet_consolidation.py).
+        simulation.disruption.evaluations = None
         simulation.run_scenario(scenario)
     assert plans
     return plans

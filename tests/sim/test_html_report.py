@@ -44,6 +44,22 @@ class PageReader(HTMLParser):
             self.cells.append(data)
 
 
+def assert_self_contained_with_rendered_plots(page: str) -> PageReader:
+    """Every image an embedded, non-empty PNG; nothing to fetch (no link, script or style
+    sheet; every attribute local); the page as read."""
+    reader = PageReader()
+    reader.feed(page)
+    for source in reader.images:
+        prefix = "data:image/png;base64,"
+        assert source.startswith(prefix)
+        picture = base64.b64decode(source[len(prefix) :], validate=True)
+        assert picture.startswith(PNG_SIGNATURE) and len(picture) > 5_000
+    for value in reader.attribute_values:
+        assert "://" not in value and not value.startswith("//"), value
+    assert "<script" not in page and "<link" not in page and "url(" not in page
+    return reader
+
+
 def test_the_report_is_one_file_with_rendered_plots_and_no_remote_reference(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -58,19 +74,8 @@ def test_the_report_is_one_file_with_rendered_plots_and_no_remote_reference(
         str(pictures),
     )
     assert code == 0, err
-    page = report.read_text(encoding="utf-8")
-    reader = PageReader()
-    reader.feed(page)
+    reader = assert_self_contained_with_rendered_plots(report.read_text(encoding="utf-8"))
     assert len(reader.images) >= 3
-    for source in reader.images:
-        prefix = "data:image/png;base64,"
-        assert source.startswith(prefix)
-        picture = base64.b64decode(source[len(prefix) :], validate=True)
-        assert picture.startswith(PNG_SIGNATURE) and len(picture) > 5_000
-    # Nothing to fetch: no link, script or style sheet elsewhere; every attribute is local.
-    for value in reader.attribute_values:
-        assert "://" not in value and not value.startswith("//"), value
-    assert "<script" not in page and "<link" not in page and "url(" not in page
     assert "cost of the run" in reader.cells and "pending p95" in reader.cells
     written = sorted(path.name for path in pictures.iterdir())
     assert written == ["nodes.png", "pending.png", "price.png"]
@@ -133,13 +138,10 @@ def test_compare_runs_both_autoscalers_and_reports_them_side_by_side(
     assert table[1].split() == ["karpy", "cluster-autoscaler"]
     rows = {line.split("  ")[0]: line for line in table[2:]}
     assert {"cost of the run", "peak nodes", "pending p95", "scale-up events"} <= set(rows)
-    reader = PageReader()
-    reader.feed(report.read_text(encoding="utf-8"))
+    reader = assert_self_contained_with_rendered_plots(report.read_text(encoding="utf-8"))
     # One nodes plot per run, then the price and pending plots with both runs on each.
     assert len(reader.images) == 4
     assert "karpy" in reader.cells and "cluster-autoscaler" in reader.cells
-    for value in reader.attribute_values:
-        assert "://" not in value and not value.startswith("//"), value
 
 
 def test_compare_as_json_holds_both_runs_and_the_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,6 +159,29 @@ def test_compare_as_json_holds_both_runs_and_the_table(capsys: pytest.CaptureFix
         str(len(karpy["nodeclaims"])),
         str(len(baseline["nodeclaims"])),
     ]
+
+
+def test_the_daily_sine_compared_with_cluster_autoscaler_gives_the_table_and_a_rendered_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The whole day of the HPA example, both autoscalers: the guide's comparison, watched."""
+    example = Path(__file__).parents[2] / "examples" / "hpa-daily-web" / "scenario.yaml"
+    report = tmp_path / "daily.html"
+    code, out, err = run_cli(
+        capsys, "simulate", str(example), "--compare", "cluster-autoscaler", "--report", str(report)
+    )
+    assert code == 0, err
+    table = out[out.index("== karpy vs cluster-autoscaler ==") :].splitlines()
+    assert table[1].split() == ["karpy", "cluster-autoscaler"]
+    rows = {line.split("  ")[0]: line.split("  ")[1:] for line in table[2:]}
+    assert {"cost of the run", "mean nodes", "pending p95", "pods evicted", "scale-down events"} <= set(rows)
+    # The day's demand rises and falls: both scale up and both scale down again.
+    scale_downs = [int(cell) for cell in rows["scale-down events"] if cell.strip()]
+    assert len(scale_downs) == 2 and min(scale_downs) > 0
+    reader = assert_self_contained_with_rendered_plots(report.read_text(encoding="utf-8"))
+    # Nodes of each run, price and pending of both, then the HPA's replicas and the demand.
+    assert len(reader.images) >= 6
+    assert "karpy" in reader.cells and "cluster-autoscaler" in reader.cells
 
 
 def test_hpa_targets_get_replica_and_demand_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

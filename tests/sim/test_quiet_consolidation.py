@@ -7,15 +7,23 @@ fleet. Checked on a scenario where every kind of input moves: spot refused
 for 30 minutes (the catalog changes when refusals are recorded and when they
 expire), replicas scaled in steps, replacements that fail and are backed
 off, fragments merged once spot is back.
+
+The same holds one evaluation at a time:
+:class:`~karpy.disruption.consolidation.EvaluationMemo` answers an
+evaluation (removing a node, or a group) again while nothing it read has
+changed (the candidates, the pods that would move, the nodes offered to
+them, the pools, the namespaces). Checked on the same scenario and where the
+whole pass is seldom unchanged: HPAs resizing Deployments every 15 seconds.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks.hpa_speed import scenario as hpa_scenario
 from tests.support import DATA
 
-from karpy.sim.scenario import load_inputs
+from karpy.sim.scenario import Scenario, load_inputs
 from karpy.sim.simulation import Simulation
 
 SCENARIO = DATA / "scenarios" / "convergence" / "ice-fragments.yaml"
@@ -44,12 +52,17 @@ spec:
 """
 
 
-def run(path: Path, *, quiet_pass_ttl: float | None) -> Simulation:
-    scenario, problems = load_inputs([path])
-    assert problems.errors == []
+def run(source: Path | Scenario, *, quiet_pass_ttl: float | None, memo: bool = True) -> Simulation:
+    if isinstance(source, Path):
+        scenario, problems = load_inputs([source])
+        assert problems.errors == []
+    else:
+        scenario = source
     simulation = Simulation()
     if quiet_pass_ttl is not None:
         simulation.disruption.quiet_pass_ttl = quiet_pass_ttl
+    if not memo:
+        simulation.disruption.evaluations = None
     simulation.run_scenario(scenario)
     assert simulation.runtime.errors == []
     return simulation
@@ -77,6 +90,27 @@ def test_answering_a_quiet_pass_again_decides_exactly_as_working_it_out() -> Non
     assert [c.description for c in kept.disruption.executed] == [
         c.description for c in worked_out.disruption.executed
     ]
+
+
+def test_evaluations_answered_again_decide_exactly_as_working_them_out() -> None:
+    kept = run(SCENARIO, quiet_pass_ttl=0.0)
+    worked_out = run(SCENARIO, quiet_pass_ttl=0.0, memo=False)
+    assert history(kept) == history(worked_out)
+    assert fleet(kept) == fleet(worked_out)
+
+
+def test_hpas_resizing_every_15_seconds_get_the_same_decisions_with_evaluations_answered_again() -> None:
+    busy = hpa_scenario(hours=1.5, workloads=6)
+    kept = run(busy, quiet_pass_ttl=None)
+    worked_out = run(busy, quiet_pass_ttl=None, memo=False)
+    assert history(kept) == history(worked_out)
+    assert fleet(kept) == fleet(worked_out)
+    assert [c.description for c in kept.disruption.executed] == [
+        c.description for c in worked_out.disruption.executed
+    ]
+    assert kept.disruption.executed
+    memo = kept.disruption.evaluations
+    assert memo is not None and memo.hits > 0 and memo.misses > 0
 
 
 def test_days_of_an_unchanging_cluster_are_answered_not_simulated_and_a_change_is_seen(

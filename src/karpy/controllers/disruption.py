@@ -121,6 +121,7 @@ from karpy.disruption.consolidation import (
     KIND_WEIGHT,
     ConsolidationDecision,
     ConsolidationRules,
+    EvaluationMemo,
     any_consolidatable,
     decide_consolidation,
 )
@@ -241,6 +242,9 @@ class DisruptionController:
         # until when they are offered no replacement).
         self._replacement_backoff: dict[str, tuple[int, float]] = {}
         self._pool_types = PoolTypesCache()
+        # Evaluations that found nothing, kept while what they read stays (see EvaluationMemo);
+        # None: every evaluation worked out afresh.
+        self.evaluations: EvaluationMemo | None = EvaluationMemo()
         # The last consolidation that found nothing to do, with what it was worked out from.
         self._quiet: _QuietPass | None = None
         self.quiet_pass_ttl = quiet_pass_ttl
@@ -380,6 +384,7 @@ class DisruptionController:
                 snapshot.namespace_labels,
                 savings_known=self._given_up.keys(),
                 rules=self.rules,
+                memo=self.evaluations,
             )
 
         decision = consolidation(underused, snapshot.pools)

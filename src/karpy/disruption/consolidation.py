@@ -252,6 +252,8 @@ MAX_MERGE_GROUP = 20
 MAX_MERGE_SIMULATIONS = 100
 # Splitting: a node is replaced by at most this many new nodes (see the module docstring).
 MAX_SPLIT_NODES = 2
+# Evaluations kept across passes (see EvaluationMemo).
+MAX_MEMO_ENTRIES = 50_000
 # What a consolidation command is for: a lower price, or the NodePools' order of preference.
 KIND_PRICE = "price"
 KIND_WEIGHT = "weight"
@@ -501,6 +503,68 @@ def consolidation_candidates(
 # -- simulation ----------------------------------------------------------------
 
 
+def _capacity_key(item: ExistingCapacity) -> tuple[object, ...] | None:
+    pods: list[object] = []
+    for pod in item.pods:
+        if not pod.metadata.resource_version:
+            return None
+        pods.append((pod.key, pod.metadata.resource_version))
+    return (
+        item.name,
+        item.nodepool,
+        item.requirements.identity(),
+        item.taints,
+        item.ephemeral_taints,
+        tuple(sorted(item.available.items())),
+        item.in_flight,
+        tuple(pods),
+    )
+
+
+class EvaluationMemo:
+    """Evaluations that found no command, kept across passes by what they were worked out from.
+
+    A consolidation pass evaluates about every candidate, alone and in
+    groups, and on a busy cluster (an HPA resizing Deployments every 15
+    seconds) some pod or node changes between any two passes, so the
+    quiet-pass answer (the whole pass unchanged) seldom applies. But most
+    evaluations read only a few nodes: the candidates, their pods and the
+    nodes with room for those pods; when none of those changed, the answer
+    is the one given before. :meth:`RemovalSimulator.memo_key` says what an
+    answer depends on; only answers that are not a command are kept (a
+    command is acted on, and worked out afresh), and at most
+    :data:`MAX_MEMO_ENTRIES` of them (all dropped when full: the next passes
+    fill it again with what is current). Decisions are the same with and
+    without it (``tests/sim/test_quiet_consolidation.py``).
+    """
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[object, ...], str] = {}
+        # The objects whose identity stands in keys, kept alive so no other object
+        # can take their identity while a key names it.
+        self._pinned: dict[int, object] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def pin(self, item: object) -> None:
+        self._pinned.setdefault(id(item), item)
+
+    def get(self, key: tuple[object, ...]) -> str | None:
+        answer = self._answers.get(key)
+        if answer is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return answer
+
+    def put(self, key: tuple[object, ...], answer: str) -> None:
+        if len(self._answers) >= MAX_MEMO_ENTRIES:
+            self._answers.clear()
+            self._pinned.clear()
+            return  # its key may name an object no longer pinned
+        self._answers[key] = answer
+
+
 def _has_inter_pod_terms(pod: Pod) -> bool:
     spec = pod.spec
     return bool(
@@ -529,8 +593,14 @@ class RemovalSimulator:
         namespace_labels: NamespaceLabels | None = None,
         *,
         give_back_limits: bool = False,
+        memo: EvaluationMemo | None = None,
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
+        self.memo = memo
+        # What every evaluation of this pass shares (pools, namespaces), for memo keys;
+        # None when something cannot be told apart (the memo is then not used).
+        self._pass_key: tuple[object, ...] | None = None
+        self._capacity_keys: dict[int, tuple[object, ...] | None] = {}
         self.pools = list(pools)
         self.weights = {pool.nodepool.name: pool.nodepool.weight or 0 for pool in self.pools}
         self.give_back_limits = give_back_limits
@@ -553,12 +623,101 @@ class RemovalSimulator:
         self._first_fit_stops = not any(
             pod.spec.pod_anti_affinity for item in self.capacity for pod in item.pods
         )
+        # Per pod shape (its requests, sorted), the indices in _lean of the nodes offered.
+        self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
 
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
+        return self.solve(self.inputs(removed))
+
+    def inputs(self, removed: Sequence[Candidate]) -> tuple[list[Pod], list[ExistingCapacity]]:
+        """The pods that move and the capacity the solver is offered for them."""
         gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
         pods = [pod for c in removed for pod in c.pods if reschedulable(pod)]
+        return pods, self._existing_for(pods, gone)
+
+    def solve(
+        self, inputs: tuple[list[Pod], list[ExistingCapacity]], removed: Sequence[Candidate] = ()
+    ) -> Plan:
+        pods, existing = inputs
         pools = self._pools_without(removed) if self.give_back_limits else self.pools
-        return solve(pods, self._existing_for(pods, gone), pools, self.volume_terms, self.namespace_labels)
+        return solve(pods, existing, pools, self.volume_terms, self.namespace_labels)
+
+    def memo_key(
+        self,
+        removed: Sequence[Candidate],
+        inputs: tuple[list[Pod], list[ExistingCapacity]],
+        prices: Mapping[str, float],
+        question: tuple[object, ...],
+    ) -> tuple[object, ...] | None:
+        """What an evaluation's answer depends on, as a hashable value; None: do not memoize.
+
+        The removed nodes (their NodeClaim's and Node's versions and prices),
+        the moving pods (their versions and volume terms), every node offered to
+        the solver (its free room, labels, taints, whether it is initialized
+        and, where they count, its pods), the pools (their types, by the memo
+        object that stands for them, their NodePool's version, limits left)
+        and the namespaces' labels, and ``question``: the rest of what the
+        evaluation is asked (rules, nodes disrupted now, new nodes allowed).
+        Objects without a resourceVersion cannot be told apart from a changed
+        copy: their evaluations are not kept.
+        """
+        if self.memo is None:
+            return None
+        pass_key = self._pass_key
+        if pass_key is None:
+            pass_key = self._pass_key = self._shared_key()
+        if not pass_key:
+            return None
+        pods, existing = inputs
+        moving: list[object] = []
+        for pod in pods:
+            version = pod.metadata.resource_version
+            if not version:
+                return None
+            terms = self.volume_terms.get(pod.key)
+            moving.append((pod.key, version, tuple(t.identity() for t in terms) if terms else ()))
+        nodes: list[object] = []
+        for candidate in removed:
+            claim_version = candidate.nodeclaim.metadata.resource_version
+            node_version = candidate.node.metadata.resource_version
+            if not claim_version or not node_version:
+                return None
+            nodes.append(
+                (candidate.nodeclaim.name, claim_version, node_version, prices.get(candidate.nodeclaim.name))
+            )
+        offered: list[object] = []
+        for item in existing:
+            key = self._capacity_keys.get(id(item), ())
+            if key == ():
+                key = self._capacity_keys[id(item)] = _capacity_key(item)
+            if key is None:
+                return None
+            offered.append(key)
+        return (pass_key, question, tuple(nodes), tuple(moving), tuple(offered))
+
+    def _shared_key(self) -> tuple[object, ...]:
+        """The pools and namespaces as a key; () when a pool has no memo object to stand for its types."""
+        assert self.memo is not None
+        pools: list[object] = []
+        for pool in self.pools:
+            if pool.memo is None:
+                return ()
+            self.memo.pin(pool.memo)
+            remaining = tuple(sorted(pool.remaining.items())) if pool.remaining is not None else None
+            # The pool's memo stands for its types, their overheads and its template (a new
+            # one whenever any of them changes); the rest of the NodePool the solver reads
+            # is its weight and, through ``remaining``, its limits. Not its status, which
+            # changes with every node.
+            pools.append(
+                (pool.nodepool.name, id(pool.memo), pool.nodepool.weight, remaining, pool.unavailable)
+            )
+        namespaces = tuple(
+            sorted(
+                (name, tuple(sorted(labels.items())))
+                for name, labels in (self.namespace_labels or {}).items()
+            )
+        )
+        return (tuple(pools), namespaces, self.give_back_limits)
 
     def _pools_without(self, removed: Sequence[Candidate]) -> list[NodePoolCapacity]:
         """The NodePools with the removed nodes' capacity no longer counted against their limits.
@@ -605,15 +764,11 @@ class RemovalSimulator:
                     largest[resource] = max(largest.get(resource, 0), amount)
         room_for = 0
         existing: list[ExistingCapacity] = []
-        for item, lean in self._lean:
+        for index in self._offered(shapes):
+            item, lean = self._lean[index]
             if item.name in gone:
                 continue
-            if lean is None:
-                existing.append(item)
-            elif any(fits(shape, item.available) for shape in shapes):
-                existing.append(lean)
-            else:
-                continue
+            existing.append(item if lean is None else lean)
             if largest is not None and not item.taints:
                 room_for += _how_many(largest, item.available)
                 if room_for >= len(pods):
@@ -621,6 +776,30 @@ class RemovalSimulator:
                     # past all of these would mean each holds at least its share.
                     break
         return existing
+
+    def _offered(self, shapes: list[ResourceAmounts]) -> Sequence[int]:
+        """In name order, the nodes offered to pods of these shapes: those with pods that
+        constrain their neighbours, and those with room for one of the shapes.
+
+        Each shape's list is worked out once per pass (simulations ask about the
+        same few shapes again and again), so a simulation reads only the nodes
+        it may be offered, not every node.
+        """
+        lists = []
+        for shape in shapes:
+            key = tuple(sorted(shape.items()))
+            indices = self._fitting.get(key)
+            if indices is None:
+                indices = [
+                    index
+                    for index, (item, lean) in enumerate(self._lean)
+                    if lean is None or fits(shape, item.available)
+                ]
+                self._fitting[key] = indices
+            lists.append(indices)
+        if len(lists) == 1:
+            return lists[0]
+        return sorted(set().union(*lists))
 
     def _has_node_terms(self, pod: Pod) -> bool:
         spec = pod.spec
@@ -838,6 +1017,32 @@ def _evaluate(
     disrupt: Sequence[Candidate] | None = None,
     max_new: int = 1,
 ) -> ConsolidationCommand | str:
+    """:func:`_worked_out`, or its earlier answer when nothing it depends on changed."""
+    inputs = simulator.inputs(removed)
+    question = (rules, tuple(c.nodeclaim.name for c in (removed if disrupt is None else disrupt)), max_new)
+    key = simulator.memo_key(removed, inputs, prices, question)
+    if key is not None:
+        assert simulator.memo is not None
+        answer = simulator.memo.get(key)
+        if answer is not None:
+            return answer
+    result = _worked_out(removed, inputs, simulator, prices, rules, disrupt=disrupt, max_new=max_new)
+    if key is not None and isinstance(result, str):
+        assert simulator.memo is not None
+        simulator.memo.put(key, result)
+    return result
+
+
+def _worked_out(
+    removed: Sequence[Candidate],
+    inputs: tuple[list[Pod], list[ExistingCapacity]],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    rules: ConsolidationRules,
+    *,
+    disrupt: Sequence[Candidate] | None = None,
+    max_new: int = 1,
+) -> ConsolidationCommand | str:
     """The command that removes ``removed``, or why there is none.
 
     ``removed`` is what the simulation takes away and what the saving is
@@ -850,7 +1055,7 @@ def _evaluate(
     single node may be split into several under ``rules.split``.
     """
     disrupted = list(removed if disrupt is None else disrupt)
-    plan = simulator.simulate(removed)
+    plan = simulator.solve(inputs, removed)
     if plan.unschedulable:
         key = min(plan.unschedulable)
         more = len(plan.unschedulable) - 1
@@ -1125,6 +1330,7 @@ def decide_consolidation(
     namespace_labels: NamespaceLabels | None = None,
     savings_known: Container[str] = frozenset(),
     rules: ConsolidationRules | None = None,
+    memo: EvaluationMemo | None = None,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -1156,7 +1362,7 @@ def decide_consolidation(
             held_back.append(candidate)
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
     simulator = RemovalSimulator(
-        other_capacity, pools, volume_terms, namespace_labels, give_back_limits=rules.weights
+        other_capacity, pools, volume_terms, namespace_labels, give_back_limits=rules.weights, memo=memo
     )
     decision.savings_given_up = savings_given_up(
         [c for c in held_back if c.nodeclaim.name not in savings_known],
