@@ -119,6 +119,21 @@ def test_the_on_demand_spot_split_puts_one_pod_in_five_on_demand(capsys: pytest.
     assert placed == {"on-demand": 2, "spot": 8}
 
 
+def test_a_requirement_narrowed_to_one_domain_labels_the_node_for_kube_scheduler() -> None:
+    # The spread's custom key is a requirement of each NodeClaim, narrowed by the scheduler to
+    # one domain; as in Karpenter's launch, the NodeClaim and its Node carry it as a label, or
+    # kube-scheduler would see no domain and refuse every node.
+    scenario, problems = load_inputs([CAPACITY_SPREAD])
+    assert problems.errors == []
+    simulation = Simulation()
+    simulation.run_scenario(scenario)
+    for claim in simulation.nodeclaims():
+        [value] = claim.requirement_set().get("capacity-spread").values
+        assert claim.metadata.labels["capacity-spread"] == value
+        node = simulation.cluster.node(claim.status.node_name)
+        assert node is not None and node.metadata.labels["capacity-spread"] == value
+
+
 def batch_and_stateful(until: float) -> Simulation:
     scenario, problems = load_inputs([BATCH_AND_STATEFUL])
     assert problems.errors == []

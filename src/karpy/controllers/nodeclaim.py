@@ -203,8 +203,15 @@ class NodeClaimLifecycle:
                 extra=about(nodeclaim, controller=self.name),
             )
             raise
-        labels = dict(nodeclaim.metadata.labels)
-        labels.update(launched.metadata.labels)
+        # As Karpenter's launch: what the provider resolved, then a label for each requirement
+        # the scheduler narrowed to a value (a custom topology key such as a capacity-spread
+        # domain: the Node must carry it for kube-scheduler to count it), then the NodeClaim's
+        # own labels, each over the one before.
+        labels = {
+            **launched.metadata.labels,
+            **nodeclaim.requirement_set().labels(),
+            **nodeclaim.metadata.labels,
+        }
         conditions = set_condition(nodeclaim.status.conditions, CONDITION_LAUNCHED, TRUE, now)
         conditions = set_condition(
             conditions, CONDITION_READY, FALSE, now, "NotRegistered", "Node not registered"

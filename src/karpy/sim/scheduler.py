@@ -21,6 +21,11 @@ in between, the order is the same as long as the counts differ enough,
 which with karpy's one such taint (``karpy.dev/consolidation-planned``) they
 always do.
 
+Required pod affinity and anti-affinity (both ways) and DoNotSchedule
+topology spread are filters too, as in kube-scheduler (``_interpod``): a pod
+with such terms, or one a bound pod's anti-affinity selects, has its nodes
+filtered one by one against the pods bound so far, this pass's included.
+
 Volumes are bound as a WaitForFirstConsumer StorageClass binds them (the
 usual class for zonal block storage, and the one Karpenter's docs advise):
 a claim with no volume yet is provisioned in the zone of the node its first
@@ -41,8 +46,9 @@ from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
 from karpy.api.requirements import LABEL_ZONE, Requirements
 from karpy.api.taints import untolerated, untolerated_preferences
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import used_on_node, volume_terms
+from karpy.controllers.state import namespace_labels, used_on_node, volume_terms
 from karpy.scheduling.solver import pod_requests
+from karpy.sim._interpod import BoundPods, allowed_nodes, has_inter_pod_terms
 from karpy.sim.store import InMemoryCluster
 
 SCHEDULE_KEY = "schedule"
@@ -91,6 +97,7 @@ class SimulatedKubeScheduler:
         )
         choosers: dict[tuple[object, ...], _NodeChooser] = {}
         volumes = volume_terms(self.cluster, pending)
+        bound = self._bound_pods()
         for pod in ordered:
             missing = self._missing_claim(pod)
             if missing:
@@ -105,7 +112,8 @@ class SimulatedKubeScheduler:
                 pod.spec.tolerations,
                 tuple(option.identity() for option in options),
             )
-            chooser = choosers.get(kind)
+            interpod = has_inter_pod_terms(pod) or bound.repels(pod)
+            chooser = None if interpod else choosers.get(kind)
             if chooser is None:
                 allowed = [
                     index
@@ -113,12 +121,20 @@ class SimulatedKubeScheduler:
                     if untolerated(node.taints, pod.spec.tolerations) is None
                     and any(option.is_satisfied_by_labels(node.metadata.labels) is None for option in options)
                 ]
+                why = ""
+                if interpod:
+                    # Depends on where pods are bound, this pass's included: not kept for alike pods.
+                    allowed, why = allowed_nodes(pod, allowed, nodes, bound)
                 penalties = {
                     index: untolerated_preferences(nodes[index].taints, pod.spec.tolerations)
                     for index in allowed
                 }
                 chooser = _NodeChooser(requests, nodes, free, penalties)
-                choosers[kind] = chooser
+                if not interpod:
+                    choosers[kind] = chooser
+                elif why:
+                    self._mark_unschedulable(pod, f"0/{len(nodes)} nodes are available: {why}")
+                    continue
             best = chooser.best()
             if best is None:
                 self._mark_unschedulable(pod, UNSCHEDULABLE_MESSAGE.format(nodes=len(nodes)))
@@ -127,7 +143,16 @@ class SimulatedKubeScheduler:
             self.cluster.bind(pod, best.name)
             self.bindings += 1
             free[best.name] = subtract_amounts(free[best.name], requests)
+            bound.add(best.name, pod)
         return None
+
+    def _bound_pods(self) -> BoundPods:
+        every_node = list(self.cluster.nodes())
+        return BoundPods.of(
+            every_node,
+            {node.name: list(self.cluster.pods_on_node(node.name)) for node in every_node},
+            namespace_labels(self.cluster),
+        )
 
     def _mark_unschedulable(self, pod: Pod, message: str) -> None:
         if pod.unschedulable_reason != message:
