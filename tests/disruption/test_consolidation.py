@@ -23,6 +23,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.api.taints import Taint
+from karpy.disruption import consolidation as consolidation_module
 from karpy.disruption.consolidation import (
     KARPENTER_RULES,
     KIND_WEIGHT,
@@ -435,6 +436,39 @@ def test_pods_are_not_moved_onto_a_node_that_is_not_initialized() -> None:
     decision = cluster.decide()
     assert decision.command is None
     assert "node-b, which is not initialized yet" in decision.unconsolidatable["node-a"]
+
+
+def test_a_node_just_launched_and_first_in_line_is_known_to_take_the_pods_without_a_simulation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "node-0" sorts first, has room and admits the pods: the solver, which offers existing
+    # nodes first-fit in name order, would put the first pod there. The answer is the one the
+    # simulation gives, without running it.
+    cluster = Cluster(types=[LARGE])
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    cluster.add("node-0", LARGE, [], candidate=False, in_flight=True)
+    simulated = cluster.decide()
+    solves: list[object] = []
+    monkeypatch.setattr(consolidation_module, "solve", lambda *args, **kwargs: solves.append(args))
+    known = cluster.decide()
+    assert solves == []
+    assert known.command is None
+    assert known.unconsolidatable == simulated.unconsolidatable
+    assert known.unconsolidatable["node-a"] == "its pods would need node node-0, which is not initialized yet"
+
+
+def test_a_node_just_launched_that_some_pod_cannot_use_is_left_to_the_simulation() -> None:
+    # node-0 is tainted: the pod does not tolerate it, so whether the pods need it is for the
+    # simulation to say (here they fit on node-b, which is initialized).
+    cluster = Cluster(types=[LARGE])
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    cluster.add("node-b", LARGE, [app_pod("b1")])
+    cluster.add("node-0", LARGE, [], candidate=False, in_flight=True)
+    cluster.capacity[-1] = dataclasses.replace(
+        cluster.capacity[-1], taints=(Taint("dedicated", "NoSchedule"),)
+    )
+    decision = cluster.decide()
+    assert decision.command is not None and decision.command.is_delete
 
 
 def test_empty_nodes_are_left_to_emptiness_by_single_node_consolidation() -> None:

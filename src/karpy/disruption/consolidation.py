@@ -226,6 +226,7 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
+from karpy.api.taints import UNREGISTERED_TAINT_KEY
 from karpy.disruption.emptiness import Candidate, empty_since, is_empty, reschedulable
 from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
@@ -642,6 +643,42 @@ class RemovalSimulator:
         pools = self._pools_without(removed) if self.give_back_limits else self.pools
         return solve(pods, existing, pools, self.volume_terms, self.namespace_labels)
 
+    def certain_first_target(self, inputs: tuple[list[Pod], list[ExistingCapacity]]) -> str | None:
+        """The not yet initialized node the solver is sure to place a pod on first, if any.
+
+        The solver offers existing capacity first-fit in name order, so the
+        first pod it places (whichever group it takes first) goes to the
+        first node offered when that node has room for every pod's requests,
+        admits every pod (one of its node affinity terms, as the solver asks of
+        an existing node; every taint, PreferNoSchedule too), and nothing sends
+        the pods down another path: no inter-pod terms, preferences, volume
+        terms or anti-affinity among the bound pods. On a growing cluster
+        that node is nearly always a NodeClaim just launched, and the answer
+        is known without a simulation.
+        """
+        pods, existing = inputs
+        if not pods or not existing or not existing[0].in_flight or not self._first_fit_stops:
+            return None
+        first = existing[0]
+        blocking = [
+            taint
+            for taint in first.taints
+            if taint.key != UNREGISTERED_TAINT_KEY and taint not in first.ephemeral_taints
+        ]
+        for pod in pods:
+            spec = pod.spec
+            if _has_inter_pod_terms(pod) or spec.preferred_node_terms or self.volume_terms.get(pod.key):
+                return None
+            if any(
+                not any(toleration.tolerates(taint) for toleration in spec.tolerations) for taint in blocking
+            ):
+                return None
+            if not any(first.requirements.compatible(option) is None for option in spec.node_requirements()):
+                return None
+            if _how_many(pod_requests(pod), first.available) < 1:
+                return None
+        return first.name
+
     def memo_key(
         self,
         removed: Sequence[Candidate],
@@ -1055,7 +1092,16 @@ def _worked_out(
     single node may be split into several under ``rules.split``.
     """
     disrupted = list(removed if disrupt is None else disrupt)
+    # Capacity that may never come is not counted on (Karpenter's rule), whatever else the
+    # simulation would say: checked first, and without solving when the first pod is sure
+    # to land there.
+    first_target = simulator.certain_first_target(inputs)
+    if first_target is not None:
+        return Infeasible(f"its pods would need node {first_target}, which is not initialized yet")
     plan = simulator.solve(inputs, removed)
+    waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
+    if waiting:
+        return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")
     if plan.unschedulable:
         key = min(plan.unschedulable)
         more = len(plan.unschedulable) - 1
@@ -1063,9 +1109,6 @@ def _worked_out(
             f"pod {key} would not schedule: {plan.unschedulable[key]}"
             + (f" (and {more} more)" if more else "")
         )
-    waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
-    if waiting:
-        return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")
     total = sum(prices[c.nodeclaim.name] for c in removed)
     claims = plan.new_nodeclaims
     later = [candidate for candidate in removed if candidate not in disrupted]
