@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from karpy.api.conditions import FALSE, TRUE, set_condition
-from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
@@ -640,17 +640,13 @@ class DisruptionController:
             node = self.cluster.node(nodeclaim.status.node_name)
             if node is None or node.metadata.deleting:
                 continue
-            wanted = nodeclaim.name in planned and not nodeclaim.metadata.deleting
-            has = PLANNED_TAINT in node.taints
-            if wanted == has:
-                continue
-            taints = (
-                (*node.taints, PLANNED_TAINT)
-                if wanted
-                else tuple(t for t in node.taints if t != PLANNED_TAINT)
+            changed = _with_taint(
+                node, PLANNED_TAINT, nodeclaim.name in planned and not nodeclaim.metadata.deleting
             )
+            if changed is None:
+                continue
             try:
-                self.cluster.update(node.with_changes(taints=taints))
+                self.cluster.update(changed)
             except ConflictError:
                 continue
 
@@ -798,15 +794,9 @@ class DisruptionController:
 
     def _taint(self, nodeclaim: NodeClaim, *, add: bool) -> None:
         node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
-        if node is None:
-            return
-        has = DISRUPTED_TAINT in node.taints
-        if add and not has:
-            self.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
-        elif not add and has:
-            self.cluster.update(
-                node.with_changes(taints=tuple(t for t in node.taints if t != DISRUPTED_TAINT))
-            )
+        changed = _with_taint(node, DISRUPTED_TAINT, add) if node is not None else None
+        if changed is not None:
+            self.cluster.update(changed)
 
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""
@@ -905,3 +895,11 @@ class NodeClaimDisruptionConditions:
 
 
 __all__ = ["Command", "DisruptionController", "NodeClaimDisruptionConditions", "launched_price"]
+
+
+def _with_taint(node: Node, taint: Taint, wanted: bool) -> Node | None:
+    """``node`` with ``taint`` put on (``wanted``) or taken off; None when it already is so."""
+    if (taint in node.taints) == wanted:
+        return None
+    taints = (*node.taints, taint) if wanted else tuple(t for t in node.taints if t != taint)
+    return node.with_changes(taints=taints)

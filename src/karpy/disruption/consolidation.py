@@ -226,7 +226,7 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
-from karpy.api.taints import UNREGISTERED_TAINT_KEY
+from karpy.api.taints import UNREGISTERED_TAINT_KEY, untolerated, untolerated_preferences
 from karpy.disruption.emptiness import Candidate, empty_since, is_empty, reschedulable
 from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
@@ -669,9 +669,7 @@ class RemovalSimulator:
             spec = pod.spec
             if _has_inter_pod_terms(pod) or spec.preferred_node_terms or self.volume_terms.get(pod.key):
                 return None
-            if any(
-                not any(toleration.tolerates(taint) for toleration in spec.tolerations) for taint in blocking
-            ):
+            if untolerated(blocking, spec.tolerations) or untolerated_preferences(blocking, spec.tolerations):
                 return None
             if not any(first.requirements.compatible(option) is None for option in spec.node_requirements()):
                 return None
