@@ -777,3 +777,113 @@ def test_a_merge_replacement_cut_by_the_budget_plans_the_rest_of_its_group() -> 
     assert command is not None and command.replacement is not None
     later = sorted(c.nodeclaim.name for c in command.planned)
     assert len(later) == 2 and set(later) | set(command.nodeclaim_names) == {"frag-0", "frag-1", "frag-2"}
+
+
+# -- merge trials settled by a lower bound ----------------------------------------
+
+
+def full_nodes(count: int, per_node: int = 4) -> Cluster:
+    """``count`` large.4x nodes, each full of 1-CPU pods of several Deployments."""
+    cluster = Cluster(types=[LARGE])
+    for index in range(count):
+        cluster.add(f"full-{index}", LARGE, [app_pod(f"n{index}-p{slot}") for slot in range(per_node)])
+    return cluster
+
+
+def test_a_group_of_full_nodes_needs_as_many_new_ones_and_no_simulation_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = full_nodes(3)
+    simulator = RemovalSimulator(cluster.capacity, cluster.pools())
+    inputs = simulator.inputs(cluster.candidates)
+    assert simulator.needs_new_nodes(cluster.candidates, inputs, 3) == 3
+    solves: list[int] = []
+    original = RemovalSimulator.solve
+
+    def counted(self: RemovalSimulator, *args: object) -> object:
+        solves.append(1)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RemovalSimulator, "solve", counted)
+    decision = decide_with(cluster, cluster.pools(), ConsolidationRules(), allowed=3)
+    assert decision.command is None
+    # Merge trials and the prefix search are settled by the bound; single-node ones are simulated.
+    assert len(solves) == len(cluster.candidates)
+
+
+def test_the_bound_stays_out_where_the_simulation_could_end_otherwise() -> None:
+    cluster = full_nodes(3)
+    cluster.add("launching", LARGE, [], candidate=False, in_flight=True)
+    simulator = RemovalSimulator(cluster.capacity, cluster.pools())
+    # A node still being initialized may be where the simulation puts a pod: infeasible, not too large.
+    assert simulator.needs_new_nodes(cluster.candidates, simulator.inputs(cluster.candidates), 3) is None
+    limited = full_nodes(3)
+    pools = [NodePoolCapacity(limited.nodepool, [LARGE], remaining={"cpu": 100_000})]
+    simulator = RemovalSimulator(limited.capacity, pools)
+    assert simulator.needs_new_nodes(limited.candidates, simulator.inputs(limited.candidates), 3) is None
+    # Pods no new node can take: the simulation would call them unschedulable.
+    huge = Cluster(types=[LARGE, XLARGE])
+    for index in range(2):
+        huge.add(f"huge-{index}", XLARGE, [app_pod(f"h{index}", "5"), app_pod(f"x{index}", "2")])
+    simulator = RemovalSimulator(huge.capacity, [NodePoolCapacity(huge.nodepool, [LARGE])])
+    assert simulator.needs_new_nodes(huge.candidates, simulator.inputs(huge.candidates), 2) is None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_bound_never_exceeds_what_the_simulation_needs_and_merges_decide_the_same(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    types = [SMALL, LARGE, XLARGE]
+    cluster = Cluster(types=types)
+    shapes = ["1"] if seed % 3 == 0 else ["250m", "500m", "1", "1500m"]
+    for index in range(rng.randint(4, 14)):
+        instance_type = rng.choice(types)
+        room = instance_type.allocatable["cpu"]
+        pods: list[Pod] = []
+        for pod_index in range(rng.randint(0, 8)):
+            cpu = rng.choice(shapes)
+            millis = int(float(cpu.rstrip("m")) * (1 if cpu.endswith("m") else 1000))
+            if millis > room:
+                break
+            room -= millis
+            extra = "  nodeSelector: {kubernetes.io/arch: amd64}" if rng.random() < 0.1 else ""
+            pods.append(owned(make_pod(f"n{index}-p{pod_index}", cpu, "1Gi", extra_spec=extra)))
+        in_flight = seed % 4 == 1 and index == 0
+        cluster.add(
+            f"node-{index:02d}",
+            instance_type,
+            [] if in_flight else pods,
+            in_flight=in_flight,
+            candidate=not in_flight,
+        )
+    simulator = RemovalSimulator(cluster.capacity, cluster.pools())
+    fired = 0
+    candidates = cluster.candidates
+    for size in range(2, len(candidates) + 1):
+        batch = rng.sample(candidates, size)
+        inputs = simulator.inputs(batch)
+        at_least = simulator.needs_new_nodes(batch, inputs, 1)
+        if at_least is None:
+            continue
+        fired += 1
+        plan = simulator.solve(inputs, batch)
+        assert not plan.unschedulable
+        assert not set(plan.existing.values()) & simulator.uninitialized
+        assert len(plan.new_nodeclaims) >= at_least
+    if seed % 4 != 1:
+        assert fired, "the bound should settle some trials on these clusters"
+
+    def decide() -> ConsolidationDecision:
+        return decide_with(cluster, cluster.pools(), ConsolidationRules(), allowed=rng_allowed)
+
+    rng_allowed = 1 + seed % 5
+    with_bound = decide()
+    monkeypatch.setattr(RemovalSimulator, "needs_new_nodes", lambda *args: None)
+    without = decide()
+    assert (with_bound.command is None) == (without.command is None)
+    if with_bound.command is not None and without.command is not None:
+        assert with_bound.command.description == without.command.description
+        assert with_bound.command.nodeclaim_names == without.command.nodeclaim_names
+        assert with_bound.command.planned == without.command.planned
+    assert with_bound.unconsolidatable == without.unconsolidatable

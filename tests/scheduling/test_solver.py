@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 
 from benchmarks.scheduling.workloads import diverse_pods, karpenter_pools
@@ -13,6 +14,7 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import Taint
+from karpy.scheduling._groups import alike_groups, labels_matter
 from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, Plan, solve
 
 SMALL = make_instance_type("small.2x", 2, 4, 0.10)
@@ -236,3 +238,58 @@ def test_a_pod_kept_out_by_daemonset_overhead_is_told_so_and_one_too_big_alone_i
     assert "with the DaemonSets' (cpu 500)" in plan.unschedulable["default/small"]
     assert "(largest option c.4x)" in plan.unschedulable["default/small"]
     assert "DaemonSets" not in plan.unschedulable["default/huge"]
+
+
+def _replica(app: str, index: int, node_name: str = "", extra_spec: str = "") -> Pod:
+    pod = make_pod(f"{app}-{index}", "1", "1Gi", labels=f"{{app: {app}}}", extra_spec=extra_spec)
+    return pod.with_changes(spec=dataclasses.replace(pod.spec, node_name=node_name))
+
+
+def test_replicas_of_deployments_alike_but_for_labels_and_node_are_one_group_when_no_label_counts() -> None:
+    """Pods a removal moves carry their labels and the node they leave; when no pod's
+    terms read labels, neither says anything of where a pod may go, and the twenty
+    Deployments of one shape are placed as one group, in bulk."""
+    pods = [
+        _replica(app, index, node_name=f"node-{index % 3}") for app in ("a", "b", "c") for index in range(4)
+    ]
+    assert not labels_matter(pods, [])
+    assert len(alike_groups(pods, {}, by_labels=False)) == 1
+    assert len(alike_groups(pods, {})) == 3
+    assert len(solve(pods, [], [pool(types=[LARGE])]).new_nodeclaims) == 3
+
+
+def test_labels_count_when_a_moving_pod_or_a_bound_pods_anti_affinity_reads_them() -> None:
+    spread = """  topologySpreadConstraints:
+    - maxSkew: 1
+      topologyKey: kubernetes.io/hostname
+      whenUnsatisfiable: DoNotSchedule
+      labelSelector: {matchLabels: {app: a}}"""
+    anti = """  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - {labelSelector: {matchLabels: {app: b}}, topologyKey: kubernetes.io/hostname}"""
+    plain = [_replica("a", 0), _replica("b", 0)]
+    assert labels_matter([*plain, _replica("a", 1, extra_spec=spread)], [])
+    assert labels_matter(plain, [_replica("c", 0, node_name="n", extra_spec=anti)])
+    # A bound pod's own spread constrains only that pod, which is placed already.
+    assert not labels_matter(plain, [_replica("c", 0, node_name="n", extra_spec=spread)])
+
+
+def test_a_bound_pods_anti_affinity_still_keeps_the_pods_it_selects_off_its_node() -> None:
+    anti = """  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - {labelSelector: {matchLabels: {app: b}}, topologyKey: kubernetes.io/hostname}"""
+    guard = _replica("guard", 0, node_name="n", extra_spec=anti)
+    node = ExistingCapacity(
+        "n",
+        "default",
+        Requirements.from_labels({LABEL_INSTANCE_TYPE: "large.4x"}),
+        (),
+        {"cpu": 3000, "memory": 8 * 1024**3, "pods": 20},
+        pods=(guard,),
+    )
+    pods = [_replica("a", 0), _replica("b", 0)]
+    plan = solve(pods, [node], [pool()])
+    assert plan.existing == {"default/a-0": "n"}
+    assert [[p.key for p in claim.pods] for claim in plan.new_nodeclaims] == [["default/b-0"]]

@@ -10,9 +10,11 @@ With it, the candidates wait 1, 2, 4, 8 ... minutes between attempts.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
+from karpy.controllers.disruption import REPLACEMENT_BACKOFF_CAP
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -70,14 +72,17 @@ def test_a_refused_replacement_is_backed_off_not_retried_every_pass(tmp_path: Pa
     simulation = Simulation()
     simulation.run_scenario(scenario)
     assert simulation.runtime.errors == []
-    failures_per_node = Counter(
-        event.name
-        for event in simulation.cluster.events
-        if event.reason == "DisruptionFailed" and event.kind == "NodeClaim"
-    )
+    failures: dict[str, list[float]] = defaultdict(list)
+    for event in simulation.cluster.events:
+        if event.reason == "DisruptionFailed" and event.kind == "NodeClaim":
+            failures[event.name].append(event.time)
     # Spot is refused throughout, so attempts are made and fail: the back-off is what is tested.
-    assert failures_per_node
-    # Attempts at 0, 1, 3, 7 and 15 minutes after the first failure fit in the window; a
-    # sixth would come 31 minutes after the first, past the end of the run.
-    assert max(failures_per_node.values()) <= 5
-    assert sum(failures_per_node.values()) < 11
+    assert failures
+    for times in failures.values():
+        # Each failure of a node waits twice as long as the one before, from a minute up to
+        # ten: attempts at 0, 1, 3, 7, 15 and 25 minutes after the first at the soonest.
+        gaps = [later - earlier for earlier, later in pairwise(times)]
+        for attempt, gap in enumerate(gaps):
+            assert gap >= 60.0 * min(REPLACEMENT_BACKOFF_CAP / 60.0, 2**attempt)
+        assert len(times) <= 6
+    assert sum(len(times) for times in failures.values()) < 11

@@ -168,6 +168,19 @@ removing only what they let go), on top of the prefix search's
 ``ceil(log2(100))`` = 7; then single-node consolidation, at most one
 simulation per candidate, as under Karpenter's rules.
 
+Most merge trials on a busy cluster end with a group that needs as many new
+nodes as it has: nodes kept full by an autoscaler's pods, whose pods fill as
+many new ones. :meth:`RemovalSimulator.needs_new_nodes` settles such a trial
+without a simulation when a lower bound on the new nodes (what the offered
+nodes have free, and the largest node any pool offers, as if any pod could
+use them) already reaches the group's size, and only where the simulation
+could not have ended otherwise (no node being initialized among those
+offered, no pool limits, no inter-pod or volume terms, each node's pods
+placeable alone): the trial's answer is then "too many new nodes" either
+way, so the greedy growth takes the same path. On the simulated day of 20
+HPAs it settles 12,008 of the 22,242 multi-node trials that would otherwise
+have been simulated.
+
 Multi-node consolidation comes first. Under Karpenter's rules, candidates
 that budgets allow (each NodePool's allowance is spent in disruption-cost
 order) are taken in that order, at most :data:`MAX_MULTI_NODE_CANDIDATES` (100), and a binary search
@@ -626,6 +639,11 @@ class RemovalSimulator:
         )
         # Per pod shape (its requests, sorted), the indices in _lean of the nodes offered.
         self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        # Per pod shape, the most pods of it one new node of any pool holds; per candidate,
+        # whether its pods alone find new capacity (see ``needs_new_nodes``).
+        self._most_per_node: dict[tuple[tuple[str, int], ...], int] = {}
+        self._most_room: dict[str, int] = {}
+        self._placeable_afresh: dict[str, bool] = {}
 
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
         return self.solve(self.inputs(removed))
@@ -676,6 +694,93 @@ class RemovalSimulator:
             if _how_many(pod_requests(pod), first.available) < 1:
                 return None
         return first.name
+
+    def needs_new_nodes(
+        self,
+        removed: Sequence[Candidate],
+        inputs: tuple[list[Pod], list[ExistingCapacity]],
+        count: int,
+    ) -> int | None:
+        """At least how many new NodeClaims the solver would open for these pods, if that is
+        ``count`` or more and the solver is sure to place every pod on a node it may count on;
+        else None.
+
+        A merge of N nodes that needs N new ones is no command, and most merge trials on a
+        busy cluster end so: a lower bound settles them without a simulation. The bound
+        counts what the offered nodes have free as if every pod could use it, and a new
+        node as the largest any pool offers (net of its DaemonSets): per resource, the
+        requests left over divided by the most a node has of it; with pods of one shape,
+        those left over the free places divided by the most one node holds. The solver
+        cannot need fewer. It answers only where the simulation could not have ended
+        otherwise, so the merge search takes the same path: no offered node is still
+        being initialized (a pod there makes the removal infeasible, not too large), no
+        pool has limits, no moving pod has inter-pod terms, host ports or volume terms,
+        and each removed node's pods are placed on new capacity when simulated alone (so
+        each pod can always have a node of its own). The alone simulations are made once
+        per pass and node, and only when the bound is reached.
+        """
+        pods, existing = inputs
+        if not pods or count < 1 or any(item.in_flight for item in existing):
+            return None
+        if any(pool.remaining is not None for pool in self.pools):
+            return None
+        if any(_has_inter_pod_terms(pod) or self.volume_terms.get(pod.key) for pod in pods):
+            return None
+        at_least = self._new_nodes_at_least(pods, existing)
+        if at_least < count:
+            return None
+        for candidate in removed:
+            name = candidate.nodeclaim.name
+            alone = self._placeable_afresh.get(name)
+            if alone is None:
+                moving = [pod for pod in candidate.pods if reschedulable(pod)]
+                alone = not solve(
+                    moving, [], self.pools, self.volume_terms, self.namespace_labels
+                ).unschedulable
+                self._placeable_afresh[name] = alone
+            if not alone:
+                return None
+        return at_least
+
+    def _new_nodes_at_least(self, pods: Sequence[Pod], existing: Sequence[ExistingCapacity]) -> int:
+        shapes = {tuple(sorted(pod_requests(pod).items())) for pod in pods}
+        if len(shapes) == 1:
+            (key,) = shapes
+            shape = dict(key)
+            most = self._most_per_node.get(key)
+            if most is None:
+                most = self._most_per_node[key] = max(
+                    (
+                        _how_many(shape, _net_room(pool, instance_type))
+                        for pool in self.pools
+                        for instance_type in pool.instance_types
+                    ),
+                    default=0,
+                )
+            left = len(pods) - sum(_how_many(shape, item.available) for item in existing)
+            return -(-left // most) if left > 0 and most > 0 else 0
+        requested: ResourceAmounts = {}
+        for pod in pods:
+            requested = add_amounts(requested, pod_requests(pod))
+        at_least = 0
+        for resource, amount in requested.items():
+            left = amount - sum(max(0, item.available.get(resource, 0)) for item in existing)
+            if left <= 0:
+                continue
+            most = self._most_room.get(resource)
+            if most is None:
+                most = self._most_room[resource] = max(
+                    (
+                        _net_room(pool, instance_type).get(resource, 0)
+                        for pool in self.pools
+                        for instance_type in pool.instance_types
+                    ),
+                    default=0,
+                )
+            if most <= 0:
+                return 0
+            at_least = max(at_least, -(-left // most))
+        return at_least
 
     def memo_key(
         self,
@@ -844,6 +949,14 @@ class RemovalSimulator:
             or spec.preferred_node_terms
             or self.volume_terms.get(pod.key)
         )
+
+
+def _net_room(pool: NodePoolCapacity, instance_type: InstanceType) -> ResourceAmounts:
+    """What a new node of this type has for pods: its allocatable less its DaemonSets."""
+    overhead = pool.overhead(instance_type)
+    return {
+        resource: amount - overhead.get(resource, 0) for resource, amount in instance_type.allocatable.items()
+    }
 
 
 def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
@@ -1096,6 +1209,12 @@ def _worked_out(
     first_target = simulator.certain_first_target(inputs)
     if first_target is not None:
         return Infeasible(f"its pods would need node {first_target}, which is not initialized yet")
+    if len(removed) > 1:
+        # A group is no command if it needs as many new nodes as it has (or more than allowed).
+        too_many = min(len(removed), max_new + 1)
+        at_least = simulator.needs_new_nodes(removed, inputs, too_many)
+        if at_least is not None:
+            return f"removing it needs at least {at_least} new nodes"
     plan = simulator.solve(inputs, removed)
     waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
     if waiting:

@@ -103,6 +103,7 @@ from karpy.scheduling._groups import (
     alike_groups,
     constrains_only_resources,
     hostname_limits,
+    labels_matter,
     topology_signature,
 )
 from karpy.scheduling._model import (
@@ -1485,7 +1486,11 @@ def _solve(
     that runs more pods, the highest priorities first, is kept. Plans that
     no limit cuts short are made once, as before.
     """
-    groups = alike_groups(pods, volume_terms)
+    # Replicas of several Deployments alike but for their labels are one group when no label
+    # counts and no pool has limits (see ``alike_groups``).
+    bound = (pod for capacity in existing for pod in capacity.pods)
+    limited = any(pool.remaining is not None for pool in pools)
+    groups = alike_groups(pods, volume_terms, by_labels=limited or labels_matter(pods, bound))
     plan, left_at_limit = _plan(
         groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=False
     )
