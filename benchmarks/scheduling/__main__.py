@@ -1,10 +1,13 @@
 """``python -m benchmarks.scheduling``: measure the solver, print the tables and the targets.
 
-Three tables, each a suite that ``--only`` can select (see benchmarks/README.md
+Five tables, each a suite that ``--only`` can select (see benchmarks/README.md
 for what each column means):
 
-- ``karpenter``: Karpenter's own benchmark shapes, 400 fake instance types
-  and its diverse pods, from 1 to 20,000 pods: the speed comparison.
+- ``karpenter``: Karpenter's own benchmark shapes, exactly (400 fake
+  instance types and its diverse pods, labels and selectors as it draws
+  them), from 1 to 20,000 pods: the speed comparison.
+- ``karpenter-groups``: the same kinds of pod on the same types, each
+  constrained pod selecting its own group, as a Deployment's pods do.
 - ``catalog``: the real AWS catalog with a web/batch/memory-heavy mix of
   1,000 to 50,000 pods: speed and memory at a realistic scale.
 - ``lp``: generic and mixed pods on the real catalog against three LP lower
@@ -46,12 +49,14 @@ EXISTING_SIZES = (5_000,)
 EXISTING_NODE_COUNTS = (0, 1_000, 5_000)
 QUICK_SIZES = {
     Suite.KARPENTER: (1, 50, 100, 500),
+    Suite.GROUPS: (1, 50, 100, 500),
     Suite.CATALOG: (1_000,),
     Suite.LP: (100, 1_000),
     Suite.EXISTING: (500,),
 }
 FULL_SIZES = {
     Suite.KARPENTER: KARPENTER_SIZES,
+    Suite.GROUPS: KARPENTER_SIZES,
     Suite.CATALOG: CATALOG_SIZES,
     Suite.LP: LP_SIZES,
     Suite.EXISTING: EXISTING_SIZES,
@@ -59,7 +64,8 @@ FULL_SIZES = {
 DEFAULT_TIMEOUT_SECONDS = 900.0
 
 TITLES = {
-    Suite.KARPENTER: "Karpenter's benchmark shapes: diverse pods on 400 fake instance types",
+    Suite.KARPENTER: "Karpenter's benchmark shapes, exactly: its diverse pods on its 400 fake instance types",
+    Suite.GROUPS: "Own-group shapes: the diverse kinds, each constrained pod selecting its own group",
     Suite.CATALOG: "Real catalog: web/batch/memory-heavy mix on the AWS us-east-1 catalog",
     Suite.LP: "Cost quality: plan price against LP lower bounds (generic pods, AWS catalog)",
     Suite.EXISTING: "Existing capacity: diverse pods on a cluster already running nodes, 9 in 10 full",
@@ -112,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def plan_cases(suite: Suite, sizes: Sequence[int], seed: int, tracemalloc: bool) -> list[Case]:
     if suite is Suite.KARPENTER:
+        return [Case(suite, "karpenter-diverse", "karpenter-exact-400", size, seed) for size in sizes]
+    if suite is Suite.GROUPS:
         return [Case(suite, "diverse", "karpenter-400", size, seed) for size in sizes]
     if suite is Suite.CATALOG:
         return [Case(suite, "mixed", "aws-catalog", size, seed, trace_memory=tracemalloc) for size in sizes]
@@ -149,7 +157,7 @@ def run_suite(cases: Sequence[Case], timeout: float) -> list[Result]:
 
 
 def render(suite: Suite, results: Sequence[Result]) -> list[str]:
-    if suite is Suite.KARPENTER:
+    if suite in (Suite.KARPENTER, Suite.GROUPS):
         return speed_table(results)
     if suite is Suite.CATALOG:
         return catalog_table(results)

@@ -17,7 +17,16 @@ kube-scheduler would when it binds the pods onto the planned nodes:
   pods has a node selector, so all are eligible); the counts of the
   group's pods per node may differ by at most ``maxSkew``. On a fixed set
   of nodes this final state is exactly what binding the pods one at a time
-  under the spread rule can reach.
+  under the spread rule can reach, when every pod the term counts carries
+  it. When it also counts pods that do not carry it (Karpenter's own
+  benchmark draws a spread pod's selector apart from its labels, so a
+  spread counts generic pods), kube-scheduler checks the term only as each
+  carrier binds, against the pods bound before it, and the final state may
+  be uneven: the check then binds the pods in the solver's placement order
+  (:func:`~karpy.scheduling._groups.alike_groups`) and applies the rule to
+  each carrier as it binds (``count in its domain + 1 if it matches
+  itself - the least count of any domain <= maxSkew``). Passing it proves a
+  binding order kube-scheduler accepts exists.
 - Zonal topology spread: the domains are the zones the NodePool offers
   (Karpenter's reading, which forces a spread over zones that have no node
   yet; the kube-scheduler only knows zones that have nodes, a weaker rule).
@@ -36,11 +45,12 @@ with an unknown zone.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
 from karpy.api.requirements import LABEL_HOSTNAME, LABEL_ZONE
+from karpy.scheduling._groups import alike_groups
 from karpy.scheduling.solver import NewNodeClaim, Plan
 
 SPREAD = "topology spread"
@@ -143,6 +153,7 @@ def plan_violations(
         for term in pod_terms(pod):
             carriers[term].append(pod)
     placed = [pod for pod in pods if pod.key in node_of]
+    rank = {pod.key: index for index, pod in enumerate(placement_order(placed))}
 
     result = Violations()
     for term, carrying in carriers.items():
@@ -150,12 +161,110 @@ def plan_violations(
             continue
         result.checked += 1
         selected = [pod for pod in placed if _matches(pod.metadata.labels, term.selector)]
-        if _broken(term, carrying, selected, node_of, zone_of_node, nodes, zones):
+        if _broken(term, carrying, selected, node_of, zone_of_node, nodes, zones, rank):
             label = f"{term.kind} ({term.topology_key.rsplit('/', 1)[-1]})"
             result.broken[label] = result.broken.get(label, 0) + 1
             if len(result.examples) < 5:
                 result.examples.append(term.describe())
     return result
+
+
+def _broken_as_bound(
+    term: Term,
+    carrying: Sequence[Pod],
+    selected: Sequence[Pod],
+    domain: Callable[[Pod], str | None],
+    domains: Sequence[str],
+    rank: Mapping[str, int],
+) -> bool:
+    """Whether the spread ``term`` is broken in both binding orders the check tries.
+
+    ``carrying`` are the placed pods that carry the term, ``selected`` every
+    placed pod it counts. Pods it counts but that do not carry it constrain
+    nothing and may bind at any time. The first order binds everything in
+    the solver's order, those of them whose zone the cloud picks last (no
+    carrier can count on where they land). The second binds the carriers in
+    the solver's order and each of the others only when a carrier needs it:
+    into a domain with the fewest pods, raising the least count the carrier
+    is measured against. Either order, if every carrier passes as it binds,
+    is one kube-scheduler accepts.
+    """
+    carriers = {pod.key for pod in carrying}
+    counted = {pod.key for pod in selected}
+    pods = sorted({pod.key: pod for pod in [*selected, *carrying]}.values(), key=lambda pod: rank[pod.key])
+    if any(domain(pod) is None for pod in carrying):
+        return True
+    known_first = [pod for pod in pods if pod.key in carriers or domain(pod) is not None]
+    unknown_last = [pod for pod in pods if pod.key not in carriers and domain(pod) is None]
+    if not _breaks(term, [*known_first, *unknown_last], carriers, counted, domain, domains):
+        return False
+    return _breaks_binding_helpers_when_needed(term, pods, carriers, counted, domain, domains)
+
+
+def _breaks(
+    term: Term,
+    order: Sequence[Pod],
+    carriers: set[str],
+    counted: set[str],
+    domain: Callable[[Pod], str | None],
+    domains: Sequence[str],
+) -> bool:
+    """Whether some carrier breaks ``term`` as the pods bind in ``order``."""
+    counts = dict.fromkeys(domains, 0)
+    for pod in order:
+        where = domain(pod)
+        matches = pod.key in counted
+        if pod.key in carriers:
+            assert where is not None
+            least = min(counts.values(), default=0)
+            if counts.get(where, 0) + matches - least > term.max_skew:
+                return True
+        elif where is None:
+            continue  # bound after every carrier: counted by none of them
+        if matches:
+            counts[where] = counts.get(where, 0) + 1
+    return False
+
+
+def _breaks_binding_helpers_when_needed(
+    term: Term,
+    pods: Sequence[Pod],
+    carriers: set[str],
+    counted: set[str],
+    domain: Callable[[Pod], str | None],
+    domains: Sequence[str],
+) -> bool:
+    """Carriers in order; a counted non-carrier binds only when a carrier needs the least count raised."""
+    counts = dict.fromkeys(domains, 0)
+    waiting: dict[str, int] = {}
+    for pod in pods:
+        where = domain(pod)
+        if pod.key not in carriers and pod.key in counted and where is not None:
+            waiting[where] = waiting.get(where, 0) + 1
+    for pod in pods:
+        if pod.key not in carriers:
+            continue
+        where = domain(pod)
+        assert where is not None
+        matches = pod.key in counted
+        while counts.get(where, 0) + matches - min(counts.values(), default=0) > term.max_skew:
+            least = min(counts.values())
+            helper = next(
+                (name for name in domains if counts[name] == least and name != where and waiting.get(name)),
+                None,
+            )
+            if helper is None:
+                return True
+            waiting[helper] -= 1
+            counts[helper] += 1
+        if matches:
+            counts[where] = counts.get(where, 0) + 1
+    return False
+
+
+def placement_order(pods: Sequence[Pod]) -> list[Pod]:
+    """``pods`` in the order the solver places them (groups of alike pods, then by key)."""
+    return [pod for group in alike_groups(pods, {}) for pod in group]
 
 
 def _broken(
@@ -166,6 +275,7 @@ def _broken(
     zone_of_node: Mapping[str, str | None],
     nodes: Sequence[str],
     zones: Sequence[str],
+    rank: Mapping[str, int],
 ) -> bool:
     by_zone = term.topology_key == LABEL_ZONE
 
@@ -177,10 +287,14 @@ def _broken(
     if term.kind == SPREAD:
         if not any(pod.key in node_of for pod in carrying):
             return False
+        domains = zones if by_zone else nodes
+        carriers = {pod.key for pod in carrying}
+        if any(pod.key not in carriers for pod in selected):
+            placed_carriers = [pod for pod in carrying if pod.key in node_of]
+            return _broken_as_bound(term, placed_carriers, selected, domain, domains, rank)
         if None in selected_domains:
             return True
         counts = Counter(selected_domains)
-        domains = zones if by_zone else nodes
         per_domain = [counts.get(name, 0) for name in domains]
         return bool(per_domain) and max(per_domain) - min(per_domain) > term.max_skew
     carrying_domains = [domain(pod) for pod in carrying if pod.key in node_of]

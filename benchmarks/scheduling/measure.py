@@ -54,6 +54,8 @@ from benchmarks.scheduling.workloads import (
     existing_nodes,
     existing_zones,
     generic_pods,
+    karpenter_diverse_pods,
+    karpenter_exact_pools,
     karpenter_pools,
     mixed_pods,
 )
@@ -68,17 +70,20 @@ MIN_RUNS = 3
 
 class Suite(StrEnum):
     KARPENTER = "karpenter"
+    GROUPS = "karpenter-groups"
     CATALOG = "catalog"
     LP = "lp"
     EXISTING = "existing"
 
 
 WORKLOADS: dict[str, Callable[[int, int], list[Pod]]] = {
+    "karpenter-diverse": karpenter_diverse_pods,
     "diverse": diverse_pods,
     "generic": generic_pods,
     "mixed": mixed_pods,
 }
 CLUSTERS: dict[str, Callable[[], list[NodePoolCapacity]]] = {
+    "karpenter-exact-400": karpenter_exact_pools,
     "karpenter-400": karpenter_pools,
     "aws-catalog": catalog_pools,
 }

@@ -1,6 +1,6 @@
 """The clusters the scheduling benchmarks solve: instance types, NodePools and pending pods.
 
-Two families of inputs, each built directly from karpy's dataclasses (no YAML:
+Three families of inputs, each built directly from karpy's dataclasses (no YAML:
 generating 50,000 pods through the manifest parser would take longer than
 solving them, and would measure the parser instead of the solver).
 
@@ -15,33 +15,34 @@ generate:
   offered as spot in two zones and on-demand in three; every offering priced
   as Karpenter's fake prices it, 0.1 per CPU plus 0.1 per 10^9 bytes of
   memory, so the price is proportional to the size and spot costs the same as
-  on-demand; architecture amd64; operating systems linux, windows and darwin.
-  One NodePool with no requirements admits them all.
-- "Diverse" pods: CPU drawn from 100m, 250m, 500m, 1, 1.5 and memory from
-  100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi, with a seeded generator so every run
-  solves the same pods. They come in five kinds, a fifth each (the remainder
-  of the division goes to generic pods, as Karpenter does): generic pods; a
-  zonal and a hostname topology spread (``maxSkew: 1``, ``DoNotSchedule``);
-  a zonal pod affinity; a hostname pod anti-affinity.
+  on-demand; architecture amd64; operating systems linux, windows and darwin;
+  and three more requirement keys (:func:`fake_keys`): ``size`` (``large``
+  above 4 CPUs and 8Gi, else ``small``), ``special`` (``optional`` on large
+  types, absent on small ones) and ``integer`` (the CPU count). One NodePool
+  with no requirements admits them all.
+- Diverse pods (:func:`karpenter_diverse_pods`): five kinds in fifths, as
+  Karpenter's file has made them since January 2025 (six kinds in sixths
+  before, five in sevenths before that): generic pods; a zonal and a
+  hostname topology spread (``maxSkew: 1``, ``DoNotSchedule``); a zonal pod
+  affinity; a hostname pod anti-affinity. CPU drawn from 100m, 250m, 500m,
+  1, 1.5 and memory from 100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi, with a seeded
+  generator so every run solves the same pods. The labels are Karpenter's:
+  generic and spread pods carry ``my-label`` (a..g), and a spread pod's own
+  value and its selector's are drawn independently, so a spread counts pods
+  of other kinds and often not itself; the affinity pods are affine to their
+  own ``my-affininity`` value; the anti-affinity pods all repel each other.
+  These shapes (``karpenter_exact_pools`` and ``karpenter_diverse_pods``)
+  are the ``karpenter`` suite: the speed comparison is on exactly what
+  Karpenter measures.
 
-Where this differs from Karpenter's file, on purpose:
-
-- The kinds. Karpenter's file has changed over time: an older version used
-  five kinds in sevenths (generic, both spreads, hostname and zonal
-  affinity, the remainder generic), the current one six kinds in sixths
-  (adding hostname anti-affinity). The fifths here, as the issue states
-  the shape, keep one pod kind per kind of constraint and topology that
-  matters most in practice and drop the hostname pod affinity (all of a
-  group on one node), which is rare in real clusters.
-- The selectors. Karpenter gives most kinds the same label key and draws a
-  pod's label and its selector's label independently, so a pod's spread or
-  affinity usually refers to *other* pods, generic ones included. Here every
-  pod is labelled with its kind and a group (``zonal-spread-c``: one of
-  seven per kind, as Karpenter's ``a``..``g``) and each constrained pod
-  selects its own group, as the pods of a Deployment do. That keeps the
-  constraints meaningful and lets ``checks`` verify a plan exactly. The
-  anti-affinity pods all share one group and so all repel each other, as
-  in Karpenter: each needs a node of its own.
+**Own-group shapes.** The same kinds and requests, but every pod labelled
+with its kind and a group (``zonal-spread-c``: one of seven per kind) that
+each constrained pod selects, as the pods of a Deployment do
+(:func:`diverse_pods`, on the types without the three extra keys): the
+``karpenter-groups`` and ``existing`` suites. Every constraint then counts
+only pods that carry it, which is what real workloads look like, and
+``checks`` can verify a plan's final state exactly. It was the benchmark's
+only shape before the exact one.
 
 **The real catalog.** The bundled AWS catalog (us-east-1, every zone, spot
 and on-demand, with Karpenter's overhead rules) under one NodePool that
@@ -107,8 +108,34 @@ def karpenter_price(cpu_millis: int, memory_bytes: int) -> float:
     return 0.1 * cpu_millis / 1000 + 0.1 * memory_bytes / 1e9
 
 
-def karpenter_instance_type(index: int) -> InstanceType:
-    """Instance type ``index`` of Karpenter's fake catalog: index+1 CPUs, 2(index+1)Gi, 10(index+1) pods."""
+# The three requirement keys Karpenter's fake types carry besides the well-known ones.
+FAKE_SIZE_KEY = "size"
+FAKE_EXOTIC_KEY = "special"
+FAKE_INTEGER_KEY = "integer"
+
+
+def fake_keys(size: int) -> tuple[Requirement, ...]:
+    """The extra requirements of Karpenter's fake type of ``size`` CPUs (2 x size GiB).
+
+    ``size`` is ``large`` above 4 CPUs and 8Gi, where ``special`` is
+    ``optional``; ``small`` otherwise, without ``special``; ``integer`` is the
+    CPU count.
+    """
+    large = size > 4 and 2 * size > 8
+    return (
+        Requirement.from_operator(FAKE_SIZE_KEY, "In", ("large" if large else "small",)),
+        Requirement.from_operator(FAKE_EXOTIC_KEY, "In", ("optional",))
+        if large
+        else Requirement.from_operator(FAKE_EXOTIC_KEY, "DoesNotExist", ()),
+        Requirement.from_operator(FAKE_INTEGER_KEY, "In", (str(size),)),
+    )
+
+
+def karpenter_instance_type(index: int, *, with_fake_keys: bool = False) -> InstanceType:
+    """Instance type ``index`` of Karpenter's fake catalog: index+1 CPUs, 2(index+1)Gi, 10(index+1) pods.
+
+    ``with_fake_keys``: with the three extra requirement keys (:func:`fake_keys`).
+    """
     size = index + 1
     name = f"fake-it-{index}"
     capacity = {"cpu": size * 1000, "memory": 2 * size * GIB, "pods": 10 * size}
@@ -122,18 +149,22 @@ def karpenter_instance_type(index: int) -> InstanceType:
         Requirement.from_operator(LABEL_ZONE, "In", KARPENTER_ZONES),
         Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", (CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND)),
     )
+    if with_fake_keys:
+        requirements.add(*fake_keys(size))
     overhead = Overhead(kube_reserved=dict(KARPENTER_KUBE_RESERVED))
     return InstanceType.build(name, requirements, offerings, capacity, overhead)
 
 
-def karpenter_instance_types(count: int = KARPENTER_INSTANCE_TYPE_COUNT) -> list[InstanceType]:
-    return list(_karpenter_instance_types(count))
+def karpenter_instance_types(
+    count: int = KARPENTER_INSTANCE_TYPE_COUNT, *, with_fake_keys: bool = False
+) -> list[InstanceType]:
+    return list(_karpenter_instance_types(count, with_fake_keys))
 
 
 @cache
-def _karpenter_instance_types(count: int) -> tuple[InstanceType, ...]:
+def _karpenter_instance_types(count: int, with_fake_keys: bool) -> tuple[InstanceType, ...]:
     # InstanceTypes are frozen, so one build serves every case of a process.
-    return tuple(karpenter_instance_type(index) for index in range(count))
+    return tuple(karpenter_instance_type(index, with_fake_keys=with_fake_keys) for index in range(count))
 
 
 def nodepool(name: str, node_class_ref: NodeClassRef, requirements: Sequence[Requirement] = ()) -> NodePool:
@@ -143,10 +174,18 @@ def nodepool(name: str, node_class_ref: NodeClassRef, requirements: Sequence[Req
     )
 
 
-def karpenter_pools(instance_type_count: int = KARPENTER_INSTANCE_TYPE_COUNT) -> list[NodePoolCapacity]:
+def karpenter_pools(
+    instance_type_count: int = KARPENTER_INSTANCE_TYPE_COUNT, *, with_fake_keys: bool = False
+) -> list[NodePoolCapacity]:
     """One unconstrained NodePool holding every fake instance type, as Karpenter's benchmark has."""
     pool = nodepool("default", NodeClassRef(KWOK_GROUP, KWOK_KIND, "default"))
-    return [NodePoolCapacity(pool, karpenter_instance_types(instance_type_count))]
+    types = karpenter_instance_types(instance_type_count, with_fake_keys=with_fake_keys)
+    return [NodePoolCapacity(pool, types)]
+
+
+def karpenter_exact_pools() -> list[NodePoolCapacity]:
+    """Karpenter's fake catalog exactly: the 400 types with their three extra requirement keys."""
+    return karpenter_pools(with_fake_keys=True)
 
 
 # --- A cluster already running ----------------------------------------------
@@ -283,6 +322,66 @@ def diverse_pods(count: int, seed: int = DEFAULT_SEED) -> list[Pod]:
             else:
                 pod = make_pod(name, labels, cpu_millis, memory_bytes)
             pods.append(pod)
+    return pods
+
+
+# Karpenter's label keys: spread and generic pods share one, affinity pods have their own.
+KARPENTER_LABEL_KEY = "my-label"
+KARPENTER_AFFINITY_LABEL_KEY = "my-affininity"  # sic: Karpenter's spelling
+KARPENTER_ANTI_AFFINITY_LABELS = {"app": "nginx"}
+
+
+def karpenter_diverse_pods(count: int, seed: int = DEFAULT_SEED) -> list[Pod]:
+    """Karpenter's diverse pods exactly as its benchmark makes them (``makeDiversePods``).
+
+    Five kinds, a fifth each, in this order, the remainder generic at the end:
+
+    - generic: labelled ``my-label`` with a value drawn from a..g;
+    - zonal and hostname topology spread (``maxSkew: 1``, ``DoNotSchedule``):
+      the pod's own ``my-label`` value and its selector's are drawn
+      independently, so a spread counts generic pods and the other spread's
+      pods, and often not the pod itself;
+    - zonal pod affinity: labelled ``my-affininity`` (Karpenter's spelling)
+      with a drawn value, and affine to its own label;
+    - hostname anti-affinity: every one labelled ``app: nginx`` and repelling
+      that label, so each needs a node of its own.
+
+    Requests are drawn as Karpenter draws them (CPU from 100m to 1.5, memory
+    from 100Mi to 4Gi), each pod's labels before its selector before its
+    CPU before its memory. Python's generator is not Go's, so the same seed
+    gives the same distribution, not the same pods.
+    """
+    rng = random.Random(seed)
+
+    def value() -> str:
+        return rng.choice(GROUP_SUFFIXES)
+
+    def requests() -> tuple[int, int]:
+        return rng.choice(CPU_CHOICES_MILLIS), rng.choice(MEMORY_CHOICES_BYTES)
+
+    fifth = count // len(PodKind)
+    pods: list[Pod] = []
+    for index in range(fifth):
+        labels = {KARPENTER_LABEL_KEY: value()}
+        pods.append(make_pod(f"{PodKind.GENERIC}-{index}", labels, *requests()))
+    for kind, key in ((PodKind.ZONAL_SPREAD, LABEL_ZONE), (PodKind.HOSTNAME_SPREAD, LABEL_HOSTNAME)):
+        for index in range(fifth):
+            labels = {KARPENTER_LABEL_KEY: value()}
+            selector = {KARPENTER_LABEL_KEY: value()}
+            spread = (spread_constraint(key, selector),)
+            pods.append(make_pod(f"{kind}-{index}", labels, *requests(), topology_spread_constraints=spread))
+    for index in range(fifth):
+        labels = {KARPENTER_AFFINITY_LABEL_KEY: value()}
+        affinity = required_pod_affinity(LABEL_ZONE, labels)
+        pods.append(make_pod(f"{PodKind.ZONAL_AFFINITY}-{index}", labels, *requests(), pod_affinity=affinity))
+    for index in range(fifth):
+        labels = dict(KARPENTER_ANTI_AFFINITY_LABELS)
+        anti = required_pod_affinity(LABEL_HOSTNAME, labels)
+        name = f"{PodKind.HOSTNAME_ANTI_AFFINITY}-{index}"
+        pods.append(make_pod(name, labels, *requests(), pod_anti_affinity=anti))
+    for index in range(fifth, fifth + count - len(pods)):
+        labels = {KARPENTER_LABEL_KEY: value()}
+        pods.append(make_pod(f"{PodKind.GENERIC}-{index}", labels, *requests()))
     return pods
 
 

@@ -31,21 +31,27 @@ from benchmarks.scheduling.measure import Case, Suite, measure_case, plan_price
 from benchmarks.scheduling.report import existing_table, judge_targets, lp_table, speed_table
 from benchmarks.scheduling.workloads import (
     GIB,
+    KARPENTER_AFFINITY_LABEL_KEY,
     KARPENTER_INSTANCE_TYPE_COUNT,
+    KARPENTER_LABEL_KEY,
     KARPENTER_ZONES,
     KIND_LABEL,
     PodKind,
     catalog_pools,
     diverse_pods,
     generic_pods,
+    karpenter_diverse_pods,
+    karpenter_exact_pools,
     karpenter_instance_types,
     karpenter_pools,
+    make_pod,
     mixed_pods,
     mixed_tier_counts,
+    spread_constraint,
 )
 
 from karpy.api.core import Pod
-from karpy.api.requirements import LABEL_HOSTNAME, LABEL_ZONE
+from karpy.api.requirements import LABEL_HOSTNAME, LABEL_ZONE, Requirement
 from karpy.scheduling.solver import NewNodeClaim, Plan, solve
 
 
@@ -102,6 +108,85 @@ def test_diverse_pods_come_in_fifths_with_the_remainder_generic() -> None:
             selector = constraint["labelSelector"]
             assert isinstance(selector, Mapping)
             assert selector == {"matchLabels": {"group": pod.metadata.labels["group"]}}
+
+
+def test_karpenters_exact_pods_come_in_fifths_with_its_labels_and_selectors() -> None:
+    pods = karpenter_diverse_pods(1003)
+    kinds = Counter(kind_of(pod) for pod in pods)
+    assert kinds == {kind: 200 + (3 if kind is PodKind.GENERIC else 0) for kind in PodKind}
+    assert karpenter_diverse_pods(50) == karpenter_diverse_pods(50)
+    spreads = [pod for pod in pods if pod.spec.topology_spread_constraints]
+    own = [pod.metadata.labels[KARPENTER_LABEL_KEY] for pod in spreads]
+    selected = [
+        dict(pod.spec.topology_spread_constraints[0]["labelSelector"]["matchLabels"])[KARPENTER_LABEL_KEY]  # type: ignore[index]
+        for pod in spreads
+    ]
+    # Drawn independently of seven values: about one spread pod in seven selects itself.
+    matching = sum(a == b for a, b in zip(own, selected, strict=True))
+    assert 0.08 < matching / len(spreads) < 0.22
+    generic = [pod for pod in pods if kind_of(pod) is PodKind.GENERIC]
+    assert all(set(pod.metadata.labels) == {KARPENTER_LABEL_KEY} for pod in generic)
+    for pod in pods:
+        if kind_of(pod) is PodKind.ZONAL_AFFINITY:
+            term = only_required_term(pod.spec.pod_affinity)
+            assert term["labelSelector"] == {"matchLabels": pod.metadata.labels}
+            assert set(pod.metadata.labels) == {KARPENTER_AFFINITY_LABEL_KEY}
+        if kind_of(pod) is PodKind.HOSTNAME_ANTI_AFFINITY:
+            assert pod.metadata.labels == {"app": "nginx"}
+
+
+def test_karpenters_fake_types_carry_its_three_extra_keys() -> None:
+    (pool,) = karpenter_exact_pools()
+    by_name = {t.name: t for t in pool.instance_types}
+    small, large = by_name["fake-it-3"], by_name["fake-it-4"]  # 4 CPUs / 8Gi, 5 CPUs / 10Gi
+    assert small.requirements.get("size").values == frozenset({"small"})
+    assert large.requirements.get("size").values == frozenset({"large"})
+    assert large.requirements.get("special").values == frozenset({"optional"})
+    assert not small.requirements.get("special").values and not small.requirements.get("special").complement
+    assert large.requirements.get("integer").values == frozenset({"5"})
+
+
+def test_karpenters_exact_shapes_are_planned_without_breaking_a_constraint() -> None:
+    result = measure_case(Case(Suite.KARPENTER, "karpenter-diverse", "karpenter-exact-400", 700, max_runs=1))
+    assert not result.error and result.unschedulable == 0
+    assert result.constraints_checked > 0 and result.constraints_broken == 0
+
+
+def test_a_spread_that_counts_pods_it_does_not_carry_is_checked_as_the_pods_bind() -> None:
+    pool = karpenter_pools()[0]
+    options = list(pool.instance_types[:4])
+    base = pool.nodepool.template.requirement_set()
+
+    def in_zone(zone: str, *on_it: Pod) -> NewNodeClaim:
+        requirements = base.copy()
+        requirements.add(Requirement.from_operator(LABEL_ZONE, "In", (zone,)))
+        return NewNodeClaim("default", requirements, options, list(on_it), {}, {})
+
+    spread = (spread_constraint(LABEL_ZONE, {KARPENTER_LABEL_KEY: "a"}),)
+    carriers = [
+        make_pod(f"spread-{i}", {KARPENTER_LABEL_KEY: "a"}, 100, GIB, topology_spread_constraints=spread)
+        for i in range(3)
+    ]
+    others = [make_pod(f"generic-{i}", {KARPENTER_LABEL_KEY: "a"}, 100, GIB) for i in range(3)]
+    pods = [*carriers, *others]
+    # One carrier per zone, the generic pods all in the first: uneven at the end (4, 1, 1),
+    # but every carrier kept the rule when it bound, before the generic pods did.
+    even_carriers = Plan(
+        new_nodeclaims=[
+            in_zone(KARPENTER_ZONES[0], carriers[0], *others),
+            in_zone(KARPENTER_ZONES[1], carriers[1]),
+            in_zone(KARPENTER_ZONES[2], carriers[2]),
+        ]
+    )
+    assert plan_violations(pods, even_carriers, KARPENTER_ZONES).total == 0
+    # Two carriers in one zone and none in another: no binding order saves that.
+    crowded = Plan(
+        new_nodeclaims=[
+            in_zone(KARPENTER_ZONES[0], carriers[0], carriers[1], *others),
+            in_zone(KARPENTER_ZONES[1], carriers[2]),
+        ]
+    )
+    assert plan_violations(pods, crowded, KARPENTER_ZONES).broken == {"topology spread (zone)": 1}
 
 
 def test_generators_are_deterministic_for_a_seed() -> None:

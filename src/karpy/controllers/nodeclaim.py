@@ -101,9 +101,7 @@ class NodeClaimLifecycle:
         node = new if new is not None else old
         if not isinstance(node, Node) or not node.provider_id:
             return []
-        return [
-            claim.name for claim in self.cluster.nodeclaims() if claim.status.provider_id == node.provider_id
-        ]
+        return [claim.name for claim in self.cluster.nodeclaims_with_provider_id(node.provider_id)]
 
     def node_for(self, nodeclaim: NodeClaim) -> Node | None:
         if nodeclaim.status.node_name:
@@ -318,7 +316,7 @@ class NodeClaimPodEvents:
         node = self.cluster.node(key)
         if node is None:
             return None
-        for claim in self.cluster.nodeclaims():
-            if claim.status.node_name == key and not claim.metadata.deleting:
+        for claim in self.cluster.nodeclaims_on_node(key):
+            if not claim.metadata.deleting:
                 self.cluster.update(claim.with_status(last_pod_event_time=self.clock.now()))
         return None

@@ -88,7 +88,7 @@ from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNodePool
-from karpy.controllers.cache import TypedReads
+from karpy.controllers.cache import NodeClaimIndex, TypedReads
 from karpy.controllers.cache import object_meta as _meta_of
 from karpy.controllers.interfaces import (
     AlreadyExistsError,
@@ -123,7 +123,7 @@ from karpy.kube._http import (
     ApiTransport,
 )
 from karpy.kube._informer import EVENT_DELETED, Informer
-from karpy.kube._resources import EVENT, NODEPOOL, POD, TYPES_BY_KIND, WATCHED_TYPES, ResourceType
+from karpy.kube._resources import EVENT, NODECLAIM, NODEPOOL, POD, TYPES_BY_KIND, WATCHED_TYPES, ResourceType
 
 log = logging.getLogger("karpy.kube.cluster")
 
@@ -202,6 +202,7 @@ class KubeCluster(TypedReads):
         self._unreadable_changes: list[tuple[object | None, object | None]] = []
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
+        self._nodeclaim_index = NodeClaimIndex()
         self._listeners: list[Listener] = []
         self._informers = {
             kind: Informer(transport, resource, self) for kind, resource in self._resources.items()
@@ -332,6 +333,8 @@ class KubeCluster(TypedReads):
             self._records[kind][key] = new
         if kind == POD.kind:
             self._index_pod(key, old, new)
+        elif kind == NODECLAIM.kind:
+            self._nodeclaim_index.update(old, new)
         return old, new
 
     @staticmethod

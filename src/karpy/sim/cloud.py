@@ -39,6 +39,7 @@ from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
     Requirements,
 )
@@ -192,6 +193,8 @@ class SimulatedCloud:
         self.catalog = catalog or load_catalog()
         self.start = clock.now() if start is None else start
         self.instances: dict[str, Instance] = {}
+        # The instance launched for each NodeClaim name, so a repeated launch finds it at once.
+        self._launched_for: dict[str, str] = {}
         self.terminated: dict[str, Instance] = {}
         self.unavailable = UnavailableOfferings(clock)
         self.launch_listeners: list[Callable[[Instance], None]] = []
@@ -255,19 +258,22 @@ class SimulatedCloud:
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         # Idempotent by NodeClaim name, as a launch tagged with it is: a controller
         # that crashed after launching and before recording it gets the same instance.
-        for instance in self.instances.values():
-            if instance.nodeclaim == nodeclaim.metadata.name:
-                return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, instance)
+        launched = self.instances.get(self._launched_for.get(nodeclaim.metadata.name, ""))
+        if launched is not None and launched.nodeclaim == nodeclaim.metadata.name:
+            return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, launched)
         elapsed = self.clock.now() - self.start
         for error in self.settings.launch_errors:
             if error.start <= elapsed < error.end:
                 raise CloudProviderError(error.message)
         node_class = self.node_class(nodeclaim.spec.node_class_ref)
         requirements = nodeclaim.requirement_set()
+        # A NodeClaim names its types (Karpenter's launch does): only those are read.
+        named = requirements.get(LABEL_INSTANCE_TYPE) if LABEL_INSTANCE_TYPE in requirements else None
         candidates = [
             instance_type
             for instance_type in self.instance_types_for(node_class)
-            if instance_type.requirements.intersects(requirements) is None
+            if (named is None or named.has(instance_type.name))
+            and instance_type.requirements.intersects(requirements) is None
         ]
         offerings = [
             (offering.price, instance_type.name, offering.zone, instance_type, offering)
@@ -328,6 +334,7 @@ class SimulatedCloud:
             node_class_digest=node_class_digest(node_class),
         )
         self.instances[provider_id] = instance
+        self._launched_for[nodeclaim.metadata.name] = provider_id
         for listener in self.launch_listeners:
             listener(instance)
         return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, instance)

@@ -42,7 +42,7 @@ from karpy.api.core import (
     StatefulSet,
 )
 from karpy.api.meta import ObjectMeta
-from karpy.controllers.cache import TypedReads, object_key, object_kind, object_meta
+from karpy.controllers.cache import NodeClaimIndex, TypedReads, object_key, object_kind, object_meta
 from karpy.controllers.interfaces import (
     AlreadyExistsError,
     Clock,
@@ -87,6 +87,7 @@ class InMemoryCluster(TypedReads):
         self._objects: dict[str, dict[str, Any]] = {}
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
+        self._nodeclaim_index = NodeClaimIndex()
         # Objects by the owner their ownerReferences name, (kind, uid) -> {(kind, key)}, and
         # each object's place in its table, so garbage collection looks up dependents
         # instead of scanning the store for each object removed.
@@ -128,6 +129,8 @@ class InMemoryCluster(TypedReads):
         old = table.get(key)
         if kind == "Pod":
             self._index_pod(key, old, obj)
+        elif kind == "NodeClaim":
+            self._nodeclaim_index.update(old, obj)
         if old is not None:
             for owner in object_meta(old).owner_references:
                 self._owned.get((owner.kind, owner.uid), set()).discard((kind, key))
