@@ -179,14 +179,20 @@ def min_evictions(simulation: Simulation, moment: float) -> int:
 
 
 def fleet_cost(simulation: Simulation) -> tuple[float, int]:
-    """The hourly price of the live NodeClaims (not being deleted), by launched offering, and their number."""
+    """The hourly price of the live NodeClaims (not being deleted), and their number.
+
+    Each is priced as the fresh plan is: its launched offering plus what a node
+    of its pool costs beyond it (:meth:`Simulation.node_cost`), so the ratio
+    compares like with like.
+    """
     records = simulation.recorder.nodeclaims
     alive = [
         records[claim.name]
         for claim in simulation.nodeclaims()
         if claim.name in records and not claim.metadata.deleting
     ]
-    return sum(record.price_per_hour for record in alive), len(alive)
+    price = sum(record.price_per_hour + simulation.node_cost(record.nodepool) for record in alive)
+    return price, len(alive)
 
 
 def run_one(name: str, rules_name: str) -> Result:

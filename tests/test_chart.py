@@ -174,6 +174,7 @@ def test_the_deployment_sets_the_variables_karpy_run_reads() -> None:
         "BATCH_IDLE_DURATION",
         "BATCH_MAX_DURATION",
         "FEATURE_GATES",
+        "KARPY_NODE_OVERHEAD_COST",
         "LOG_LEVEL",
         "METRICS_PORT",
         "HEALTH_PROBE_PORT",

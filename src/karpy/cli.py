@@ -38,6 +38,7 @@ are still used, so one typo does not hide the rest of the result.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -52,8 +53,16 @@ from karpy.api.convert import render_yaml as render_converted
 from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.manifest import LoadResult
+from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.logs import configure as configure_logging
-from karpy.settings import RunOptions, SettingsError, add_run_options, parse_feature_gates, run_options
+from karpy.settings import (
+    RunOptions,
+    SettingsError,
+    add_run_options,
+    parse_feature_gates,
+    parse_node_cost,
+    run_options,
+)
 from karpy.sim.html_report import ReportUnavailableError, figures_table, text_table, write_report
 from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
@@ -90,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
         "--feature-gates",
         metavar="GATES",
         help="Name=true,Other=false, as karpy run's FEATURE_GATES (over the Scenario's featureGates)",
+    )
+    simulate.add_argument(
+        "--node-overhead-cost",
+        metavar="DOLLARS",
+        help="$/h each node costs beyond its instance, volumes and address, as karpy run's"
+        f" KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost; default {DEFAULT_EXTRA_COST:g})",
     )
     simulate.add_argument(
         "--report", type=Path, metavar="FILE", help="write an HTML report with plots (a self-contained file)"
@@ -210,6 +225,13 @@ def simulate(args: argparse.Namespace) -> int:
         for step in scenario.steps:
             for note in step.objects.notes:
                 print(f"note: {note}", file=sys.stderr)
+    node_cost = scenario.node_overhead_cost
+    if args.node_overhead_cost is not None:
+        try:
+            node_cost = parse_node_cost(args.node_overhead_cost)
+        except ValueError as problem:
+            print(f"karpy: --node-overhead-cost: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     autoscalers = [args.autoscaler] if args.compare is None else ["karpy", args.compare]
     simulations: list[tuple[str, Simulation]] = []
     for autoscaler in autoscalers:
@@ -222,6 +244,8 @@ def simulate(args: argparse.Namespace) -> int:
         settings = SimulationSettings(autoscaler=autoscaler)
         if gates is not None:
             settings.consolidation = consolidation_rules(gates)
+        if node_cost is not None:
+            settings.provisioning = dataclasses.replace(settings.provisioning, extra_node_cost=node_cost)
         simulation = Simulation(settings)
         simulation.run_scenario(scenario)
         simulations.append((autoscaler, simulation))
@@ -345,7 +369,9 @@ def run_against_cluster(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         settings = RunSettings(
-            provisioning=ProvisioningSettings(options.batch_idle_duration, options.batch_max_duration),
+            provisioning=ProvisioningSettings(
+                options.batch_idle_duration, options.batch_max_duration, options.node_overhead_cost
+            ),
             registration_delay=options.registration_delay,
             leader_election=election,
             observability=ObservabilitySettings(options.metrics_port, options.health_probe_port),

@@ -215,6 +215,7 @@ class Runner:
                 cloud("disruption"),
                 spot_to_spot=self.settings.spot_to_spot_consolidation,
                 metrics=metrics,
+                extra_node_cost=self.settings.provisioning.extra_node_cost,
             ),
             NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
             *metrics_controllers(self.cluster, self.clock, metrics),

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from karpy.api.duration import DurationError, parse_duration
+from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.logs import LOG_FORMATS, parse_level
 
 T = TypeVar("T")
@@ -50,7 +51,7 @@ DEFAULT_HEALTH_PROBE_PORT = 8081
 # The feature gates karpy honours, with their defaults.
 FEATURE_GATES: dict[str, bool] = {
     # Consolidation may replace a spot node by a cheaper spot node (the disruption controller's spot_to_spot).
-    # On, unlike Karpenter: measured in the simulator, off leaves a scaled-down spot fleet at 4x the price
+    # On, unlike Karpenter: measured in the simulator, off leaves a scaled-down spot fleet at 3.5x the price
     # of a fresh plan, and the 15-type and 10% rules keep it from churning (docs/consolidation.md).
     "SpotToSpotConsolidation": True,
 }
@@ -118,6 +119,12 @@ SETTINGS: tuple[Setting, ...] = (
         ",".join(f"{name}={str(on).lower()}" for name, on in FEATURE_GATES.items()),
         "Name=true,Other=false: the feature gates to switch on or off",
     ),
+    Setting(
+        "KARPY_NODE_OVERHEAD_COST",
+        f"{DEFAULT_EXTRA_COST:g}",
+        "$/h every node costs beyond its instance, volumes and public IPv4 (per-host licences):"
+        " the solver adds it to each node's price, so fewer, larger nodes win when they save it",
+    ),
     Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
     Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
     Setting("METRICS_PORT", str(DEFAULT_METRICS_PORT), "the port of /metrics (0: any free port)"),
@@ -159,6 +166,7 @@ class RunOptions:
     aws_ssm_prefix: str = ""
     aws_launch_concurrency: int = DEFAULT_LAUNCH_CONCURRENCY
     feature_gates: FeatureGates = FeatureGates()
+    node_overhead_cost: float = DEFAULT_EXTRA_COST
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -207,6 +215,17 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
             raise SettingsError(f"unknown feature gate {name!r} (karpy knows {known})")
         gates[name] = parse_bool(value, name)
     return FeatureGates(spot_to_spot_consolidation=gates["SpotToSpotConsolidation"])
+
+
+def parse_node_cost(text: str | float) -> float:
+    """A per-node cost in $/h: a number, not negative and finite ("0.02", "0")."""
+    try:
+        cost = float(str(text).strip().removeprefix("$"))
+    except ValueError:
+        raise SettingsError(f"{text!r} is not a cost in $/h (a number such as 0.02)") from None
+    if not 0 <= cost < float("inf"):
+        raise SettingsError(f"{text!r} is not a cost in $/h (0 or more)")
+    return cost
 
 
 def _duration(text: str) -> float:
@@ -305,4 +324,5 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         aws_ssm_prefix=source("KARPY_AWS_SSM_PREFIX")[0].strip().rstrip("/"),
         aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
         feature_gates=read("FEATURE_GATES", parse_feature_gates),
+        node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_cost),
     )

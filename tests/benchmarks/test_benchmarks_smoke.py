@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+import pytest
 from benchmarks.compare import FIGURES, SCENARIOS, config_lines, markdown, run_one, scenario_file
 from benchmarks.convergence import RULES as CONVERGENCE_RULES
 from benchmarks.convergence import run_one as run_convergence
 from benchmarks.convergence import table as convergence_table
 from benchmarks.decode import list_body
 from benchmarks.decode import measure as measure_decode
+from benchmarks.node_counts import karpenter_packing, pods_for
 from benchmarks.scheduling.checks import plan_violations
 from benchmarks.scheduling.lower_bound import (
     assignment_lower_bound,
@@ -49,10 +51,12 @@ from benchmarks.scheduling.workloads import (
     mixed_tier_counts,
     spread_constraint,
 )
+from tests.support import make_instance_type, make_nodepool
 
+from benchmarks import node_counts
 from karpy.api.core import Pod
 from karpy.api.requirements import LABEL_HOSTNAME, LABEL_ZONE, Requirement
-from karpy.scheduling.solver import NewNodeClaim, Plan, solve
+from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan, solve
 
 
 def kind_of(pod: Pod) -> PodKind:
@@ -294,3 +298,44 @@ def test_the_comparison_runs_both_autoscalers_and_counts_their_configuration() -
         assert set(FIGURES) <= set(figures)
         assert figures["scale-up events"] == "1" and figures["pods evicted"] == "0"
     assert "| walkthrough |" in markdown([result])
+
+
+def test_the_node_count_benchmark_compares_karpys_plans_with_karpenters_packing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(node_counts.WORKLOADS, "small", ((300, "500m", "1Gi"), (40, "2", "8Gi")))
+    figures = node_counts.measure("small", "EC2NodeClass maxPods 110")
+    bare, default, karpenter = (
+        figures["karpy, extra cost 0"],
+        figures["karpy, default"],
+        figures["Karpenter's packing"],
+    )
+    assert bare.unschedulable == default.unschedulable == karpenter.unschedulable == 0
+    # Karpenter packs each NodeClaim until no type holds more: at most 110 pods each, and
+    # never fewer nodes than 340 pods need at 110 a node.
+    assert karpenter.nodes >= 4
+    assert sum(karpenter.types.values()) == karpenter.nodes
+    # Counting each node's cost, karpy's plan has fewer nodes and costs less in all than the
+    # plan made without the extra cost (both priced with it), and no more than Karpenter's.
+    assert default.nodes < bare.nodes
+    assert default.total < bare.total
+    assert default.total <= karpenter.total
+    lines = node_counts.table({("small", "EC2NodeClass maxPods 110"): figures}).splitlines()
+    assert len(lines) == 5 and lines[2].startswith(
+        "| small | EC2NodeClass maxPods 110 | karpy, extra cost 0 |"
+    )
+
+
+def test_karpenters_packing_fills_one_nodeclaim_before_opening_the_next_and_launches_the_cheapest_type() -> (
+    None
+):
+    small = make_instance_type("small", cpu=2, memory_gib=8, price=0.10)
+    large = make_instance_type("large", cpu=8, memory_gib=32, price=0.35)
+    pool = NodePoolCapacity(make_nodepool(), [small, large])
+    # Ten 1-CPU pods: the first NodeClaim takes pods until no type holds more (8), the
+    # other two open a second, small enough for the cheap type.
+    chosen = karpenter_packing(pods_for(((10, "1", "1Gi"),)), pool)
+    assert sorted(t.name for t in chosen if t is not None) == ["large", "small"]
+    assert None not in chosen
+    # A pod no type holds is left out, and counted.
+    assert karpenter_packing(pods_for(((1, "16", "1Gi"),)), pool) == [None]

@@ -11,6 +11,7 @@ avoiding the interrupted spot offering for its 3 minutes.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -320,7 +321,16 @@ def test_the_builtin_spot_interruption_scenario_measures_the_replacements(
     code, result, _ = simulate_json(capsys, str(builtin_scenario_path("spot-interruption")))
     assert code == 0
     interruptions = result["interruptions"]
-    assert len(interruptions) == 2
+    # Half the spot nodes alive at 3 minutes, rounded up, as the scenario's fraction says.
+    alive = [
+        claim
+        for claim in result["nodeclaims"]
+        if claim["capacityType"] == "spot"
+        and claim["createdAt"] < 180
+        and (claim["deletedAt"] is None or claim["deletedAt"] >= 180)
+    ]
+    assert len(alive) >= 2
+    assert len(interruptions) == math.ceil(len(alive) / 2)
     registration_delay = SimulatedCloudSettings().registration_delay
     for entry in interruptions:
         assert registration_delay <= entry["recoveredAfterSeconds"] < SPOT_INTERRUPTION_NOTICE

@@ -13,12 +13,14 @@ which kube-scheduler (and the simulator's stand-in, see
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from benchmarks.convergence import Result, load, measure
 
 from karpy.api.core import Node, Pod
 from karpy.api.taints import CONSOLIDATION_PLANNED_TAINT_KEY
 from karpy.disruption.consolidation import ConsolidationRules
+from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation, SimulationSettings
 
 SCENARIO = "scale-down-300-60"
@@ -71,3 +73,28 @@ def test_evicted_pods_avoid_the_nodes_planned_to_go_next() -> None:
     assert watcher.bound_to_marked == 0
     assert not [node.name for node in simulation.cluster.nodes() if marked(node)]
     assert not unmarked.marked_nodes
+
+
+def test_the_capacity_a_cut_short_merge_launched_is_not_merged_again_before_its_plan_is_done() -> None:
+    """5,000 pods down to 500 on an open pool: merges the budget cuts to two nodes a pass.
+
+    Each such merge launches the capacity for its whole group; until the rest of the group is
+    gone the new nodes are nearly empty, the most wasteful of the pool. Taken as the start of
+    the next merge they were replaced in turn, pass after pass: 12 replacements every
+    5 minutes for the whole hour, the rest of the group never removed. Now the run settles
+    with a handful of replacements, the new nodes taking the pods of the nodes planned to go.
+    """
+    scenario, problems = load_inputs(
+        [Path(__file__).parents[2] / "benchmarks/scale-down/scale-down-5000.yaml"]
+    )
+    assert problems.errors == []
+    simulation = Simulation()
+    simulation.run_scenario(scenario)
+    assert simulation.steady()
+    assert simulation.clock.now() - simulation.clock.start < 45 * 60
+    launched_by_consolidation = [
+        event for event in simulation.cluster.events if event.reason == "DisruptionLaunching"
+    ]
+    assert len(launched_by_consolidation) <= 10
+    # Every node left is one a fresh plan would need: 500 pods of 500m/1Gi, about 90 a node.
+    assert len(simulation.nodeclaims()) <= 7

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from tests.support import DATA, run_cli, simulate_json
 
+from karpy.api.nodecost import node_cost
+
 CONSOLIDATION = DATA / "scenarios" / "consolidation"
 
 # The consolidation scenario (12 pods, scaled down to 3 at 5m, consolidateAfter 10m)
@@ -105,17 +107,19 @@ def test_the_text_summary_shows_the_saving_given_up(capsys: pytest.CaptureFixtur
 def test_a_node_consolidation_tried_in_vain_is_not_consolidated_and_gives_up_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # After consolidating, the replacement is the cheapest node for the three pods.
+    # After consolidating, the replacement is the cheapest node for the three pods. The price
+    # consolidation compares is the node's: its instance and what a KWOK node costs beyond it.
     code, result, _ = simulate_json(capsys, str(CONSOLIDATION / "scenario.yaml"))
     assert code == 0
     claim = only_nodeclaim(result)
+    node_price = claim["pricePerHour"] + node_cost(None).total
     assert result["disruption"] == {
         "notDisrupted": [],
         "notConsolidated": [
             {
                 "nodeclaim": claim["name"],
                 "node": claim["node"],
-                "reason": f"no replacement is at least 10% cheaper than ${claim['pricePerHour']:.4f}/h",
+                "reason": f"no replacement is at least 10% cheaper than ${node_price:.4f}/h",
                 "savingGivenUpPerHour": None,
             }
         ],

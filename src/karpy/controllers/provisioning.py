@@ -22,6 +22,7 @@ from karpy.api.conditions import find_condition
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
+from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.api.nodepool import (
     API_VERSION_V1,
     CONDITION_READY,
@@ -50,6 +51,9 @@ BATCH_KEY = "batch"
 class ProvisioningSettings:
     batch_idle: float = 1.0
     batch_max: float = 10.0
+    # $/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST);
+    # the disruption controller prices nodes with the same figure (karpy.api.nodecost).
+    extra_node_cost: float = DEFAULT_EXTRA_COST
 
 
 @dataclass(slots=True)
@@ -80,7 +84,7 @@ class Provisioner:
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self.last = ProvisioningResult()
-        self._pool_types = PoolTypesCache()
+        self._pool_types = PoolTypesCache(self.settings.extra_node_cost)
         self.passes = 0
 
     # -- triggers ----------------------------------------------------------
@@ -173,7 +177,7 @@ class Provisioner:
             result.created.append(nodeclaim.name)
             self.metrics.nodeclaim_created(nodeclaim)
             log.info(
-                "created nodeclaim %s for %d pods (%s; %d instance types from $%.4f/h)",
+                "created nodeclaim %s for %d pods (%s; %d instance types from $%.4f/h with per-node costs)",
                 nodeclaim.name,
                 len(new.pods),
                 describe_requests(new.requests),

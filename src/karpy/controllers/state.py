@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclass import NodeClass
+from karpy.api.nodecost import DEFAULT_EXTRA_COST, node_cost
 from karpy.api.nodepool import NodeClaimTemplate, NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
@@ -289,10 +291,32 @@ class PoolTypesCache:
     holds it, so its identity cannot be reused by another list).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, extra_node_cost: float = DEFAULT_EXTRA_COST) -> None:
+        self.extra_node_cost = extra_node_cost
         self._entries: dict[
             str, tuple[Sequence[InstanceType], NodeClaimTemplate, tuple[DaemonSet, ...], PoolTypes]
         ] = {}
+        self._priced: dict[str, tuple[Sequence[InstanceType], float, list[InstanceType]]] = {}
+
+    def priced(
+        self, nodepool: NodePool, node_class: NodeClass | None, catalog: Sequence[InstanceType]
+    ) -> list[InstanceType]:
+        """The catalog with every offering's price raised by what a node of the pool costs beyond it.
+
+        Provisioning and consolidation both price nodes from this list, so a
+        plan and the nodes it would replace are priced alike
+        (:mod:`karpy.api.nodecost`). Kept while the catalog and the cost stay,
+        so the list, like the provider's, changes only when they do. An
+        offering without a known price (0 or not finite) keeps it: the cost
+        must not make an unknown price look known.
+        """
+        cost = node_cost(node_class, self.extra_node_cost).total
+        entry = self._priced.get(nodepool.name)
+        if entry is not None and entry[0] is catalog and entry[1] == cost:
+            return entry[2]
+        priced = list(catalog) if cost == 0 else [with_node_cost(type_, cost) for type_ in catalog]
+        self._priced[nodepool.name] = (catalog, cost, priced)
+        return priced
 
     def get(
         self, nodepool: NodePool, daemonsets: tuple[DaemonSet, ...], catalog: Sequence[InstanceType]
@@ -309,6 +333,17 @@ class PoolTypesCache:
         types = PoolTypes(launchable_types(nodepool, catalog), overhead, type_overhead)
         self._entries[nodepool.name] = (catalog, nodepool.template, daemonsets, types)
         return types
+
+
+def with_node_cost(instance_type: InstanceType, cost: float) -> InstanceType:
+    """``instance_type`` with ``cost`` added to each offering whose price is known."""
+    offerings = tuple(
+        dataclasses.replace(offering, price=offering.price + cost)
+        if 0 < offering.price < float("inf")
+        else offering
+        for offering in instance_type.offerings
+    )
+    return dataclasses.replace(instance_type, offerings=offerings)
 
 
 def nodepool_capacity(
@@ -411,7 +446,10 @@ def scheduling_snapshot(
         instance_types[pool.name] = []
         if problem is None:
             try:
-                instance_types[pool.name] = cloud.get_instance_types(pool)
+                ref = pool.template.node_class_ref
+                instance_types[pool.name] = pool_types.priced(
+                    pool, cluster.node_class(ref.group, ref.kind, ref.name), cloud.get_instance_types(pool)
+                )
             except CloudProviderError as error:
                 log.warning("NodePool %s has no instance types: %s", pool.name, error)
         types = pool_types.get(pool, daemonsets, instance_types[pool.name])

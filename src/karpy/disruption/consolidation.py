@@ -92,7 +92,7 @@ node's price; a replacement that must pay that back within an hour has to
 save 10% of the price. Deletes need no margin: they save a whole node.
 
 **Spot-to-spot** (``spot_to_spot``). See above; on in karpy's rules: a
-scaled-down spot fleet otherwise keeps its large spot node for ever (3.96x
+scaled-down spot fleet otherwise keeps its large spot node for ever (3.47x
 the price of a fresh plan in the scale-down case), and the 15-type rule
 plus the 10% margin keep a replaced spot node from being replaced again.
 
@@ -137,7 +137,7 @@ replace:
   fit on the new capacity and later passes delete those nodes one by one.
   With Karpenter's default budget (10%: one node of a small pool) this is
   the only way fragments merge at all; it is why the ICE-fragments case
-  ends at 1.07x the fresh plan under karpy's rules and 1.43x under Karpenter's.
+  ends at the fresh plan under karpy's rules and 1.78x under Karpenter's.
 
 **Split** (``split``). Karpenter replaces a node by at most one new
 NodeClaim: if its pods need two, there is no command. karpy's solver prices
@@ -148,9 +148,10 @@ together). Under karpy's rules a single node may be
 replaced by the several new NodeClaims of that plan when together they save
 the margin (they share the ceiling as a merge's do, and each keeps the
 15-type rule when the node is spot), and into :data:`MAX_SPLIT_NODES` (2)
-at most: a node costs more than its instance price (DaemonSet pods, its
-volume and address, one more node to drain and patch), which the price
-comparison does not see yet, and under a spot shortage, when the large
+at most: a split adds a node, and what a node costs beyond its instance
+(its volumes, address and per-host cost, :mod:`karpy.api.nodecost`) is in
+the prices the controller gives this module, but one more node to drain
+and patch is not; and under a spot shortage, when the large
 types' offerings are marked unavailable one failure at a time, the cheapest
 plan for six pods became six one-pod nodes: a fleet shape nobody wants.
 It cannot loop: the new nodes are the solver's cheapest plan for those

@@ -18,6 +18,7 @@ applied at time zero, the run going on until the cluster is steady), or a
           cpu: {steps: [{at: 0s, value: 2}, {at: 10m, value: 12}]}
       settings:                         # karpy's settings, as karpy run takes them
         featureGates: SpotToSpotConsolidation=true
+        nodeOverheadCost: 0.02          # $/h per node beyond its price (KARPY_NODE_OVERHEAD_COST)
       cloud:                            # optional simulated-cloud settings
         registrationDelay: 30s
         capacityFailures:
@@ -68,7 +69,7 @@ from karpy.baselines.cluster_autoscaler import (
     NodeGroupError,
 )
 from karpy.controllers.interruption import STATES
-from karpy.settings import FeatureGates, parse_feature_gates
+from karpy.settings import FeatureGates, parse_feature_gates, parse_node_cost
 from karpy.sim.cloud import (
     INTERRUPTION_KINDS,
     SPOT_INTERRUPTION,
@@ -134,6 +135,8 @@ class Scenario:
     job_duration: float | None = None
     # spec.settings.featureGates, read as karpy run reads FEATURE_GATES; None: not given.
     feature_gates: FeatureGates | None = None
+    # spec.settings.nodeOverheadCost ($/h), read as karpy run reads KARPY_NODE_OVERHEAD_COST; None: not given.
+    node_overhead_cost: float | None = None
     # spec.load: demand over time per workload, what HorizontalPodAutoscalers read.
     loads: list[WorkloadLoad] = field(default_factory=list)
     run_until_steady: bool = True
@@ -430,6 +433,11 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
                 scenario.feature_gates = parse_feature_gates(gates)
             except ValueError as error:
                 raise settings.error("featureGates", str(error)) from error
+        if settings.has("nodeOverheadCost"):
+            try:
+                scenario.node_overhead_cost = parse_node_cost(str(settings.raw("nodeOverheadCost")))
+            except ValueError as error:
+                raise settings.error("nodeOverheadCost", str(error)) from error
         if spec.has("clusterAutoscaler"):
             scenario.cluster_autoscaler = _parse_cluster_autoscaler(spec.obj("clusterAutoscaler"))
         jobs = spec.obj("jobs")

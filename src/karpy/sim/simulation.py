@@ -43,6 +43,8 @@ from karpy.api.core import POD_RUNNING, CronJob, Deployment, Node, Pod, ReplicaS
 from karpy.api.cron import CronSchedule
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodecost import node_cost
+from karpy.api.nodepool import NodePool
 from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
@@ -162,6 +164,7 @@ class Simulation:
             cloud_for("disruption"),
             metrics=self.metrics,
             rules=self.settings.consolidation,
+            extra_node_cost=self.settings.provisioning.extra_node_cost,
         )
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
@@ -434,6 +437,15 @@ class Simulation:
 
     def nodeclaims(self) -> list[NodeClaim]:
         return sorted(self.cluster.nodeclaims(), key=lambda claim: claim.name)
+
+    def node_cost(self, nodepool: str) -> float:
+        """$/h a node of ``nodepool`` costs beyond its instance, as the controllers price it (0: no pool)."""
+        pool = self.cluster.get("NodePool", nodepool)
+        if not isinstance(pool, NodePool):
+            return 0.0
+        ref = pool.template.node_class_ref
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        return node_cost(node_class, self.settings.provisioning.extra_node_cost).total
 
     def pods(self) -> list[Pod]:
         return sorted(self.cluster.pods(), key=lambda pod: pod.key)
