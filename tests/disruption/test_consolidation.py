@@ -457,6 +457,51 @@ def test_a_node_just_launched_and_first_in_line_is_known_to_take_the_pods_withou
     assert known.unconsolidatable["node-a"] == "its pods would need node node-0, which is not initialized yet"
 
 
+def test_a_simulation_that_needs_two_nodes_not_initialized_names_the_first_by_name() -> None:
+    # node-0 takes one pod; the next four fill node-b and node-c, both still being initialized.
+    cluster = Cluster()
+    cluster.add("node-0", LARGE, [app_pod(f"z{k}") for k in range(3)], candidate=False)
+    cluster.add("node-a", XLARGE, [app_pod(f"a{k}") for k in range(6)])
+    cluster.add("node-b", SMALL, [], candidate=False, in_flight=True)
+    cluster.add("node-c", SMALL, [], candidate=False, in_flight=True)
+    decision = cluster.decide()
+    assert (
+        decision.unconsolidatable["node-a"] == "its pods would need node node-b, which is not initialized yet"
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_simulations_that_stop_at_a_node_not_initialized_answer_as_whole_ones(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Random clusters with NodeClaims still being initialized: every candidate's answer is the
+    # same whether its simulation stops at the first such node it uses or is worked out whole.
+    rng = random.Random(seed)
+    cluster = Cluster()
+    for index in range(16):
+        in_flight = rng.random() < 0.4
+        # Small nodes in flight and larger candidates: a plan often needs more than one of them.
+        instance_type = SMALL if in_flight else rng.choice([LARGE, XLARGE])
+        pods = (
+            []
+            if in_flight
+            else [app_pod(f"n{index}-p{k}", rng.choice(["500m", "1"])) for k in range(rng.randint(1, 5))]
+        )
+        cluster.add(f"node-{index:02d}", instance_type, pods, candidate=not in_flight, in_flight=in_flight)
+    stopping = cluster.decide()
+
+    def whole(*args: object, **kwargs: object) -> object:
+        kwargs.pop("stop_at", None)
+        return solve(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(consolidation_module, "solve", whole)
+    worked_out = cluster.decide()
+    assert stopping.unconsolidatable == worked_out.unconsolidatable
+    assert (stopping.command is None) == (worked_out.command is None)
+    if stopping.command is not None and worked_out.command is not None:
+        assert stopping.command.description == worked_out.command.description
+
+
 def test_a_node_just_launched_that_some_pod_cannot_use_is_left_to_the_simulation() -> None:
     # node-0 is tainted: the pod does not tolerate it, so whether the pods need it is for the
     # simulation to say (here they fit on node-b, which is initialized).

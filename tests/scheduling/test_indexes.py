@@ -58,6 +58,26 @@ def test_room_index_finds_what_a_scan_finds(operations: list[tuple[str, int, int
             assert index.first_fit(start, wanted_cpu, wanted_memory) == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    rooms=st.lists(st.tuples(st.integers(-1, 20), st.integers(-1, 20)), max_size=70),
+    queries=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 20), st.integers(0, 20)), max_size=30),
+)
+def test_a_room_index_built_at_once_answers_as_one_appended_to(
+    rooms: list[tuple[int, int]], queries: list[tuple[int, int, int]]
+) -> None:
+    appended = RoomIndex()
+    for room in rooms:
+        appended.append(room)
+    built = RoomIndex.of(rooms)
+    for start, cpu, memory in queries:
+        assert built.first_fit(start, cpu, memory) == appended.first_fit(start, cpu, memory)
+    # And it grows as the other does.
+    assert built.append((5, 5)) == appended.append((5, 5))
+    for start, cpu, memory in queries:
+        assert built.first_fit(start, cpu, memory) == appended.first_fit(start, cpu, memory)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     closed=st.lists(st.integers(0, 80), max_size=60),

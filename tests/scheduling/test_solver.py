@@ -293,3 +293,37 @@ def test_a_bound_pods_anti_affinity_still_keeps_the_pods_it_selects_off_its_node
     plan = solve(pods, [node], [pool()])
     assert plan.existing == {"default/a-0": "n"}
     assert [[p.key for p in claim.pods] for claim in plan.new_nodeclaims] == [["default/b-0"]]
+
+
+def _node(name: str, cpu: int, *, in_flight: bool = False) -> ExistingCapacity:
+    return ExistingCapacity(
+        name=name,
+        nodepool="default",
+        requirements=Requirements(),
+        taints=(),
+        available={"cpu": cpu * 1000, "memory": 8 * 1024**3, "pods": 10},
+        in_flight=in_flight,
+    )
+
+
+def test_a_plan_asked_to_stop_at_a_node_stops_where_the_whole_plan_uses_it_and_only_there() -> None:
+    pods = [make_pod(f"p{i}", "1", "1Gi") for i in range(5)]
+    nodes = [_node("node-a", 2), _node("node-b", 2, in_flight=True), _node("node-c", 4)]
+    whole = solve(pods, nodes, [pool()])
+    assert "node-b" in whole.existing.values() and whole.stopped_at is None
+    stopped = solve(pods, nodes, [pool()], stop_at={"node-b"})
+    assert stopped.stopped_at == "node-b"
+    # A node the plan does not use stops nothing: the plan is the whole one.
+    unused = solve(pods[:2], nodes, [pool()], stop_at={"node-b"})
+    assert unused.stopped_at is None
+    assert unused.existing == solve(pods[:2], nodes, [pool()]).existing
+
+
+def test_under_a_limit_a_plan_does_not_stop_early() -> None:
+    # The plan kept under a binding limit may be the second one made, which need not use the node.
+    pods = [make_pod(f"p{i}", "1", "1Gi") for i in range(5)]
+    nodes = [_node("node-a", 2), _node("node-b", 2, in_flight=True)]
+    limited = pool(remaining={"cpu": 8000})
+    plan = solve(pods, nodes, [limited], stop_at={"node-b"})
+    assert plan.stopped_at is None
+    assert plan.existing == solve(pods, nodes, [limited]).existing

@@ -647,7 +647,8 @@ class RemovalSimulator:
         self._placeable_afresh: dict[str, bool] = {}
 
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
-        return self.solve(self.inputs(removed))
+        """The whole plan for the removed nodes' pods."""
+        return self.solve(self.inputs(removed), whole=True)
 
     def inputs(self, removed: Sequence[Candidate]) -> tuple[list[Pod], list[ExistingCapacity]]:
         """The pods that move and the capacity the solver is offered for them."""
@@ -656,11 +657,26 @@ class RemovalSimulator:
         return pods, self._existing_for(pods, gone)
 
     def solve(
-        self, inputs: tuple[list[Pod], list[ExistingCapacity]], removed: Sequence[Candidate] = ()
+        self,
+        inputs: tuple[list[Pod], list[ExistingCapacity]],
+        removed: Sequence[Candidate] = (),
+        *,
+        whole: bool = False,
     ) -> Plan:
+        """The plan for the moving pods; unless ``whole``, it may stop early (``Plan.stopped_at``)."""
         pods, existing = inputs
         pools = self._pools_without(removed) if self.give_back_limits else self.pools
-        return solve(pods, existing, pools, self.volume_terms, self.namespace_labels)
+        # A pod on a node not yet initialized ends the simulation (see ``_worked_out``), and the
+        # answer names the first such node by name: stop at that one, the rest is not needed.
+        waiting = None if whole else min((item.name for item in existing if item.in_flight), default=None)
+        return solve(
+            pods,
+            existing,
+            pools,
+            self.volume_terms,
+            self.namespace_labels,
+            stop_at=() if waiting is None else frozenset((waiting,)),
+        )
 
     def certain_first_target(self, inputs: tuple[list[Pod], list[ExistingCapacity]]) -> str | None:
         """The not yet initialized node the solver is sure to place a pod on first, if any.
@@ -1217,6 +1233,8 @@ def _worked_out(
         if at_least is not None:
             return f"removing it needs at least {at_least} new nodes"
     plan = simulator.solve(inputs, removed)
+    if plan.stopped_at is not None:
+        return Infeasible(f"its pods would need node {plan.stopped_at}, which is not initialized yet")
     waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
     if waiting:
         return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")

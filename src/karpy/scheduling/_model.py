@@ -142,6 +142,9 @@ class Plan:
     unschedulable: dict[str, str] = field(default_factory=dict)
     # Preferences given up for pods that were placed only after relaxing them.
     relaxed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The existing capacity in ``solve``'s ``stop_at`` that a pod was placed on, ending
+    # the plan there: the rest of it is not worked out.
+    stopped_at: str | None = None
 
 
 def pool_requirements(nodepool: NodePool) -> Requirements:

@@ -64,6 +64,25 @@ class RoomIndex:
         self.set(index, room)
         return index
 
+    @classmethod
+    def of(cls, rooms: list[tuple[int, int]]) -> RoomIndex:
+        """An index of these entries in order, built bottom-up (as appending each would)."""
+        index = cls()
+        size = 1
+        while size < len(rooms):
+            size *= 2
+        index.size = size
+        index.count = len(rooms)
+        for resource, tree in enumerate(([_NEVER] * (2 * size), [_NEVER] * (2 * size))):
+            tree[size : size + len(rooms)] = [room[resource] for room in rooms]
+            for position in range(size - 1, 0, -1):
+                tree[position] = max(tree[2 * position], tree[2 * position + 1])
+            if resource == 0:
+                index.cpu = tree
+            else:
+                index.memory = tree
+        return index
+
     def _grown(self, tree: list[int]) -> list[int]:
         half = self.size // 2
         grown = [_NEVER] * (2 * self.size)

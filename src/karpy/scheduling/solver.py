@@ -87,7 +87,7 @@ module re-exports them, and code outside the package imports them from here.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -168,6 +168,41 @@ def _within(reserved: ResourceAmounts, remaining: ResourceAmounts | None) -> boo
     return all(reserved.get(resource, 0) <= limit for resource, limit in remaining.items())
 
 
+# A node's topology domains by its requirements' identity: a consolidation pass solves
+# hundreds of times against the same nodes, whose requirements are parsed once per label set.
+_DOMAINS: dict[frozenset[Requirement], dict[str, str]] = {}
+_DOMAINS_KEPT = 50_000
+
+
+def _node_domains(capacity: ExistingCapacity) -> dict[str, str]:
+    """The one value each single-valued requirement of a node gives, and its hostname.
+
+    Shared between solves: callers must not change the dict (the topology copies it).
+    """
+    key = capacity.requirements.identity()
+    domains = _DOMAINS.get(key)
+    if domains is None or domains.get(LABEL_HOSTNAME, capacity.name) != capacity.name:
+        domains = {
+            requirement.key: value
+            for requirement in capacity.requirements
+            if not requirement.complement and len(requirement.values) == 1
+            for value in requirement.values
+        }
+        domains.setdefault(LABEL_HOSTNAME, capacity.name)
+        if len(_DOMAINS) >= _DOMAINS_KEPT:
+            _DOMAINS.clear()
+        _DOMAINS[key] = domains
+    return domains
+
+
+class _StoppedError(Exception):
+    """A pod was placed on existing capacity the caller asked to stop at."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
 def _blocking_taint(taints: Iterable[Taint], constraints: PodConstraints) -> Taint | None:
     """The first taint the pod does not tolerate; PreferNoSchedule counts until relaxed."""
     tolerations = constraints.effective_tolerations()
@@ -189,8 +224,10 @@ class _Scheduler:
         namespace_labels: NamespaceLabels | None = None,
         *,
         fill_limited_pools: bool = False,
+        stop_at: Container[str] = (),
     ) -> None:
         self.volume_terms = volume_terms or {}
+        self.stop_at = stop_at
         self.namespace_labels = namespace_labels
         # NodeClaims of pools with limits grow whatever growing costs (see ``_solve``).
         self.fill_limited_pools = fill_limited_pools
@@ -203,9 +240,7 @@ class _Scheduler:
         # refer to each other, so that a plan's working state is freed as soon as it is made.
         self.topology = Topology(discover=_offered_values(self.pools, self.pool_requirements))
         self.existing: list[Target] = []
-        # Existing capacity by what it has free, as the new NodeClaims are by room (a cluster
-        # may have thousands of nodes, nearly all of them full).
-        self.existing_rooms = RoomIndex()
+        rooms: list[tuple[int, int]] = []
         for capacity in sorted(existing, key=lambda capacity: capacity.name):
             blocking = tuple(
                 taint
@@ -214,16 +249,10 @@ class _Scheduler:
             )
             available = dict(capacity.available)
             target = Target(capacity.name, capacity.requirements, blocking, available=available)
-            target.position = self.existing_rooms.append(room_free_on(available))
+            target.position = len(rooms)
+            rooms.append(room_free_on(available))
             self.existing.append(target)
-            domains = {
-                requirement.key: value
-                for requirement in capacity.requirements
-                if not requirement.complement and len(requirement.values) == 1
-                for value in requirement.values
-            }
-            domains.setdefault(LABEL_HOSTNAME, capacity.name)
-            self.topology.add_target(capacity.name, domains)
+            self.topology.add_target(capacity.name, _node_domains(capacity))
             for pod in capacity.pods:
                 for port in pod.spec.host_ports:
                     target.host_ports.add(port)
@@ -232,6 +261,9 @@ class _Scheduler:
                 except ConstraintError:
                     anti = ()
                 self.topology.add_existing_pod(pod, capacity.name, anti)
+        # Existing capacity by what it has free, as the new NodeClaims are by room (a cluster
+        # may have thousands of nodes, nearly all of them full).
+        self.existing_rooms = RoomIndex.of(rooms)
         self.bins: list[Target] = []
         self.cheap_rooms = RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}
@@ -400,6 +432,8 @@ class _Scheduler:
             if chosen is None:
                 return pods[index:]
             if not chosen.is_new:
+                if chosen.name in self.stop_at:
+                    raise _StoppedError(chosen.name)
                 plan.existing[pod.key] = chosen.name
                 walk_resumes_at(existing_from, domains_key, chosen.position)
             else:
@@ -534,6 +568,8 @@ class _Scheduler:
             if not remaining:
                 return []
             count = self._room_on_existing(constraints, requests, target, len(remaining))
+            if count and target.name in self.stop_at:
+                raise _StoppedError(target.name)
             if count:
                 for pod in remaining[:count]:
                     plan.existing[pod.key] = target.name
@@ -1434,15 +1470,21 @@ def solve(
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
     namespace_labels: NamespaceLabels | None = None,
+    *,
+    stop_at: Container[str] = (),
 ) -> Plan:
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
 
     ``volume_terms`` maps a pod's key to the node affinity terms of the
     persistent volumes it mounts (a zonal volume's zone); ``namespace_labels``
     gives every namespace's labels, for pod affinity's namespaceSelectors.
+    ``stop_at`` names existing capacity whose use ends the plan: the first
+    pod placed on one of them returns a plan with ``stopped_at`` set and
+    nothing else worked out (a consolidation simulation that would count on
+    a node not yet initialized is no command, whatever the rest says).
     """
     with _cycle_collection_paused():
-        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels)
+        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels, stop_at)
 
 
 @contextmanager
@@ -1472,6 +1514,7 @@ def _solve(
     pools: Sequence[NodePoolCapacity],
     volume_terms: Mapping[str, Sequence[Requirements]],
     namespace_labels: NamespaceLabels | None,
+    stop_at: Container[str] = (),
 ) -> Plan:
     """The plan for ``pods``; made a second time, filling limited pools, if a limit left pods pending.
 
@@ -1491,8 +1534,11 @@ def _solve(
     bound = (pod for capacity in existing for pod in capacity.pods)
     limited = any(pool.remaining is not None for pool in pools)
     groups = alike_groups(pods, volume_terms, by_labels=limited or labels_matter(pods, bound))
+    if limited:
+        # The plan kept may be the second one, which need not use what the first stopped at.
+        stop_at = ()
     plan, left_at_limit = _plan(
-        groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=False
+        groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=False, stop_at=stop_at
     )
     if left_at_limit:
         fuller, _ = _plan(groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=True)
@@ -1509,15 +1555,25 @@ def _plan(
     namespace_labels: NamespaceLabels | None,
     *,
     fill_limited_pools: bool,
+    stop_at: Container[str] = (),
 ) -> tuple[Plan, bool]:
     """One plan for the ``groups`` of alike pods, and whether a limit left some pending."""
     plan = Plan()
     requested = {resource for group in groups for pod in group for resource in pod.spec.requests}
     scheduler = _Scheduler(
-        existing, pools, requested, volume_terms, namespace_labels, fill_limited_pools=fill_limited_pools
+        existing,
+        pools,
+        requested,
+        volume_terms,
+        namespace_labels,
+        fill_limited_pools=fill_limited_pools,
+        stop_at=stop_at,
     )
-    for group in groups:
-        scheduler.place_group(group, plan)
+    try:
+        for group in groups:
+            scheduler.place_group(group, plan)
+    except _StoppedError as stopped:
+        return Plan(stopped_at=stopped.name), False
     scheduler.repack()
     prices = Prices()
     plan.new_nodeclaims = [finish(target, prices) for target in scheduler.bins]

@@ -102,7 +102,12 @@ class Topology:
         self._placed: dict[str, list[_Placed]] = {}
         self._placed_with_label: dict[tuple[str, str], list[_Placed]] = {}
         self._eligible_cache: dict[tuple[str, int, tuple[frozenset[Requirement], ...]], frozenset[str]] = {}
-        self._target_domains: dict[str, dict[str, str]] = {}
+        # Each target's domains; shared with the caller until ``narrow`` changes them (then
+        # copied, and the target is in ``_own_domains``). Added targets' domains join the
+        # universe when it is first read: most plans never ask.
+        self._target_domains: dict[str, Mapping[str, str]] = {}
+        self._own_domains: set[str] = set()
+        self._unfolded: list[Mapping[str, str]] = []
         self._counters: dict[str, _Counter] = {}
         # Anti-affinity held by placed pods: term identity -> (term, domain -> count).
         self._anti: dict[str, tuple[AffinityTerm, dict[str, int]]] = {}
@@ -119,6 +124,16 @@ class Topology:
 
     def domains(self, key: str) -> set[str]:
         """Every domain known for ``key``."""
+        if self._unfolded:
+            universe = self.universe
+            for domains in self._unfolded:
+                for domain_key, value in domains.items():
+                    values = universe.get(domain_key)
+                    if values is None:
+                        universe[domain_key] = {value}
+                    else:
+                        values.add(value)
+            self._unfolded = []
         if key not in self._discovered:
             self._discovered.add(key)
             if self._discover is not None:
@@ -128,9 +143,10 @@ class Topology:
     # -- bookkeeping ---------------------------------------------------------
 
     def add_target(self, target: str, domains: Mapping[str, str]) -> None:
-        self._target_domains[target] = dict(domains)
-        for key, value in domains.items():
-            self.universe.setdefault(key, set()).add(value)
+        """A target and its domains, which must not change while the topology is in use."""
+        self._target_domains[target] = domains
+        self._own_domains.discard(target)
+        self._unfolded.append(domains)
 
     def add_existing_pod(self, pod: Pod, target: str, anti_affinity: Iterable[AffinityTerm] = ()) -> None:
         self._record(pod.metadata.namespace, pod.metadata.labels, target, tuple(anti_affinity))
@@ -167,10 +183,17 @@ class Topology:
 
     def narrow(self, target: str, key: str, domain: str) -> None:
         """``target``'s domain for ``key`` is now known: count the pods already on it."""
-        domains = self._target_domains.setdefault(target, {})
-        if domains.get(key) == domain:
+        shared = self._target_domains.get(target, {})
+        if shared.get(key) == domain:
             return
+        if target in self._own_domains:
+            domains = shared
+        else:
+            domains = dict(shared)
+            self._own_domains.add(target)
+        assert isinstance(domains, dict)
         domains[key] = domain
+        self._target_domains[target] = domains
         self.universe.setdefault(key, set()).add(domain)
         for pod in self._placed.get(target, ()):
             for counter in self._candidate_counters(pod.labels):

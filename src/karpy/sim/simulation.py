@@ -141,6 +141,7 @@ class Simulation:
         self.settings = settings or SimulationSettings()
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster(self.clock)
+        self._pods_settled_answer: tuple[tuple[int, object, float], bool] | None = None
         self.runtime = Runtime(self.clock)
         self.recorder = Recorder(self.clock)
         self.cloud = SimulatedCloud(self.cluster, self.clock, self.settings.cloud)
@@ -324,21 +325,8 @@ class Simulation:
             # An offering refused earlier is offered again within the run: decisions may change then.
             self.runtime.enqueue(CloudWindowTimer.name, "offerings", available_again - self.clock.now())
             return False
-        unschedulable = (
-            self.cluster_autoscaler.unschedulable
-            if self.cluster_autoscaler is not None
-            else self.provisioner.last.unschedulable
-        )
-        for pod in self.cluster.pods():
-            if pod.is_terminal or (pod.is_daemonset_pod and pod.phase == POD_RUNNING):
-                continue
-            if pod.metadata.deleting:
-                return False
-            if pod.phase != POD_RUNNING and pod.key not in unschedulable:
-                return False
-            finish_at = self.kubelet.finishes_at(pod)
-            if finish_at is not None and finish_at <= self.end:
-                return False
+        if not self._pods_settled():
+            return False
         for cronjob in self.cluster.objects("CronJob"):
             if isinstance(cronjob, CronJob) and not cronjob.suspend and not cronjob.metadata.deleting:
                 since = cronjob.status.last_schedule_time or cronjob.metadata.creation_timestamp or 0.0
@@ -354,6 +342,41 @@ class Simulation:
         if self.cluster_autoscaler is not None:
             return not self.cluster_autoscaler.has_work()
         return not self.disruption.has_work()
+
+    def _pods_settled(self) -> bool:
+        """Every pod running (and not finishing within the run), done, or known unschedulable.
+
+        Asked after every round of reconciles; the answer is kept while the store, the
+        unschedulable pods and the end of the run stay the same, so a quiet round does not
+        read every pod of a large cluster again.
+        """
+        unschedulable = (
+            self.cluster_autoscaler.unschedulable
+            if self.cluster_autoscaler is not None
+            else self.provisioner.last.unschedulable
+        )
+        inputs = (self.cluster.changes, unschedulable, self.end)
+        kept = self._pods_settled_answer
+        if (
+            kept is not None
+            and kept[0][0] == inputs[0]
+            and kept[0][1] is inputs[1]
+            and kept[0][2] == inputs[2]
+        ):
+            return kept[1]
+        settled = True
+        for pod in self.cluster.pods():
+            if pod.is_terminal or (pod.is_daemonset_pod and pod.phase == POD_RUNNING):
+                continue
+            if pod.metadata.deleting or (pod.phase != POD_RUNNING and pod.key not in unschedulable):
+                settled = False
+                break
+            finish_at = self.kubelet.finishes_at(pod)
+            if finish_at is not None and finish_at <= self.end:
+                settled = False
+                break
+        self._pods_settled_answer = (inputs, settled)
+        return settled
 
     def cloud_window_boundaries(self) -> list[float]:
         """Every start and end of the cloud's windows, in cluster time (infinite ends left out)."""

@@ -95,6 +95,7 @@ class InMemoryCluster(TypedReads):
         self._places: dict[tuple[str, str], int] = {}
         self._stored = 0
         self._version = 0
+        self._changes = 0
         self._names = 0
         self._listeners: list[Listener] = []
         self.events: list[Event] = []
@@ -124,7 +125,13 @@ class InMemoryCluster(TypedReads):
     def _get(self, kind: str, key: str) -> object | None:
         return self.get(kind, key)
 
+    @property
+    def changes(self) -> int:
+        """How many times an object was stored or removed: equal counts, the same contents."""
+        return self._changes
+
     def _store(self, kind: str, key: str, obj: object | None) -> None:
+        self._changes += 1
         table = self._objects.setdefault(kind, {})
         old = table.get(key)
         if kind == "Pod":
