@@ -13,6 +13,7 @@ other tests (and their fake nodes) never take them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -20,8 +21,10 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -514,3 +517,16 @@ class NodeClaimWatch:
             return Timeline(
                 **{name: dict(getattr(self.timeline, name)) for name in Timeline.__dataclass_fields__}
             )
+
+
+def store_past_the_crd(plane: ControlPlane, manifest: dict[str, Any]) -> None:
+    """Write a NodePool straight into etcd, as one stored before the CRD refused what it holds."""
+    stored = copy.deepcopy(manifest)
+    stored["metadata"].update(
+        uid=str(uuid.uuid4()),
+        generation=1,
+        creationTimestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    plane.etcdctl(
+        "put", f"/registry/karpenter.sh/nodepools/{manifest['metadata']['name']}", json.dumps(stored)
+    )

@@ -17,11 +17,8 @@ session's other fake nodes never take them.
 
 from __future__ import annotations
 
-import copy
 import json
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -39,6 +36,7 @@ from .karpy_run import (
     pool_claims,
     requirement,
     running_karpy,
+    store_past_the_crd,
 )
 
 pytestmark = pytest.mark.integration
@@ -182,19 +180,6 @@ def test_a_nodepool_on_an_ec2_node_class_says_why_it_is_not_ready(
         f"NodePool {EC2_POOL}: node class EC2NodeClass/{EC2_POOL} is not ready: {NOT_SERVED}" in messages[0]
     )
     assert pool_claims(plane, EC2_POOL) == {}
-
-
-def store_past_the_crd(plane: ControlPlane, manifest: dict[str, Any]) -> None:
-    """Write a NodePool straight into etcd, as one stored before the CRD refused what it holds."""
-    stored = copy.deepcopy(manifest)
-    stored["metadata"].update(
-        uid=str(uuid.uuid4()),
-        generation=1,
-        creationTimestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )
-    plane.etcdctl(
-        "put", f"/registry/karpenter.sh/nodepools/{manifest['metadata']['name']}", json.dumps(stored)
-    )
 
 
 def test_a_nodepool_karpy_cannot_read_fails_validation_with_an_event(runner: ControlPlane) -> None:

@@ -640,6 +640,8 @@ class RemovalSimulator:
         )
         # Per pod shape (its requests, sorted), the indices in _lean of the nodes offered.
         self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        # Per size of the largest moving pod, how many such pods each node holds.
+        self._holds: dict[tuple[tuple[str, int], ...], list[int]] = {}
         # Per pod shape, the most pods of it one new node of any pool holds; per candidate,
         # whether its pods alone find new capacity (see ``needs_new_nodes``).
         self._most_per_node: dict[tuple[tuple[str, int], ...], int] = {}
@@ -919,6 +921,7 @@ class RemovalSimulator:
             for shape in shapes:
                 for resource, amount in shape.items():
                     largest[resource] = max(largest.get(resource, 0), amount)
+        holds = self._holding(largest) if largest is not None else None
         room_for = 0
         existing: list[ExistingCapacity] = []
         for index in self._offered(shapes):
@@ -926,13 +929,25 @@ class RemovalSimulator:
             if item.name in gone:
                 continue
             existing.append(item if lean is None else lean)
-            if largest is not None and not item.taints:
-                room_for += _how_many(largest, item.available)
+            if holds is not None:
+                room_for += holds[index]
                 if room_for >= len(pods):
                     # First-fit offers existing nodes in name order; a pod that got
                     # past all of these would mean each holds at least its share.
                     break
         return existing
+
+    def _holding(self, largest: ResourceAmounts) -> list[int]:
+        """Per node (by index in ``_lean``), how many pods of this size it holds; 0 if tainted.
+
+        Worked out once per pass and size: every simulation of the pass counts with it.
+        """
+        key = tuple(sorted(largest.items()))
+        holds = self._holds.get(key)
+        if holds is None:
+            holds = [0 if item.taints else _how_many(largest, item.available) for item, _ in self._lean]
+            self._holds[key] = holds
+        return holds
 
     def _offered(self, shapes: list[ResourceAmounts]) -> Sequence[int]:
         """In name order, the nodes offered to pods of these shapes: those with pods that

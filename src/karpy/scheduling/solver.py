@@ -195,6 +195,40 @@ def _node_domains(capacity: ExistingCapacity) -> dict[str, str]:
     return domains
 
 
+class _ExistingTargets:
+    """The existing capacity as targets, each made when first asked for.
+
+    A consolidation simulation offers hundreds or thousands of nodes, of which
+    first-fit visits the few the room index points it to: making a target for
+    every node offered was a third of a simulation on a 3,000-node cluster.
+    """
+
+    __slots__ = ("capacity", "_targets")
+
+    def __init__(self, capacity: list[ExistingCapacity]) -> None:
+        self.capacity = capacity
+        self._targets: list[Target | None] = [None] * len(capacity)
+
+    def __len__(self) -> int:
+        return len(self.capacity)
+
+    def __getitem__(self, position: int) -> Target:
+        target = self._targets[position]
+        if target is None:
+            capacity = self.capacity[position]
+            blocking = tuple(
+                taint
+                for taint in capacity.taints
+                if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
+            )
+            target = Target(capacity.name, capacity.requirements, blocking, available=dict(capacity.available))
+            target.position = position
+            for pod in capacity.pods:
+                target.host_ports.update(pod.spec.host_ports)
+            self._targets[position] = target
+        return target
+
+
 class _StoppedError(Exception):
     """A pod was placed on existing capacity the caller asked to stop at."""
 
@@ -239,23 +273,12 @@ class _Scheduler:
         # A function of the pools, not a bound method: the scheduler and its topology must not
         # refer to each other, so that a plan's working state is freed as soon as it is made.
         self.topology = Topology(discover=_offered_values(self.pools, self.pool_requirements))
-        self.existing: list[Target] = []
+        self.existing = _ExistingTargets(sorted(existing, key=lambda capacity: capacity.name))
         rooms: list[tuple[int, int]] = []
-        for capacity in sorted(existing, key=lambda capacity: capacity.name):
-            blocking = tuple(
-                taint
-                for taint in capacity.taints
-                if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
-            )
-            available = dict(capacity.available)
-            target = Target(capacity.name, capacity.requirements, blocking, available=available)
-            target.position = len(rooms)
-            rooms.append(room_free_on(available))
-            self.existing.append(target)
+        for capacity in self.existing.capacity:
+            rooms.append(room_free_on(capacity.available))
             self.topology.add_target(capacity.name, _node_domains(capacity))
             for pod in capacity.pods:
-                for port in pod.spec.host_ports:
-                    target.host_ports.add(port)
                 try:
                     anti = pod_constraints(pod, namespace_labels=namespace_labels).anti_affinity
                 except ConstraintError:
