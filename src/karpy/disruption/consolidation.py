@@ -245,10 +245,12 @@ from karpy.disruption.emptiness import Candidate, empty_since, is_empty, resched
 from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
     NODES_RESOURCE,
+    CapacityLeftOut,
     ExistingCapacity,
     NewNodeClaim,
     NodePoolCapacity,
     Plan,
+    PreparedCapacity,
     min_values_met,
     pod_requests,
     solve,
@@ -633,6 +635,8 @@ class RemovalSimulator:
             )
             for item in self.capacity
         ]
+        # No node carries pods that count for others (see ``_prepared_for``).
+        self._all_lean = all(lean is not None for _, lean in self._lean)
         # Without anti-affinity anywhere, a bound pod cannot keep a moving pod off any
         # node but its own (host ports): first-fit never looks past a node that takes them all.
         self._first_fit_stops = not any(
@@ -642,6 +646,8 @@ class RemovalSimulator:
         self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
         # Per size of the largest moving pod, how many such pods each node holds.
         self._holds: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        # Per set of pod shapes, the nodes offered to them, set up for the solver.
+        self._prepared: dict[tuple[tuple[tuple[str, int], ...], ...], PreparedCapacity] = {}
         # Per pod shape, the most pods of it one new node of any pool holds; per candidate,
         # whether its pods alone find new capacity (see ``needs_new_nodes``).
         self._most_per_node: dict[tuple[tuple[str, int], ...], int] = {}
@@ -673,7 +679,7 @@ class RemovalSimulator:
         waiting = None if whole else min((item.name for item in existing if item.in_flight), default=None)
         return solve(
             pods,
-            existing,
+            self._prepared_for(pods, removed) or existing,
             pools,
             self.volume_terms,
             self.namespace_labels,
@@ -936,6 +942,35 @@ class RemovalSimulator:
                     # past all of these would mean each holds at least its share.
                     break
         return existing
+
+    def _prepared_for(self, pods: Sequence[Pod], removed: Sequence[Candidate]) -> CapacityLeftOut | None:
+        """The nodes offered to these pods, set up for the solver once per pass, less the removed.
+
+        Only where that is the same to the solver as the list ``inputs`` gives: no bound pod
+        constrains its neighbours and no moving pod has inter-pod terms (the nodes then carry
+        no pods, and the topology reads none). The list may have been cut short where the
+        nodes before the cut hold every pod; first-fit never goes past them, so the nodes
+        after it change nothing.
+        """
+        if not removed or not self._all_lean:
+            return None
+        if any(_has_inter_pod_terms(pod) or pod.spec.host_ports for pod in pods):
+            return None
+        shapes: list[ResourceAmounts] = []
+        for pod in pods:
+            requests = pod_requests(pod)
+            if requests not in shapes:
+                shapes.append(requests)
+        key = tuple(sorted(tuple(sorted(shape.items())) for shape in shapes))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            offered: list[ExistingCapacity] = []
+            for index in self._offered(shapes):
+                lean = self._lean[index][1]
+                assert lean is not None
+                offered.append(lean)
+            prepared = self._prepared[key] = PreparedCapacity(offered)
+        return prepared.without(name for c in removed for name in (c.node.name, c.nodeclaim.name))
 
     def _holding(self, largest: ResourceAmounts) -> list[int]:
         """Per node (by index in ``_lean``), how many pods of this size it holds; 0 if tainted.

@@ -83,6 +83,17 @@ class RoomIndex:
                 index.memory = tree
         return index
 
+    def copy(self) -> RoomIndex:
+        """An index of the same entries that changes on its own."""
+        index = RoomIndex()
+        index.size, index.count = self.size, self.count
+        index.cpu, index.memory = self.cpu[:], self.memory[:]
+        return index
+
+    def close(self, index: int) -> None:
+        """Entry ``index`` takes nothing any more: no pod is offered it."""
+        self.set(index, (_NEVER, _NEVER))
+
     def _grown(self, tree: list[int]) -> list[int]:
         half = self.size // 2
         grown = [_NEVER] * (2 * self.size)

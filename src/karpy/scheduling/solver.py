@@ -89,6 +89,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -139,10 +140,12 @@ __all__ = [
     "MAX_INSTANCE_TYPES",
     "NODES_RESOURCE",
     "POD_RESOURCE",
+    "CapacityLeftOut",
     "ExistingCapacity",
     "NewNodeClaim",
     "NodePoolCapacity",
     "Plan",
+    "PreparedCapacity",
     "TypeMemo",
     "launchable_types",
     "max_capacity",
@@ -203,7 +206,7 @@ class _ExistingTargets:
     every node offered was a third of a simulation on a 3,000-node cluster.
     """
 
-    __slots__ = ("capacity", "_targets")
+    __slots__ = ("_targets", "capacity")
 
     def __init__(self, capacity: list[ExistingCapacity]) -> None:
         self.capacity = capacity
@@ -221,12 +224,67 @@ class _ExistingTargets:
                 for taint in capacity.taints
                 if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
             )
-            target = Target(capacity.name, capacity.requirements, blocking, available=dict(capacity.available))
+            target = Target(
+                capacity.name, capacity.requirements, blocking, available=dict(capacity.available)
+            )
             target.position = position
             for pod in capacity.pods:
                 target.host_ports.update(pod.spec.host_ports)
             self._targets[position] = target
         return target
+
+
+class PreparedCapacity:
+    """Existing capacity set up once for many solves, each leaving some of it out.
+
+    A consolidation pass simulates the removal of hundreds of nodes, each
+    against the same other nodes: setting up the solver's view of them (the
+    room index, their topology domains) for every simulation was most of a
+    simulation on a 3,000-node cluster. Built only from capacity whose bound
+    pods count for nothing (no pods carried), for pods without inter-pod
+    terms: the topology then never reads a node's pods, and a node left out
+    is one its room index never offers (see :meth:`without`).
+    """
+
+    __slots__ = ("capacity", "domains", "positions", "rooms")
+
+    def __init__(self, capacity: Sequence[ExistingCapacity]) -> None:
+        self.capacity = sorted(capacity, key=lambda item: item.name)
+        if any(item.pods for item in self.capacity):
+            raise ValueError("prepared capacity carries no pods")
+        self.rooms = RoomIndex.of([room_free_on(item.available) for item in self.capacity])
+        self.domains = {item.name: _node_domains(item) for item in self.capacity}
+        self.positions = {item.name: position for position, item in enumerate(self.capacity)}
+
+    def without(self, names: Iterable[str]) -> CapacityLeftOut:
+        """This capacity with the named nodes (those a simulation removes) left out."""
+        return CapacityLeftOut(self, frozenset(names) & self.positions.keys())
+
+
+class CapacityLeftOut(Sequence[ExistingCapacity]):
+    """Prepared capacity less some of it, as :func:`solve` takes it."""
+
+    __slots__ = ("left_out", "prepared")
+
+    def __init__(self, prepared: PreparedCapacity, left_out: frozenset[str]) -> None:
+        self.prepared = prepared
+        self.left_out = left_out
+
+    def __len__(self) -> int:
+        return len(self.prepared.capacity) - len(self.left_out)
+
+    @overload
+    def __getitem__(self, index: int) -> ExistingCapacity: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ExistingCapacity]: ...
+
+    def __getitem__(self, index: int | slice) -> ExistingCapacity | Sequence[ExistingCapacity]:
+        kept = [item for item in self.prepared.capacity if item.name not in self.left_out]
+        return kept[index]
+
+    def __iter__(self) -> Iterator[ExistingCapacity]:
+        return (item for item in self.prepared.capacity if item.name not in self.left_out)
 
 
 class _StoppedError(Exception):
@@ -273,20 +331,28 @@ class _Scheduler:
         # A function of the pools, not a bound method: the scheduler and its topology must not
         # refer to each other, so that a plan's working state is freed as soon as it is made.
         self.topology = Topology(discover=_offered_values(self.pools, self.pool_requirements))
-        self.existing = _ExistingTargets(sorted(existing, key=lambda capacity: capacity.name))
-        rooms: list[tuple[int, int]] = []
-        for capacity in self.existing.capacity:
-            rooms.append(room_free_on(capacity.available))
-            self.topology.add_target(capacity.name, _node_domains(capacity))
-            for pod in capacity.pods:
-                try:
-                    anti = pod_constraints(pod, namespace_labels=namespace_labels).anti_affinity
-                except ConstraintError:
-                    anti = ()
-                self.topology.add_existing_pod(pod, capacity.name, anti)
         # Existing capacity by what it has free, as the new NodeClaims are by room (a cluster
         # may have thousands of nodes, nearly all of them full).
-        self.existing_rooms = RoomIndex.of(rooms)
+        if isinstance(existing, CapacityLeftOut):
+            prepared = existing.prepared
+            self.existing = _ExistingTargets(prepared.capacity)
+            self.existing_rooms = prepared.rooms.copy()
+            for name in existing.left_out:
+                self.existing_rooms.close(prepared.positions[name])
+            self.topology.add_targets(prepared.domains)
+        else:
+            self.existing = _ExistingTargets(sorted(existing, key=lambda capacity: capacity.name))
+            rooms: list[tuple[int, int]] = []
+            for capacity in self.existing.capacity:
+                rooms.append(room_free_on(capacity.available))
+                self.topology.add_target(capacity.name, _node_domains(capacity))
+                for pod in capacity.pods:
+                    try:
+                        anti = pod_constraints(pod, namespace_labels=namespace_labels).anti_affinity
+                    except ConstraintError:
+                        anti = ()
+                    self.topology.add_existing_pod(pod, capacity.name, anti)
+            self.existing_rooms = RoomIndex.of(rooms)
         self.bins: list[Target] = []
         self.cheap_rooms = RoomIndex()
         self._topology_refusals: dict[str, set[int]] = {}

@@ -148,6 +148,12 @@ class Topology:
         self._own_domains.discard(target)
         self._unfolded.append(domains)
 
+    def add_targets(self, domains: Mapping[str, Mapping[str, str]]) -> None:
+        """Targets by name with their domains, at once (see :meth:`add_target`)."""
+        self._target_domains.update(domains)
+        self._own_domains.difference_update(domains)
+        self._unfolded.extend(domains.values())
+
     def add_existing_pod(self, pod: Pod, target: str, anti_affinity: Iterable[AffinityTerm] = ()) -> None:
         self._record(pod.metadata.namespace, pod.metadata.labels, target, tuple(anti_affinity))
 
