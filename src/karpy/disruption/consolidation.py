@@ -221,7 +221,9 @@ ten-pod simulation.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -594,6 +596,58 @@ def _constrains_neighbours(pod: Pod) -> bool:
     return bool(pod.spec.pod_anti_affinity or pod.spec.host_ports)
 
 
+class _Offered:
+    """The nodes offered to pods of some shapes in one pass, in name order, as the solver sees them."""
+
+    __slots__ = ("_running", "indices", "items", "key", "memo_keys", "names", "positions")
+
+    def __init__(self, key: object, indices: list[int], items: list[ExistingCapacity]) -> None:
+        self.key = key
+        self.indices = indices
+        self.items = items
+        self.names = [item.name for item in items]
+        self.positions = {name: position for position, name in enumerate(self.names)}
+        self._running: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        # What every node of the list is, for memo keys (see ``RemovalSimulator.memo_key``).
+        self.memo_keys: list[tuple[object, ...] | None] | None = None
+
+    def running(self, simulator: RemovalSimulator, largest: ResourceAmounts) -> list[int]:
+        """How many of the largest pod the nodes hold, summed along the list."""
+        key = tuple(sorted(largest.items()))
+        running = self._running.get(key)
+        if running is None:
+            holds = simulator._holding(largest)
+            running = self._running[key] = list(itertools.accumulate(holds[index] for index in self.indices))
+        return running
+
+
+class _OfferedNodes(list[ExistingCapacity]):
+    """The nodes a simulation offers its pods: the first ``taken`` of ``offered``, less the removed."""
+
+    def __init__(self, kept: list[ExistingCapacity], offered: _Offered, taken: int) -> None:
+        super().__init__(kept)
+        self.offered = offered
+        self.taken = taken
+
+
+class _KeyPart:
+    """A long tuple in a memo key, hashed once: the same list of nodes is in thousands of keys."""
+
+    __slots__ = ("_hash", "items")
+
+    def __init__(self, items: tuple[object, ...]) -> None:
+        self.items = items
+        self._hash = hash(items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, _KeyPart) and self._hash == other._hash and self.items == other.items
+        )
+
+
 class RemovalSimulator:
     """Where the pods of some nodes would go if those nodes went away.
 
@@ -648,6 +702,7 @@ class RemovalSimulator:
         self._holds: dict[tuple[tuple[str, int], ...], list[int]] = {}
         # Per set of pod shapes, the nodes offered to them, set up for the solver.
         self._prepared: dict[tuple[tuple[tuple[str, int], ...], ...], PreparedCapacity] = {}
+        self._offered_lists: dict[tuple[tuple[tuple[str, int], ...], ...], _Offered] = {}
         # Per pod shape, the most pods of it one new node of any pool holds; per candidate,
         # whether its pods alone find new capacity (see ``needs_new_nodes``).
         self._most_per_node: dict[tuple[tuple[str, int], ...], int] = {}
@@ -850,15 +905,30 @@ class RemovalSimulator:
             nodes.append(
                 (candidate.nodeclaim.name, claim_version, node_version, prices.get(candidate.nodeclaim.name))
             )
+        if isinstance(existing, _OfferedNodes):
+            # The first ``taken`` nodes of the pass's list for these shapes, the removed among
+            # them included (what they are is in ``nodes`` already): a slice of keys made once.
+            keys = existing.offered.memo_keys
+            if keys is None:
+                keys = existing.offered.memo_keys = [
+                    self._capacity_key(item) for item in existing.offered.items
+                ]
+            if None in keys[: existing.taken]:
+                return None
+            return (pass_key, question, tuple(nodes), tuple(moving), _KeyPart(tuple(keys[: existing.taken])))
         offered: list[object] = []
         for item in existing:
-            key = self._capacity_keys.get(id(item), ())
-            if key == ():
-                key = self._capacity_keys[id(item)] = _capacity_key(item)
+            key = self._capacity_key(item)
             if key is None:
                 return None
             offered.append(key)
         return (pass_key, question, tuple(nodes), tuple(moving), tuple(offered))
+
+    def _capacity_key(self, item: ExistingCapacity) -> tuple[object, ...] | None:
+        key = self._capacity_keys.get(id(item), ())
+        if key == ():
+            key = self._capacity_keys[id(item)] = _capacity_key(item)
+        return key
 
     def _shared_key(self) -> tuple[object, ...]:
         """The pools and namespaces as a key; () when a pool has no memo object to stand for its types."""
@@ -927,21 +997,52 @@ class RemovalSimulator:
             for shape in shapes:
                 for resource, amount in shape.items():
                     largest[resource] = max(largest.get(resource, 0), amount)
-        holds = self._holding(largest) if largest is not None else None
-        room_for = 0
-        existing: list[ExistingCapacity] = []
-        for index in self._offered(shapes):
-            item, lean = self._lean[index]
-            if item.name in gone:
-                continue
-            existing.append(item if lean is None else lean)
-            if holds is not None:
-                room_for += holds[index]
-                if room_for >= len(pods):
-                    # First-fit offers existing nodes in name order; a pod that got
-                    # past all of these would mean each holds at least its share.
-                    break
-        return existing
+        if not pods:
+            return []
+        offered = self._offered_list(shapes)
+        if largest is None:
+            return _OfferedNodes(
+                [item for item, name in zip(offered.items, offered.names, strict=True) if name not in gone],
+                offered,
+                len(offered.items),
+            )
+        # First-fit offers existing nodes in name order: once the nodes so far (the removed
+        # ones aside) hold as many of the largest pod as there are pods, a pod that got past
+        # all of them would mean each holds at least its share. Found by bisection on the
+        # running count, with the removed nodes' part taken off until it settles.
+        running = offered.running(self, largest)
+        left_out = sorted(position for name in gone if (position := offered.positions.get(name)) is not None)
+        holds = self._holding(largest)
+        end = len(running)
+        cut = bisect.bisect_left(running, len(pods))
+        while cut < end:
+            taken = sum(holds[offered.indices[position]] for position in left_out if position <= cut)
+            settled = bisect.bisect_left(running, len(pods) + taken)
+            if settled == cut:
+                break
+            cut = settled
+        count = min(cut + 1, end)
+        kept: list[ExistingCapacity] = []
+        start = 0
+        for position in left_out:
+            if position >= count:
+                break
+            kept.extend(offered.items[start:position])
+            start = position + 1
+        kept.extend(offered.items[start:count])
+        return _OfferedNodes(kept, offered, count)
+
+    def _offered_list(self, shapes: list[ResourceAmounts]) -> _Offered:
+        """The nodes offered to pods of these shapes, as the solver sees them, once per pass."""
+        key = tuple(sorted(tuple(sorted(shape.items())) for shape in shapes))
+        offered = self._offered_lists.get(key)
+        if offered is None:
+            indices = list(self._offered(shapes))
+            items = [
+                item if lean is None else lean for item, lean in (self._lean[index] for index in indices)
+            ]
+            offered = self._offered_lists[key] = _Offered(key, indices, items)
+        return offered
 
     def _prepared_for(self, pods: Sequence[Pod], removed: Sequence[Candidate]) -> CapacityLeftOut | None:
         """The nodes offered to these pods, set up for the solver once per pass, less the removed.

@@ -89,7 +89,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import overload
+from typing import cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -232,6 +232,12 @@ class _ExistingTargets:
                 target.host_ports.update(pod.spec.host_ports)
             self._targets[position] = target
         return target
+
+
+# The pattern packer's plan: its price, and each pattern with its options and summed requests.
+_Packed = tuple[float, list[tuple[Pattern, npt.NDArray[np.intp], npt.NDArray[np.int64]]]]
+# Pattern packings kept per pool's types (``TypeMemo.packs``) before they are dropped.
+MAX_KEPT_PACKS = 20_000
 
 
 class PreparedCapacity:
@@ -1441,6 +1447,37 @@ class _Scheduler:
                     continue
             self.bins = kept + replacement
 
+    @staticmethod
+    def _patterns_for(
+        matrix: PoolMatrix,
+        rows: npt.NDArray[np.intp],
+        requests: npt.NDArray[np.int64],
+        counts: npt.NDArray[np.int64],
+    ) -> _Packed | None:
+        """The cheapest of the packer's plans over its chunk sizes, each pattern with its options."""
+        # Only what the pods ask for matters: a type's other resources never decide a pattern.
+        asked = requests.any(axis=0)
+        best: _Packed | None = None
+        for divisor in CHUNK_DIVISORS:
+            patterns = pack(
+                requests[:, asked], counts, matrix.net[rows][:, asked], matrix.price[rows], divisor
+            )
+            if patterns is None:
+                return None
+            priced = []
+            total_price = 0.0
+            for pattern in patterns:
+                total = pattern.pods @ requests
+                options = rows[(matrix.net[rows] >= total).all(axis=1)]
+                # Kept and shared between plans (``TypeMemo.packs``): never to be changed in place.
+                for array in (pattern.pods, options, total):
+                    array.setflags(write=False)
+                priced.append((pattern, options, total))
+                total_price += float(matrix.price[options].min()) * pattern.repeat
+            if best is None or total_price < best[0]:
+                best = (total_price, priced)
+        return best
+
     def _pack(self, pool: NodePoolCapacity, base: Requirements, pods: list[Pod]) -> list[Target] | None:
         """New NodeClaims for ``pods`` from the pattern packer, or None if it has no answer."""
         matrix = self._matrix(pool)
@@ -1453,26 +1490,20 @@ class _Scheduler:
             by_class.setdefault(tuple(matrix.vector(pod_requests(pod)).tolist()), []).append(pod)
         classes = sorted(by_class, reverse=True)
         requests = np.array(classes, dtype=np.int64)
-        # Only what the pods ask for matters: a type's other resources never decide a pattern.
-        asked = requests.any(axis=0)
         counts = np.array([len(by_class[vector]) for vector in classes], dtype=np.int64)
-        best: tuple[float, list[tuple[Pattern, npt.NDArray[np.intp], npt.NDArray[np.int64]]]] | None = None
-        for divisor in CHUNK_DIVISORS:
-            patterns = pack(
-                requests[:, asked], counts, matrix.net[rows][:, asked], matrix.price[rows], divisor
-            )
-            if patterns is None:
-                return None
-            priced = []
-            total_price = 0.0
-            for pattern in patterns:
-                total = pattern.pods @ requests
-                options = rows[(matrix.net[rows] >= total).all(axis=1)]
-                priced.append((pattern, options, total))
-                total_price += float(matrix.price[options].min()) * pattern.repeat
-            if best is None or total_price < best[0]:
-                best = (total_price, priced)
-        assert best is not None
+        # A function of the pool's matrix, the types allowed and how many pods of each class:
+        # kept with the pool's types, since a consolidation pass packs the same leftovers often.
+        key = (id(matrix), rows.tobytes(), requests.tobytes(), counts.tobytes())
+        known = pool.memo.packs.get(key, ()) if pool.memo is not None else ()
+        if known == ():
+            known = self._patterns_for(matrix, rows, requests, counts)
+            if pool.memo is not None:
+                if len(pool.memo.packs) >= MAX_KEPT_PACKS:
+                    pool.memo.packs.clear()
+                pool.memo.packs[key] = known
+        if known is None:
+            return None
+        best = cast(_Packed, known)
         checks_min_values = any(requirement.min_values for requirement in base)
         queues = [iter(by_class[vector]) for vector in classes]
         targets: list[Target] = []
@@ -1620,7 +1651,12 @@ def _solve(
     """
     # Replicas of several Deployments alike but for their labels are one group when no label
     # counts and no pool has limits (see ``alike_groups``).
-    bound = (pod for capacity in existing for pod in capacity.pods)
+    # Prepared capacity carries no pods (see ``PreparedCapacity``).
+    bound = (
+        ()
+        if isinstance(existing, CapacityLeftOut)
+        else (pod for capacity in existing for pod in capacity.pods)
+    )
     limited = any(pool.remaining is not None for pool in pools)
     groups = alike_groups(pods, volume_terms, by_labels=limited or labels_matter(pods, bound))
     if limited:
