@@ -273,6 +273,8 @@ MAX_MERGE_SIMULATIONS = 100
 MAX_SPLIT_NODES = 2
 # Evaluations kept across passes (see EvaluationMemo).
 MAX_MEMO_ENTRIES = 50_000
+# How many node keys the memo numbers before it starts afresh.
+MAX_MEMO_NODE_KEYS = 500_000
 # What a consolidation command is for: a lower price, or the NodePools' order of preference.
 KIND_PRICE = "price"
 KIND_WEIGHT = "weight"
@@ -559,6 +561,10 @@ class EvaluationMemo:
 
     def __init__(self) -> None:
         self._answers: dict[tuple[object, ...], str] = {}
+        # Each node's key as a number, so that keys naming hundreds of nodes are tuples of
+        # numbers (hashed and compared fast), not of nested tuples.
+        self._numbers: dict[tuple[object, ...], int] = {}
+        self._next_number = 0
         # The objects whose identity stands in keys, kept alive so no other object
         # can take their identity while a key names it.
         self._pinned: dict[int, object] = {}
@@ -576,10 +582,21 @@ class EvaluationMemo:
             self.hits += 1
         return answer
 
+    def number(self, key: tuple[object, ...]) -> int:
+        """A number for this node key, the same while the memo keeps its answers."""
+        number = self._numbers.get(key)
+        if number is None:
+            # Never given twice, not even after the memo starts afresh: a pass may still hold
+            # numbers it was given before.
+            number = self._numbers[key] = self._next_number
+            self._next_number += 1
+        return number
+
     def put(self, key: tuple[object, ...], answer: str) -> None:
-        if len(self._answers) >= MAX_MEMO_ENTRIES:
+        if len(self._answers) >= MAX_MEMO_ENTRIES or len(self._numbers) >= MAX_MEMO_NODE_KEYS:
             self._answers.clear()
             self._pinned.clear()
+            self._numbers.clear()
             return  # its key may name an object no longer pinned
         self._answers[key] = answer
 
@@ -609,7 +626,7 @@ class _Offered:
         self.positions = {name: position for position, name in enumerate(self.names)}
         self._running: dict[tuple[tuple[str, int], ...], list[int]] = {}
         # What every node of the list is, for memo keys (see ``RemovalSimulator.memo_key``).
-        self.memo_keys: list[tuple[object, ...] | None] | None = None
+        self.memo_keys: list[int | None] | None = None
 
     def running(self, simulator: RemovalSimulator, largest: ResourceAmounts) -> list[int]:
         """How many of the largest pod the nodes hold, summed along the list."""
@@ -671,7 +688,7 @@ class RemovalSimulator:
         # What every evaluation of this pass shares (pools, namespaces), for memo keys;
         # None when something cannot be told apart (the memo is then not used).
         self._pass_key: tuple[object, ...] | None = None
-        self._capacity_keys: dict[int, tuple[object, ...] | None] = {}
+        self._capacity_keys: dict[int, int | None] = {}
         self.pools = list(pools)
         self.weights = {pool.nodepool.name: pool.nodepool.weight or 0 for pool in self.pools}
         self.give_back_limits = give_back_limits
@@ -924,10 +941,12 @@ class RemovalSimulator:
             offered.append(key)
         return (pass_key, question, tuple(nodes), tuple(moving), tuple(offered))
 
-    def _capacity_key(self, item: ExistingCapacity) -> tuple[object, ...] | None:
-        key = self._capacity_keys.get(id(item), ())
-        if key == ():
-            key = self._capacity_keys[id(item)] = _capacity_key(item)
+    def _capacity_key(self, item: ExistingCapacity) -> int | None:
+        if id(item) in self._capacity_keys:
+            return self._capacity_keys[id(item)]
+        assert self.memo is not None
+        written = _capacity_key(item)
+        key = self._capacity_keys[id(item)] = None if written is None else self.memo.number(written)
         return key
 
     def _shared_key(self) -> tuple[object, ...]:
