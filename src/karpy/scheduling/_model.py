@@ -88,6 +88,8 @@ class TypeMemo:
     compatible: dict[frozenset[Requirement], tuple[list[InstanceType], list[InstanceType]]] = field(
         default_factory=dict
     )
+    # Per type, whether it is compatible with a requirement and offered under it, by the requirement.
+    allowed: dict[frozenset[Requirement], npt.NDArray[np.bool_]] = field(default_factory=dict)
     # The pattern packer's answers (``solver._Scheduler._pack``), by matrix, types and pod classes.
     packs: dict[tuple[object, ...], object] = field(default_factory=dict)
 

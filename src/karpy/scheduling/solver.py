@@ -1026,6 +1026,9 @@ class _Scheduler:
         """Per type of the pool: compatible with ``requirements`` and offered under them (cached)."""
         key = (id(pool), requirements.identity())
         allowed = self._label_cache.get(key)
+        if allowed is None and pool.memo is not None:
+            # A function of the pool's types and the requirement: kept with the types.
+            allowed = pool.memo.allowed.get(key[1])
         if allowed is None:
             allowed = np.fromiter(
                 (
@@ -1038,7 +1041,10 @@ class _Scheduler:
             )
             if not len(allowed):
                 allowed = np.zeros(1, dtype=np.bool_)
-            self._label_cache[key] = allowed
+            allowed.setflags(write=False)
+            if pool.memo is not None:
+                pool.memo.allowed[key[1]] = allowed
+        self._label_cache[key] = allowed
         return allowed
 
     def _vector(self, matrix: PoolMatrix, requests: ResourceAmounts) -> npt.NDArray[np.int64]:
