@@ -217,6 +217,29 @@ after them are never reached and are left out. None of this changes a
 placement, only the time it takes to find it: the solver's set-up is per
 existing node, and on a 1,000-node cluster it is most of the cost of a
 ten-pod simulation.
+
+On a 3,000-node cluster the nodes offered are still hundreds per simulation,
+and three more things are worked out once per pass instead of once per
+simulation, each the same to the solver:
+
+* the nodes offered to each set of pod shapes, as the solver's view
+  (:class:`~karpy.scheduling.solver.PreparedCapacity`: their room index and
+  topology domains), each simulation leaving out the nodes it removes. Only
+  where no node carries pods that count for others and the moving pods have
+  no inter-pod terms, so no node's pods are read. The solver then sees the
+  whole list where the cut above would have shortened it, but first-fit
+  never goes past the cut, so the nodes after it change nothing;
+* where that cut falls: a running count of how many of the largest pod the
+  nodes hold, bisected, with the removed nodes' part taken off until it
+  settles;
+* each node's memo key, as a number (:meth:`EvaluationMemo.number`), so a
+  key naming the nodes offered is a slice of numbers, not of nested tuples.
+
+And a simulation stops at the first node not yet initialized it would place
+a pod on, when that node is the first such node by name (the one the answer
+names): the rest of the plan, the new NodeClaims and their repacking, cannot
+change the answer. Not under pool limits, where the plan kept may be a
+second one made.
 """
 
 from __future__ import annotations
