@@ -28,8 +28,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodepool import NodeClassRef
 from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.cloud.provider import CloudProvider
 from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.state import scheduling_snapshot
 from karpy.kube._http import ApiResponse, ApiTransport
 from karpy.kube._resources import TYPES_BY_KIND
@@ -496,3 +501,50 @@ if __name__ == "__main__":
     for case in CASES:
         spoil_one(*case)
     print(f"{len(CASES)} cases: every other object read, provisioned and decided on as without them")
+
+
+class RecordingCloud:
+    """A cloud that lists one instance, old enough to be collected, and records deletions."""
+
+    def __init__(self, provider_id: str, name: str) -> None:
+        self.instance = NodeClaim(
+            metadata=ObjectMeta(name=name, creation_timestamp=0.0),
+            spec=NodeClaimSpec(node_class_ref=NodeClassRef("", "", "")),
+            status=NodeClaimStatus(provider_id=provider_id),
+        )
+        self.deleted: list[str] = []
+
+    def list(self) -> list[NodeClaim]:
+        return [self.instance]
+
+    def get(self, provider_id: str) -> NodeClaim:
+        return self.instance  # every instance asked about exists (the good NodeClaim's too)
+
+    def delete(self, nodeclaim: NodeClaim) -> None:
+        self.deleted.append(nodeclaim.status.provider_id)
+
+
+@pytest.mark.parametrize("provider_id", ["kwok://victim", ""])
+def test_the_instance_of_a_nodeclaim_karpy_cannot_read_is_not_collected(provider_id: str) -> None:
+    # Left out of the cache altogether, the NodeClaim would leave its instance owned by none,
+    # and the garbage collector would terminate a running node for a field it cannot read.
+    raw = nodeclaim("victim")
+    raw["status"]["capacity"]["cpu"] = "1e999"
+    raw["status"]["providerID"] = provider_id
+    cluster = loaded([*good_objects(), raw])
+    assert "victim" not in {claim.name for claim in cluster.nodeclaims()}
+    (unreadable,) = cluster.unreadable_nodeclaims()
+    assert (unreadable.name, unreadable.provider_id, unreadable.path) == (
+        "victim",
+        provider_id,
+        "status.capacity.cpu",
+    )
+    cloud = RecordingCloud("kwok://victim", "victim")
+    collector = GarbageCollector(cluster, cast(CloudProvider, cloud), cluster.clock)
+    collector.reconcile("pass")
+    assert cloud.deleted == []
+    # Once it reads again (fixed), it is an ordinary NodeClaim; gone, its instance is a leak.
+    cluster.apply(TYPES_BY_KIND["NodeClaim"], "DELETED", raw)
+    assert not list(cluster.unreadable_nodeclaims())
+    collector.reconcile("pass")
+    assert cloud.deleted == ["kwok://victim"]

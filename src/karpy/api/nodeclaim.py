@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from karpy.api._reader import FieldReader
 from karpy.api.conditions import Condition, find_condition
@@ -163,3 +164,33 @@ class NodeClaim:
 
     def with_metadata(self, **changes: object) -> NodeClaim:
         return dataclasses.replace(self, metadata=self.metadata.with_changes(**changes))
+
+
+# The cache table of UnreadableNodeClaim records.
+UNREADABLE_NODECLAIM = "UnreadableNodeClaim"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableNodeClaim:
+    """A stored NodeClaim karpy cannot read: its name and provider ID, the field at fault and why.
+
+    Kept so that its instance still has an owner: a NodeClaim the cache left out
+    altogether would leave its instance to the garbage collector, which deletes
+    an instance no NodeClaim owns (and its Node, pods and all).
+    """
+
+    name: str
+    provider_id: str
+    path: str
+    message: str
+
+    @classmethod
+    def of(cls, raw: dict[str, Any], path: str, message: str) -> UnreadableNodeClaim | None:
+        """The record of ``raw``, read as leniently as can be; None without even a name."""
+        metadata = raw.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if not isinstance(name, str) or not name:
+            return None
+        status = raw.get("status")
+        provider_id = status.get("providerID") if isinstance(status, dict) else None
+        return cls(name, provider_id if isinstance(provider_id, str) else "", path, message)

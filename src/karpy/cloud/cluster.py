@@ -38,7 +38,7 @@ from karpy.api.core import (
     Pod,
     PodDisruptionBudget,
 )
-from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclaim import NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool, UnreadableNodePool
 
@@ -114,6 +114,10 @@ class ClusterReader(Protocol):
 
     def unreadable_nodepools(self) -> Iterable[UnreadableNodePool]:
         """NodePools the server holds that karpy cannot read (announced as ``UnreadableNodePool``)."""
+        ...
+
+    def unreadable_nodeclaims(self) -> Iterable[UnreadableNodeClaim]:
+        """NodeClaims the server holds that karpy cannot read: their names and provider IDs."""
         ...
 
     def node_class(self, group: str, kind: str, name: str) -> NodeClass | None: ...

@@ -25,7 +25,7 @@ from karpy.api.core import (
     PodDisruptionBudget,
 )
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, UnreadableNodePool
 
@@ -143,6 +143,9 @@ class TypedReads:
 
     def unreadable_nodepools(self) -> Iterable[UnreadableNodePool]:
         return self._all(UNREADABLE_NODEPOOL)
+
+    def unreadable_nodeclaims(self) -> Iterable[UnreadableNodeClaim]:
+        return self._all(UNREADABLE_NODECLAIM)
 
     def node_class(self, group: str, kind: str, name: str) -> NodeClass | None:
         found = self._get(kind, name)

@@ -16,7 +16,9 @@ provider whose ``list`` reports the instances it launched:
   is lifted from that Node too: such a Node was registered to a NodeClaim
   that is gone now (its finalizer stripped by hand, say), so no termination
   would ever lift it, and with the instance terminated there is nothing left
-  to drain; the pods bound to it are garbage collected and replaced. A NodeClaim owns an instance
+  to drain; the pods bound to it are garbage collected and replaced. A NodeClaim the
+  cache cannot read (:class:`~karpy.api.nodeclaim.UnreadableNodeClaim`) still owns its
+  instance: one field karpy cannot parse must not terminate a running node. A NodeClaim owns an instance
   when it carries the instance's provider ID, or when its name is the one the
   provider gives the listed instance (``metadata.name``: the AWS provider
   reads it from the ``karpenter.sh/nodeclaim`` tag). Terminating ones are
@@ -133,6 +135,11 @@ class GarbageCollector:
     def _collect_instances(self, listed: list[NodeClaim], nodeclaims: list[NodeClaim]) -> None:
         owned_ids = {claim.status.provider_id for claim in nodeclaims if claim.status.provider_id}
         owner_names = {claim.name for claim in nodeclaims}
+        # A NodeClaim karpy cannot read still owns its instance: it is not karpy's to collect.
+        for unreadable in self.cluster.unreadable_nodeclaims():
+            owner_names.add(unreadable.name)
+            if unreadable.provider_id:
+                owned_ids.add(unreadable.provider_id)
         now = self.clock.now()
         for instance in listed:
             created = instance.metadata.creation_timestamp

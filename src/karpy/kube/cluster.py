@@ -85,7 +85,7 @@ from karpy.api.core import (
 )
 from karpy.api.manifest import PARSERS
 from karpy.api.meta import ObjectMeta, format_timestamp
-from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNodePool
 from karpy.controllers.cache import NodeClaimIndex, TypedReads
@@ -198,6 +198,7 @@ class KubeCluster(TypedReads):
         self._raw: dict[str, dict[str, JSON]] = {kind: {} for kind in self._resources}
         self._records: dict[str, dict[str, object]] = {kind: {} for kind in self._resources}
         self._records[UNREADABLE_NODEPOOL] = {}
+        self._records[UNREADABLE_NODECLAIM] = {}
         # Changes to UnreadableNodePool records made under the lock, announced after it.
         self._unreadable_changes: list[tuple[object | None, object | None]] = []
         self._pods_by_node: dict[str, set[str]] = {}
@@ -315,6 +316,7 @@ class KubeCluster(TypedReads):
         old = self._records[kind].get(key)
         new: object | None = None
         unreadable: UnreadableNodePool | None = None
+        unreadable_claim: UnreadableNodeClaim | None = None
         if raw is not None:
             try:
                 new = parse_record(resource, raw)
@@ -322,8 +324,17 @@ class KubeCluster(TypedReads):
                 log.warning("%s %s cannot be read, ignored: %s", kind, key, error)
                 if kind == NODEPOOL.kind and isinstance(error, ManifestError):
                     unreadable = self._unreadable_nodepool(raw, error)
+                if kind == NODECLAIM.kind:
+                    path = error.path if isinstance(error, ManifestError) else ""
+                    message = error.message if isinstance(error, ManifestError) else str(error)
+                    unreadable_claim = UnreadableNodeClaim.of(raw, path, message)
         if kind == NODEPOOL.kind:
             self._keep_unreadable(key, unreadable)
+        if kind == NODECLAIM.kind:
+            claims = self._records[UNREADABLE_NODECLAIM]
+            claims.pop(key, None)
+            if unreadable_claim is not None:
+                claims[key] = unreadable_claim
         if new is None:
             self._raw[kind].pop(key, None)
             self._records[kind].pop(key, None)
