@@ -387,9 +387,19 @@ CASES = [
 
 
 class RefusingTransport:
-    """No server: karpy only reads here, and a write would be a bug of the test."""
+    """No server: karpy only reads here, and sends Events; any other write would be a bug."""
 
-    def request(self, method: str, path: str, **_: object) -> ApiResponse:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.repeats = 0
+
+    def request(self, method: str, path: str, *, body: object = None, **_: object) -> ApiResponse:
+        if method == "POST" and path.endswith("/events") and isinstance(body, dict):
+            self.events.append(body)
+            return ApiResponse(201, {**body, "metadata": {**body.get("metadata", {}), "name": "event"}})
+        if method == "PATCH" and "/events/" in path:
+            self.repeats += 1  # the same Event again: its count is raised
+            return ApiResponse(200, {})
         raise AssertionError(f"unexpected request {method} {path}")
 
     def interrupt_streams(self) -> None:
@@ -494,6 +504,36 @@ def test_a_budget_schedule_that_is_no_cron_names_its_field(schedule: str) -> Non
     (unreadable,) = cluster.unreadable_nodepools()
     assert unreadable.path == "spec.disruption.budgets[0].schedule"
     assert pending_placed(cluster)
+
+
+def test_a_pod_karpy_cannot_read_gets_a_warning_event_once_per_version() -> None:
+    transport = RefusingTransport()
+    cluster = KubeCluster(cast(ApiTransport, transport))
+    for raw in good_objects():
+        cluster.apply(TYPES_BY_KIND[raw["kind"]], "ADDED", raw)
+    raw = spoiled(
+        pod("victim", namespace="other"), ("spec", "containers", 0, "resources", "requests", "cpu"), "-5"
+    )
+    cluster.apply(TYPES_BY_KIND["Pod"], "ADDED", raw)
+    cluster.apply(TYPES_BY_KIND["Pod"], "MODIFIED", raw)  # a relist brings the same version again
+    assert cluster.flush_events()
+    assert transport.repeats == 0
+    (event,) = transport.events
+    assert event["type"] == "Warning" and event["reason"] == "FailedToRead"
+    assert event["involvedObject"]["kind"] == "Pod"
+    assert (event["involvedObject"]["namespace"], event["involvedObject"]["name"]) == ("other", "victim")
+    assert event["message"].startswith("spec.containers[0].resources.requests.cpu: ")
+    assert event["message"].endswith("karpy does not consider this pod until it is fixed")
+    assert "other/victim" not in {p.key for p in cluster.pods()}
+    # A new version still unreadable is told again; fixed, it is an ordinary pod.
+    raw["metadata"]["resourceVersion"] = "21"
+    cluster.apply(TYPES_BY_KIND["Pod"], "MODIFIED", raw)
+    assert cluster.flush_events()
+    assert (len(transport.events), transport.repeats) == (1, 1)
+    fixed = pod("victim", namespace="other")
+    fixed["metadata"]["resourceVersion"] = "22"
+    cluster.apply(TYPES_BY_KIND["Pod"], "MODIFIED", fixed)
+    assert "other/victim" in {p.key for p in cluster.pods()}
 
 
 if __name__ == "__main__":

@@ -52,7 +52,12 @@ ever launched from it, but it is not forgotten either: it is kept as an
 :class:`~karpy.api.nodepool.UnreadableNodePool` (its metadata, the field at
 fault, its status) in :meth:`unreadable_nodepools`, and its changes are
 announced under ``UnreadableNodePool``, so the NodePool status controller can
-report the fault on the object itself.
+report the fault on the object itself. Any other object that cannot be read
+is left out with a log line, and nothing else is affected; two kinds get more:
+a NodeClaim is kept as an :class:`~karpy.api.nodeclaim.UnreadableNodeClaim`
+(its name and provider ID), so its instance still has an owner and is not
+garbage collected, and a Pod gets a Warning Event (``FailedToRead``, the
+field and why), once per version.
 
 A 403 whose Status names the cause ``NamespaceTerminating`` (a namespace
 being deleted accepts nothing new) raises :class:`NamespaceTerminatingError`;
@@ -82,6 +87,7 @@ from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.core import (
     Node,
     Pod,
+    PodSpec,
 )
 from karpy.api.manifest import PARSERS
 from karpy.api.meta import ObjectMeta, format_timestamp
@@ -91,6 +97,7 @@ from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNo
 from karpy.controllers.cache import NodeClaimIndex, TypedReads
 from karpy.controllers.cache import object_meta as _meta_of
 from karpy.controllers.interfaces import (
+    EVENT_WARNING,
     AlreadyExistsError,
     Clock,
     ConflictError,
@@ -180,6 +187,10 @@ def parse_record(resource: ResourceType, raw: JSON) -> object:
     return parser(FieldReader(raw), resource.api_version)
 
 
+# The reason of the Warning Event on a pod karpy cannot read.
+REASON_UNREADABLE = "FailedToRead"
+
+
 class KubeCluster(TypedReads):
     """Implements karpy.controllers.interfaces.Cluster over a kube-apiserver."""
 
@@ -201,6 +212,9 @@ class KubeCluster(TypedReads):
         self._records[UNREADABLE_NODECLAIM] = {}
         # Changes to UnreadableNodePool records made under the lock, announced after it.
         self._unreadable_changes: list[tuple[object | None, object | None]] = []
+        # Pods that cannot be read: the version last warned about, and the Warnings to send.
+        self._warned_unreadable: dict[tuple[str, str], str] = {}
+        self._unreadable_warnings: list[tuple[Pod, str]] = []
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
         self._nodeclaim_index = NodeClaimIndex()
@@ -328,6 +342,10 @@ class KubeCluster(TypedReads):
                     path = error.path if isinstance(error, ManifestError) else ""
                     message = error.message if isinstance(error, ManifestError) else str(error)
                     unreadable_claim = UnreadableNodeClaim.of(raw, path, message)
+                if kind == POD.kind:
+                    self._warn_unreadable_pod(key, raw, str(error))
+        if new is not None or raw is None:
+            self._warned_unreadable.pop((kind, key), None)
         if kind == NODEPOOL.kind:
             self._keep_unreadable(key, unreadable)
         if kind == NODECLAIM.kind:
@@ -367,7 +385,31 @@ class KubeCluster(TypedReads):
     def _announce_unreadable(self) -> None:
         with self._lock:
             changes, self._unreadable_changes = self._unreadable_changes, []
+            warnings, self._unreadable_warnings = self._unreadable_warnings, []
         self._announce(UNREADABLE_NODEPOOL, changes)
+        for pod, why in warnings:
+            self.record_event(
+                pod,
+                EVENT_WARNING,
+                REASON_UNREADABLE,
+                f"{why}; karpy does not consider this pod until it is fixed",
+            )
+
+    def _warn_unreadable_pod(self, key: str, raw: JSON, why: str) -> None:
+        """A Warning Event on a pod karpy cannot read, once per version of it (sent after the lock)."""
+        version = _raw_version(raw)
+        if self._warned_unreadable.get((POD.kind, key)) == version:
+            return
+        self._warned_unreadable[(POD.kind, key)] = version
+        meta = _raw_meta(raw)
+        name, namespace, uid = meta.get("name"), meta.get("namespace"), meta.get("uid")
+        if not isinstance(name, str) or not isinstance(namespace, str):
+            return  # nothing to name in an Event
+        subject = Pod(
+            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid if isinstance(uid, str) else ""),
+            spec=PodSpec(),
+        )
+        self._unreadable_warnings.append((subject, why))
 
     def _index_pod(self, key: str, old: object | None, new: object | None) -> None:
         if isinstance(old, Pod):
