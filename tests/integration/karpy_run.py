@@ -416,6 +416,13 @@ def running_pods(plane: ControlPlane, namespace: str, app: str) -> list[dict[str
     ]
 
 
+def get_object(plane: ControlPlane, *args: str) -> dict[str, Any]:
+    """One object as ``kubectl get -o json`` prints it."""
+    found = json.loads(plane.kubectl("get", *args, "-o", "json"))
+    assert isinstance(found, dict)
+    return found
+
+
 def pool_claims(plane: ControlPlane, pool: str) -> dict[str, dict[str, Any]]:
     claims = get_items(plane, "nodeclaims", "-l", f"{LABEL_NODEPOOL}={pool}")
     return {claim["metadata"]["name"]: claim for claim in claims}

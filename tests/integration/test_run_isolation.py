@@ -16,7 +16,6 @@ no node was consolidated, drifted or expired while the bad pool existed.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +28,7 @@ from .karpy_run import (
     condition,
     deployment,
     get_items,
+    get_object,
     node_class,
     nodepool,
     pool_claims,
@@ -51,12 +51,6 @@ BAD_SCHEDULE = "61 25 32 13 8"
 def runner(crds: ControlPlane) -> Iterator[ControlPlane]:
     with running_karpy(crds, pools=[GOOD_POOL, BAD_POOL]):
         yield crds
-
-
-def get_object(plane: ControlPlane, *args: str) -> dict[str, Any]:
-    found = json.loads(plane.kubectl("get", *args, "-o", "json"))
-    assert isinstance(found, dict)
-    return found
 
 
 def test_a_nodepool_with_a_bad_budget_schedule_fails_validation_and_the_others_go_on(

@@ -17,7 +17,6 @@ session's other fake nodes never take them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +30,7 @@ from .karpy_run import (
     condition,
     deployment,
     get_items,
+    get_object,
     node_class,
     nodepool,
     pool_claims,
@@ -55,12 +55,6 @@ def runner(crds: ControlPlane) -> Iterator[ControlPlane]:
     with running_karpy(crds, pools=[KWOK_POOL, EC2_POOL, INVALID_POOL]):
         yield crds
     crds.kubectl("delete", "ec2nodeclass", EC2_POOL, "--ignore-not-found", "--wait=false")
-
-
-def get_object(plane: ControlPlane, *args: str) -> dict[str, Any]:
-    found = json.loads(plane.kubectl("get", *args, "-o", "json"))
-    assert isinstance(found, dict)
-    return found
 
 
 def wide_row(plane: ControlPlane, pool: str) -> dict[str, str]:

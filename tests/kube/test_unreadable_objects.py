@@ -409,8 +409,8 @@ class RefusingTransport:
         pass
 
 
-def loaded(objects: list[dict[str, Any]]) -> KubeCluster:
-    cluster = KubeCluster(cast(ApiTransport, RefusingTransport()))
+def loaded(objects: list[dict[str, Any]], transport: RefusingTransport | None = None) -> KubeCluster:
+    cluster = KubeCluster(cast(ApiTransport, transport or RefusingTransport()))
     for raw in objects:
         cluster.apply(TYPES_BY_KIND[raw["kind"]], "ADDED", raw)
     return cluster
@@ -508,9 +508,7 @@ def test_a_budget_schedule_that_is_no_cron_names_its_field(schedule: str) -> Non
 
 def test_a_pod_karpy_cannot_read_gets_a_warning_event_once_per_version() -> None:
     transport = RefusingTransport()
-    cluster = KubeCluster(cast(ApiTransport, transport))
-    for raw in good_objects():
-        cluster.apply(TYPES_BY_KIND[raw["kind"]], "ADDED", raw)
+    cluster = loaded(good_objects(), transport)
     raw = spoiled(
         pod("victim", namespace="other"), ("spec", "containers", 0, "resources", "requests", "cpu"), "-5"
     )

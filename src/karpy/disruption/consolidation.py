@@ -639,26 +639,32 @@ def _constrains_neighbours(pod: Pod) -> bool:
 class _Offered:
     """The nodes offered to pods of some shapes in one pass, in name order, as the solver sees them."""
 
-    __slots__ = ("_running", "indices", "items", "key", "memo_keys", "names", "positions")
+    __slots__ = ("_prepared", "_running", "indices", "items", "memo_keys", "names", "positions")
 
-    def __init__(self, key: object, indices: list[int], items: list[ExistingCapacity]) -> None:
-        self.key = key
+    def __init__(self, indices: list[int], items: list[ExistingCapacity]) -> None:
         self.indices = indices
         self.items = items
         self.names = [item.name for item in items]
         self.positions = {name: position for position, name in enumerate(self.names)}
-        self._running: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        self._running: dict[int, list[int]] = {}
+        self._prepared: PreparedCapacity | None = None
         # What every node of the list is, for memo keys (see ``RemovalSimulator.memo_key``).
         self.memo_keys: list[int | None] | None = None
 
-    def running(self, simulator: RemovalSimulator, largest: ResourceAmounts) -> list[int]:
-        """How many of the largest pod the nodes hold, summed along the list."""
-        key = tuple(sorted(largest.items()))
-        running = self._running.get(key)
+    def running(self, holds: list[int]) -> list[int]:
+        """``holds`` (per node of the pass, by index) summed along this list; kept per ``holds``."""
+        running = self._running.get(id(holds))
         if running is None:
-            holds = simulator._holding(largest)
-            running = self._running[key] = list(itertools.accumulate(holds[index] for index in self.indices))
+            running = self._running[id(holds)] = list(
+                itertools.accumulate(holds[index] for index in self.indices)
+            )
         return running
+
+    def prepared(self) -> PreparedCapacity:
+        """These nodes set up for the solver (only for nodes that carry no pods)."""
+        if self._prepared is None:
+            self._prepared = PreparedCapacity(self.items)
+        return self._prepared
 
 
 class _OfferedNodes(list[ExistingCapacity]):
@@ -740,8 +746,7 @@ class RemovalSimulator:
         self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
         # Per size of the largest moving pod, how many such pods each node holds.
         self._holds: dict[tuple[tuple[str, int], ...], list[int]] = {}
-        # Per set of pod shapes, the nodes offered to them, set up for the solver.
-        self._prepared: dict[tuple[tuple[tuple[str, int], ...], ...], PreparedCapacity] = {}
+        # Per set of pod shapes, the nodes offered to them (see ``_Offered``).
         self._offered_lists: dict[tuple[tuple[tuple[str, int], ...], ...], _Offered] = {}
         # Per pod shape, the most pods of it one new node of any pool holds; per candidate,
         # whether its pods alone find new capacity (see ``needs_new_nodes``).
@@ -774,7 +779,7 @@ class RemovalSimulator:
         waiting = None if whole else min((item.name for item in existing if item.in_flight), default=None)
         return solve(
             pods,
-            self._prepared_for(pods, removed) or existing,
+            self._prepared_for(existing, removed) or existing,
             pools,
             self.volume_terms,
             self.namespace_labels,
@@ -1052,9 +1057,9 @@ class RemovalSimulator:
         # ones aside) hold as many of the largest pod as there are pods, a pod that got past
         # all of them would mean each holds at least its share. Found by bisection on the
         # running count, with the removed nodes' part taken off until it settles.
-        running = offered.running(self, largest)
-        left_out = sorted(position for name in gone if (position := offered.positions.get(name)) is not None)
         holds = self._holding(largest)
+        running = offered.running(holds)
+        left_out = sorted(position for name in gone if (position := offered.positions.get(name)) is not None)
         end = len(running)
         cut = bisect.bisect_left(running, len(pods))
         while cut < end:
@@ -1083,36 +1088,23 @@ class RemovalSimulator:
             items = [
                 item if lean is None else lean for item, lean in (self._lean[index] for index in indices)
             ]
-            offered = self._offered_lists[key] = _Offered(key, indices, items)
+            offered = self._offered_lists[key] = _Offered(indices, items)
         return offered
 
-    def _prepared_for(self, pods: Sequence[Pod], removed: Sequence[Candidate]) -> CapacityLeftOut | None:
+    def _prepared_for(
+        self, existing: list[ExistingCapacity], removed: Sequence[Candidate]
+    ) -> CapacityLeftOut | None:
         """The nodes offered to these pods, set up for the solver once per pass, less the removed.
 
         Only where that is the same to the solver as the list ``inputs`` gives: no bound pod
-        constrains its neighbours and no moving pod has inter-pod terms (the nodes then carry
-        no pods, and the topology reads none). The list may have been cut short where the
-        nodes before the cut hold every pod; first-fit never goes past them, so the nodes
-        after it change nothing.
+        constrains its neighbours, and the moving pods have no inter-pod terms (``inputs``
+        then takes the pass's list for their shapes), so the nodes carry no pods and the
+        topology reads none. The list may have been cut short where the nodes before the cut
+        hold every pod; first-fit never goes past them, so the nodes after it change nothing.
         """
-        if not removed or not self._all_lean:
+        if not removed or not self._all_lean or not isinstance(existing, _OfferedNodes):
             return None
-        if any(_has_inter_pod_terms(pod) or pod.spec.host_ports for pod in pods):
-            return None
-        shapes: list[ResourceAmounts] = []
-        for pod in pods:
-            requests = pod_requests(pod)
-            if requests not in shapes:
-                shapes.append(requests)
-        key = tuple(sorted(tuple(sorted(shape.items())) for shape in shapes))
-        prepared = self._prepared.get(key)
-        if prepared is None:
-            offered: list[ExistingCapacity] = []
-            for index in self._offered(shapes):
-                lean = self._lean[index][1]
-                assert lean is not None
-                offered.append(lean)
-            prepared = self._prepared[key] = PreparedCapacity(offered)
+        prepared = existing.offered.prepared()
         return prepared.without(name for c in removed for name in (c.node.name, c.nodeclaim.name))
 
     def _holding(self, largest: ResourceAmounts) -> list[int]:

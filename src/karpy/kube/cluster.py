@@ -213,7 +213,7 @@ class KubeCluster(TypedReads):
         # Changes to UnreadableNodePool records made under the lock, announced after it.
         self._unreadable_changes: list[tuple[object | None, object | None]] = []
         # Pods that cannot be read: the version last warned about, and the Warnings to send.
-        self._warned_unreadable: dict[tuple[str, str], str] = {}
+        self._warned_unreadable: dict[str, str] = {}
         self._unreadable_warnings: list[tuple[Pod, str]] = []
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
@@ -344,8 +344,8 @@ class KubeCluster(TypedReads):
                     unreadable_claim = UnreadableNodeClaim.of(raw, path, message)
                 if kind == POD.kind:
                     self._warn_unreadable_pod(key, raw, str(error))
-        if new is not None or raw is None:
-            self._warned_unreadable.pop((kind, key), None)
+        if kind == POD.kind and (new is not None or raw is None):
+            self._warned_unreadable.pop(key, None)
         if kind == NODEPOOL.kind:
             self._keep_unreadable(key, unreadable)
         if kind == NODECLAIM.kind:
@@ -398,9 +398,9 @@ class KubeCluster(TypedReads):
     def _warn_unreadable_pod(self, key: str, raw: JSON, why: str) -> None:
         """A Warning Event on a pod karpy cannot read, once per version of it (sent after the lock)."""
         version = _raw_version(raw)
-        if self._warned_unreadable.get((POD.kind, key)) == version:
+        if self._warned_unreadable.get(key) == version:
             return
-        self._warned_unreadable[(POD.kind, key)] = version
+        self._warned_unreadable[key] = version
         meta = _raw_meta(raw)
         name, namespace, uid = meta.get("name"), meta.get("namespace"), meta.get("uid")
         if not isinstance(name, str) or not isinstance(namespace, str):

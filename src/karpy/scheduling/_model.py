@@ -44,6 +44,7 @@ from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import Taint
+from karpy.scheduling._patterns import Pattern
 
 if TYPE_CHECKING:
     from karpy.scheduling._options import PoolMatrix
@@ -66,6 +67,10 @@ class ExistingCapacity:
     ephemeral_taints: tuple[Taint, ...] = ()
     # Pods already bound there (they count for topology and host ports).
     pods: tuple[Pod, ...] = ()
+
+
+# The pattern packer's plan: its price, and each pattern with its options and summed requests.
+PackedPlan = tuple[float, list[tuple[Pattern, npt.NDArray[np.intp], npt.NDArray[np.int64]]]]
 
 
 @dataclass(slots=True)
@@ -91,7 +96,7 @@ class TypeMemo:
     # Per type, whether it is compatible with a requirement and offered under it, by the requirement.
     allowed: dict[frozenset[Requirement], npt.NDArray[np.bool_]] = field(default_factory=dict)
     # The pattern packer's answers (``solver._Scheduler._pack``), by matrix, types and pod classes.
-    packs: dict[tuple[object, ...], object] = field(default_factory=dict)
+    packs: dict[tuple[object, ...], PackedPlan | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

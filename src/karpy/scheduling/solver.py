@@ -89,7 +89,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import cast, overload
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -113,6 +113,7 @@ from karpy.scheduling._model import (
     ExistingCapacity,
     NewNodeClaim,
     NodePoolCapacity,
+    PackedPlan,
     Plan,
     TypeMemo,
     launchable_types,
@@ -123,7 +124,7 @@ from karpy.scheduling._model import (
     pool_requirements,
 )
 from karpy.scheduling._options import Opening, PoolMatrix, Target
-from karpy.scheduling._patterns import CHUNK_DIVISORS, Pattern, pack
+from karpy.scheduling._patterns import CHUNK_DIVISORS, pack
 from karpy.scheduling._pricing import MAX_INSTANCE_TYPES, Prices, finish
 from karpy.scheduling._rooms import UNBOUNDED_ROOM, RoomIndex, room_asked_by, room_free_on
 from karpy.scheduling.constraints import (
@@ -180,7 +181,8 @@ _DOMAINS_KEPT = 50_000
 def _node_domains(capacity: ExistingCapacity) -> dict[str, str]:
     """The one value each single-valued requirement of a node gives, and its hostname.
 
-    Shared between solves: callers must not change the dict (the topology copies it).
+    Shared between solves: nothing may change the dict (the topology copies a target's
+    domains before it narrows them).
     """
     key = capacity.requirements.identity()
     domains = _DOMAINS.get(key)
@@ -234,8 +236,6 @@ class _ExistingTargets:
         return target
 
 
-# The pattern packer's plan: its price, and each pattern with its options and summed requests.
-_Packed = tuple[float, list[tuple[Pattern, npt.NDArray[np.intp], npt.NDArray[np.int64]]]]
 # Pattern packings kept per pool's types (``TypeMemo.packs``) before they are dropped.
 MAX_KEPT_PACKS = 20_000
 
@@ -1459,11 +1459,11 @@ class _Scheduler:
         rows: npt.NDArray[np.intp],
         requests: npt.NDArray[np.int64],
         counts: npt.NDArray[np.int64],
-    ) -> _Packed | None:
+    ) -> PackedPlan | None:
         """The cheapest of the packer's plans over its chunk sizes, each pattern with its options."""
         # Only what the pods ask for matters: a type's other resources never decide a pattern.
         asked = requests.any(axis=0)
-        best: _Packed | None = None
+        best: PackedPlan | None = None
         for divisor in CHUNK_DIVISORS:
             patterns = pack(
                 requests[:, asked], counts, matrix.net[rows][:, asked], matrix.price[rows], divisor
@@ -1500,16 +1500,16 @@ class _Scheduler:
         # A function of the pool's matrix, the types allowed and how many pods of each class:
         # kept with the pool's types, since a consolidation pass packs the same leftovers often.
         key = (id(matrix), rows.tobytes(), requests.tobytes(), counts.tobytes())
-        known = pool.memo.packs.get(key, ()) if pool.memo is not None else ()
-        if known == ():
-            known = self._patterns_for(matrix, rows, requests, counts)
-            if pool.memo is not None:
-                if len(pool.memo.packs) >= MAX_KEPT_PACKS:
-                    pool.memo.packs.clear()
-                pool.memo.packs[key] = known
-        if known is None:
+        packs = pool.memo.packs if pool.memo is not None else {}
+        if key in packs:
+            best = packs[key]
+        else:
+            best = self._patterns_for(matrix, rows, requests, counts)
+            if len(packs) >= MAX_KEPT_PACKS:
+                packs.clear()
+            packs[key] = best
+        if best is None:
             return None
-        best = cast(_Packed, known)
         checks_min_values = any(requirement.min_values for requirement in base)
         queues = [iter(by_class[vector]) for vector in classes]
         targets: list[Target] = []
