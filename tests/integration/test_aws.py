@@ -369,8 +369,15 @@ def test_spot_refused_everywhere_falls_back_to_on_demand_and_a_refused_type_to_a
         # One offering refused: the fleet takes another type, and the refused one is avoided after.
         aws.proxy.reset()
         aws.proxy.refuse_capacity(instance_type="c5.large")
-        plane.kubectl("scale", "deployment", app, "-n", namespace, "--replicas=4")
-        wait_until(lambda: len(running_pods(plane, namespace, app)) == 4, timeout=90, what="4 pods Running")
+        # However the fallback packed the first two pods, no seed type holds more than three of
+        # these 1-CPU pods, so this many cannot all fit on the instances already running.
+        replicas = 3 * len(instances) + 1
+        plane.kubectl("scale", "deployment", app, "-n", namespace, f"--replicas={replicas}")
+        wait_until(
+            lambda: len(running_pods(plane, namespace, app)) == replicas,
+            timeout=120,
+            what=f"{replicas} pods Running",
+        )
         new = [
             instance
             for instance in aws.instances("ice-aws")
