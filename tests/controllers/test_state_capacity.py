@@ -5,19 +5,33 @@ NodeClaim's launch is written, and a cache sees the two changes apart. After
 a leader dies between the two, its successor sees exactly that: a Node
 tainted ``karpenter.sh/unregistered`` and a NodeClaim with no providerID.
 That is one node's worth of room, not two.
+
+And a Node that has just been created may have no allocatable yet (a kwok
+Node is posted without a status, which the kubelet fills in a moment later):
+until its NodeClaim is initialized, the room is the NodeClaim's, as
+Karpenter counts it, or the pods meant for it would get a node of their own.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from tests.kube.test_unreadable_objects import GOOD_POOL, kwok_class, loaded
+from tests.kube.test_unreadable_objects import node as unreadable_node
+from tests.kube.test_unreadable_objects import nodeclaim as unreadable_nodeclaim
+from tests.kube.test_unreadable_objects import nodepool as unreadable_nodepool
+from tests.kube.test_unreadable_objects import pod as unreadable_pod
 from tests.support import make_instance_type, make_nodepool
 
+from karpy.api.conditions import Condition
 from karpy.api.core import Node
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
-from karpy.controllers.state import existing_capacity
+from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.controllers.state import existing_capacity, scheduling_snapshot
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
@@ -78,3 +92,54 @@ def test_a_node_karpy_did_not_launch_is_still_capacity() -> None:
     store = cluster()
     store.create(node("static-1", registered=True))
     assert [name for name, _ in capacity_of(store)] == ["static-1"]
+
+
+def test_a_node_counts_its_nodeclaims_allocatable_until_the_nodeclaim_is_initialized() -> None:
+    def room(*, initialized: bool) -> int:
+        store = cluster()
+        conditions = (Condition(CONDITION_INITIALIZED, "True"),) if initialized else ()
+        launched = nodeclaim("default-a", provider_id="kwok://default-a")
+        store.create(launched.with_status(allocatable={"cpu": 3920, "pods": 58}, conditions=conditions))
+        # As posted, the kubelet not reported yet: no allocatable; once initialized, its own.
+        reported = dataclasses.replace(
+            node("default-a", registered=initialized),
+            allocatable={"cpu": 3500, "pods": 58} if initialized else {},
+        )
+        store.create(reported)
+        (entry,) = existing_capacity(store, {"default": [INSTANCE_TYPE]}, {})
+        return entry.available.get("cpu", 0)
+
+    assert room(initialized=False) == 3920
+    assert room(initialized=True) == 3500
+
+
+def test_a_new_nodes_not_ready_taint_does_not_send_its_pods_to_another_node() -> None:
+    """The API server taints every new Node not-ready; its pods still have their room there.
+
+    What the new leader sees when it posts the Nodes of the instances its
+    predecessor launched and provisions at once: four launched NodeClaims, their
+    Nodes just created (tainted ``karpenter.sh/unregistered`` and, by the API
+    server's admission, ``node.kubernetes.io/not-ready``), twelve pending pods
+    that fill them. Before, every pod got a second node.
+    """
+    objects = [kwok_class("default"), unreadable_nodepool(GOOD_POOL)]
+    for index in range(12):
+        pending = unreadable_pod(f"pending-{index}")
+        pending["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "256Mi"}
+        objects.append(pending)
+    for index in range(4):
+        name = f"launched-{index}"
+        claim = unreadable_nodeclaim(name)
+        claim["status"]["conditions"] = [c for c in claim["status"]["conditions"] if c["type"] == "Launched"]
+        del claim["status"]["nodeName"]
+        posted = unreadable_node(name)
+        posted["spec"]["taints"] = [
+            {"key": UNREGISTERED_TAINT_KEY, "effect": NO_EXECUTE},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        ]
+        posted["status"] = {}  # posted without one: the kubelet has not reported yet
+        objects += [claim, posted]
+    cluster = loaded(objects)
+    plan = scheduling_snapshot(cluster, KwokCloudProvider(cluster)).solve(cluster.pending_pods())
+    assert len(cluster.pending_pods()) == 12
+    assert plan.new_nodeclaims == [] and not plan.unschedulable

@@ -56,6 +56,19 @@ class Taint:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
+# Taints a node carries only on its way up (Karpenter's known ephemeral taints): the API
+# server's TaintNodesByCondition admission puts not-ready on every new Node until its
+# kubelet reports Ready, the node lifecycle controller puts unreachable on one whose kubelet
+# has not reported yet, and a cloud controller manager keeps uninitialized until it has set
+# the node up. On a node whose NodeClaim is not initialized they say nothing about where pods
+# will fit, and counting them as blocking would launch a second node for the first one's pods.
+KNOWN_EPHEMERAL_TAINTS = (
+    Taint("node.kubernetes.io/not-ready", NO_SCHEDULE),
+    Taint("node.kubernetes.io/unreachable", NO_SCHEDULE),
+    Taint("node.cloudprovider.kubernetes.io/uninitialized", NO_SCHEDULE),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""

@@ -33,7 +33,9 @@ from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirem
 from karpy.api.taints import (
     CONSOLIDATION_PLANNED_TAINT_KEY,
     DISRUPTED_TAINT_KEY,
+    KNOWN_EPHEMERAL_TAINTS,
     UNREGISTERED_TAINT_KEY,
+    Taint,
     untolerated,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClassProblem
@@ -211,7 +213,29 @@ def _label_requirements(labels: frozenset[tuple[str, str]]) -> Requirements:
 
 
 def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) -> ExistingCapacity:
+    """A Node's room, as Karpenter's cluster state counts a node until its NodeClaim is initialized.
+
+    A Node that has just registered is not the node it is about to be: it may
+    report no allocatable yet (a kwok Node is created without a status, which
+    the kubelet fills in a moment later) or not all of it (extended resources
+    come with their device plugins), and it carries taints that go once it is
+    up (:data:`~karpy.api.taints.KNOWN_EPHEMERAL_TAINTS`: the API server puts
+    ``node.kubernetes.io/not-ready`` on every new Node). Pods counted against
+    that would fit nowhere, and the pass would launch a second node for the
+    first one's pods: seen after a leader change, when the new leader posts
+    the Nodes of the instances its predecessor left booting and provisions in
+    the same breath. So until the NodeClaim is initialized the room is the
+    NodeClaim's allocatable (from its instance type) and those taints do not
+    block; the claim's startup taints never do.
+    """
     pods = tuple(pod for pod in cluster.pods_on_node(node.name) if not pod.is_terminal)
+    allocatable = node.allocatable
+    ephemeral: tuple[Taint, ...] = ()
+    if claim is not None:
+        ephemeral = claim.spec.startup_taints
+        if not claim.initialized:
+            ephemeral = (*ephemeral, *KNOWN_EPHEMERAL_TAINTS)
+            allocatable = claim.status.allocatable or allocatable
     return ExistingCapacity(
         name=node.name,
         nodepool=node.metadata.labels.get(LABEL_NODEPOOL, ""),
@@ -219,9 +243,9 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
         # The planned-consolidation mark is advice to kube-scheduler, which may still put
         # pods there: karpy plans as if it were not there.
         taints=tuple(taint for taint in node.taints if taint.key != CONSOLIDATION_PLANNED_TAINT_KEY),
-        available=subtract_amounts(node.allocatable, used_by(pods)),
+        available=subtract_amounts(allocatable, used_by(pods)),
         in_flight=not node.ready,
-        ephemeral_taints=claim.spec.startup_taints if claim is not None else (),
+        ephemeral_taints=ephemeral,
         pods=pods,
     )
 
