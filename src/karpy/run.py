@@ -44,10 +44,25 @@ before every pass; once it is lost (the renew deadline passed, or someone
 else holds the lease) :func:`run` raises
 :class:`~karpy.kube.leader.LeadershipLostError` and ``karpy run`` exits with
 status 1, as controller-runtime's manager does, so that the pod restarts as a
-fresh standby rather than acting on a lease it no longer holds. A reconcile
-in progress when the deadline passes still finishes; it has what is left of
-the lease duration after the renew deadline (5 s by default) before anyone
-else may start.
+fresh standby rather than acting on a lease it no longer holds.
+
+**Fencing.** Checking between passes is not enough: a pass can take seconds,
+a request can hang for as long as the API server does, and the kwok boot
+timers, the event sender and the AWS launch jobs write from threads of their
+own. So every write passes the elector's
+:meth:`~karpy.kube.leader.LeaderElector.check_leading` first: the API
+server's through :meth:`~karpy.kube._http.ApiTransport.fenced` (every method
+but GET; the elector alone keeps the unfenced transport, for the lease), the
+cloud's through :meth:`~karpy.cloud.aws.client.AwsClient.fence` (every EC2,
+SSM and IAM operation but Describe, Get and List). Past the renew deadline a
+reconcile stops at its next write with
+:class:`~karpy.controllers.interfaces.NotLeaderError`, which the Runtime lets
+through to end the loop; a boot timer or a launch job leaves its result to
+the next leader, which adopts launched instances from the NodeClaims and the
+instances' tags. A write sent before the deadline may still land after it
+(a hung request cannot be called back); it was made by the leader, and the
+next one starts from what the server holds at least ``lease_duration -
+renew_deadline`` (5 s by default) later.
 
 **Shutdown** is cooperative: ``stop.set()`` from another thread, or SIGTERM or
 SIGINT when :func:`run` runs on the main thread, ends the loop after the
@@ -175,18 +190,22 @@ class Runner:
         self.settings = settings or RunSettings()
         self.transport = transport
         self.clock = WallClock()
-        self.cluster = KubeCluster(transport, clock=self.clock)
+        election = self.settings.leader_election
+        self.elector = LeaderElector(transport, election) if election is not None else None
+        # Every write but the lease's passes the elector's fence (see "Fencing" above).
+        fenced = transport.fenced(self.elector.check_leading) if self.elector is not None else transport
+        self.cluster = KubeCluster(fenced, clock=self.clock)
         self.changes: queue.Queue[Change] = queue.Queue()
-        self.runtime = Runtime(self.clock)
         self.observability = RunObservability(self.settings.observability, lambda: self.cluster.synced)
         metrics = self.observability.metrics
+        self.runtime = Runtime(self.clock, observer=metrics.reconciled)
         self.aws: AwsStack | None = None
         self.kwok: KwokCloudProvider | None = None
         self.cloud: CloudProvider
         if self.settings.aws is not None:
-            self.aws = AwsStack(
-                self.settings.aws, self.cluster, self.clock, metrics, transport, self._hand_over
-            )
+            self.aws = AwsStack(self.settings.aws, self.cluster, self.clock, metrics, fenced, self._hand_over)
+            if self.elector is not None:
+                self.aws.client.fence(self.elector.check_leading)
             self.cloud = self.aws.provider
         else:
             self.kwok = KwokCloudProvider(
@@ -195,8 +214,6 @@ class Runner:
                 clock=self.clock,
             )
             self.cloud = self.kwok
-        election = self.settings.leader_election
-        self.elector = LeaderElector(transport, election) if election is not None else None
         self.cluster.subscribe(self._hand_over)
 
         def cloud(controller: str) -> CloudProvider:

@@ -6,15 +6,19 @@ from collections.abc import Iterable
 
 import pytest
 
+from karpy.controllers.interfaces import ConflictError, NotLeaderError
 from karpy.controllers.runtime import LivelockError, Runtime, Watch
 from karpy.sim.clock import VirtualClock
 
 
 class Recording:
-    def __init__(self, name: str, requeue: float | None = None, fail: bool = False) -> None:
+    def __init__(
+        self, name: str, requeue: float | None = None, fail: bool = False, raises: Exception | None = None
+    ) -> None:
         self.name = name
         self.requeue = requeue
         self.fail = fail
+        self.raises = raises
         self.calls: list[tuple[float, str]] = []
         self.clock: VirtualClock | None = None
 
@@ -30,6 +34,8 @@ class Recording:
         self.calls.append((self.clock.now() - self.clock.start, key))
         if self.fail:
             raise RuntimeError("boom")
+        if self.raises is not None:
+            raise self.raises
         return self.requeue
 
 
@@ -94,3 +100,35 @@ def test_registering_a_name_twice_is_refused() -> None:
     runtime, _ = setup(Recording("c"))
     with pytest.raises(ValueError):
         runtime.register(Recording("c"))
+
+
+def test_a_write_refused_by_the_fence_ends_the_loop_and_is_not_an_error() -> None:
+    controller = Recording("c", raises=NotLeaderError("not leading"))
+    runtime, _ = setup(controller)
+    runtime.enqueue("c", "k")
+    with pytest.raises(NotLeaderError):
+        runtime.run_due()
+    assert runtime.errors == []
+
+
+def test_the_observer_is_told_each_reconcile_and_its_result() -> None:
+    seen: list[tuple[str, str]] = []
+    clock = VirtualClock()
+    runtime = Runtime(clock, observer=lambda name, seconds, result: seen.append((name, result)))
+    outcomes: list[Recording] = [
+        Recording("done"),
+        Recording("again", requeue=5),
+        Recording("broken", fail=True),
+        Recording("stale", raises=ConflictError("modified")),
+    ]
+    for controller in outcomes:
+        controller.clock = clock
+        runtime.register(controller)
+        runtime.enqueue(controller.name, "k")
+    runtime.run_due()
+    assert sorted(seen) == [
+        ("again", "requeue_after"),
+        ("broken", "error"),
+        ("done", "success"),
+        ("stale", "stale"),
+    ]

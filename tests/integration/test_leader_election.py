@@ -14,7 +14,15 @@ are the real ones. What is checked:
   Nodes and NodeClaims match one to one;
 - a leader stopped gracefully (SIGTERM) releases the Lease, so the standby
   takes over within one retry, and exits 0;
-- a leader whose Lease is taken from it stops and exits with status 1.
+- a leader whose Lease is taken from it stops and exits with status 1;
+- fencing: with the API server stopped (SIGSTOP) past the renew deadline in
+  the middle of a scale-out, not one write leaves the old leader after its
+  deadline, as seen on the wire (a recording proxy between it and the API
+  server: the audit log would tell when the server *received* a request,
+  which for one sent during the stop is when the server resumed), it exits
+  1, and the standby finishes the job with no duplicate NodeClaim. The boots
+  of its last instances end after its deadline, so its kwok boot timers are
+  among the writers the fence must stop.
 
 The failover times are printed (``pytest -s`` shows them). The replicas use a
 Lease, a NodePool, a node class and pod labels of their own, so the other
@@ -26,6 +34,7 @@ this process die.
 from __future__ import annotations
 
 import math
+import os
 import re
 import signal
 import time
@@ -50,6 +59,7 @@ from .karpy_run import (
     remove_pools,
     start_karpy_run,
 )
+from .wire import RecordingProxy, SentRequest
 
 pytestmark = pytest.mark.integration
 
@@ -100,19 +110,21 @@ class Replicas:
         self.logs = logs
         self.started: list[KarpyProcess] = []
 
-    def start(self, name: str) -> KarpyProcess:
+    def start(
+        self, name: str, *, kubeconfig: Path | None = None, env: dict[str, str] | None = None
+    ) -> KarpyProcess:
         replica = start_karpy_run(
             self.plane,
             name,
             self.logs,
             "--kubeconfig",
-            str(self.plane.kubeconfig),
+            str(kubeconfig or self.plane.kubeconfig),
             "--leader-election-name",
             LEASE_NAME,
             "--leader-election-namespace",
             LEASE_NAMESPACE,
             # Replicas on one machine cannot share the metrics and probe ports: any free ones.
-            env={"METRICS_PORT": "0", "HEALTH_PROBE_PORT": "0", "LOG_LEVEL": "info"},
+            env={"METRICS_PORT": "0", "HEALTH_PROBE_PORT": "0", "LOG_LEVEL": "info", **(env or {})},
         )
         self.started.append(replica)
         return replica
@@ -174,15 +186,46 @@ def wait_for_holder(api: ApiTransport, identity: str, timeout: float) -> float:
     return wait_until(holds, timeout=timeout, interval=0.05, what=f"{identity} to hold the lease")
 
 
-def planned_nodeclaims() -> int:
-    """How many NodeClaims one replica alone makes for the test's scale-up, in karpy's simulator."""
+def planned_nodeclaims(*steps: int) -> int:
+    """How many NodeClaims one replica alone makes, the app scaled to each of ``steps`` in turn."""
 
     simulation = Simulation()
-    simulation.apply(load_objects(POOL_MANIFESTS, app_deployment("default", FIRST_REPLICAS)))
-    simulation.run(120)
-    simulation.apply(load_objects(app_deployment("default", FINAL_REPLICAS)))
-    simulation.run(600)
+    simulation.apply(load_objects(POOL_MANIFESTS))
+    for replicas in steps:
+        simulation.apply(load_objects(app_deployment("default", replicas)))
+        simulation.run(600)
     return len(simulation.nodeclaims())
+
+
+def wait_all_running(api: ApiTransport, namespace: str, replicas: int, timeout: float) -> list[JSON]:
+    def all_running() -> list[JSON] | None:
+        pods = app_pods(api, namespace)
+        running = [pod for pod in pods if pod.get("status", {}).get("phase") == "Running"]
+        return running if len(running) == len(pods) == replicas else None
+
+    found: list[JSON] = wait_until(all_running, timeout=timeout, what=f"{replicas} pods Running")
+    return found
+
+
+def wait_claims_ready(api: ApiTransport, timeout: float) -> dict[str, JSON]:
+    def claims_ready() -> list[JSON] | None:
+        claims = nodeclaims(api)
+        ready = [claim for claim in claims if condition_status(claim, "Ready") == "True"]
+        return claims if claims and len(ready) == len(claims) else None
+
+    return {
+        name_of(claim): claim for claim in wait_until(claims_ready, timeout=timeout, what="NodeClaims Ready")
+    }
+
+
+def assert_nodes_match_claims(api: ApiTransport, claims: dict[str, JSON], pods: list[JSON]) -> None:
+    """kwok Nodes and NodeClaims match one to one, and the pods run on them."""
+    nodes = {name_of(node): node for node in pool_nodes(api)}
+    assert {claim["status"]["nodeName"] for claim in claims.values()} == set(nodes)
+    for name, claim in claims.items():
+        assert nodes[claim["status"]["nodeName"]]["spec"]["providerID"] == f"kwok://{name}"
+        assert claim["metadata"]["labels"]["node.kubernetes.io/instance-type"] == INSTANCE_TYPE
+    assert {pod["spec"]["nodeName"] for pod in pods} <= set(nodes)
 
 
 def remove_leftovers(api: ApiTransport) -> None:
@@ -288,36 +331,17 @@ def test_a_killed_leader_is_replaced_and_no_nodeclaim_is_duplicated_or_lost(
     assert failover <= LEASE_DURATION + 2 * MAX_RETRY_INTERVAL + 1.0, failover
     standby.wait_for("controllers running", timeout=10)
 
-    def all_running() -> list[JSON] | None:
-        pods = app_pods(api, namespace)
-        running = [pod for pod in pods if pod.get("status", {}).get("phase") == "Running"]
-        return running if len(running) == len(pods) == FINAL_REPLICAS else None
-
-    pods = wait_until(all_running, timeout=60, what=f"{FINAL_REPLICAS} pods Running")
+    pods = wait_all_running(api, namespace, FINAL_REPLICAS, timeout=60)
     all_running_after = time.monotonic() - killed
-
-    def claims_ready() -> list[JSON] | None:
-        claims = nodeclaims(api)
-        ready = [claim for claim in claims if condition_status(claim, "Ready") == "True"]
-        return claims if claims and len(ready) == len(claims) else None
-
-    claims = {
-        name_of(claim): claim for claim in wait_until(claims_ready, timeout=60, what="NodeClaims Ready")
-    }
+    claims = wait_claims_ready(api, timeout=60)
 
     # Nothing lost: every NodeClaim made before the kill is still there (none may be consolidated).
     assert set(before_kill) <= set(claims), f"lost: {set(before_kill) - set(claims)}"
     # Nothing duplicated: what one replica alone makes for the same scale-up.
-    planned = planned_nodeclaims()
+    planned = planned_nodeclaims(FIRST_REPLICAS, FINAL_REPLICAS)
     assert planned == math.ceil(FINAL_REPLICAS / 3)
     assert len(claims) == planned, sorted(claims)
-    # kwok Nodes and NodeClaims match one to one, and the pods run on them.
-    nodes = {name_of(node): node for node in pool_nodes(api)}
-    assert {claim["status"]["nodeName"] for claim in claims.values()} == set(nodes)
-    for name, claim in claims.items():
-        assert nodes[claim["status"]["nodeName"]]["spec"]["providerID"] == f"kwok://{name}"
-        assert claim["metadata"]["labels"]["node.kubernetes.io/instance-type"] == INSTANCE_TYPE
-    assert {pod["spec"]["nodeName"] for pod in pods} <= set(nodes)
+    assert_nodes_match_claims(api, claims, pods)
     assert "acquired lease" in standby.log()
 
     print(
@@ -370,3 +394,90 @@ def test_a_stopped_leader_hands_over_at_once_and_a_deposed_one_exits_non_zero(
         f"\nSIGTERM of the leader -> standby holds the lease: {handover:.1f}s;"
         f" lease taken -> deposed leader exited 1: {deposed:.1f}s"
     )
+
+
+# -- fencing --------------------------------------------------------------------------
+
+# Pods of the fencing test's scale-out: four NodeClaims.
+FENCING_REPLICAS = 12
+# Longer than the renew deadline, as the operator's report had it (20 s).
+API_SERVER_STOPPED = RENEW_DEADLINE + 8.0
+# The kwok boot time: the instances launched just before the stop come up after the old
+# leader's renew deadline, so its boot timers would write then, were they not fenced.
+REGISTRATION_DELAY = RENEW_DEADLINE + 2.0
+
+
+def api_server_pid(plane: ControlPlane) -> int:
+    return int((plane.state_dir / "pids" / "kube-apiserver").read_text().split()[0])
+
+
+def describe(requests: list[SentRequest], since: float) -> list[str]:
+    return [f"+{request.at - since:.2f}s {request.method} {request.path}" for request in requests]
+
+
+def test_no_write_leaves_a_leader_past_its_renew_deadline_and_the_standby_finishes_the_job(
+    replicas: Replicas, api: ApiTransport, crds: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    plane = crds
+    wire = RecordingProxy(plane.state_dir, plane.kubeconfig).start()
+    env = {"KARPY_REGISTRATION_DELAY": f"{REGISTRATION_DELAY:g}s"}
+    try:
+        # The leader-to-be alone first, through the proxy; then the standby, straight to the server.
+        leader = replicas.start("e", kubeconfig=wire.kubeconfig(tmp_path / "wire.kubeconfig"), env=env)
+        leader.wait_for("controllers running")
+        standby = replicas.start("f", env=env)
+        standby.wait_for("caches synced")
+        standby_identity = lease_identity(standby)
+        assert standby_identity is not None
+        assert lease_holder(api) == lease_identity(leader)
+
+        plane.kubectl("apply", "-f", "-", stdin=app_deployment(namespace, FENCING_REPLICAS))
+        wait_until(lambda: nodeclaims(api) or None, timeout=60, interval=0.05, what="the first NodeClaims")
+        pid = api_server_pid(plane)
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()  # the stop came no later than this
+        try:
+            time.sleep(API_SERVER_STOPPED)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        resumed = time.monotonic()
+
+        # The old leader gives up (status 1) ...
+        assert leader.wait_exit(LEASE_DURATION + 15) == 1
+        # ... and sent nothing that writes after its renew deadline, which came no later than
+        # RENEW_DEADLINE after the stop (no renewal can succeed while the server is stopped).
+        deadline = stopped + RENEW_DEADLINE
+        writes = wire.writes()
+        late = [request for request in writes if request.at > deadline]
+        assert not late, describe(late, stopped)
+        assert not wire.problems, wire.problems
+        # It was acting until the stop: the test is about a leader in the middle of a scale-out.
+        created = [
+            w for w in writes if w.method == "POST" and w.path.endswith("/nodeclaims") and w.at <= stopped
+        ]
+        assert created, describe(writes, stopped)
+        during_stop = [request for request in writes if stopped < request.at <= deadline]
+
+        # The standby takes over and finishes the job: every pod runs, no NodeClaim is duplicated.
+        took_over = wait_for_holder(
+            api, standby_identity, timeout=LEASE_DURATION + 3 * MAX_RETRY_INTERVAL + 5
+        )
+        standby.wait_for("controllers running", timeout=10)
+        pods = wait_all_running(api, namespace, FENCING_REPLICAS, timeout=90)
+        all_running_after = time.monotonic() - resumed
+        claims = wait_claims_ready(api, timeout=60)
+        planned = planned_nodeclaims(FENCING_REPLICAS)
+        assert planned == math.ceil(FENCING_REPLICAS / 3)
+        assert len(claims) == planned, sorted(claims)
+        assert_nodes_match_claims(api, claims, pods)
+        print(
+            f"\nAPI server stopped {API_SERVER_STOPPED:g}s (renew deadline {RENEW_DEADLINE:g}s);"
+            f" the old leader's writes on the wire: {len(writes)}, of which {len(created)} NodeClaim"
+            f" creations before the stop, {len(during_stop)} sent during the stop before its deadline"
+            f" ({', '.join(describe(during_stop, stopped)) or 'none'}), 0 after it;"
+            f" the standby held the lease {took_over - resumed:.1f}s after the resume,"
+            f" all {FENCING_REPLICAS} pods Running {all_running_after:.1f}s after it,"
+            f" {len(claims)} NodeClaims (planned by one replica: {planned})"
+        )
+    finally:
+        wire.close()

@@ -77,6 +77,9 @@ class FakeLeaseServer:
             raise ApiStatusError(HTTP_CONFLICT, "Conflict", "the object has been modified")
         return self._store(body, 200)
 
+    def fenced(self, fence: Callable[[], None]) -> FencedView:
+        return FencedView(self, fence)
+
     def _store(self, body: JSON, status: int) -> ApiResponse:
         self.version += 1
         stored = _copy(body)
@@ -104,6 +107,25 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(item) for item in value]
     return value
+
+
+class FencedView:
+    """The server as :meth:`ApiTransport.fenced` shows it: ``fence()`` before every write."""
+
+    def __init__(self, server: FakeLeaseServer, fence: Callable[[], None]) -> None:
+        self.server = server
+        self.fence = fence
+
+    def request(self, method: str, path: str, *, body: object = None, timeout: float = 30.0) -> ApiResponse:
+        if method != "GET":
+            self.fence()
+        return self.server.request(method, path, body=body, timeout=timeout)
+
+    def interrupt_streams(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class Clock:

@@ -68,6 +68,15 @@ class EvictionRefusedError(KubeError):
     """429 from the Eviction API: a PodDisruptionBudget allows no disruption now."""
 
 
+class NotLeaderError(RuntimeError):
+    """This process does not lead (or no longer does): the write was not made.
+
+    Raised by a fenced writer *before* the request is sent. Not a
+    :class:`KubeError`: a reconcile must not treat it as one refused write and
+    go on with the next, it must stop, and ``karpy run`` with it.
+    """
+
+
 class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the Unix epoch; virtual in the simulator."""

@@ -26,6 +26,7 @@ from karpy.cloud.cluster import (
     KubeError,
     KubeObject,
     NotFoundError,
+    NotLeaderError,
     WallClock,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "KubeError",
     "KubeObject",
     "NotFoundError",
+    "NotLeaderError",
     "WallClock",
 ]

@@ -215,8 +215,24 @@ class Metrics:
         self.cluster_state_node_count = r.gauge(
             f"{NAMESPACE}_cluster_state_node_count", "Current count of nodes in cluster state"
         )
+        # controller-runtime's own, which Karpenter exposes too: one series per controller.
+        self.reconcile_time = r.histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            ["controller"],
+        )
+        self.reconcile_total = r.counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ["controller", "result"],
+        )
         self._scheduling_ids: dict[str, str] = {}
         self._simulations = 0
+
+    def reconciled(self, controller: str, seconds: float, result: str) -> None:
+        """One reconcile (the Runtime's observer in ``karpy run``)."""
+        self.reconcile_time.labels(controller=controller).observe(seconds)
+        self.reconcile_total.labels(controller=controller, result=result).inc()
 
     # -- NodeClaims ------------------------------------------------------------
 

@@ -23,17 +23,21 @@ meanwhile, say a NodeClaim whose last finalizer another reconcile already
 lifted). That is the ordinary price of optimistic concurrency against caches
 that trail the server, not a failure: it is logged at debug level and retried
 from fresh state shortly after (a warning only when one key keeps at it).
+A :class:`~karpy.controllers.interfaces.NotLeaderError` (the process no
+longer leads: ``karpy run``'s write fence refused the write) is nobody's
+failure either, but it ends the loop: it passes through :meth:`Runtime.run_due`.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from karpy.controllers.interfaces import Clock, ConflictError, NotFoundError
+from karpy.controllers.interfaces import Clock, ConflictError, NotFoundError, NotLeaderError
 from karpy.logs import about
 
 log = logging.getLogger("karpy.runtime")
@@ -48,6 +52,9 @@ STALE_WRITES_WORTH_A_WARNING = 10
 
 # (old, new): ``old`` is None on creation, ``new`` is None on removal.
 ChangeMapper = Callable[[object | None, object | None], Iterable[str]]
+# (controller, seconds the reconcile took on the wall clock, result): result is "success",
+# "requeue_after" (asked to be called again), "error" or "stale" (a 409 or 404, retried).
+ReconcileObserver = Callable[[str, float, str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +85,11 @@ class Runtime:
     # Reconciles at one instant past which the controllers are surely looping.
     MAX_RECONCILES_PER_INSTANT = 200_000
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, observer: ReconcileObserver | None = None) -> None:
         self.clock = clock
+        # Told how long each reconcile took (``karpy run``'s reconcile metrics); the simulator
+        # passes none, so its runs never read the wall clock.
+        self.observer = observer
         self._controllers: dict[str, Controller] = {}
         self._watches: dict[str, list[tuple[str, ChangeMapper]]] = {}
         self._heap: list[tuple[float, int, str, str]] = []
@@ -140,16 +150,24 @@ class Runtime:
     def _reconcile(self, name: str, key: str) -> None:
         self.reconciles += 1
         controller = self._controllers[name]
+        started = time.perf_counter() if self.observer is not None else 0.0
         try:
             requeue = controller.reconcile(key)
         except (ConflictError, NotFoundError) as error:
             requeue = self._stale_write(name, key, error)
+            result = "stale"
+        except NotLeaderError:
+            raise  # not this reconcile's failure: the process may not write any more
         except Exception as error:  # a reconcile error must not stop the other controllers
             log.exception("reconcile %s %s failed", name, key, extra=about(controller=name, key=key))
             self.errors.append(f"{name} {key}: {type(error).__name__}: {error}")
             requeue = 1.0
+            result = "error"
         else:
             self._stale_in_a_row.pop((name, key), None)
+            result = "success" if requeue is None else "requeue_after"
+        if self.observer is not None:
+            self.observer(name, time.perf_counter() - started, result)
         if requeue is not None:
             self.enqueue(name, key, requeue)
 

@@ -17,6 +17,8 @@ for the same reason; so is this one, in the simplest form that will do:
   :meth:`EventSender.close` also ends the thread.
 
 A failed send is logged and forgotten: an Event is never worth a retry loop.
+One refused by the write fence (this replica no longer leads) is dropped
+quietly: the log already says the lease was lost, once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from karpy.controllers.interfaces import NotLeaderError
 
 log = logging.getLogger("karpy.kube.events")
 
@@ -104,6 +108,9 @@ class EventSender:
                 return
             try:
                 self._send(event)
+            except NotLeaderError:
+                self.failed += 1
+                log.debug("event %s %s not recorded: not leading", event.reason, event.message)
             except Exception as error:  # events are informational: log and go on
                 self.failed += 1
                 log.warning("recording event %s %s failed: %s", event.reason, event.message, error)

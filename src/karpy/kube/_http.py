@@ -23,9 +23,10 @@ lightkube's client objects.
 from __future__ import annotations
 
 import contextlib
+import copy
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,10 @@ class KubeconfigError(Exception):
     """No usable kubeconfig or in-cluster configuration."""
 
 
+# The methods that change something on the server: the ones a fence stands before.
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class ApiTransport:
     """Requests to one API server, over the HTTP client lightkube configures from a kubeconfig."""
 
@@ -110,6 +115,20 @@ class ApiTransport:
         self._http: Any = client._client._client
         self._open_streams: set[Any] = set()
         self._streams_lock = threading.Lock()
+        self._fence: Callable[[], None] | None = None
+
+    def fenced(self, fence: Callable[[], None]) -> ApiTransport:
+        """This transport's connection, with ``fence()`` called before every write it sends.
+
+        ``fence`` raises to refuse the write (``karpy run`` passes the leader
+        elector's check); reads and watches pass unchecked. The two share the
+        connection pool and the open streams, so closing either closes both; the
+        elector keeps the unfenced one, as the lease is the one write a replica
+        makes to become (or stay) the leader.
+        """
+        twin = copy.copy(self)
+        twin._fence = fence
+        return twin
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None) -> ApiTransport:
@@ -148,6 +167,8 @@ class ApiTransport:
         timeout: float = REQUEST_TIMEOUT,
     ) -> ApiResponse:
         """One request; an error status raises :class:`ApiStatusError`."""
+        if self._fence is not None and method in WRITE_METHODS:
+            self._fence()
         content = orjson.dumps(body) if body is not None else None
         headers = {"Accept": CONTENT_JSON}
         if content is not None:

@@ -43,9 +43,15 @@ election thread is stuck in a request. The deadline is shorter than the lease
 duration, and a candidate's expiry clock starts no earlier than the renewal
 it observed, so the old leader has stopped acting for at least
 ``lease_duration - renew_deadline`` (5 s by default) before anyone else can
-start, however the network fails. An elector that lost its lease does not
-run for it again: ``karpy run`` exits, as controller-runtime's manager does,
-and the restarted process joins as a fresh candidate with caches of its own.
+start, however the network fails. Every write ``karpy run`` makes, to the API
+server or to the cloud, passes :meth:`LeaderElector.check_leading` first (the
+*fence*): from that instant on not one more write leaves the process, whatever
+thread it comes from. A write already sent may still be applied by the server
+afterwards (it cannot be called back); it was sent while the lease was held,
+and the next leader reads its outcome from the server before acting. An
+elector that lost its lease does not run for it again: ``karpy run`` exits,
+as controller-runtime's manager does, and the restarted process joins as a
+fresh candidate with caches of its own.
 
 **Releasing.** On a graceful stop the leader writes the lease with no holder
 (and a one-second duration, for candidates that only look at durations), so
@@ -72,6 +78,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from karpy.controllers.interfaces import NotLeaderError
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, JSON, ApiResponse, ApiStatusError
 from karpy.kube._resources import ResourceType
 from karpy.settings import parse_bool
@@ -96,8 +103,8 @@ JITTER_FACTOR = 1.2
 MIN_REQUEST_TIMEOUT = 0.2
 
 
-class LeadershipLostError(RuntimeError):
-    """This replica was the leader and no longer is: it must stop acting at once."""
+class LeadershipLostError(NotLeaderError):
+    """This replica does not lead, or no longer does: it must stop acting at once."""
 
 
 def default_identity() -> str:
@@ -261,6 +268,19 @@ class LeaderElector:
         """True while this replica holds the lease and its last renewal is within the renew deadline."""
         with self._lock:
             return self._leading and self._monotonic() - self._renewed_at < self.config.renew_deadline
+
+    def check_leading(self) -> None:
+        """The write fence: raise :class:`LeadershipLostError` unless this replica leads at this instant.
+
+        Called before every write ``karpy run`` makes (see :meth:`ApiTransport.fenced`
+        and :meth:`AwsClient.fence`), so a reconcile whose leadership lapsed half-way
+        stops before its next write, and a timer or a worker thread of a replica
+        that lost the lease writes nothing more.
+        """
+        if not self.is_leader():
+            raise LeadershipLostError(
+                f"not leading lease {self.lease_name} (identity {self.identity}): the write was not made"
+            )
 
     def wait_for_leadership(self, timeout: float) -> bool:
         return self.elected.wait(timeout)

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
 
 _RETRIES = Config(retries={"mode": "standard", "max_attempts": 5})
+# The operations that only read (every other one changes something, and is fenced).
+READ_OPERATION_PREFIXES = ("Describe", "Get", "List")
 # Where the Pricing API is served: one region per partition.
 PRICING_REGION = "us-east-1"
 PRICING_REGION_CHINA = "cn-northwest-1"
@@ -172,6 +174,23 @@ class AwsClient:
         self._ec2: EC2Client = session.client("ec2", config=_RETRIES)
         self._ssm: SSMClient = session.client("ssm", config=_RETRIES)
         self._iam: IAMClient = session.client("iam", config=_RETRIES)
+
+    def fence(self, check: Callable[[], None]) -> None:
+        """Call ``check()`` before every EC2, SSM or IAM operation that changes something.
+
+        ``check`` raises to refuse the call (``karpy run`` passes the leader
+        elector's check); reads pass unchecked. The SDK's ``provide-client-params``
+        event is the first place every operation goes through, whichever thread
+        makes it (a launch job on the pool, or a reconcile), before anything is
+        signed or sent.
+        """
+
+        def fence_writes(model: Any, **_: Any) -> None:
+            if not str(model.name).startswith(READ_OPERATION_PREFIXES):
+                check()
+
+        for client in (self._ec2, self._ssm, self._iam):
+            client.meta.events.register_first("provide-client-params", fence_writes)
 
     @classmethod
     def for_region(cls, region: str) -> AwsClient:

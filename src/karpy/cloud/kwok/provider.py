@@ -73,7 +73,7 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
-from karpy.cloud.cluster import AlreadyExistsError, Clock, Cluster, NotFoundError, WallClock
+from karpy.cloud.cluster import AlreadyExistsError, Clock, Cluster, NotFoundError, NotLeaderError, WallClock
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
@@ -282,6 +282,10 @@ class KwokCloudProvider:
             return  # deleted while it was booting
         try:
             self._create_node(pending[0].node)
+        except NotLeaderError:
+            # The write fence: this process lost the lease while the instance booted. The
+            # next leader resumes the boot from the launched NodeClaim (resume_boots).
+            log.info("kwok Node %s not created: not leading; its boot is left to the leader", name)
         except Exception:  # a timer thread has nobody to raise to; the registration TTL catches it
             log.exception("creating kwok Node %s failed", name)
 
