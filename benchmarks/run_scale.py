@@ -31,10 +31,26 @@ NodeClaim appeared, on this machine's clock. The figures:
 - **first pod created -> all pods Running**, through registration (the
   ``--registration-delay`` of the kwok provider: 0 s by default, as kwok
   nodes join at once; a real instance takes tens of seconds) and binding;
-- **karpy peak RSS**, and the NodeClaims by instance type.
+- **karpy peak RSS**, and the NodeClaims by instance type;
+- **karpy's CPU and memory during the scale-out** (from the first pod created
+  to the last NodeClaim created), sampled twice a second from
+  ``/proc/PID/stat`` and ``/proc/PID/status``: the mean CPU in cores (the
+  CPU time used in the window over its length) and the 95th percentile of
+  the resident set;
+- **reconcile latency** per controller, from karpy's own
+  ``controller_runtime_reconcile_time_seconds`` histogram scraped at the end
+  (the bucket bound under which half and 99% of the reconciles ended; the
+  ``disruption`` controller's is the time of one consolidation pass over the
+  cluster at its largest).
+
+Karpenter's kwok bounds are the yardstick: 1,000 pods scaled out within 2
+minutes, p95 memory under 260 MB, mean CPU under half a core. For 10,000
+pods on 1,000 nodes: ``--pods 10000 --workload pods --cpu 1500m --memory 1Gi
+--instance-types c5.4xlarge`` (ten such pods fill a c5.4xlarge).
 
 Run: ``python -m benchmarks.run_scale [--pods 1000] [--workload deployment|pods]
-[--registration-delay 0s] [--kubeconfig FILE] [--json FILE]``.
+[--registration-delay 0s] [--cpu 250m] [--memory 512Mi] [--instance-types T,...]
+[--timeout 600] [--kubeconfig FILE] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -44,6 +60,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +72,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.request import urlopen
 
 from karpy.api.crds import all_crds, render_yaml
 from karpy.kube._http import ApiStatusError, ApiTransport
@@ -150,6 +168,90 @@ class KarpyProcess:
             if key in ("VmHWM", "VmRSS"):
                 figures[key] = int(value.split()[0])
         return figures
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the process has used so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # utime and stime are the stat file's 14th and 15th fields (after "pid (comm)": 12th, 13th).
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def metrics_port(self) -> int | None:
+        found = re.search(r"serving /metrics[^\"]* on port (\d+)", self.log_path.read_text(errors="replace"))
+        return int(found.group(1)) if found else None
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float  # time.time()
+    cpu_seconds: float
+    rss_kb: int
+
+
+class Sampler:
+    """The process's CPU time and resident set, twice a second, on a thread of its own."""
+
+    def __init__(self, karpy: KarpyProcess, every: float = 0.5) -> None:
+        self.karpy = karpy
+        self.every = every
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                self.samples.append(
+                    Sample(time.time(), self.karpy.cpu_seconds(), self.karpy.memory().get("VmRSS", 0))
+                )
+            self._stop.wait(self.every)
+
+    def window(self, start: float, end: float) -> tuple[float, float]:
+        """(mean CPU in cores, p95 RSS in MB) over [start, end], from the samples around it."""
+        before = [sample for sample in self.samples if sample.at <= start] or self.samples[:1]
+        after = [sample for sample in self.samples if sample.at >= end] or self.samples[-1:]
+        inside = [sample for sample in self.samples if start <= sample.at <= end] or after
+        if not before or not after:
+            return 0.0, 0.0
+        first, last = before[-1], after[0]
+        cores = (last.cpu_seconds - first.cpu_seconds) / max(last.at - first.at, 1e-6)
+        rss = sorted(sample.rss_kb for sample in inside)
+        return cores, rss[min(len(rss) - 1, int(0.95 * len(rss)))] / 1024
+
+
+def reconcile_latencies(port: int) -> dict[str, tuple[int, float, float]]:
+    """Per controller: (reconciles, p50 bound, p99 bound) in seconds, from karpy's histogram."""
+    text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    buckets: dict[str, list[tuple[float, float]]] = {}
+    pattern = re.compile(
+        r'^controller_runtime_reconcile_time_seconds_bucket\{controller="([^"]+)",le="([^"]+)"\} (\S+)$'
+    )
+    for line in text.splitlines():
+        found = pattern.match(line)
+        if found:
+            bound = float("inf") if found.group(2) == "+Inf" else float(found.group(2))
+            buckets.setdefault(found.group(1), []).append((bound, float(found.group(3))))
+    latencies: dict[str, tuple[int, float, float]] = {}
+    for controller, series in buckets.items():
+        series.sort()
+        count = series[-1][1]
+        if count <= 0:
+            continue
+
+        def bound_for(
+            quantile: float, series: list[tuple[float, float]] = series, count: float = count
+        ) -> float:
+            return next(bound for bound, cumulative in series if cumulative >= quantile * count)
+
+        latencies[controller] = (int(count), bound_for(0.5), bound_for(0.99))
+    return latencies
 
 
 @contextlib.contextmanager
@@ -253,8 +355,13 @@ class Arrivals:
 # -- the workload ---------------------------------------------------------------------
 
 
-def manifests(cpu: str, memory: str) -> tuple[str, dict[str, Any]]:
+def manifests(cpu: str, memory: str, instance_types: list[str] | None = None) -> tuple[str, dict[str, Any]]:
     """The NodeClass, NodePool and namespace (YAML), and the pod template."""
+    types = (
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": instance_types}
+        if instance_types
+        else {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": INSTANCE_FAMILIES}
+    )
     pool = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -263,11 +370,7 @@ def manifests(cpu: str, memory: str) -> tuple[str, dict[str, Any]]:
             "template": {
                 "spec": {
                     "requirements": [
-                        {
-                            "key": "karpenter.k8s.aws/instance-family",
-                            "operator": "In",
-                            "values": INSTANCE_FAMILIES,
-                        },
+                        types,
                         {
                             "key": "karpenter.sh/capacity-type",
                             "operator": "In",
@@ -371,6 +474,12 @@ class ScaleResult:
     pods_running: int = 0
     karpy_peak_rss_mb: float = 0.0
     karpy_rss_mb: float = 0.0
+    # From the first pod created to the last NodeClaim created.
+    scale_out_seconds: float = 0.0
+    karpy_mean_cpu_cores: float = 0.0
+    karpy_p95_rss_mb: float = 0.0
+    # Per controller: reconciles, p50 and p99 (histogram bucket bounds, seconds).
+    reconcile_latency: dict[str, tuple[int, float, float]] = field(default_factory=dict)
 
     @property
     def goal(self) -> float:
@@ -401,7 +510,19 @@ class ScaleResult:
                 f"{self.karpy_peak_rss_mb:.0f} MB (at the end {self.karpy_rss_mb:.0f} MB;"
                 " Karpenter's bound: 260 MB)",
             ),
+            (
+                "karpy during the scale-out",
+                f"{self.scale_out_seconds:.1f} s: mean CPU {self.karpy_mean_cpu_cores:.2f} cores"
+                f" (Karpenter's bound: 0.5), p95 RSS {self.karpy_p95_rss_mb:.0f} MB",
+            ),
         ]
+        rows.extend(
+            (
+                f"reconciles of {controller}",
+                f"{count}: p50 <= {p50:g} s, p99 <= {p99:g} s",
+            )
+            for controller, (count, p50, p99) in sorted(self.reconcile_latency.items())
+        )
         return [f"{label:<40} {value}" for label, value in rows]
 
 
@@ -413,13 +534,14 @@ def measure(
     registration_delay: float = 0.0,
     cpu: str = "250m",
     memory: str = "512Mi",
+    instance_types: list[str] | None = None,
     timeout: float = 600.0,
     log_dir: Path | None = None,
 ) -> ScaleResult:
     """One run against the cluster of ``kubeconfig`` (CRDs installed here); cleans up after itself."""
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="karpy-run-scale-"))
     result = ScaleResult(pods=pods, workload=workload, registration_delay=registration_delay)
-    setup, template = manifests(cpu, memory)
+    setup, template = manifests(cpu, memory, instance_types)
     install_crds(kubeconfig)
     wait_for_namespace_gone(kubeconfig)
     with karpy_run(kubeconfig, registration_delay, log_dir) as karpy:
@@ -430,7 +552,7 @@ def measure(
             kubeconfig, "/apis/karpenter.sh/v1/nodeclaims", {"labelSelector": f"karpenter.sh/nodepool={POOL}"}
         )
         try:
-            with pod_watch, claim_watch:
+            with pod_watch, claim_watch, Sampler(karpy) as sampler:
                 log(f"creating {pods} pods ({workload})")
                 if workload == "deployment":
                     create_deployment(kubeconfig, pods, template)
@@ -440,6 +562,15 @@ def measure(
                 memory_kb = karpy.memory()
                 result.karpy_peak_rss_mb = memory_kb.get("VmHWM", 0) / 1024
                 result.karpy_rss_mb = memory_kb.get("VmRSS", 0) / 1024
+                pod_times, _ = pod_watch.snapshot()
+                claim_times, _ = claim_watch.snapshot()
+                if pod_times and claim_times:
+                    start, end = min(pod_times.values()), max(claim_times.values())
+                    result.scale_out_seconds = end - start
+                    result.karpy_mean_cpu_cores, result.karpy_p95_rss_mb = sampler.window(start, end)
+                port = karpy.metrics_port()
+                if port is not None:
+                    result.reconcile_latency = reconcile_latencies(port)
         finally:
             clean_up(kubeconfig)
     return result
@@ -530,6 +661,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kubeconfig", type=Path, help="an existing cluster (default: start a control plane)"
     )
+    parser.add_argument(
+        "--instance-types",
+        help="comma-separated instance types the NodePool allows (default: the c5, m5 and r5 families)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for every pod to run (default 600)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     with control_plane(args.kubeconfig) as kubeconfig:
@@ -540,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
             registration_delay=args.registration_delay,
             cpu=args.cpu,
             memory=args.memory,
+            instance_types=args.instance_types.split(",") if args.instance_types else None,
+            timeout=args.timeout,
         )
     print("\n".join(result.lines()))
     if args.json is not None:
