@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration control-plane bench image image-test clean
+.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane bench image image-test clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -48,6 +48,15 @@ unit: .venv/.synced
 # The tests against a real control plane (tests/integration), built first if not cached.
 integration: .venv/.synced control-plane
 	$(RUN) pytest -q -m integration --durations=12
+
+# The whole chaos matrix (tests/chaos; make test runs a three-round subset): about 45 minutes.
+chaos: .venv/.synced control-plane
+	KARPY_CHAOS=full $(RUN) pytest -q -s -m chaos
+
+# Twenty minutes of random changes and faults, following the leader's memory and reconcile
+# latency (tests/chaos/soak.py; SOAK_MINUTES=N for another length).
+soak: .venv/.synced control-plane
+	$(RUN) python -m tests.chaos.soak --minutes $${SOAK_MINUTES:-20}
 
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
 bench: .venv/.synced
