@@ -460,7 +460,7 @@ class Chaos:
         snapshot = Snapshot.read(self.api, self.namespace)
         pinned = snapshot.pinned_pods()
         # A NodeClaim holding a do-not-disrupt pod is drained only past its termination grace
-        # period (Karpenter's rule too): deleting one by hand would stall the round, not test it.
+        # period (Karpenter's rule, and karpy's): deleting one by hand would stall the round.
         choices = [
             claim
             for claim in snapshot.live_claims()
@@ -471,7 +471,14 @@ class Chaos:
 
     def delete_node(self) -> str:
         snapshot = Snapshot.read(self.api, self.namespace)
-        return self._delete_one("/api/v1/nodes", [node for node in snapshot.nodes if not deleting(node)])
+        pinned = snapshot.pinned_pods()
+        # As for a NodeClaim: a node holding a do-not-disrupt pod drains only past its grace period.
+        choices = [
+            node
+            for node in snapshot.nodes
+            if not deleting(node) and not {name_of(pod) for pod in snapshot.pods_on(name_of(node))} & pinned
+        ]
+        return self._delete_one("/api/v1/nodes", choices)
 
     def _delete_one(self, collection: str, choices: list[JSON]) -> str:
         """Delete one of ``choices``, picked at random, by hand (as ``kubectl delete`` would)."""

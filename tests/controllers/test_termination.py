@@ -7,9 +7,11 @@ about them is what these tests read.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.support import make_pod
 
-from karpy.api.core import Node, NodeCondition
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, NodeCondition, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef
@@ -21,7 +23,10 @@ from karpy.sim.store import InMemoryCluster
 PROVIDER_ID = "aws:///us-east-1a/i-0000000000000001"
 
 
-def test_a_pod_stuck_terminating_does_not_hold_the_drain_for_ever() -> None:
+def deleted_claim_with_a_pod(
+    pod: Pod, grace_period: float | None = None
+) -> tuple[VirtualClock, InMemoryCluster, Terminator, NodeClaim]:
+    """A Ready node running ``pod``, its NodeClaim just deleted."""
     clock = VirtualClock()
     cluster = InMemoryCluster(clock)
     terminator = Terminator(cluster, SimulatedCloud(cluster, clock), clock)
@@ -35,14 +40,21 @@ def test_a_pod_stuck_terminating_does_not_hold_the_drain_for_ever() -> None:
     claim = cluster.create(
         NodeClaim(
             metadata=ObjectMeta(name="claim-1", finalizers=(TERMINATION_FINALIZER,)),
-            spec=NodeClaimSpec(node_class_ref=NodeClassRef("karpenter.k8s.aws", "EC2NodeClass", "default")),
+            spec=NodeClaimSpec(
+                node_class_ref=NodeClassRef("karpenter.k8s.aws", "EC2NodeClass", "default"),
+                termination_grace_period=grace_period,
+            ),
             status=NodeClaimStatus(node_name="node-1", provider_id=PROVIDER_ID),
         )
     )
-    pod = make_pod("web")
     cluster.create(pod)
     cluster.bind(pod, "node-1")
     cluster.delete(claim)
+    return clock, cluster, terminator, claim
+
+
+def test_a_pod_stuck_terminating_does_not_hold_the_drain_for_ever() -> None:
+    clock, cluster, terminator, claim = deleted_claim_with_a_pod(make_pod("web"))
     # The drain evicts the pod; no kubelet ever stops it.
     assert terminator.reconcile(claim.name) is not None
     stuck = cluster.pod("default", "web")
@@ -53,3 +65,21 @@ def test_a_pod_stuck_terminating_does_not_hold_the_drain_for_ever() -> None:
     assert terminator.reconcile(claim.name) is None
     assert cluster.nodeclaim(claim.name) is None
     assert cluster.node("node-1") is None
+
+
+def test_a_do_not_disrupt_pod_is_not_evicted_until_the_grace_period_runs_out() -> None:
+    """Karpenter v1: the drain respects do-not-disrupt pods until terminationGracePeriod."""
+    pinned = make_pod("batch")
+    pinned = dataclasses.replace(
+        pinned, metadata=pinned.metadata.with_changes(annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+    )
+    clock, cluster, terminator, claim = deleted_claim_with_a_pod(pinned, grace_period=600)
+    for _ in range(3):
+        assert terminator.reconcile(claim.name) is not None
+        waiting = cluster.pod("default", "batch")
+        assert waiting is not None and not waiting.metadata.deleting, "evicted before the grace period"
+        clock.advance_to(clock.now() + 120)
+    clock.advance_to(clock.now() + 300)  # past the 600 s grace period
+    terminator.reconcile(claim.name)
+    gone = cluster.pod("default", "batch")
+    assert gone is None or gone.metadata.deleting

@@ -8,7 +8,12 @@ it only marks it. This controller then, step by step and idempotently:
    nor terminal, non-critical first, then critical ones (system priority
    classes), and DaemonSet pods last; an eviction a PodDisruptionBudget
    refuses (429) is retried later, never forced, until the NodeClaim's
-   ``terminationGracePeriod`` (if set) runs out. A drain that cannot finish
+   ``terminationGracePeriod`` (if set) runs out. A pod annotated
+   ``karpenter.sh/do-not-disrupt`` is not evicted at all until then, as in
+   Karpenter v1 (its forceful-expiration design: drain at once, "but respect
+   pod do-not-disrupt or PDB blocking pods until the node's
+   TerminationGracePeriod is reached"); without a grace period its node waits
+   for it, whoever asked for the deletion. A drain that cannot finish
    is given up when the node is not Ready and the cloud says its instance no
    longer exists (a spot instance reclaimed before a budget let its pods go,
    say), as Karpenter does: no kubelet is left to stop those pods, so waiting
@@ -233,6 +238,9 @@ class Terminator:
         refused = False
         for pod in remaining:
             if drain_order(pod) != first or pod.metadata.deleting:
+                continue
+            if pod.do_not_disrupt and not forced:
+                refused = True  # it holds the node until the grace period runs out
                 continue
             try:
                 if forced:
