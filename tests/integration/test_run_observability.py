@@ -216,7 +216,10 @@ def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namesp
     def scraped_after_termination() -> Exposition | None:
         exposition = scrape(running)
         terminated = sum(exposition.find("karpenter_nodeclaims_terminated_total", nodepool=NODEPOOL))
-        return exposition if terminated >= len(claims) else None
+        # The usage gauge follows on the metrics controller's own reconcile of the deletions,
+        # a moment after the termination counts them: both are waited for.
+        nodes = exposition.value("karpenter_nodepools_usage", resource_type="nodes", nodepool=NODEPOOL)
+        return exposition if terminated >= len(claims) and nodes == 0 else None
 
     exposition = wait_until(scraped_after_termination, timeout=30, what="the terminations counted")
     assert sum(exposition.find("karpenter_nodeclaims_terminated_total", nodepool=NODEPOOL)) == len(claims)
