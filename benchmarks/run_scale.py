@@ -176,8 +176,7 @@ class KarpyProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def metrics_port(self) -> int | None:
-        found = re.search(r"serving /metrics[^\"]* on port (\d+)", self.log_path.read_text(errors="replace"))
-        return int(found.group(1)) if found else None
+        return metrics_port(self.log_path.read_text(errors="replace"))
 
 
 @dataclass(frozen=True)
@@ -226,32 +225,42 @@ class Sampler:
         return cores, rss[min(len(rss) - 1, int(0.95 * len(rss)))] / 1024
 
 
-def reconcile_latencies(port: int) -> dict[str, tuple[int, float, float]]:
-    """Per controller: (reconciles, p50 bound, p99 bound) in seconds, from karpy's histogram."""
+def metrics_port(log_text: str) -> int | None:
+    """The port ``karpy run`` serves /metrics on, from its log."""
+    found = re.search(r"serving /metrics[^\"]* on port (\d+)", log_text)
+    return int(found.group(1)) if found else None
+
+
+RECONCILE_BUCKET = re.compile(
+    r'^controller_runtime_reconcile_time_seconds_bucket\{controller="([^"]+)",le="([^"]+)"\} (\S+)$'
+)
+
+
+def reconcile_buckets(port: int) -> dict[str, list[tuple[float, float]]]:
+    """Per controller, the cumulative (bound, count) buckets of karpy's reconcile time histogram."""
     text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     buckets: dict[str, list[tuple[float, float]]] = {}
-    pattern = re.compile(
-        r'^controller_runtime_reconcile_time_seconds_bucket\{controller="([^"]+)",le="([^"]+)"\} (\S+)$'
-    )
     for line in text.splitlines():
-        found = pattern.match(line)
+        found = RECONCILE_BUCKET.match(line)
         if found:
             bound = float("inf") if found.group(2) == "+Inf" else float(found.group(2))
             buckets.setdefault(found.group(1), []).append((bound, float(found.group(3))))
-    latencies: dict[str, tuple[int, float, float]] = {}
-    for controller, series in buckets.items():
-        series.sort()
-        count = series[-1][1]
-        if count <= 0:
-            continue
+    return {controller: sorted(series) for controller, series in buckets.items()}
 
-        def bound_for(
-            quantile: float, series: list[tuple[float, float]] = series, count: float = count
-        ) -> float:
-            return next(bound for bound, cumulative in series if cumulative >= quantile * count)
 
-        latencies[controller] = (int(count), bound_for(0.5), bound_for(0.99))
-    return latencies
+def bound_under(series: list[tuple[float, float]], quantile: float) -> float:
+    """The first bucket bound under which ``quantile`` of a cumulative series' count ended."""
+    total = series[-1][1]
+    return next(bound for bound, cumulative in series if cumulative >= quantile * total)
+
+
+def reconcile_latencies(port: int) -> dict[str, tuple[int, float, float]]:
+    """Per controller: (reconciles, p50 bound, p99 bound) in seconds, from karpy's histogram."""
+    return {
+        controller: (int(series[-1][1]), bound_under(series, 0.5), bound_under(series, 0.99))
+        for controller, series in reconcile_buckets(port).items()
+        if series and series[-1][1] > 0
+    }
 
 
 @contextlib.contextmanager

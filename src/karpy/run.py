@@ -306,10 +306,8 @@ class Runner:
         return not stop.is_set()
 
     def _check_leadership(self) -> None:
-        if self.elector is not None and not self.elector.is_leader():
-            raise LeadershipLostError(
-                f"lost lease {self.elector.lease_name} (identity {self.elector.identity})"
-            )
+        if self.elector is not None:
+            self.elector.check_leading()
 
     def _drain(self) -> None:
         self.observability.turn(self.cluster.synced)  # every loop turn passes here

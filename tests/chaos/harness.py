@@ -46,7 +46,6 @@ import json
 import math
 import os
 import random
-import re
 import signal
 import statistics
 import subprocess
@@ -63,6 +62,7 @@ from tests.integration.karpy_run import (
     KarpyProcess,
     as_yaml,
     deployment,
+    lease_identity,
     node_class,
     nodepool,
     pod_disruption_budget,
@@ -167,6 +167,13 @@ class Snapshot:
         owned = {claim.get("status", {}).get("providerID") for claim in self.claims}
         return {name_of(node) for node in self.nodes if node["spec"].get("providerID") not in owned}
 
+    def holds_pinned(self, node_name: str) -> bool:
+        """Whether a do-not-disrupt pod runs on ``node_name``."""
+        return any(
+            (pod["metadata"].get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+            for pod in self.pods_on(node_name)
+        )
+
     def pinned_pods(self) -> set[str]:
         return {
             name_of(pod)
@@ -243,10 +250,7 @@ class Supervisor:
 
     def identity(self, index: int) -> str | None:
         process = self.processes[index]
-        if process is None:
-            return None
-        found = re.search(r"running for lease \S+ as ([^\s\"]+)", process.log())
-        return found.group(1) if found else None
+        return lease_identity(process) if process is not None else None
 
     def leader_index(self, api: ApiTransport) -> int | None:
         try:
@@ -458,25 +462,20 @@ class Chaos:
 
     def delete_nodeclaim(self) -> str:
         snapshot = Snapshot.read(self.api, self.namespace)
-        pinned = snapshot.pinned_pods()
         # A NodeClaim holding a do-not-disrupt pod is drained only past its termination grace
         # period (Karpenter's rule, and karpy's): deleting one by hand would stall the round.
         choices = [
             claim
             for claim in snapshot.live_claims()
-            if not {name_of(pod) for pod in snapshot.pods_on(claim.get("status", {}).get("nodeName", ""))}
-            & pinned
+            if not snapshot.holds_pinned(claim.get("status", {}).get("nodeName", ""))
         ]
         return self._delete_one("/apis/karpenter.sh/v1/nodeclaims", choices)
 
     def delete_node(self) -> str:
         snapshot = Snapshot.read(self.api, self.namespace)
-        pinned = snapshot.pinned_pods()
         # As for a NodeClaim: a node holding a do-not-disrupt pod drains only past its grace period.
         choices = [
-            node
-            for node in snapshot.nodes
-            if not deleting(node) and not {name_of(pod) for pod in snapshot.pods_on(name_of(node))} & pinned
+            node for node in snapshot.nodes if not deleting(node) and not snapshot.holds_pinned(name_of(node))
         ]
         return self._delete_one("/api/v1/nodes", choices)
 
@@ -621,7 +620,6 @@ def converged(snapshot: Snapshot, workload: Workload) -> bool:
     if len(pods) != workload.pods or snapshot.running() != workload.pods:
         return False
     nodes = {name_of(node): node for node in snapshot.nodes}
-    pinned = snapshot.pinned_pods()
     for claim in live:
         node = nodes.get(claim.get("status", {}).get("nodeName", ""))
         if node is None or condition(claim, "Ready") != "True" or condition(node, "Ready") != "True":
@@ -629,7 +627,7 @@ def converged(snapshot: Snapshot, workload: Workload) -> bool:
         if any(taint.get("key") == DISRUPTED_TAINT for taint in node["spec"].get("taints") or ()):
             return False
         current = claim["metadata"].get("labels", {}).get(LABEL_GENERATION) == str(workload.generation)
-        if not current and not {name_of(pod) for pod in snapshot.pods_on(name_of(node))} & pinned:
+        if not current and not snapshot.holds_pinned(name_of(node)):
             return False
     return len(nodes) == len(live)
 

@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -39,8 +38,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.request import urlopen
 
+from benchmarks.run_scale import bound_under, metrics_port, reconcile_buckets
 from tests.chaos.harness import POOL, Rounds, Supervisor
 from tests.integration.conftest import SCRIPT, ControlPlane, _kubectl_path, _parse_env, install_crds
 
@@ -55,9 +54,6 @@ SOAK_FAULTS = (
     "watches cut (410)",
 )
 PHASES = ("scale-up", "consolidation", "drift")
-BUCKET = re.compile(
-    r'^controller_runtime_reconcile_time_seconds_bucket\{controller="([^"]+)",le="([^"]+)"\} (\S+)$'
-)
 
 
 @contextlib.contextmanager
@@ -95,26 +91,13 @@ def control_plane() -> Iterator[ControlPlane]:
         subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, check=False)
 
 
-def histogram(port: int) -> dict[str, list[tuple[float, float]]]:
-    """Per controller, the cumulative (bound, count) buckets of the reconcile time histogram."""
-    text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    buckets: dict[str, list[tuple[float, float]]] = {}
-    for line in text.splitlines():
-        found = BUCKET.match(line)
-        if found:
-            bound = float("inf") if found.group(2) == "+Inf" else float(found.group(2))
-            buckets.setdefault(found.group(1), []).append((bound, float(found.group(3))))
-    return {controller: sorted(series) for controller, series in buckets.items()}
-
-
 def p99_between(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> tuple[int, float]:
     """The reconciles between two scrapes and the bucket bound under which 99% of them ended."""
     earlier = dict(before)
     counts = [(bound, count - earlier.get(bound, 0.0)) for bound, count in after]
-    total = counts[-1][1] if counts else 0.0
-    if total <= 0:
+    if not counts or counts[-1][1] <= 0:
         return 0, 0.0
-    return int(total), next(bound for bound, count in counts if count >= 0.99 * total)
+    return int(counts[-1][1]), bound_under(counts, 0.99)
 
 
 @dataclass
@@ -147,11 +130,11 @@ class Watch:
             if time.monotonic() < next_scrape:
                 continue
             next_scrape += 60
-            found = re.search(r"serving /metrics[^\"]* on port (\d+)", process.log())
-            if found is None:
+            port = metrics_port(process.log())
+            if port is None:
                 continue
             with contextlib.suppress(OSError):
-                now = histogram(int(found.group(1)))
+                now = reconcile_buckets(port)
                 if pid == last_pid:
                     minute = {c: p99_between(last.get(c, []), series) for c, series in now.items()}
                     self.minutes.append((time.monotonic() - self.started, minute))

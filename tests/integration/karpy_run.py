@@ -16,6 +16,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -244,6 +245,12 @@ class KarpyProcess:
             self.process.kill()
             self.process.wait(30)
         self.pid_file.unlink(missing_ok=True)
+
+
+def lease_identity(replica: KarpyProcess) -> str | None:
+    """The identity a replica runs for the lease as, from its log."""
+    found = re.search(r"running for lease \S+ as ([^\s\"]+)", replica.log())
+    return found.group(1) if found else None
 
 
 def start_karpy_run(

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import time
 from collections.abc import Iterator
@@ -54,6 +53,7 @@ from .karpy_run import (
     as_yaml,
     condition,
     deployment,
+    lease_identity,
     node_class,
     nodepool,
     remove_pools,
@@ -94,12 +94,6 @@ def app_deployment(namespace: str, replicas: int) -> str:
 
 
 # -- the replicas ---------------------------------------------------------------
-
-
-def lease_identity(replica: KarpyProcess) -> str | None:
-    """The identity a replica runs for the lease as, from its log."""
-    found = re.search(r"running for lease \S+ as ([^\s\"]+)", replica.log())
-    return found.group(1) if found else None
 
 
 class Replicas:

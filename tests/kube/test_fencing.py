@@ -92,7 +92,7 @@ def test_the_elector_check_refuses_once_the_renew_deadline_passes_and_before_it_
     server, clock = FakeLeaseServer(), Clock()
     config = LeaderElectionConfig(namespace=NAMESPACE, identity="a")
     elector = LeaderElector(server, config, monotonic=clock, wall_clock=clock, jitter=lambda: 0.5)
-    with pytest.raises(LeadershipLostError, match="not leading"):
+    with pytest.raises(LeadershipLostError, match="lost lease"):
         elector.check_leading()  # a standby writes nothing
     elector.tick()
     elector.check_leading()

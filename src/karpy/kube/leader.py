@@ -270,17 +270,16 @@ class LeaderElector:
             return self._leading and self._monotonic() - self._renewed_at < self.config.renew_deadline
 
     def check_leading(self) -> None:
-        """The write fence: raise :class:`LeadershipLostError` unless this replica leads at this instant.
+        """Raise :class:`LeadershipLostError` unless this replica leads at this instant.
 
-        Called before every write ``karpy run`` makes (see :meth:`ApiTransport.fenced`
-        and :meth:`AwsClient.fence`), so a reconcile whose leadership lapsed half-way
+        The loop asks it between passes, and it is the write fence: called before
+        every write ``karpy run`` makes (see :meth:`ApiTransport.fenced` and
+        :meth:`AwsClient.fence`), so a reconcile whose leadership lapsed half-way
         stops before its next write, and a timer or a worker thread of a replica
         that lost the lease writes nothing more.
         """
         if not self.is_leader():
-            raise LeadershipLostError(
-                f"not leading lease {self.lease_name} (identity {self.identity}): the write was not made"
-            )
+            raise LeadershipLostError(f"lost lease {self.lease_name} (identity {self.identity})")
 
     def wait_for_leadership(self, timeout: float) -> bool:
         return self.elected.wait(timeout)
