@@ -104,7 +104,7 @@ def labels_matter(pods: Sequence[Pod], bound: Iterable[Pod]) -> bool:
     return any(pod.spec.pod_anti_affinity for pod in bound)
 
 
-def _same_placement_spec(spec: PodSpec, other: PodSpec) -> bool:
+def same_placement_spec(spec: PodSpec, other: PodSpec) -> bool:
     """Equal specs, but for the node a bound pod runs on: the pods a removal moves are
     placed afresh, and the node they leave says nothing of where they may go."""
     if spec == other:
@@ -149,7 +149,7 @@ def alike_groups(
         )
         entries = buckets.setdefault(bucket, [])
         for first, members in entries:
-            if _same_placement_spec(first.spec, pod.spec):
+            if same_placement_spec(first.spec, pod.spec):
                 members.append(pod)
                 break
         else:

@@ -105,6 +105,7 @@ from karpy.scheduling._groups import (
     constrains_only_resources,
     hostname_limits,
     labels_matter,
+    same_placement_spec,
     topology_signature,
 )
 from karpy.scheduling._model import (
@@ -154,6 +155,7 @@ __all__ = [
     "min_values_shortfall",
     "pod_requests",
     "pool_requirements",
+    "same_placement_spec",
     "solve",
 ]
 
