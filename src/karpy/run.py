@@ -14,7 +14,10 @@ nothing of the simulator's stand-ins runs here.
 KubeCluster announces changes from its informer threads. The bridge between
 them is a queue: every notification ``(kind, old, new)`` is put on it as it
 arrives, and a single loop (the thread that called :func:`run`) drains it into
-``Runtime.on_change``, reconciles everything due, and then blocks on the queue
+``Runtime.on_change``, reconciles a turn (each controller with keys due
+reconciles them for at most ``TURN_BUDGET``, ``Runtime.run_round``: a
+controller with hundreds of keys due does not hold the others back), and then
+blocks on the queue
 until the next timer is due (``Runtime.next_due``), a notification arrives, or
 at most :data:`MAX_IDLE_WAIT` seconds pass (so a stop request is noticed
 promptly). A reconcile therefore never runs concurrently with another, exactly
@@ -267,7 +270,7 @@ class Runner:
             while not stop.is_set():
                 self._drain()
                 self._check_leadership()
-                self.runtime.run_due()
+                self.runtime.run_round()
                 self._wait(self._idle_seconds())
         finally:
             if self.aws is not None:

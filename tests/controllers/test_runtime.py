@@ -13,9 +13,15 @@ from karpy.sim.clock import VirtualClock
 
 class Recording:
     def __init__(
-        self, name: str, requeue: float | None = None, fail: bool = False, raises: Exception | None = None
+        self,
+        name: str,
+        requeue: float | None = None,
+        fail: bool = False,
+        raises: Exception | None = None,
+        takes: float = 0.0,
     ) -> None:
         self.name = name
+        self.takes = takes  # seconds of the clock each reconcile takes
         self.requeue = requeue
         self.fail = fail
         self.raises = raises
@@ -32,6 +38,7 @@ class Recording:
     def reconcile(self, key: str) -> float | None:
         assert self.clock is not None
         self.calls.append((self.clock.now() - self.clock.start, key))
+        self.clock.advance(self.takes)
         if self.fail:
             raise RuntimeError("boom")
         if self.raises is not None:
@@ -40,10 +47,15 @@ class Recording:
 
 
 def setup(controller: Recording) -> tuple[Runtime, VirtualClock]:
+    return setup_all(controller)
+
+
+def setup_all(*controllers: Recording) -> tuple[Runtime, VirtualClock]:
     clock = VirtualClock()
-    controller.clock = clock
     runtime = Runtime(clock)
-    runtime.register(controller)
+    for controller in controllers:
+        controller.clock = clock
+        runtime.register(controller)
     return runtime, clock
 
 
@@ -132,3 +144,39 @@ def test_the_observer_is_told_each_reconcile_and_its_result() -> None:
         ("done", "success"),
         ("stale", "stale"),
     ]
+
+
+def test_a_turn_gives_each_controller_its_budget_so_a_long_queue_holds_no_other_back() -> None:
+    # Five launches of 0.1 s each are due, then a provisioning batch: the batch's turn comes
+    # once the launches have had TURN_BUDGET (0.25 s: three of them), not after all five.
+    launches, batch = Recording("launches", takes=0.1), Recording("batch", takes=0.1)
+    runtime, clock = setup_all(launches, batch)
+    for index in range(5):
+        runtime.enqueue("launches", f"claim-{index}")
+    runtime.enqueue("batch", "batch", 1)
+    runtime.enqueue("launches", "claim-0", 0.5)  # later than its request already queued: kept once
+    clock.advance(2)
+    assert runtime.run_round() == 4
+    assert [key for _, key in launches.calls] == ["claim-0", "claim-1", "claim-2"]
+    assert [moment for moment, _ in batch.calls] == [pytest.approx(2.3)]
+    assert runtime.run_round() == 2
+    assert [key for _, key in launches.calls] == [f"claim-{index}" for index in range(5)]
+    assert len(batch.calls) == 1
+    assert runtime.run_round() == 0
+    assert runtime.next_due() is None
+
+
+def test_a_turn_leaves_keys_not_yet_due_and_run_due_still_takes_everything_due_in_time_order() -> None:
+    first, second = Recording("first"), Recording("second")
+    runtime, clock = setup_all(first, second)
+    runtime.enqueue("first", "a")
+    runtime.enqueue("first", "b")
+    runtime.enqueue("second", "c")
+    runtime.enqueue("second", "later", 10)
+    assert runtime.run_round() == 3
+    assert runtime.run_round() == 0
+    assert runtime.next_due() == clock.now() + 10
+    runtime.enqueue("first", "x")
+    runtime.enqueue("first", "y")
+    assert runtime.run_due() == 2
+    assert [key for _, key in first.calls] == ["a", "b", "x", "y"]

@@ -74,6 +74,7 @@ RELEASE_NAMESPACE = "karpy-system"
 # kinds they make them on (see the module docstring); :func:`drive` makes each one.
 DRIVEN = {
     "create": ("NodeClaim", "Node (kwok)"),
+    "create_all": ("NodeClaim",),
     "update": ("NodeClaim", "Node"),
     "update_status": ("NodePool", "EC2NodeClass", "KWOKNodeClass"),
     "delete": ("NodeClaim", "Node", "Pod"),
@@ -213,7 +214,9 @@ def drive(server: RecordingServer) -> None:
     while len(set(server.watches)) < len(WATCHED_TYPES):
         threading.Event().wait(0.01)
 
-    # Provisioning and the kwok provider.
+    # Provisioning (a batch, created together), disruption's replacements and the kwok provider.
+    batch = cluster.create_all([_nodeclaim("default-b1"), _nodeclaim("default-b2")])
+    assert all(isinstance(created, NodeClaim) for created in batch), batch
     claim = cluster.create(_nodeclaim("default-abc"))
     node = cluster.create(
         Node(

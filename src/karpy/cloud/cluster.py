@@ -26,7 +26,7 @@ import controllers (an import-linter contract says so), and controllers,
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from karpy.api.core import (
@@ -147,6 +147,16 @@ class ClusterReader(Protocol):
 class ClusterWriter(Protocol):
     def create(self, obj: KubeObject) -> KubeObject:
         """Create ``obj``; a ``generateName`` without a name gets a unique name."""
+        ...
+
+    def create_all(self, objs: Sequence[KubeObject]) -> list[KubeObject | Exception]:
+        """Create each of ``objs`` as ``create`` does, one after another or several at once.
+
+        Per object, in order, what was stored or the error that refused it: a
+        failure leaves the others created. A writer to a remote server sends
+        them concurrently, so a batch of NodeClaims takes about one round trip,
+        not one per NodeClaim.
+        """
         ...
 
     def update(self, obj: KubeObject) -> KubeObject:

@@ -35,7 +35,7 @@ from karpy.api.nodepool import (
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster
+from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotLeaderError
 from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
@@ -172,8 +172,15 @@ class Provisioner:
         with self.metrics.scheduling(self.name, len(pods)) as simulation:
             plan, nodepools = self.schedule(pods)
             simulation.left(len(plan.unschedulable))
-        for new in plan.new_nodeclaims:
-            nodeclaim = self.cluster.create(build_nodeclaim(nodepools[new.nodepool], new))
+        # Created together (a remote writer sends them at once); each failure is raised once the
+        # NodeClaims that were created are accounted for, so a retry does not launch them again.
+        created = self.cluster.create_all(
+            [build_nodeclaim(nodepools[new.nodepool], new) for new in plan.new_nodeclaims]
+        )
+        failures = [outcome for outcome in created if isinstance(outcome, Exception)]
+        for new, nodeclaim in zip(plan.new_nodeclaims, created, strict=True):
+            if not isinstance(nodeclaim, NodeClaim):
+                continue
             result.created.append(nodeclaim.name)
             self.metrics.nodeclaim_created(nodeclaim)
             log.info(
@@ -195,6 +202,9 @@ class Provisioner:
                 self.cluster.record_event(
                     pod, EVENT_NORMAL, "Nominated", f"Pod should schedule on: nodeclaim/{nodeclaim.name}"
                 )
+        if failures:
+            # A lost leadership first: it ends the loop, where any other failure is retried.
+            raise next((error for error in failures if isinstance(error, NotLeaderError)), failures[0])
         pods_by_key = {pod.key: pod for pod in pods}
         for pod_key, reason in sorted(plan.unschedulable.items()):
             self.cluster.record_event(

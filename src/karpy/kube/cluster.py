@@ -77,7 +77,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,6 +145,9 @@ EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
 MAX_REMEMBERED_EVENTS = 4096
 # How long ``stop`` waits for queued events to be sent.
 EVENT_FLUSH_TIMEOUT = 5.0
+# Creations ``create_all`` sends at once: enough to hide the round trip of a busy server,
+# few enough not to crowd out everyone else's writes (kube-apiserver takes 200 at once by default).
+CREATE_CONCURRENCY = 16
 # The Status cause of a 403 for a write into a namespace being deleted.
 CAUSE_NAMESPACE_TERMINATING = "NamespaceTerminating"
 _DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
@@ -515,6 +519,30 @@ class KubeCluster(TypedReads):
         return self._call("GET", resource.object_path(meta.namespace, meta.name))
 
     # -- ClusterWriter ----------------------------------------------------
+
+    def create_all(self, objs: Sequence[T]) -> list[T | Exception]:
+        """Each of ``objs`` created, up to CREATE_CONCURRENCY requests at a time.
+
+        A provisioning pass at scale creates hundreds of NodeClaims. One after
+        another, each waits a round trip to a busy API server (50 ms measured
+        with 10,000 pods arriving), and the pass takes longer than the batch
+        window the pods waited in. The requests are independent (each name is
+        the server's to generate), the HTTP client is shared safely between
+        threads and the cache takes its own creations under its lock, so they
+        go out together; each request still passes the write fence.
+        """
+        if len(objs) <= 1:
+            return [self._create_or_error(obj) for obj in objs]
+        with ThreadPoolExecutor(
+            max_workers=min(CREATE_CONCURRENCY, len(objs)), thread_name_prefix="karpy-create"
+        ) as pool:
+            return list(pool.map(self._create_or_error, objs))
+
+    def _create_or_error(self, obj: T) -> T | Exception:
+        try:
+            return self.create(obj)
+        except Exception as error:  # handed to the caller with the others' results
+            return error
 
     def create(self, obj: T) -> T:
         resource = _resource_of(obj)

@@ -27,7 +27,7 @@ Reads return the stored frozen records themselves: nothing can mutate them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -230,6 +230,16 @@ class InMemoryCluster(TypedReads):
         self._store(kind, key, stored)
         self._announce(kind, None, stored)
         return stored
+
+    def create_all(self, objs: Sequence[T]) -> list[T | Exception]:
+        """Each of ``objs`` created in turn (the simulator has no round trips to overlap)."""
+        results: list[T | Exception] = []
+        for obj in objs:
+            try:
+                results.append(self.create(obj))
+            except (AdmissionError, AlreadyExistsError, ValueError) as error:
+                results.append(error)
+        return results
 
     def update(self, obj: T) -> T:
         kind = object_kind(obj)

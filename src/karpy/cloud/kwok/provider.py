@@ -33,8 +33,9 @@ would race the fake kubelet, which fills in a default capacity for a Node it
 sees without one).
 
 An optional ``registration_delay`` postpones the Node's creation, as an instance
-takes time to boot; the delay runs on a timer thread so ``create`` never blocks
-the reconcile loop. While a creation is pending, ``get`` and ``delete`` know the
+takes time to boot; the delay runs on a timer thread, and without one the Node
+is created by a small pool of threads, so ``create`` never blocks the reconcile
+loop. While a creation is pending, ``get`` and ``delete`` know the
 instance from the pending table (``delete`` cancels the timer). That table is
 the one piece of state a process can lose: when the replica that launched an
 instance stops while it boots (a leader change), the next replica's ``get``
@@ -51,7 +52,9 @@ import builtins
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from karpy.api.core import Node
 from karpy.api.instancetype import InstanceType
@@ -91,6 +94,14 @@ PROVIDER_ID_PREFIX = "kwok://"
 # Why an EC2NodeClass (the only other kind karpy reads) launches nothing here.
 NOT_SERVED_MESSAGE = "karpy run serves KWOKNodeClass only; no AWS provider is configured"
 KWOK_IMAGE_ID = "kwok"
+
+
+# Nodes created at once for launches without a registration delay (see ``_boot``).
+BOOT_CONCURRENCY = 16
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> bool | None: ...
 
 
 # Creates a Node with its status (capacity, allocatable) in one request.
@@ -133,7 +144,9 @@ class KwokCloudProvider:
             self.instance_types,
         )
         self._lock = threading.Lock()
-        self._pending: dict[str, tuple[KwokLaunch, threading.Timer]] = {}
+        # Boots not done yet, with what cancels each (a delayed boot's timer, a pool job).
+        self._pending: dict[str, tuple[KwokLaunch, _Cancellable]] = {}
+        self._boots: ThreadPoolExecutor | None = None
 
     # -- node classes ------------------------------------------------------
 
@@ -188,15 +201,26 @@ class KwokCloudProvider:
         return self._hydrate(name, nodeclaim.spec, launch)
 
     def _boot(self, name: str, launch: KwokLaunch, delay: float) -> None:
-        """Create the launch's Node after ``delay`` seconds (at once if none)."""
-        if delay > 0:
-            timer = threading.Timer(delay, self._create_delayed, args=(name,))
-            timer.daemon = True
-            with self._lock:
+        """Create the launch's Node after ``delay`` seconds, off the reconcile thread either way.
+
+        Without a delay the Node is created by a pool of BOOT_CONCURRENCY
+        threads: made by the lifecycle reconcile itself, each launch held the
+        one reconcile thread for a round trip (a few hundred milliseconds with
+        10,000 pods arriving), so a thousand launches kept it busy for minutes
+        and some NodeClaims were not launched within their launch TTL. The
+        boot is pending until the Node is created, as a delayed one is.
+        """
+        with self._lock:
+            if delay > 0:
+                timer = threading.Timer(delay, self._create_delayed, args=(name,))
+                timer.daemon = True
                 self._pending[name] = (launch, timer)
-            timer.start()
-        else:
-            self._create_node(launch.node)
+                timer.start()
+                return
+            if self._boots is None:
+                self._boots = ThreadPoolExecutor(max_workers=BOOT_CONCURRENCY, thread_name_prefix="kwok-boot")
+            # The job takes the lock first, so it finds the boot pending (unless deleted meanwhile).
+            self._pending[name] = (launch, self._boots.submit(self._create_delayed, name))
 
     def resume_boots(self) -> builtins.list[str]:
         """Adopt every instance another process launched and left booting (see above).
