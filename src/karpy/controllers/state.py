@@ -120,7 +120,12 @@ def nodeclaim_capacity(nodeclaim: NodeClaim, instance_types: Sequence[InstanceTy
 
 
 def used_on_node(cluster: ClusterReader, node_name: str) -> ResourceAmounts:
-    return used_by([pod for pod in cluster.pods_on_node(node_name) if not pod.is_terminal])
+    return used_on(cluster.pods_on_node(node_name))
+
+
+def used_on(pods_on_node: Iterable[Pod]) -> ResourceAmounts:
+    """What a node's pods use of it: its finished pods aside."""
+    return used_by(pod for pod in pods_on_node if not pod.is_terminal)
 
 
 def used_by(pods: Iterable[Pod]) -> ResourceAmounts:

@@ -296,6 +296,7 @@ from karpy.scheduling.solver import (
     Plan,
     PreparedCapacity,
     min_values_met,
+    placement_bucket,
     pod_requests,
     same_placement_spec,
     solve,
@@ -656,12 +657,7 @@ class EvaluationMemo:
         if known is not None:
             return known
         spec = pod.spec
-        bucket = (
-            pod.metadata.namespace,
-            frozenset(pod.metadata.labels.items()),
-            tuple(sorted(spec.requests.items())),
-        )
-        entries = self._alike_specs.setdefault(bucket, [])
+        entries = self._alike_specs.setdefault(placement_bucket(pod), [])
         number = next((number for other, number in entries if same_placement_spec(other, spec)), None)
         if number is None:
             number = self._next_signature

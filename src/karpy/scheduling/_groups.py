@@ -104,6 +104,18 @@ def labels_matter(pods: Sequence[Pod], bound: Iterable[Pod]) -> bool:
     return any(pod.spec.pod_anti_affinity for pod in bound)
 
 
+def placement_bucket(pod: Pod, *, by_labels: bool = True) -> tuple[object, ...]:
+    """What alike pods share and is cheap to compare: namespace, labels (unless left out), requests.
+
+    Pods in different buckets are never alike; within one, :func:`same_placement_spec` tells.
+    """
+    return (
+        pod.metadata.namespace,
+        frozenset(pod.metadata.labels.items()) if by_labels else None,
+        tuple(sorted(pod.spec.requests.items())),
+    )
+
+
 def same_placement_spec(spec: PodSpec, other: PodSpec) -> bool:
     """Equal specs, but for the node a bound pod runs on: the pods a removal moves are
     placed afresh, and the node they leave says nothing of where they may go."""
@@ -141,12 +153,7 @@ def alike_groups(
     buckets: dict[tuple[object, ...], list[tuple[Pod, list[Pod]]]] = {}
     for pod in pods:
         volumes = repr(volume_terms[pod.key]) if pod.key in volume_terms else ""
-        bucket = (
-            pod.metadata.namespace,
-            frozenset(pod.metadata.labels.items()) if by_labels else None,
-            tuple(sorted(pod.spec.requests.items())),
-            volumes,
-        )
+        bucket = (*placement_bucket(pod, by_labels=by_labels), volumes)
         entries = buckets.setdefault(bucket, [])
         for first, members in entries:
             if same_placement_spec(first.spec, pod.spec):

@@ -105,6 +105,7 @@ from karpy.scheduling._groups import (
     constrains_only_resources,
     hostname_limits,
     labels_matter,
+    placement_bucket,
     same_placement_spec,
     topology_signature,
 )
@@ -153,6 +154,7 @@ __all__ = [
     "max_capacity",
     "min_values_met",
     "min_values_shortfall",
+    "placement_bucket",
     "pod_requests",
     "pool_requirements",
     "same_placement_spec",

@@ -46,7 +46,7 @@ from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
 from karpy.api.requirements import LABEL_ZONE, Requirements
 from karpy.api.taints import untolerated, untolerated_preferences
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import namespace_labels, used_by, volume_terms
+from karpy.controllers.state import namespace_labels, used_on, volume_terms
 from karpy.scheduling.solver import pod_requests
 from karpy.sim._interpod import BoundPods, allowed_nodes, has_inter_pod_terms
 from karpy.sim.store import InMemoryCluster
@@ -94,10 +94,7 @@ class SimulatedKubeScheduler:
             if node.ready and not node.unschedulable and not node.metadata.deleting
         ]
         free: dict[str, ResourceAmounts] = {
-            node.name: subtract_amounts(
-                node.allocatable, used_by(pod for pod in on_node[node.name] if not pod.is_terminal)
-            )
-            for node in nodes
+            node.name: subtract_amounts(node.allocatable, used_on(on_node[node.name])) for node in nodes
         }
         ordered = sorted(
             pending, key=lambda pod: (-pod.spec.priority, pod.metadata.creation_timestamp or 0, pod.key)

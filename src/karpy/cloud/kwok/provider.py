@@ -212,7 +212,7 @@ class KwokCloudProvider:
         """
         with self._lock:
             if delay > 0:
-                timer = threading.Timer(delay, self._create_delayed, args=(name,))
+                timer = threading.Timer(delay, self._finish_boot, args=(name,))
                 timer.daemon = True
                 self._pending[name] = (launch, timer)
                 timer.start()
@@ -220,7 +220,7 @@ class KwokCloudProvider:
             if self._boots is None:
                 self._boots = ThreadPoolExecutor(max_workers=BOOT_CONCURRENCY, thread_name_prefix="kwok-boot")
             # The job takes the lock first, so it finds the boot pending (unless deleted meanwhile).
-            self._pending[name] = (launch, self._boots.submit(self._create_delayed, name))
+            self._pending[name] = (launch, self._boots.submit(self._finish_boot, name))
 
     def resume_boots(self) -> builtins.list[str]:
         """Adopt every instance another process launched and left booting (see above).
@@ -299,7 +299,7 @@ class KwokCloudProvider:
         )
         return KwokLaunch(node=node, instance_type=instance_type, labels=labels)
 
-    def _create_delayed(self, name: str) -> None:
+    def _finish_boot(self, name: str) -> None:
         with self._lock:
             pending = self._pending.pop(name, None)
         if pending is None:
@@ -310,7 +310,7 @@ class KwokCloudProvider:
             # The write fence: this process lost the lease while the instance booted. The
             # next leader resumes the boot from the launched NodeClaim (resume_boots).
             log.info("kwok Node %s not created: not leading; its boot is left to the leader", name)
-        except Exception:  # a timer thread has nobody to raise to; the registration TTL catches it
+        except Exception:  # a boot thread has nobody to raise to; the registration TTL catches it
             log.exception("creating kwok Node %s failed", name)
 
     def _create_node(self, node: Node) -> None:
