@@ -178,6 +178,13 @@ class KarpyProcess:
     def metrics_port(self) -> int | None:
         return metrics_port(self.log_path.read_text(errors="replace"))
 
+    def check_alive(self) -> None:
+        """Raise, with the end of its log, if ``karpy run`` has exited: its figures would mislead."""
+        code = self.process.poll()
+        if code is not None:
+            tail = self.log_path.read_text(errors="replace")[-6000:]
+            raise RuntimeError(f"karpy run exited with {code} during the run; its log ends:\n{tail}")
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -568,6 +575,7 @@ def measure(
                 else:
                     create_pods(kubeconfig, pods, template)
                 collect(result, pod_watch, claim_watch, timeout)
+                karpy.check_alive()
                 memory_kb = karpy.memory()
                 result.karpy_peak_rss_mb = memory_kb.get("VmHWM", 0) / 1024
                 result.karpy_rss_mb = memory_kb.get("VmRSS", 0) / 1024

@@ -180,3 +180,35 @@ def test_a_turn_leaves_keys_not_yet_due_and_run_due_still_takes_everything_due_i
     runtime.enqueue("first", "y")
     assert runtime.run_due() == 2
     assert [key for _, key in first.calls] == ["a", "b", "x", "y"]
+
+
+class RequeueToDeadline(Recording):
+    """Asks to come back at one fixed moment, as the provisioning batch window does."""
+
+    def __init__(self, name: str, deadline: float) -> None:
+        super().__init__(name)
+        self.deadline = deadline
+
+    def reconcile(self, key: str) -> float | None:
+        super().reconcile(key)
+        assert self.clock is not None
+        return self.deadline - self.clock.now()
+
+
+@pytest.mark.parametrize("turn", ["run_round", "run_due"])
+def test_a_requeue_to_the_moment_of_a_superseded_request_is_one_reconcile(turn: str) -> None:
+    # The batch timer asks for the window's end; a pod arriving earlier supersedes that
+    # request; its reconcile asks for the same end again, to the same float. The superseded
+    # entry and the new one then share their due time and both looked current: a turn of
+    # `karpy run` took the key twice and its loop ended on the second.
+    runtime, clock = setup(controller := RequeueToDeadline("c", deadline=0.0))
+    controller.deadline = clock.now() + 5.0
+    runtime.enqueue("c", "batch", controller.deadline - clock.now())
+    clock.advance(1.0)
+    runtime.enqueue("c", "batch")  # earlier than the window's end: supersedes it
+    assert getattr(runtime, turn)() == 1
+    clock.advance_to(controller.deadline)
+    controller.deadline += 10.0
+    assert getattr(runtime, turn)() == 1
+    assert [at for at, _ in controller.calls] == [1.0, 5.0]
+    assert runtime.next_due() == controller.deadline

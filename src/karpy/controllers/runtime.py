@@ -96,7 +96,11 @@ class Runtime:
         self._controllers: dict[str, Controller] = {}
         self._watches: dict[str, list[tuple[str, ChangeMapper]]] = {}
         self._heap: list[tuple[float, int, str, str]] = []
-        self._due: dict[tuple[str, str], float] = {}
+        # Each key's current request: its due time and the sequence number of its heap entry.
+        # An entry is current only if its sequence is the key's: a superseded entry can share
+        # its due time with a later request (a requeue to the same deadline), so the time
+        # alone cannot tell them apart.
+        self._due: dict[tuple[str, str], tuple[float, int]] = {}
         self._sequence = 0
         self.reconciles = 0
         self.errors: list[str] = []
@@ -114,10 +118,10 @@ class Runtime:
         """Reconcile ``key`` with ``controller`` in ``after`` seconds (earliest request wins)."""
         due = self.clock.now() + max(0.0, after)
         current = self._due.get((controller, key))
-        if current is not None and current <= due:
+        if current is not None and current[0] <= due:
             return
-        self._due[(controller, key)] = due
         self._sequence += 1
+        self._due[(controller, key)] = (due, self._sequence)
         heapq.heappush(self._heap, (due, self._sequence, controller, key))
 
     def on_change(self, kind: str, old: object | None, new: object | None) -> None:
@@ -128,8 +132,8 @@ class Runtime:
 
     def next_due(self) -> float | None:
         while self._heap:
-            due, _, controller, key = self._heap[0]
-            if self._due.get((controller, key)) != due:
+            due, sequence, controller, key = self._heap[0]
+            if self._due.get((controller, key)) != (due, sequence):
                 heapq.heappop(self._heap)  # superseded by an earlier request
                 continue
             return due
@@ -174,7 +178,7 @@ class Runtime:
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
             _, _, name, key = entry
-            if self._due.get((name, key)) != entry[0]:
+            if self._due.get((name, key)) != entry[:2]:
                 continue  # superseded by an earlier request
             queues.setdefault(name, []).append(entry)
         count = 0
