@@ -41,13 +41,18 @@ contracts: .venv/.synced
 control-plane: .venv/.synced
 	scripts/control-plane build
 
-# The tests that need no control plane (about a minute and a half on 2 cores): the quick check.
-unit: .venv/.synced
-	$(RUN) pytest -q -m "not integration"
+# Both suites run on two pytest-xdist workers, the machine's two cores.
+WORKERS ?= 2
 
-# The tests against a real control plane (tests/integration), built first if not cached.
+# The tests that need no control plane (about two and a half minutes on 2 cores): the quick check.
+unit: .venv/.synced
+	$(RUN) pytest -q -m "not integration" -n $(WORKERS)
+
+# The tests against a real control plane (tests/integration), built first if not cached. Each
+# worker starts a control plane of its own and takes whole files (their module fixtures share a
+# karpy run or a NodePool); the tests mostly wait in real time, so two halve the wall time.
 integration: .venv/.synced control-plane
-	$(RUN) pytest -q -m integration --durations=12
+	$(RUN) pytest -q -m integration -n $(WORKERS) --dist loadfile --durations=12
 
 # The whole chaos matrix (tests/chaos; make test runs a three-round subset): about 45 minutes.
 chaos: .venv/.synced control-plane
