@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from karpy.controllers.interfaces import ConflictError, NotLeaderError
 from karpy.controllers.runtime import LivelockError, Runtime, Watch
@@ -212,3 +215,77 @@ def test_a_requeue_to_the_moment_of_a_superseded_request_is_one_reconcile(turn: 
     assert getattr(runtime, turn)() == 1
     assert [at for at, _ in controller.calls] == [1.0, 5.0]
     assert runtime.next_due() == controller.deadline
+
+
+# Requests of the property below: reconcile a key in `after` seconds, or at a fixed moment
+# (seconds after the clock's start), as a batch window's end or a budget's next minute is.
+Request = tuple[str, float]
+requests = st.one_of(
+    st.tuples(st.just("after"), st.sampled_from([0.0, 0.25, 1.0, 3.0])),
+    st.tuples(st.just("at"), st.sampled_from([2.0, 5.0])),
+)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("enqueue"), st.sampled_from("ab"), requests),
+        st.tuples(st.just("advance"), st.sampled_from([0.1, 0.5, 1.0, 3.0])),
+        st.tuples(st.just("turn")),
+    ),
+    max_size=60,
+)
+
+
+class Scripted(Recording):
+    """Each reconcile returns the next of ``answers`` (None: done), cycling."""
+
+    def __init__(self, answers: list[Request | None]) -> None:
+        super().__init__("c")
+        self.answers = answers or [None]
+        self.turn = 0
+
+    def reconcile(self, key: str) -> float | None:
+        super().reconcile(key)
+        assert self.clock is not None
+        answer = self.answers[self.turn % len(self.answers)]
+        self.turn += 1
+        return None if answer is None else seconds_until(answer, self.clock)
+
+
+def seconds_until(request: Request, clock: VirtualClock) -> float:
+    kind, value = request
+    return value if kind == "after" else max(0.0, clock.start + value - clock.now())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(operations, st.lists(st.one_of(st.none(), requests), max_size=5))
+def test_a_turn_reconciles_each_key_due_once_and_loses_no_request(
+    steps: list[tuple[Any, ...]], answers: list[Request | None]
+) -> None:
+    runtime, clock = setup(controller := Scripted(answers))
+    requested: dict[str, float] = {}  # the model: each key's earliest request since its reconcile
+
+    def request(key: str, after: float) -> None:
+        due = clock.now() + after
+        requested[key] = min(requested.get(key, due), due)
+
+    for step in steps:
+        if step[0] == "enqueue":
+            _, key, wanted = step
+            after = seconds_until(wanted, clock)
+            runtime.enqueue("c", key, after)
+            request(key, after)
+        elif step[0] == "advance":
+            clock.advance(step[1])
+        else:
+            due = sorted(key for key, at in requested.items() if at <= clock.now())
+            before = len(controller.calls)
+            for key in due:
+                del requested[key]
+            runtime.run_round()
+            taken = [key for _, key in controller.calls[before:]]
+            assert sorted(taken) == due  # each key due exactly once, none early
+            # The requeues those reconciles asked for (time stood still), told to the model.
+            for turn, key in enumerate(taken, start=controller.turn - len(taken)):
+                answer = controller.answers[turn % len(controller.answers)]
+                if answer is not None:
+                    request(key, seconds_until(answer, clock))
+        assert runtime.next_due() == (min(requested.values()) if requested else None)
