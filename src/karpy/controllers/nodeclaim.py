@@ -43,7 +43,7 @@ from karpy.api.nodeclaim import (
     TERMINATION_FINALIZER,
     NodeClaim,
 )
-from karpy.api.taints import UNREGISTERED_TAINT_KEY
+from karpy.api.taints import KNOWN_EPHEMERAL_TAINTS, UNREGISTERED_TAINT_KEY
 from karpy.cloud.provider import (
     LAUNCH_FINISHED,
     CloudProvider,
@@ -275,6 +275,14 @@ class NodeClaimLifecycle:
         for taint in nodeclaim.spec.startup_taints:
             if taint in node.taints:
                 return f"startup taint {taint} still present"
+        # As Karpenter's initialization does: the node lifecycle controller takes its not-ready
+        # taint off a moment after the kubelet reports Ready. Until then the scheduling snapshot
+        # must keep treating the taint as one that goes (it does so only for NodeClaims not yet
+        # initialized): counted as blocking, a provisioning pass in that moment found no room
+        # for the node's own pods and launched another node for them.
+        for ephemeral in KNOWN_EPHEMERAL_TAINTS:
+            if any(taint.key == ephemeral.key and taint.effect == ephemeral.effect for taint in node.taints):
+                return f"known ephemeral taint {ephemeral.key}:{ephemeral.effect} still present"
         for resource, amount in nodeclaim.spec.requests.items():
             if amount > 0 and node.allocatable.get(resource, 0) <= 0:
                 return f"resource {resource} not registered"

@@ -1,0 +1,98 @@
+"""A NodeClaim is initialized only once its Node has lost the taints that go by themselves.
+
+As Karpenter's initialization: Ready, startup taints gone, and the known
+ephemeral taints gone (``node.kubernetes.io/not-ready`` and its kin, which the
+node lifecycle controller lifts a moment after the kubelet reports Ready).
+Initializing earlier made the scheduling snapshot count that taint as
+blocking while the node's own pods were still pending: a provisioning pass in
+that moment launched a second node for them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tests.support import make_instance_type, make_nodepool
+
+from karpy.api.conditions import Condition
+from karpy.api.core import Node, NodeCondition
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import (
+    CONDITION_LAUNCHED,
+    CONDITION_REGISTERED,
+    NodeClaim,
+    NodeClaimSpec,
+    NodeClaimStatus,
+)
+from karpy.api.nodepool import NodeClassRef
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement
+from karpy.api.taints import KNOWN_EPHEMERAL_TAINTS, NO_SCHEDULE, Taint
+from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.controllers.nodeclaim import NodeClaimLifecycle
+from karpy.controllers.state import existing_capacity
+from karpy.sim.clock import VirtualClock
+from karpy.sim.store import InMemoryCluster
+
+INSTANCE_TYPE = make_instance_type("c.4x", cpu=4, memory_gib=8, price=0.2)
+NAME = "default-a"
+
+
+def registered_claim_and_node(taints: tuple[Taint, ...]) -> tuple[InMemoryCluster, NodeClaimLifecycle]:
+    clock = VirtualClock()
+    store = InMemoryCluster(clock)
+    store.create(make_nodepool())
+    store.create(
+        NodeClaim(
+            metadata=ObjectMeta(name=NAME, labels={LABEL_NODEPOOL: "default"}),
+            spec=NodeClaimSpec(
+                node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default"),
+                requirements=(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", ["c.4x"]),),
+                requests={"cpu": 3000},
+            ),
+            status=NodeClaimStatus(
+                provider_id=f"kwok://{NAME}",
+                node_name=NAME,
+                allocatable=dict(INSTANCE_TYPE.allocatable),
+                conditions=(Condition(CONDITION_LAUNCHED, "True"), Condition(CONDITION_REGISTERED, "True")),
+            ),
+        )
+    )
+    store.create(
+        Node(
+            metadata=ObjectMeta(name=NAME, labels={LABEL_NODEPOOL: "default", LABEL_INSTANCE_TYPE: "c.4x"}),
+            provider_id=f"kwok://{NAME}",
+            taints=taints,
+            capacity=dict(INSTANCE_TYPE.capacity),
+            allocatable=dict(INSTANCE_TYPE.allocatable),
+            conditions=(NodeCondition("Ready", "True"),),
+        )
+    )
+    return store, NodeClaimLifecycle(store, KwokCloudProvider(store), clock)
+
+
+def initialized(store: InMemoryCluster) -> bool:
+    claim = store.nodeclaim(NAME)
+    assert claim is not None
+    return claim.initialized
+
+
+@pytest.mark.parametrize("ephemeral", KNOWN_EPHEMERAL_TAINTS, ids=lambda taint: taint.key)
+def test_a_ready_node_still_tainted_as_coming_up_is_initialized_only_once_the_taint_goes(
+    ephemeral: Taint,
+) -> None:
+    store, lifecycle = registered_claim_and_node((ephemeral,))
+    lifecycle.reconcile(NAME)
+    assert not initialized(store)
+    # Meanwhile the node keeps its NodeClaim's room, the taint not blocking.
+    (entry,) = existing_capacity(store, {"default": [INSTANCE_TYPE]}, {})
+    assert ephemeral in entry.ephemeral_taints
+    node = store.node(NAME)
+    assert node is not None
+    store.update(node.with_changes(taints=()))
+    lifecycle.reconcile(NAME)
+    assert initialized(store)
+
+
+def test_other_taints_do_not_hold_initialization_back() -> None:
+    store, lifecycle = registered_claim_and_node((Taint("dedicated", NO_SCHEDULE, "gpu"),))
+    lifecycle.reconcile(NAME)
+    assert initialized(store)
