@@ -11,62 +11,33 @@ that moment launched a second node for them.
 from __future__ import annotations
 
 import pytest
-from tests.support import make_instance_type, make_nodepool
+from tests.controllers.test_state_capacity import INSTANCE_TYPE, cluster, node, nodeclaim
 
 from karpy.api.conditions import Condition
-from karpy.api.core import Node, NodeCondition
-from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import (
-    CONDITION_LAUNCHED,
-    CONDITION_REGISTERED,
-    NodeClaim,
-    NodeClaimSpec,
-    NodeClaimStatus,
-)
-from karpy.api.nodepool import NodeClassRef
-from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement
+from karpy.api.core import NodeCondition
+from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED
 from karpy.api.taints import KNOWN_EPHEMERAL_TAINTS, NO_SCHEDULE, Taint
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.controllers.nodeclaim import NodeClaimLifecycle
 from karpy.controllers.state import existing_capacity
-from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
-INSTANCE_TYPE = make_instance_type("c.4x", cpu=4, memory_gib=8, price=0.2)
 NAME = "default-a"
 
 
 def registered_claim_and_node(taints: tuple[Taint, ...]) -> tuple[InMemoryCluster, NodeClaimLifecycle]:
-    clock = VirtualClock()
-    store = InMemoryCluster(clock)
-    store.create(make_nodepool())
+    store = cluster()
     store.create(
-        NodeClaim(
-            metadata=ObjectMeta(name=NAME, labels={LABEL_NODEPOOL: "default"}),
-            spec=NodeClaimSpec(
-                node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default"),
-                requirements=(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", ["c.4x"]),),
-                requests={"cpu": 3000},
-            ),
-            status=NodeClaimStatus(
-                provider_id=f"kwok://{NAME}",
-                node_name=NAME,
-                allocatable=dict(INSTANCE_TYPE.allocatable),
-                conditions=(Condition(CONDITION_LAUNCHED, "True"), Condition(CONDITION_REGISTERED, "True")),
-            ),
-        )
-    )
-    store.create(
-        Node(
-            metadata=ObjectMeta(name=NAME, labels={LABEL_NODEPOOL: "default", LABEL_INSTANCE_TYPE: "c.4x"}),
-            provider_id=f"kwok://{NAME}",
-            taints=taints,
-            capacity=dict(INSTANCE_TYPE.capacity),
+        nodeclaim(NAME, provider_id=f"kwok://{NAME}").with_status(
+            node_name=NAME,
             allocatable=dict(INSTANCE_TYPE.allocatable),
-            conditions=(NodeCondition("Ready", "True"),),
+            conditions=(Condition(CONDITION_LAUNCHED, "True"), Condition(CONDITION_REGISTERED, "True")),
         )
     )
-    return store, NodeClaimLifecycle(store, KwokCloudProvider(store), clock)
+    store.create(
+        node(NAME, registered=True).with_changes(taints=taints, conditions=(NodeCondition("Ready", "True"),))
+    )
+    return store, NodeClaimLifecycle(store, KwokCloudProvider(store), store.clock)
 
 
 def initialized(store: InMemoryCluster) -> bool:

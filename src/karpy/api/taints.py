@@ -69,6 +69,15 @@ KNOWN_EPHEMERAL_TAINTS = (
 )
 
 
+def known_ephemeral(taints: Iterable[Taint]) -> Taint | None:
+    """The first of ``taints`` that is a known ephemeral taint, matched as Karpenter matches
+    taints (key and effect: a cloud controller manager's uninitialized taint carries a value)."""
+    for taint in taints:
+        if any(taint.key == known.key and taint.effect == known.effect for known in KNOWN_EPHEMERAL_TAINTS):
+            return taint
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""

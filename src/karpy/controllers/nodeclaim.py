@@ -43,7 +43,7 @@ from karpy.api.nodeclaim import (
     TERMINATION_FINALIZER,
     NodeClaim,
 )
-from karpy.api.taints import KNOWN_EPHEMERAL_TAINTS, UNREGISTERED_TAINT_KEY
+from karpy.api.taints import UNREGISTERED_TAINT_KEY, known_ephemeral
 from karpy.cloud.provider import (
     LAUNCH_FINISHED,
     CloudProvider,
@@ -280,9 +280,9 @@ class NodeClaimLifecycle:
         # must keep treating the taint as one that goes (it does so only for NodeClaims not yet
         # initialized): counted as blocking, a provisioning pass in that moment found no room
         # for the node's own pods and launched another node for them.
-        for ephemeral in KNOWN_EPHEMERAL_TAINTS:
-            if any(taint.key == ephemeral.key and taint.effect == ephemeral.effect for taint in node.taints):
-                return f"known ephemeral taint {ephemeral.key}:{ephemeral.effect} still present"
+        ephemeral = known_ephemeral(node.taints)
+        if ephemeral is not None:
+            return f"known ephemeral taint {ephemeral} still present"
         for resource, amount in nodeclaim.spec.requests.items():
             if amount > 0 and node.allocatable.get(resource, 0) <= 0:
                 return f"resource {resource} not registered"
