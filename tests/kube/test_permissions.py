@@ -437,6 +437,8 @@ def render(provider: str) -> list[dict[str, Any]]:
             shown.append(True)
         elif match := _IF_PROVIDER.match(line):
             shown.append(match.group(1) == provider)
+        elif stripped == "{{- with .Values.additionalClusterRoleRules }}":
+            shown.append(False)  # empty by default: the operator's rules, not karpy's
         elif stripped == "{{- end }}":
             shown.pop()
         elif stripped == '{{- include "karpy.labels" . | nindent 4 }}':

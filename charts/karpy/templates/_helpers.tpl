@@ -93,3 +93,15 @@ selects no pods selects karpy's own, as in Karpenter's chart.
 {{- end }}
 {{- toYaml $constraints }}
 {{- end }}
+
+{{/*
+The container's security context: controller.securityContext without its empty maps, so that
+Karpenter's appArmorProfile: {}, seLinuxOptions: {} and seccompProfile: {} mean "not set", as there.
+*/}}
+{{- define "karpy.containerSecurityContext" -}}
+{{- $context := dict }}
+{{- range $name, $value := .Values.controller.securityContext | default dict }}
+{{- if not (and (kindIs "map" $value) (empty $value)) }}{{ $_ := set $context $name $value }}{{ end }}
+{{- end }}
+{{- toYaml $context }}
+{{- end }}
