@@ -57,7 +57,9 @@ def schema() -> dict[str, Any]:
 def karpenter_decisions() -> dict[str, dict[str, Any]]:
     """karpenter-keys.yaml: each key of Karpenter's chart karpy does not act on, with its decision."""
     table: dict[str, dict[str, dict[str, Any]]] = yaml.safe_load(KARPENTER_KEYS.read_text())
-    return {key: {**entry, "decision": kind} for kind, entries in table.items() for key, entry in entries.items()}
+    return {
+        key: {**entry, "decision": kind} for kind, entries in table.items() for key, entry in entries.items()
+    }
 
 
 def karpenter_keys() -> list[dict[str, Any]]:
@@ -189,9 +191,10 @@ def test_aws_without_a_cluster_name_is_left_to_the_templates_which_say_it_in_wor
     values = default_values()
     values["settings"].update(cloudProvider="aws", clusterName="")
     assert schema_errors(values) == []
-    assert "settings.clusterName is required with settings.cloudProvider=aws" in (
-        CHART / "templates" / "_karpenter.tpl"
-    ).read_text()
+    assert (
+        "settings.clusterName is required with settings.cloudProvider=aws"
+        in (CHART / "templates" / "_karpenter.tpl").read_text()
+    )
 
 
 def test_the_full_values_file_sets_every_value_to_something_else() -> None:
@@ -255,7 +258,9 @@ def test_every_key_of_karpenters_chart_is_karpys_or_decided() -> None:
     assert len(keys) >= 90 and len({entry["key"] for entry in keys}) == len(keys)
     undecided = [entry["key"] for entry in keys if decision(entry["key"]) == "undecided"]
     assert undecided == [], "a key of Karpenter's chart that is neither karpy's nor in karpenter-keys.yaml"
-    assert set(karpenter_decisions()) <= {entry["key"] for entry in keys}, "a decision for no key of Karpenter's"
+    assert set(karpenter_decisions()) <= {entry["key"] for entry in keys}, (
+        "a decision for no key of Karpenter's"
+    )
     for key in karpenter_decisions():
         assert decision(key) in {"refused", "ignored"}
         parts = key.split(".")

@@ -111,7 +111,7 @@ def one(manifests: list[Manifest], kind: str) -> Manifest:
 
 def container_env(deployment: Manifest, namespace: str) -> dict[str, str]:
     """The controller's environment as the kubelet gives it (the pod's namespace resolved)."""
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]  # karpy's, before any sidecar
     env: dict[str, str] = {}
     for variable in container["env"]:
         if "valueFrom" in variable:
@@ -207,7 +207,14 @@ def test_every_value_set(helm: Helm) -> None:
         assert manifest["metadata"]["annotations"]["owner"] == "platform@example.com", manifest["kind"]
     deployment = one(manifests, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
+    container, sidecar = pod["containers"]
+    assert (container["name"], sidecar["name"]) == ("karpy-controller", "proxy")
+    assert sidecar["volumeMounts"] == [
+        *container["volumeMounts"],
+        {**container["volumeMounts"][0], "mountPath": "/proxy/token"},
+    ]
+    assert (pod["hostNetwork"], pod["schedulerName"]) == (True, "my-scheduler")
+    assert [init["name"] for init in pod["initContainers"]] == ["wait-for-api"]
     assert deployment["metadata"]["name"] == "karpy-full"
     assert deployment["spec"]["replicas"] == 3
     assert container["image"] == (
@@ -246,8 +253,22 @@ def test_every_value_set(helm: Helm) -> None:
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"] == [
-        {"port": "http-metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
+        {
+            "port": "http-metrics",
+            "path": "/metrics",
+            "interval": "30s",
+            "scrapeTimeout": "10s",
+            "relabelings": [
+                {
+                    "action": "replace",
+                    "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                    "targetLabel": "node",
+                }
+            ],
+            "metricRelabelings": [{"action": "drop", "sourceLabels": ["__name__"], "regex": "go_.*"}],
+        }
     ]
+    assert monitor["spec"]["sampleLimit"] == 5000
     assert monitor["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
 
 
@@ -257,7 +278,6 @@ def test_every_value_set(helm: Helm) -> None:
         (("--set", "setings.clusterName=my-k3s"), "additional properties 'setings' not allowed"),
         (("--set", "replica=2"), "additional properties 'replica' not allowed"),
         (("--set", "settings.featureGates.drift=true"), "additional properties 'drift' not allowed"),
-        (("--set", "settings.cloudProvider=aws"), "/settings/clusterName"),
         (("--set", "logLevel=verbose"), "/logLevel"),
     ],
 )
