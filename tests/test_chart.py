@@ -253,6 +253,13 @@ def with_value(values: dict[str, Any], path: list[str], value: Any) -> dict[str,
     return values
 
 
+def test_karpenters_image_is_replaced_by_the_default_image() -> None:
+    """karpy.image runs values.yaml's repository when controller.image is Karpenter's: the two agree."""
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    repository = default_values()["controller"]["image"]["repository"]
+    assert f'$image = dict "repository" "{repository}"' in helpers
+
+
 def test_every_key_of_karpenters_chart_is_karpys_or_decided() -> None:
     keys = karpenter_keys()
     assert len(keys) >= 90 and len({entry["key"] for entry in keys}) == len(keys)

@@ -36,6 +36,7 @@ from .conftest import SCRIPT
 pytestmark = pytest.mark.integration
 
 RELEASE = "karpy"
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
 NAMESPACE = "karpy"
 NO_FLAGS = _parser().parse_args(["run"])
 
@@ -173,27 +174,46 @@ def karpenter_values(field: str, *, removed_keys: bool) -> dict[str, Any]:
     return values
 
 
-def test_karpenters_default_values_install_karpy_but_for_karpenters_image(helm: Helm) -> None:
-    """`helm show values` of Karpenter's chart as a values file: only its controller image is refused."""
+def test_karpenters_default_values_install_karpy_with_karpys_image(helm: Helm) -> None:
+    """`helm show values` of Karpenter's chart installs karpy, saying nothing but for the image."""
     values = karpenter_values("default", removed_keys=False)
-    refused = helm.render(values)
-    assert not refused.ok
-    assert "controller.image.repository public.ecr.aws/karpenter/controller is Karpenter's controller" in (
-        refused.stderr
-    )
-    assert list(every_refusal_and_warning(refused)) == []
-    del values["controller"]["image"]
+    assert values["controller"]["image"]["repository"] == "public.ecr.aws/karpenter/controller"
     installed = helm.render(values, notes=True)
     assert installed.ok, installed.stderr
     assert list(every_refusal_and_warning(installed)) == []
     (deployment,) = [manifest for manifest in installed.manifests if manifest["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"].startswith("karpy:")
-    options = run_options(
-        NO_FLAGS, {variable["name"]: variable.get("value", "") for variable in container["env"]}
+    assert container["image"] == f"karpy:{APP_VERSION}", (
+        "Karpenter's controller image, tag and digest are not run"
     )
+    assert (
+        "WARNING: controller.image.repository public.ecr.aws/karpenter/controller is Karpenter's controller:"
+        f" karpy runs its own image, karpy:{APP_VERSION}"
+    ) in installed.notes
+    environ = {variable["name"]: variable.get("value", "") for variable in container["env"]}
     # Karpenter's default for the one gate both know: off.
-    assert options.feature_gates == FeatureGates(spot_to_spot_consolidation=False)
+    assert run_options(NO_FLAGS, environ).feature_gates == FeatureGates(spot_to_spot_consolidation=False)
+    # A mirror of Karpenter's image is Karpenter's image too; karpy's own is kept.
+    values["controller"]["image"] = {
+        "repository": "123456789012.dkr.ecr.us-east-1.amazonaws.com/karpenter/controller"
+    }
+    assert f"image: karpy:{APP_VERSION}" in helm.render(values).stdout
+    values["controller"]["image"] = {"repository": "registry.example.com/karpy", "tag": "1.2.3"}
+    mirrored = helm.render(values, notes=True)
+    assert "image: registry.example.com/karpy:1.2.3" in mirrored.stdout
+    assert "Karpenter's controller" not in mirrored.notes
+
+
+def test_the_defaults_of_earlier_karpenter_charts_install_karpy_with_a_warning(helm: Helm) -> None:
+    """An earlier v1 chart's different default (reservedCapacity: false before v1.6): a warning."""
+    earlier = [entry for entry in karpenter_keys() if "earlier_default" in entry]
+    assert earlier
+    values = karpenter_values("default", removed_keys=False)
+    for entry in earlier:
+        nested(entry["path"], entry["earlier_default"], values)
+    installed = helm.render(values, notes=True)
+    assert installed.ok, installed.stderr
+    assert sorted(every_refusal_and_warning(installed)) == sorted(warning(entry["key"]) for entry in earlier)
 
 
 def test_every_refused_key_is_named_in_one_failure(helm: Helm) -> None:

@@ -31,15 +31,12 @@ returns the list as JSON (a template can only return text).
 {{/*
 Fail the install, in words, for what karpy cannot run as asked: every refused key of
 Karpenter's chart set to another value than karpy's behaviour (all of them, one line each),
-Karpenter's controller image, and the aws cloud provider without a cluster name.
+and the aws cloud provider without a cluster name.
 */}}
 {{- define "karpy.checkValues" -}}
 {{- $problems := list }}
 {{- range $refused := include "karpy.karpenterKeysSet" (dict "root" . "kind" "refused") | fromJsonArray }}
 {{- $problems = append $problems (printf "karpy does not support %s (Karpenter: %s); %s." $refused.key $refused.karpenter $refused.karpy) }}
-{{- end }}
-{{- if hasSuffix "karpenter/controller" .Values.controller.image.repository }}
-{{- $problems = append $problems (printf "controller.image.repository %s is Karpenter's controller, not karpy: leave controller.image out of a values file written for Karpenter (docs/image.md)." .Values.controller.image.repository) }}
 {{- end }}
 {{- if and (eq .Values.settings.cloudProvider "aws") (not (trim .Values.settings.clusterName)) }}
 {{- $problems = append $problems "settings.clusterName is required with settings.cloudProvider=aws: it tags every instance karpy launches (--set settings.clusterName=NAME)." }}
@@ -49,3 +46,12 @@ Karpenter's controller image, and the aws cloud provider without a cluster name.
 {{- end }}
 {{- end }}
 
+
+{{/*
+Whether controller.image is Karpenter's controller (public.ecr.aws/karpenter/controller, or a
+mirror of it), as a values file from `helm show values` of Karpenter's chart has it: "true" or "".
+karpy then runs its own image (karpy.image), and the notes say so.
+*/}}
+{{- define "karpy.karpenterImage" -}}
+{{- if hasSuffix "karpenter/controller" .Values.controller.image.repository }}true{{ end }}
+{{- end }}
