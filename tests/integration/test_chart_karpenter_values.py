@@ -59,6 +59,9 @@ class Rendered:
         return self.stdout.split("\nNOTES:\n", 1)[1] if "\nNOTES:\n" in self.stdout else ""
 
 
+_RENDERED: dict[tuple[str, bool], Rendered] = {}
+
+
 @dataclass(frozen=True)
 class Helm:
     path: str
@@ -67,8 +70,14 @@ class Helm:
 
     def render(self, values: dict[str, Any], *, notes: bool = False) -> Rendered:
         """The chart with ``values``: ``helm template``, or an install's dry run for its notes too."""
+        text = yaml.safe_dump(values)
+        if (text, notes) not in _RENDERED:  # most keys compare with the same baseline
+            _RENDERED[text, notes] = self._render(text, notes)
+        return _RENDERED[text, notes]
+
+    def _render(self, text: str, notes: bool) -> Rendered:
         file = self.scratch / "values.yaml"
-        file.write_text(yaml.safe_dump(values))
+        file.write_text(text)
         command = ["install", "--dry-run=client"] if notes else ["template"]
         result = subprocess.run(
             [self.path, *command, RELEASE, str(CHART), "--namespace", NAMESPACE, "--values", str(file)],
