@@ -199,6 +199,7 @@ MISTAKES = {
         "spec.load[0].kind",
         "Job",
     ),
+    "load value": ("{value: 2}", "{value: -2}", "spec.load[0].cpu.constant.value", "must not be negative"),
     "registration delay": (
         "registrationDelay: 20s",
         "registrationDelay: soon",

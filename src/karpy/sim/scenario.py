@@ -42,7 +42,7 @@ Scenario in its own file are applied at time zero (no step could name them);
 a second Scenario is an error, as one run runs one. Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
 field, all of them: a field that cannot be read is recorded and the parse
-goes on (:class:`_Errors`). Every field is checked for its type, its range
+goes on (:class:`~karpy.sim.field_errors.FieldErrors`). Every field is checked for its type, its range
 and what it names (a time after ``duration``, an instance type or zone the
 simulated cloud does not have, a NodePool no step applies). A Scenario with
 a bad field of its own is not run (a bad object it applies, or one beside it
@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, format_duration, parse_duration
@@ -95,9 +95,8 @@ from karpy.sim.cloud import (
     LaunchError,
     RegistrationFailure,
 )
+from karpy.sim.field_errors import FieldErrors
 from karpy.sim.load import WorkloadLoad, parse_load
-
-T = TypeVar("T")
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
@@ -291,59 +290,7 @@ def read_manifest_text(path: Path, result: LoadResult) -> str | None:
     return None
 
 
-class _Errors:
-    """Every error of one Scenario: a field that cannot be read is reported and the parse goes on.
-
-    A user fixing a Scenario sees all its problems at once, one line each, not
-    one per run. ``stopped`` tells the unknown-field check which mappings were
-    left half read (see :meth:`karpy.api.fields.ReadLog.unknown_fields`).
-    """
-
-    def __init__(self, log: ReadLog) -> None:
-        self.log = log
-        self.found: list[ManifestError] = []
-        self.stopped: list[tuple[str, str]] = []
-
-    def add(self, error: ManifestError, stopped_in: str | None = None) -> None:
-        """Record ``error``; ``stopped_in``: the path of the mapping whose read it ended."""
-        self.found.append(error)
-        if stopped_in is not None:
-            self.stopped.append((stopped_in, error.path))
-
-    def read(self, reader: FieldReader, read: Callable[[], T], default: T) -> T:
-        """``read()`` (a read of ``reader``'s fields), or ``default`` with its error recorded.
-
-        A field reported missing is likely the one misspelt beside it: the
-        mapping's unknown keys are then left out, the error says it.
-        """
-        try:
-            return read()
-        except ManifestError as error:
-            prefix = f"{reader.path}." if reader.path else ""
-            key = error.path[len(prefix) :] if error.path.startswith(prefix) else ""
-            missing = bool(key) and not any(mark in key for mark in ".[") and not reader.has(key)
-            self.add(error, reader.path if missing else None)
-            return default
-
-    def items(self, reader: FieldReader, key: str, parse: Callable[[FieldReader], T]) -> list[T]:
-        """Each item of the list under ``key`` that parses; the errors of the others recorded."""
-        value = reader.raw(key)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            empty: tuple[T, ...] = ()
-            return list(self.read(reader, lambda: reader.items(key, parse), empty))  # reports the type
-        parsed: list[T] = []
-        for index, item in enumerate(value):
-            path = f"{reader.child_path(key)}[{index}]"
-            try:
-                parsed.append(parse(FieldReader.of(item, path, self.log)))
-            except ManifestError as error:
-                self.add(error, path)
-        return parsed
-
-
-def _window(errors: _Errors, reader: FieldReader, end_of_run: float) -> tuple[float, float]:
+def _window(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> tuple[float, float]:
     """``from`` and ``until`` of a cloud window: open at some moment of the run, ``until`` after ``from``."""
     start = errors.read(reader, lambda: _duration(reader, "from", 0.0), 0.0)
     end = errors.read(reader, lambda: _duration(reader, "until", INFINITY), INFINITY)
@@ -399,7 +346,7 @@ def _capacity_type_error(name: str, path: str) -> ManifestError | None:
 
 
 def _offering_field(
-    errors: _Errors, reader: FieldReader, key: str, known: Callable[[str, str], ManifestError | None]
+    errors: FieldErrors, reader: FieldReader, key: str, known: Callable[[str, str], ManifestError | None]
 ) -> str:
     """An offering's instance type, zone or capacity type: ``*`` (any, the default) or one the cloud has."""
     value = errors.read(reader, lambda: reader.string(key, ANY_OFFERING), ANY_OFFERING)
@@ -410,7 +357,7 @@ def _offering_field(
 
 
 def _offering_list(
-    errors: _Errors, reader: FieldReader, key: str, known: Callable[[str, str], ManifestError | None]
+    errors: FieldErrors, reader: FieldReader, key: str, known: Callable[[str, str], ManifestError | None]
 ) -> tuple[str, ...]:
     """A list of instance types or zones, each one the cloud has."""
     values = errors.read(reader, lambda: reader.str_list(key), NONE)
@@ -421,7 +368,7 @@ def _offering_list(
     return values
 
 
-def _parse_failure(errors: _Errors, reader: FieldReader, end_of_run: float) -> CapacityFailure:
+def _parse_failure(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> CapacityFailure:
     start, end = _window(errors, reader, end_of_run)
     return CapacityFailure(
         instance_type=_offering_field(errors, reader, "instanceType", _instance_type_error),
@@ -432,7 +379,7 @@ def _parse_failure(errors: _Errors, reader: FieldReader, end_of_run: float) -> C
     )
 
 
-def _parse_launch_error(errors: _Errors, reader: FieldReader, end_of_run: float) -> LaunchError:
+def _parse_launch_error(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> LaunchError:
     start, end = _window(errors, reader, end_of_run)
     message = errors.read(
         reader, lambda: reader.string("message", DEFAULT_LAUNCH_ERROR), DEFAULT_LAUNCH_ERROR
@@ -441,13 +388,13 @@ def _parse_launch_error(errors: _Errors, reader: FieldReader, end_of_run: float)
 
 
 def _parse_registration_failure(
-    errors: _Errors, reader: FieldReader, end_of_run: float
+    errors: FieldErrors, reader: FieldReader, end_of_run: float
 ) -> RegistrationFailure:
     start, end = _window(errors, reader, end_of_run)
     return RegistrationFailure(start, end)
 
 
-def _parse_interruption(errors: _Errors, reader: FieldReader, end_of_run: float) -> Interruption:
+def _parse_interruption(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> Interruption:
     at = errors.read(reader, lambda: _duration(reader, "at"), 0.0)
     if at > end_of_run:
         errors.add(reader.error("at", _after_the_end(at, end_of_run, "the interruption would never come")))
@@ -484,7 +431,7 @@ def _parse_interruption(errors: _Errors, reader: FieldReader, end_of_run: float)
     )
 
 
-def _parse_node_group(errors: _Errors, reader: FieldReader) -> NodeGroup:
+def _parse_node_group(errors: FieldErrors, reader: FieldReader) -> NodeGroup:
     min_size = errors.read(reader, lambda: reader.integer("minSize"), None) or 0
     max_size = errors.read(reader, lambda: _required_integer(reader, "maxSize"), None)
     instance_types = _offering_list(errors, reader, "instanceTypes", _instance_type_error)
@@ -523,7 +470,7 @@ def _required_integer(reader: FieldReader, key: str) -> int:
     return value
 
 
-def _non_negative_int(errors: _Errors, reader: FieldReader, key: str, default: int) -> int:
+def _non_negative_int(errors: FieldErrors, reader: FieldReader, key: str, default: int) -> int:
     value = errors.read(reader, lambda: reader.integer(key), None)
     if value is None:
         return default
@@ -533,7 +480,7 @@ def _non_negative_int(errors: _Errors, reader: FieldReader, key: str, default: i
     return value
 
 
-def _fraction(errors: _Errors, reader: FieldReader, key: str, default: float) -> float:
+def _fraction(errors: FieldErrors, reader: FieldReader, key: str, default: float) -> float:
     text = errors.read(reader, lambda: reader.scalar_str(key), None)
     if text is None:
         return default
@@ -548,7 +495,7 @@ def _fraction(errors: _Errors, reader: FieldReader, key: str, default: float) ->
 
 
 def _parse_cluster_autoscaler(
-    errors: _Errors, reader: FieldReader
+    errors: FieldErrors, reader: FieldReader
 ) -> tuple[ClusterAutoscalerSpec, list[tuple[str, NodeGroup]]]:
     """``spec.clusterAutoscaler``: Cluster Autoscaler's flags, camel-cased, and its node groups.
 
@@ -623,7 +570,7 @@ def _parse_cluster_autoscaler(
 
 
 def _parse_step(
-    errors: _Errors, item: FieldReader, source: str, base: Path | None, end_of_run: float
+    errors: FieldErrors, item: FieldReader, source: str, base: Path | None, end_of_run: float
 ) -> Step:
     at = errors.read(item, lambda: _duration(item, "at", 0.0), 0.0)
     if at > end_of_run:
@@ -688,7 +635,7 @@ def _parse_step(
 
 
 def _check_node_group_pools(
-    errors: _Errors, node_groups: list[tuple[str, NodeGroup]], applied_pools: set[str]
+    errors: FieldErrors, node_groups: list[tuple[str, NodeGroup]], applied_pools: set[str]
 ) -> None:
     """Each node group's NodePool is one the Scenario applies (its nodes' class, labels and taints)."""
     pools = sorted(applied_pools)
@@ -728,7 +675,7 @@ def parse_scenario(
     steps apply (skipped, as in plain manifests).
     """
     log = ReadLog()
-    errors = _Errors(log)
+    errors = FieldErrors(log)
     reader = FieldReader(raw, log=log)
     metadata = reader.raw("metadata")
     name = "scenario"
@@ -790,7 +737,7 @@ def parse_scenario(
     if jobs.has("duration"):
         scenario.job_duration = errors.read(jobs, lambda: _duration(jobs, "duration"), None)
 
-    scenario.loads = errors.items(spec, "load", lambda item: parse_load(item, base))
+    scenario.loads = errors.items(spec, "load", lambda item: parse_load(item, base, errors))
     targets = [load.key for load in scenario.loads]
     for index, key in enumerate(targets):
         if key in targets[:index]:
