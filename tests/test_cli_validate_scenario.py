@@ -246,3 +246,24 @@ def test_a_step_left_out_by_a_shorter_duration_is_a_warning(capsys: pytest.Captu
     assert code == 0, err
     [warning] = [line for line in err.splitlines() if line.startswith("warning: ")]
     assert warning.endswith("spec.steps[1]: at 5m, after --duration 1m: not run")
+
+
+def test_a_file_named_beside_a_scenario_of_its_directory_is_read_unless_a_step_applies_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "scenario.yaml").write_text(
+        "apiVersion: karpy.dev/v1alpha1\nkind: Scenario\nmetadata: {name: beside}\nspec:\n"
+        "  steps: [{at: 1m, apply: {files: [applied.yaml]}}]\n"
+    )
+    pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec: {containers: [{name: a, %s: x}]}\n"
+    (tmp_path / "applied.yaml").write_text(pod % ("applied", "image"))
+    (tmp_path / "extra.yaml").write_text(pod % ("extra", "imagee"))
+    files = [str(tmp_path / name) for name in ("scenario.yaml", "applied.yaml", "extra.yaml")]
+    code, out, err = run_cli(capsys, "validate", *files)
+    assert code == 2
+    assert_one_line_error(err, "extra.yaml", 'Pod "extra"', "spec.containers[0].imagee")
+    assert out.count("Pod applied") == 1  # by its step only
+    # Given as the directory, its files are the steps' to name, as documented.
+    code, out, err = run_cli(capsys, "validate", str(tmp_path))
+    assert code == 0, err
+    assert "Pod extra" not in out and out.count("Pod applied") == 1

@@ -63,7 +63,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import NoReturn
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, format_duration, parse_duration
@@ -608,14 +607,7 @@ def _parse_step(
     if action == "scale":
         if parsed.kind and parsed.kind not in SCALABLE_KINDS:
             errors.add(body.error("kind", f"can scale {' or '.join(SCALABLE_KINDS)}, not {parsed.kind!r}"))
-        replicas = errors.read(body, lambda: body.integer("replicas"), None)
-        if replicas is None or replicas < 0:
-            if not any(error.path == body.child_path("replicas") for error in errors.found):
-                errors.read(body, lambda: _raise(body.error("replicas", "required, not negative")), None)
-        elif replicas > INT32_MAX:
-            errors.add(body.error("replicas", f"{replicas} is over {INT32_MAX}, the most a workload has"))
-        else:
-            parsed.replicas = replicas
+        parsed.replicas = errors.read(body, lambda: _replicas(body), 0)
         parsed.namespace = parsed.namespace or "default"
     else:
         if parsed.kind and parsed.kind not in KNOWN_KINDS | IGNORED_KINDS:
@@ -661,8 +653,13 @@ def _check_node_group_pools(
             )
 
 
-def _raise(error: ManifestError) -> NoReturn:
-    raise error
+def _replicas(body: FieldReader) -> int:
+    replicas = body.integer("replicas")
+    if replicas is None or replicas < 0:
+        raise body.error("replicas", "required, not negative")
+    if replicas > INT32_MAX:
+        raise body.error("replicas", f"{replicas} is over {INT32_MAX}, the most a workload has")
+    return replicas
 
 
 def parse_scenario(
@@ -761,6 +758,20 @@ def parse_scenario(
     return scenario, [*own, *object_errors]
 
 
+def _files_applied(raw: dict[str, object], base: Path) -> set[Path]:
+    """The files the steps of a Scenario document apply, resolved (what is not a file name is left out)."""
+    spec = raw.get("spec")
+    steps = spec.get("steps") if isinstance(spec, dict) else None
+    named: set[Path] = set()
+    for step in steps if isinstance(steps, list) else ():
+        apply = step.get("apply") if isinstance(step, dict) else None
+        files = apply.get("files") if isinstance(apply, dict) else None
+        for name in files if isinstance(files, list) else ():
+            if isinstance(name, str):
+                named.add((base / name).resolve())
+    return named
+
+
 def is_scenario(raw: object) -> bool:
     return isinstance(raw, dict) and raw.get("kind") == SCENARIO_KIND
 
@@ -774,8 +785,11 @@ def _scenario_name(raw: object) -> str:
 def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     """A scenario from ``paths``: a Scenario file among them, or plain manifests applied at zero."""
     files: list[Path] = []
+    # The files a directory stood for: those of the Scenario's own directory are its steps' to apply.
+    listed: set[Path] = set()
     for path in paths:
         if path.is_dir():
+            listed.update(manifest_files(path))
             files.extend(manifest_files(path))
         else:
             files.append(path)
@@ -814,7 +828,14 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
                 else:
                     parse_document(document, _display(path), index, extra)
             extra.errors.extend(read_file.broken_off)
-            others = [p for p in files if p != path and p.parent != path.parent]
+            # A file named on the command line is applied unless a step applies it; the other
+            # files of the Scenario's directory, given as the directory, are its steps' to name.
+            named = _files_applied(raw, path.parent)
+            others = [
+                p
+                for p in files
+                if p != path and not (p.parent == path.parent and p in listed) and p.resolve() not in named
+            ]
             if others:
                 extra.extend(_load(others, read))
             scenario, errors = parse_scenario(raw, _display(path), path.parent, beside=extra.objects)
