@@ -365,3 +365,16 @@ def test_every_error_of_a_scenario_is_reported_one_line_each() -> None:
     expected = [MISTAKES[name][2] for name in together]
     reported = [error.split(": ")[2] for error in errors]
     assert sorted(reported) == sorted(expected), errors
+
+
+@pytest.mark.parametrize("apply", ["{}", "{files: []}", "{objects: []}", "null"])
+def test_a_step_that_applies_nothing_is_an_error(apply: str) -> None:
+    steps, errors = parse(
+        FULL.replace("- at: 2h\n      delete: {kind: Deployment, name: app}", f"- {{at: 2h, apply: {apply}}}")
+    )
+    assert errors == [
+        'scenario.yaml: Scenario "full": spec.steps[2]: a step needs exactly one of apply, delete or scale'
+        if apply == "null"
+        else 'scenario.yaml: Scenario "full": spec.steps[2].apply: needs files or objects to apply'
+    ]
+    assert steps == 0

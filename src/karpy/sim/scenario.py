@@ -599,6 +599,8 @@ def _parse_step(
                 )
         elif objects is not None:
             errors.add(body.error("objects", "expected a list of manifests"))
+        if not files and not objects and not any(error.path.startswith(body.path) for error in errors.found):
+            errors.add(body.error("", "needs files or objects to apply"))
         parsed.description = ", ".join(f"{loaded.kind} {loaded.name}" for loaded in parsed.objects.objects)
         return parsed
     parsed.kind = errors.read(body, lambda: body.required_str("kind"), "")
