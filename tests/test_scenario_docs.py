@@ -48,3 +48,22 @@ def test_every_example_loads_without_errors(example: str) -> None:
         result = parse_manifests(example, "docs/scenarios.md")
         assert result.errors == []
         assert len(result.objects) == 1
+
+
+REFUSED = re.findall(
+    r"^```yaml refused\n(.*?)^```\n\n```text\n(.*?)^```$",
+    PAGE.read_text(encoding="utf-8"),
+    flags=re.MULTILINE | re.DOTALL,
+)
+
+
+def test_the_page_has_a_refused_example() -> None:
+    assert REFUSED
+
+
+@pytest.mark.parametrize("example, output", REFUSED, ids=[f"refused-{i + 1}" for i in range(len(REFUSED))])
+def test_every_refused_example_gives_the_errors_the_page_shows(example: str, output: str) -> None:
+    document = yaml.load(example, Loader=KubernetesYAMLLoader)
+    scenario, errors = parse_scenario(document, "scenario.yaml", FILES)
+    assert errors == output.splitlines()
+    assert scenario.steps == []  # not run

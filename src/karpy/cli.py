@@ -51,7 +51,7 @@ from karpy import __version__
 from karpy.api.convert import ConvertedDocument, convert_manifests
 from karpy.api.convert import render_yaml as render_converted
 from karpy.api.crds import all_crds, render_yaml
-from karpy.api.duration import DurationError, parse_duration
+from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.logs import configure as configure_logging
@@ -209,6 +209,9 @@ def simulate(args: argparse.Namespace) -> int:
         except DurationError as problem:
             print(f"karpy: --duration: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        for step in scenario.steps_after(scenario.duration):
+            late = f"at {format_duration(step.at)}, after --duration {args.duration}"
+            print(f"warning: {scenario.source}: {step.where}: {late}: not run", file=sys.stderr)
     scenario.run_until_steady = not args.no_stop_when_steady
     gates = scenario.feature_gates
     if args.feature_gates is not None:

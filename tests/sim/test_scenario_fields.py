@@ -137,3 +137,244 @@ def test_every_bundled_scenario_loads_without_errors(path: Path) -> None:
     assert problems.errors == []
     assert scenario.steps
     assert all(not step.objects.errors for step in scenario.steps)
+
+
+# A Scenario with every field of the format, clean; MISTAKES breaks one field each.
+FULL = """\
+apiVersion: karpy.dev/v1alpha1
+kind: Scenario
+metadata: {name: full}
+spec:
+  duration: 2h
+  jobs: {duration: 5m}
+  settings: {featureGates: SpotToSpotConsolidation=false, nodeOverheadCost: 0.05}
+  load:
+    - {kind: Deployment, name: app, cpu: {constant: {value: 2}}}
+  cloud:
+    registrationDelay: 20s
+    capacityFailures:
+      - {instanceType: c5.large, zone: us-east-1a, capacityType: spot, from: 0s, until: 10m}
+    launchErrors: [{message: throttled, from: 1m, until: 2m}]
+    registrationFailures: [{from: 3m, until: 4m}]
+    interruptions:
+      - {at: 30m, kind: spot-interruption, instanceTypes: [m5.large], zones: [us-east-1b], fraction: 0.5}
+      - {at: 40m, kind: state-change, state: stopping, count: 1}
+  clusterAutoscaler:
+    expander: priority
+    priorities: {"10": ["^gen.*"]}
+    scanInterval: 10s
+    maxNodesTotal: 20
+    maxNodeProvisionTime: 15m
+    scaleDownUtilizationThreshold: 0.5
+    scaleDownUnneededTime: 10m
+    seed: 3
+    nodeGroups:
+      - {name: general, instanceTypes: [m5.xlarge], capacityType: on-demand, minSize: 0, maxSize: 10,
+         zones: [us-east-1a], nodePool: default}
+  steps:
+    - at: 0s
+      apply:
+        objects:
+          - {apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {name: default},
+             spec: {template: {spec: {nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass,
+                                                     name: default}}}}}
+          - {apiVersion: apps/v1, kind: Deployment, metadata: {name: app},
+             spec: {replicas: 1, selector: {matchLabels: {app: a}},
+                    template: {metadata: {labels: {app: a}}, spec: {containers: [{name: a}]}}}}
+    - at: 1h
+      scale: {kind: Deployment, name: app, replicas: 3}
+    - at: 2h
+      delete: {kind: Deployment, name: app}
+"""
+
+# name: (the right text, the wrong text, the error's field path, a fragment of its message)
+MISTAKES = {
+    "duration": ("duration: 2h", "duration: forever", "spec.duration", "invalid duration 'forever'"),
+    "job duration": ("duration: 5m}", "duration: -5m}", "spec.jobs.duration", "must not be negative"),
+    "feature gate": ("=false,", "=maybe,", "spec.settings.featureGates", "maybe"),
+    "node cost": ("nodeOverheadCost: 0.05", "nodeOverheadCost: -1", "spec.settings.nodeOverheadCost", "-1"),
+    "load kind": (
+        "{kind: Deployment, name: app, cpu",
+        "{kind: Job, name: app, cpu",
+        "spec.load[0].kind",
+        "Job",
+    ),
+    "load value": ("{value: 2}", "{value: -2}", "spec.load[0].cpu.constant.value", "must not be negative"),
+    "registration delay": (
+        "registrationDelay: 20s",
+        "registrationDelay: soon",
+        "spec.cloud.registrationDelay",
+        "soon",
+    ),
+    "window order": (
+        "from: 0s, until: 10m",
+        "from: 10m, until: 5m",
+        "spec.cloud.capacityFailures[0].until",
+        "5m is not after from (10m)",
+    ),
+    "instance type": (
+        "instanceType: c5.large",
+        "instanceType: z99.mega",
+        "spec.cloud.capacityFailures[0].instanceType",
+        "unknown instance type 'z99.mega'",
+    ),
+    "zone": ("zone: us-east-1a,", "zone: mars-1a,", "spec.cloud.capacityFailures[0].zone", "us-east-1a"),
+    "capacity type": (
+        "capacityType: spot, from",
+        "capacityType: cheap, from",
+        "spec.cloud.capacityFailures[0].capacityType",
+        "on-demand, spot",
+    ),
+    "empty launch error window": (
+        "from: 1m, until: 2m",
+        "from: 2m, until: 2m",
+        "spec.cloud.launchErrors[0].until",
+        "not after from",
+    ),
+    "registration failure window": (
+        "from: 3m, until: 4m",
+        "from: 4m, until: 3m",
+        "spec.cloud.registrationFailures[0].until",
+        "not after from",
+    ),
+    "interruption after the end": (
+        "at: 30m, kind: spot",
+        "at: 3h, kind: spot",
+        "spec.cloud.interruptions[0].at",
+        "after the end of the run",
+    ),
+    "interruption type": (
+        "instanceTypes: [m5.large]",
+        "instanceTypes: [m5.lrage]",
+        "spec.cloud.interruptions[0].instanceTypes[0]",
+        'did you mean "m5.large"',
+    ),
+    "interruption fraction": (
+        "fraction: 0.5}",
+        "fraction: 2}",
+        "spec.cloud.interruptions[0].fraction",
+        "at most 1",
+    ),
+    "interruption state": (
+        "state: stopping",
+        "state: melting",
+        "spec.cloud.interruptions[1].state",
+        "melting",
+    ),
+    "expander": (
+        "expander: priority",
+        "expander: cheapest",
+        "spec.clusterAutoscaler.expander",
+        "least-waste",
+    ),
+    "priority pattern": (
+        '["^gen.*"]',
+        '["(gen"]',
+        "spec.clusterAutoscaler.priorities.10[0]",
+        "not a regular expression",
+    ),
+    "scan interval": (
+        "scanInterval: 10s",
+        "scanInterval: 0s",
+        "spec.clusterAutoscaler.scanInterval",
+        "above zero",
+    ),
+    "max nodes": (
+        "maxNodesTotal: 20",
+        "maxNodesTotal: -2",
+        "spec.clusterAutoscaler.maxNodesTotal",
+        "negative",
+    ),
+    "threshold": (
+        "scaleDownUtilizationThreshold: 0.5",
+        "scaleDownUtilizationThreshold: 1.5",
+        "spec.clusterAutoscaler.scaleDownUtilizationThreshold",
+        "from 0 to 1",
+    ),
+    "seed type": ("seed: 3", "seed: three", "spec.clusterAutoscaler.seed", "expected an integer"),
+    "node group type": (
+        "instanceTypes: [m5.xlarge]",
+        "instanceTypes: [z99.mega]",
+        "spec.clusterAutoscaler.nodeGroups[0].instanceTypes[0]",
+        "unknown instance type 'z99.mega': the simulated cloud has the",
+    ),
+    "node group sizes": (
+        "minSize: 0, maxSize: 10",
+        "minSize: 11, maxSize: 10",
+        "spec.clusterAutoscaler.nodeGroups[0].maxSize",
+        "below minSize 11",
+    ),
+    "node group pool": (
+        "nodePool: default}",
+        "nodePool: defualt}",
+        "spec.clusterAutoscaler.nodeGroups[0].nodePool",
+        "no NodePool 'defualt' (did you mean \"default\"?)",
+    ),
+    "step after the end": (
+        "- at: 1h\n      scale",
+        "- at: 3h\n      scale",
+        "spec.steps[1].at",
+        "3h is after the end of the run (spec.duration 2h): the step would never run",
+    ),
+    "step time": ("- at: 1h\n      scale", "- at: later\n      scale", "spec.steps[1].at", "later"),
+    "scale kind": (
+        "scale: {kind: Deployment",
+        "scale: {kind: DaemonSet",
+        "spec.steps[1].scale.kind",
+        "DaemonSet",
+    ),
+    "replicas over int32": (
+        "replicas: 3}",
+        "replicas: 3000000000}",
+        "spec.steps[1].scale.replicas",
+        "over 2147483647",
+    ),
+    "delete kind": (
+        "delete: {kind: Deployment",
+        "delete: {kind: Deploymnet",
+        "spec.steps[2].delete.kind",
+        'did you mean "Deployment"',
+    ),
+}
+
+
+def test_the_full_scenario_is_clean() -> None:
+    assert parse(FULL) == (3, [])
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_field_of_the_scenario_is_checked_and_a_bad_one_stops_the_run(mistake: str) -> None:
+    right, wrong, path, fragment = MISTAKES[mistake]
+    assert FULL.count(right) == 1
+    steps, errors = parse(FULL.replace(right, wrong))
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f'scenario.yaml: Scenario "full": {path}: '), errors
+    assert fragment in errors[0]
+    assert "\n" not in errors[0]
+    assert steps == 0
+
+
+def test_every_error_of_a_scenario_is_reported_one_line_each() -> None:
+    # "step time" breaks the field "step after the end" does; without a duration nothing is after the end.
+    together = sorted(set(MISTAKES) - {"step time", "duration"})
+    text = FULL
+    for name in together:
+        right, wrong, _, _ = MISTAKES[name]
+        text = text.replace(right, wrong)
+    _, errors = parse(text)
+    expected = [MISTAKES[name][2] for name in together]
+    reported = [error.split(": ")[2] for error in errors]
+    assert sorted(reported) == sorted(expected), errors
+
+
+@pytest.mark.parametrize("apply", ["{}", "{files: []}", "{objects: []}", "null"])
+def test_a_step_that_applies_nothing_is_an_error(apply: str) -> None:
+    steps, errors = parse(
+        FULL.replace("- at: 2h\n      delete: {kind: Deployment, name: app}", f"- {{at: 2h, apply: {apply}}}")
+    )
+    assert errors == [
+        'scenario.yaml: Scenario "full": spec.steps[2]: a step needs exactly one of apply, delete or scale'
+        if apply == "null"
+        else 'scenario.yaml: Scenario "full": spec.steps[2].apply: needs files or objects to apply'
+    ]
+    assert steps == 0

@@ -279,11 +279,20 @@ class ReadLog:
             entry = self._mappings[id(data)] = (path, data, set())
         return entry[2]
 
-    def unknown_fields(self, stopped_at: str | None = None) -> list[ManifestError]:
-        """The keys never asked for; ``stopped_at`` is the path of the error that ended the parse."""
+    def unknown_fields(self, stopped: Iterable[tuple[str, str]] = ()) -> list[ManifestError]:
+        """The keys never asked for.
+
+        ``stopped`` holds, for each read an error ended, where the read was (the
+        path of the mapping it began at) and the error's path: the mappings from
+        the one down to the other were left half read, so their unasked keys are
+        not reported (the error is).
+        """
+        stops = list(stopped)
         errors: list[ManifestError] = []
         for path, data, known in self._mappings.values():
-            if known is None or (stopped_at is not None and _on_path(path, stopped_at)):
+            if known is None or any(
+                _on_path(scope, path) and _on_path(path, error_path) for scope, error_path in stops
+            ):
                 continue
             errors.extend(
                 unknown_field(_child(path, str(key)), str(key), known) for key in data if key not in known

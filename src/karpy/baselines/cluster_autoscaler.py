@@ -88,19 +88,29 @@ class NodeGroup:
     # The NodePool whose node class, labels and taints the group's nodes get ("": the first one).
     nodepool: str = ""
 
-    def check(self) -> None:
+    def problems(self) -> list[NodeGroupError]:
+        """Everything that keeps this group from existing, each naming its field."""
+        problems: list[NodeGroupError] = []
         if not self.name:
-            raise NodeGroupError("name", "required")
+            problems.append(NodeGroupError("name", "required"))
         if not self.instance_types:
-            raise NodeGroupError("instanceTypes", "at least one instance type")
+            problems.append(NodeGroupError("instanceTypes", "at least one instance type"))
         if self.capacity_type not in CAPACITY_TYPES:
-            raise NodeGroupError(
-                "capacityType", f"one of {', '.join(CAPACITY_TYPES)}, not {self.capacity_type!r}"
+            problems.append(
+                NodeGroupError(
+                    "capacityType", f"one of {', '.join(CAPACITY_TYPES)}, not {self.capacity_type!r}"
+                )
             )
         if self.min_size < 0:
-            raise NodeGroupError("minSize", "must not be negative")
-        if self.max_size < self.min_size:
-            raise NodeGroupError("maxSize", f"{self.max_size} is below minSize {self.min_size}")
+            problems.append(NodeGroupError("minSize", "must not be negative"))
+        elif self.max_size < self.min_size:
+            problems.append(NodeGroupError("maxSize", f"{self.max_size} is below minSize {self.min_size}"))
+        return problems
+
+    def check(self) -> None:
+        """Raise the first of :meth:`problems`, if any."""
+        for problem in self.problems():
+            raise problem
 
 
 @dataclass(frozen=True, slots=True)

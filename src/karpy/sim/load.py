@@ -34,10 +34,12 @@ import csv
 import hashlib
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
+from karpy.sim.field_errors import FieldErrors
 
 LOAD_KINDS = ("Deployment", "StatefulSet")
 SHAPES = ("constant", "steps", "sine", "csv")
@@ -186,64 +188,89 @@ def _csv(reader: FieldReader, base: Path | None) -> Demand:
     return Demand("csv", tuple(times), tuple(values))
 
 
-def parse_demand(reader: FieldReader, base: Path | None) -> Demand:
-    """One resource's demand: exactly one of the :data:`SHAPES`."""
+def parse_demand(reader: FieldReader, base: Path | None, errors: FieldErrors | None = None) -> Demand:
+    """One resource's demand: exactly one of the :data:`SHAPES`.
+
+    With ``errors``, every error is recorded there and the parse goes on;
+    without, the first is raised.
+    """
+    found = errors if errors is not None else FieldErrors()
+    demand = _demand(reader, base, found)
+    if errors is None:
+        found.raise_first()
+    return demand
+
+
+def _demand(reader: FieldReader, base: Path | None, errors: FieldErrors) -> Demand:
     shapes = [shape for shape in SHAPES if reader.has(shape)]
     if len(shapes) != 1:
         raise reader.error("", f"needs exactly one of {', '.join(SHAPES)}")
     shape = shapes[0]
     if shape == "constant":
-        value = _non_negative(reader.obj("constant"), "value")
+        constant = reader.obj("constant")
+        value = errors.read(constant, lambda: _non_negative(constant, "value"), 0.0)
         return Demand("constant", (0.0,), (value,))
     if shape == "steps":
 
         def step(item: FieldReader) -> tuple[float, float]:
-            at = _seconds(item, "at", 0.0)
-            return at, _non_negative(item, "value")
+            at = errors.read(item, lambda: _seconds(item, "at", 0.0), 0.0)
+            return at, errors.read(item, lambda: _non_negative(item, "value"), 0.0)
 
-        steps = reader.items("steps", step)
-        if not steps:
-            raise reader.error("steps", "needs at least one step")
+        steps = errors.items(reader, "steps", step)
+        if reader.raw("steps") == []:
+            errors.add(reader.error("steps", "needs at least one step"))
         for index in range(1, len(steps)):
             if steps[index][0] <= steps[index - 1][0]:
-                raise ManifestError(
-                    f"{reader.child_path('steps')}[{index}].at", "must be after the previous step's"
+                errors.add(
+                    ManifestError(
+                        f"{reader.child_path('steps')}[{index}].at", "must be after the previous step's"
+                    )
                 )
         return Demand("steps", tuple(at for at, _ in steps), tuple(value for _, value in steps))
     if shape == "sine":
         sine = reader.obj("sine")
-        mean = _non_negative(sine, "mean")
-        amplitude = _non_negative(sine, "amplitude", required=False)
-        period = _seconds(sine, "period", DAY)
+        mean = errors.read(sine, lambda: _non_negative(sine, "mean"), 0.0)
+        amplitude = errors.read(sine, lambda: _non_negative(sine, "amplitude", required=False), 0.0)
+        period = errors.read(sine, lambda: _seconds(sine, "period", DAY), DAY)
         if period <= 0:
-            raise sine.error("period", "must be positive")
-        noise = _non_negative(sine, "noise", required=False)
+            errors.add(sine.error("period", "must be positive"))
+            period = DAY
+        noise = errors.read(sine, lambda: _non_negative(sine, "noise", required=False), 0.0)
         if noise > 1:
-            raise sine.error("noise", f"a fraction from 0 to 1, got {noise:g}")
-        seed = sine.integer("seed", 0)
-        assert seed is not None
+            errors.add(sine.error("noise", f"a fraction from 0 to 1, got {noise:g}"))
+        seed = errors.read(sine, lambda: sine.integer("seed"), None)
         return Demand(
             "sine",
             mean=mean,
             amplitude=amplitude,
             period=period,
-            phase=_seconds(sine, "phase", 0.0),
+            phase=errors.read(sine, lambda: _seconds(sine, "phase", 0.0), 0.0),
             noise=noise,
-            seed=seed,
+            seed=seed or 0,
         )
     return _csv(reader.obj("csv"), base)
 
 
-def parse_load(item: FieldReader, base: Path | None) -> WorkloadLoad:
-    """One entry of ``spec.load``."""
-    kind = item.required_str("kind")
-    if kind not in LOAD_KINDS:
-        raise item.error("kind", f"one of {' or '.join(LOAD_KINDS)}, not {kind!r}")
-    namespace = item.string("namespace") or "default"
-    name = item.required_str("name")
-    demands = {
-        resource: parse_demand(item.obj(resource), base) for resource in RESOURCES if item.has(resource)
-    }
-    if not demands:
-        raise item.error("cpu", "required (or memory)")
+def parse_load(item: FieldReader, base: Path | None, errors: FieldErrors | None = None) -> WorkloadLoad:
+    """One entry of ``spec.load``; ``errors`` as for :func:`parse_demand`."""
+    found = errors if errors is not None else FieldErrors()
+    kind = found.read(item, lambda: item.required_str("kind"), "")
+    if kind and kind not in LOAD_KINDS:
+        found.add(item.error("kind", f"one of {' or '.join(LOAD_KINDS)}, not {kind!r}"))
+    namespace = found.read(item, lambda: item.string("namespace"), "") or "default"
+    name = found.read(item, lambda: item.required_str("name"), "")
+    demands: dict[str, Demand] = {}
+    for resource in RESOURCES:
+        if item.has(resource):
+            demand = found.read(item, partial(_resource_demand, item, resource, base, found), None)
+            if demand is not None:
+                demands[resource] = demand
+    if not any(item.has(resource) for resource in RESOURCES):
+        found.add(item.error("cpu", "required (or memory)"))
+    if errors is None:
+        found.raise_first()
     return WorkloadLoad(kind, namespace, name, demands)
+
+
+def _resource_demand(item: FieldReader, resource: str, base: Path | None, errors: FieldErrors) -> Demand:
+    return _demand(item.obj(resource), base, errors)

@@ -41,8 +41,12 @@ applied at time zero, the run going on until the cluster is steady), or a
 Scenario in its own file are applied at time zero (no step could name them);
 a second Scenario is an error, as one run runs one. Errors in a scenario
 file are reported like manifest errors, with the file, the object and the
-field; a Scenario with a bad field of its own is not run (a bad object it
-applies is skipped, as in plain manifests). A field the format does not
+field, all of them: a field that cannot be read is recorded and the parse
+goes on (:class:`~karpy.sim.field_errors.FieldErrors`). Every field is checked for its type, its range
+and what it names (a time after ``duration``, an instance type or zone the
+simulated cloud does not have, a NodePool no step applies). A Scenario with
+a bad field of its own is not run (a bad object it applies, or one beside it
+in its file, is reported and skipped, as in plain manifests). A field the format does not
 have (``durration``) is one of them, with a did-you-mean: the format's fields
 are the ones :func:`parse_scenario` asks for (a ``ReadLog``, see
 :mod:`karpy.api.fields`), so a new field is added in one place, by reading it
@@ -52,22 +56,33 @@ every field, its default, and the workload kinds the simulator runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import difflib
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
 from karpy.api._reader import FieldReader, ManifestError
-from karpy.api.duration import DurationError, parse_duration
-from karpy.api.fields import OBJECT_META, ReadLog, check
-from karpy.api.manifest import LoadResult, load_documents, parse_document
+from karpy.api.duration import DurationError, format_duration, parse_duration
+from karpy.api.fields import CLOSE_ENOUGH, OBJECT_META, ReadLog, check, did_you_mean
+from karpy.api.manifest import (
+    IGNORED_KINDS,
+    KNOWN_KINDS,
+    LoadedObject,
+    LoadResult,
+    load_documents,
+    parse_document,
+)
+from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.baselines.cluster_autoscaler import (
     EXPANDERS,
     ClusterAutoscalerFlags,
     NodeGroup,
-    NodeGroupError,
 )
+from karpy.cloud.aws_catalog import load_catalog
 from karpy.controllers.interruption import STATES
 from karpy.settings import FeatureGates, parse_feature_gates, parse_node_cost
 from karpy.sim.cloud import (
@@ -79,12 +94,22 @@ from karpy.sim.cloud import (
     LaunchError,
     RegistrationFailure,
 )
+from karpy.sim.field_errors import FieldErrors
 from karpy.sim.load import WorkloadLoad, parse_load
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
 DEFAULT_DURATION = 24 * 3600.0
 SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+STEP_ACTIONS = ("apply", "delete", "scale")
+# The capacity types the simulated cloud offers; ``*`` in a cloud window: any.
+CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
+ANY_OFFERING = "*"
+DEFAULT_LAUNCH_ERROR = "simulated cloud API error"
+# The most replicas a workload has: Kubernetes' replicas are int32.
+INT32_MAX = 2**31 - 1
+INFINITY = float("inf")
+NONE: tuple[str, ...] = ()
 # The files a directory stands for, as kubectl apply -f DIR reads them.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 # Kinds a delete step names in the ``default`` namespace when it names none.
@@ -111,6 +136,8 @@ class Step:
     name: str = ""
     replicas: int = 0
     description: str = ""
+    # Where the Scenario declares it (spec.steps[2]); empty for the objects applied at time zero.
+    where: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +172,10 @@ class Scenario:
     source: str = ""
     # Read from a Scenario document (not made up to apply plain manifests at time zero).
     from_document: bool = False
+
+    def steps_after(self, end: float) -> list[Step]:
+        """The Scenario's own steps a run ending at ``end`` (seconds from its start) leaves out."""
+        return [step for step in self.steps if step.where and step.at > end]
 
 
 def _duration(reader: FieldReader, key: str, default: float | None = None) -> float:
@@ -258,257 +289,489 @@ def read_manifest_text(path: Path, result: LoadResult) -> str | None:
     return None
 
 
-def _parse_failure(reader: FieldReader) -> CapacityFailure:
+def _window(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> tuple[float, float]:
+    """``from`` and ``until`` of a cloud window: open at some moment of the run, ``until`` after ``from``."""
+    start = errors.read(reader, lambda: _duration(reader, "from", 0.0), 0.0)
+    end = errors.read(reader, lambda: _duration(reader, "until", INFINITY), INFINITY)
+    if end <= start:
+        errors.add(
+            reader.error(
+                "until",
+                f"{format_duration(end)} is not after from ({format_duration(start)}):"
+                " the window is never open",
+            )
+        )
+    elif start > end_of_run:
+        errors.add(reader.error("from", _after_the_end(start, end_of_run, "the window would never open")))
+    return start, end
+
+
+def _after_the_end(at: float, end_of_run: float, consequence: str) -> str:
+    end = format_duration(end_of_run)
+    return f"{format_duration(at)} is after the end of the run (spec.duration {end}): {consequence}"
+
+
+def _instance_type_error(name: str, path: str) -> ManifestError | None:
+    """An error unless ``name`` is an instance type of the simulated cloud's catalog."""
+    catalog = load_catalog()
+    if catalog.entry(name) is not None:
+        return None
+    names = [entry.name for entry in catalog.entries]
+    families = sorted({entry_name.split(".", 1)[0] for entry_name in names})
+    # The closest name, though several are close: types differ by a character (m5.large, m5a.large).
+    close = difflib.get_close_matches(name, names, n=1, cutoff=CLOSE_ENOUGH)
+    closest = f' (did you mean "{close[0]}"?)' if close else ""
+    return ManifestError(
+        path,
+        f"unknown instance type {name!r}{closest}: the simulated cloud has the"
+        f" {len(names)} instance types of karpy's {catalog.region} catalog, of the families"
+        f" {', '.join(families)}",
+    )
+
+
+def _zone_error(name: str, path: str) -> ManifestError | None:
+    zones = load_catalog().zones
+    if name in zones:
+        return None
+    return ManifestError(
+        path, f"unknown zone {name!r}{did_you_mean(name, zones)}: the simulated cloud has {', '.join(zones)}"
+    )
+
+
+def _capacity_type_error(name: str, path: str) -> ManifestError | None:
+    if name in CAPACITY_TYPES:
+        return None
+    return ManifestError(path, f"one of {', '.join(CAPACITY_TYPES)}, not {name!r}")
+
+
+def _offering_field(
+    errors: FieldErrors, reader: FieldReader, key: str, known: Callable[[str, str], ManifestError | None]
+) -> str:
+    """An offering's instance type, zone or capacity type: ``*`` (any, the default) or one the cloud has."""
+    value = errors.read(reader, lambda: reader.string(key, ANY_OFFERING), ANY_OFFERING)
+    error = known(value, reader.child_path(key)) if value != ANY_OFFERING else None
+    if error is not None:
+        errors.add(error)
+    return value
+
+
+def _offering_list(
+    errors: FieldErrors, reader: FieldReader, key: str, known: Callable[[str, str], ManifestError | None]
+) -> tuple[str, ...]:
+    """A list of instance types or zones, each one the cloud has."""
+    values = errors.read(reader, lambda: reader.str_list(key), NONE)
+    for index, value in enumerate(values):
+        error = known(value, f"{reader.child_path(key)}[{index}]")
+        if error is not None:
+            errors.add(error)
+    return values
+
+
+def _parse_failure(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> CapacityFailure:
+    start, end = _window(errors, reader, end_of_run)
     return CapacityFailure(
-        instance_type=reader.string("instanceType", "*"),
-        zone=reader.string("zone", "*"),
-        capacity_type=reader.string("capacityType", "*"),
-        start=_duration(reader, "from", 0.0),
-        end=_duration(reader, "until", float("inf")) if reader.has("until") else float("inf"),
+        instance_type=_offering_field(errors, reader, "instanceType", _instance_type_error),
+        zone=_offering_field(errors, reader, "zone", _zone_error),
+        capacity_type=_offering_field(errors, reader, "capacityType", _capacity_type_error),
+        start=start,
+        end=end,
     )
 
 
-def _parse_launch_error(reader: FieldReader) -> LaunchError:
-    return LaunchError(
-        message=reader.string("message", "simulated cloud API error"),
-        start=_duration(reader, "from", 0.0),
-        end=_duration(reader, "until", float("inf")) if reader.has("until") else float("inf"),
+def _parse_launch_error(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> LaunchError:
+    start, end = _window(errors, reader, end_of_run)
+    message = errors.read(
+        reader, lambda: reader.string("message", DEFAULT_LAUNCH_ERROR), DEFAULT_LAUNCH_ERROR
     )
+    return LaunchError(message=message, start=start, end=end)
 
 
-def _parse_interruption(reader: FieldReader) -> Interruption:
-    kind = reader.string("kind", SPOT_INTERRUPTION)
+def _parse_registration_failure(
+    errors: FieldErrors, reader: FieldReader, end_of_run: float
+) -> RegistrationFailure:
+    start, end = _window(errors, reader, end_of_run)
+    return RegistrationFailure(start, end)
+
+
+def _parse_interruption(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> Interruption:
+    at = errors.read(reader, lambda: _duration(reader, "at"), 0.0)
+    if at > end_of_run:
+        errors.add(reader.error("at", _after_the_end(at, end_of_run, "the interruption would never come")))
+    kind = errors.read(reader, lambda: reader.string("kind", SPOT_INTERRUPTION), SPOT_INTERRUPTION)
     if kind not in INTERRUPTION_KINDS:
-        raise reader.error("kind", f"one of {', '.join(INTERRUPTION_KINDS)}, not {kind!r}")
-    if reader.has("fraction") and reader.has("count"):
-        raise reader.error("", "give fraction or count, not both")
+        errors.add(reader.error("kind", f"one of {', '.join(INTERRUPTION_KINDS)}, not {kind!r}"))
     fraction: float | None = None
-    text = reader.scalar_str("fraction")
+    text = errors.read(reader, lambda: reader.scalar_str("fraction"), None)
     if text is not None:
         try:
             fraction = float(text)
         except ValueError:
             fraction = -1.0
         if not 0.0 < fraction <= 1.0:
-            raise reader.error("fraction", f"a number above 0 and at most 1, not {text!r}")
-    count = reader.integer("count")
+            errors.add(reader.error("fraction", f"a number above 0 and at most 1, not {text!r}"))
+    count = errors.read(reader, lambda: reader.integer("count"), None)
     if count is not None and count < 0:
-        raise reader.error("count", "must not be negative")
-    state = reader.string("state")
+        errors.add(reader.error("count", "must not be negative"))
+    if fraction is not None and count is not None:
+        errors.add(reader.error("", "give fraction or count, not both"))
+    state = errors.read(reader, lambda: reader.string("state"), "")
     if state and kind != STATE_CHANGE:
-        raise reader.error("state", f"only for kind {STATE_CHANGE}")
-    if state and state not in STATES:
-        raise reader.error("state", f"one of {', '.join(STATES)}, not {state!r}")
+        errors.add(reader.error("state", f"only for kind {STATE_CHANGE}"))
+    elif state and state not in STATES:
+        errors.add(reader.error("state", f"one of {', '.join(STATES)}, not {state!r}"))
     return Interruption(
-        at=_duration(reader, "at"),
+        at=at,
         kind=kind,
-        instance_types=reader.str_list("instanceTypes"),
-        zones=reader.str_list("zones"),
+        instance_types=_offering_list(errors, reader, "instanceTypes", _instance_type_error),
+        zones=_offering_list(errors, reader, "zones", _zone_error),
         fraction=fraction,
         count=count,
         state=state or STATES[0],
     )
 
 
-def _parse_node_group(reader: FieldReader) -> NodeGroup:
-    min_size = reader.integer("minSize", 0)
-    max_size = reader.integer("maxSize")
-    if max_size is None:
-        raise reader.error("maxSize", "required")
+def _parse_node_group(errors: FieldErrors, reader: FieldReader) -> NodeGroup:
+    min_size = errors.read(reader, lambda: reader.integer("minSize"), None) or 0
+    max_size = errors.read(reader, lambda: _required_integer(reader, "maxSize"), None)
+    instance_types = _offering_list(errors, reader, "instanceTypes", _instance_type_error)
+    zones = _offering_list(errors, reader, "zones", _zone_error)
     group = NodeGroup(
-        name=reader.required_str("name"),
-        instance_types=reader.str_list("instanceTypes"),
-        capacity_type=reader.string("capacityType", "on-demand"),
+        name=errors.read(reader, lambda: reader.string("name"), ""),
+        instance_types=instance_types,
+        capacity_type=errors.read(reader, lambda: reader.string("capacityType", "on-demand"), "on-demand"),
         min_size=min_size if min_size is not None else 0,
-        max_size=max_size,
-        zones=reader.str_list("zones"),
-        nodepool=reader.string("nodePool"),
+        max_size=max_size if max_size is not None else min_size or 0,
+        zones=zones,
+        nodepool=errors.read(reader, lambda: reader.string("nodePool"), ""),
     )
-    try:
-        group.check()
-    except NodeGroupError as error:
-        raise reader.error(error.field_name, str(error).split(": ", 1)[1]) from error
+    for problem in group.problems():
+        errors.add(reader.error(problem.field_name, str(problem).split(": ", 1)[1]))
+    template = load_catalog().entry(instance_types[0]) if instance_types else None
+    known_zones = all(zone in load_catalog().zones for zone in zones)
+    if template is not None and group.capacity_type in CAPACITY_TYPES and known_zones:
+        offered = template.spot_prices if group.capacity_type == CAPACITY_TYPE_SPOT else template.zones
+        if not any(zone in offered for zone in zones or offered):
+            where = f" in {', '.join(zones)}" if zones else ""
+            errors.add(
+                reader.error(
+                    "instanceTypes[0]",
+                    f"{template.name} (the group's template) has no {group.capacity_type} offering{where}:"
+                    " the group could never grow",
+                )
+            )
     return group
 
 
-def _non_negative_int(reader: FieldReader, key: str, default: int) -> int:
-    value = reader.integer(key, default)
-    if value is None or value < 0:
-        raise reader.error(key, "must not be negative")
+def _required_integer(reader: FieldReader, key: str) -> int:
+    value = reader.integer(key)
+    if value is None:
+        raise reader.error(key, "required")
     return value
 
 
-def _parse_cluster_autoscaler(reader: FieldReader) -> ClusterAutoscalerSpec:
-    """``spec.clusterAutoscaler``: Cluster Autoscaler's flags, camel-cased, and its node groups."""
+def _non_negative_int(errors: FieldErrors, reader: FieldReader, key: str, default: int) -> int:
+    value = errors.read(reader, lambda: reader.integer(key), None)
+    if value is None:
+        return default
+    if value < 0:
+        errors.add(reader.error(key, "must not be negative"))
+        return default
+    return value
+
+
+def _fraction(errors: FieldErrors, reader: FieldReader, key: str, default: float) -> float:
+    text = errors.read(reader, lambda: reader.scalar_str(key), None)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        errors.add(reader.error(key, f"a number from 0 to 1, not {text!r}"))
+        return default
+    return value
+
+
+def _parse_cluster_autoscaler(
+    errors: FieldErrors, reader: FieldReader
+) -> tuple[ClusterAutoscalerSpec, list[tuple[str, NodeGroup]]]:
+    """``spec.clusterAutoscaler``: Cluster Autoscaler's flags, camel-cased, and its node groups.
+
+    The node groups come with their paths too, for the checks of what they name.
+    """
     defaults = ClusterAutoscalerFlags()
-    expander = reader.string("expander", defaults.expander)
+    expander = errors.read(reader, lambda: reader.string("expander", defaults.expander), defaults.expander)
     if expander not in EXPANDERS:
-        raise reader.error("expander", f"one of {', '.join(EXPANDERS)}, not {expander!r}")
+        errors.add(reader.error("expander", f"one of {', '.join(EXPANDERS)}, not {expander!r}"))
     priorities: dict[int, tuple[str, ...]] = {}
-    raw_priorities = reader.obj("priorities")
+    raw_priorities = errors.read(reader, lambda: reader.obj("priorities"), FieldReader({}))
     for key in raw_priorities:
         try:
             priority = int(key)
         except ValueError:
-            raise raw_priorities.error(key, "a priority is an integer") from None
-        priorities[priority] = raw_priorities.str_list(key)
-    if expander == "priority" and not priorities:
-        raise reader.error("priorities", "required with expander: priority")
-    threshold_text = reader.scalar_str("scaleDownUtilizationThreshold")
-    threshold = defaults.utilization_threshold
-    if threshold_text is not None:
-        try:
-            threshold = float(threshold_text)
-        except ValueError:
-            threshold = -1.0
-        if not 0.0 <= threshold <= 1.0:
-            raise reader.error(
-                "scaleDownUtilizationThreshold", f"a number from 0 to 1, not {threshold_text!r}"
-            )
+            errors.add(raw_priorities.error(key, "a priority is an integer"))
+            continue
+        patterns = errors.read(raw_priorities, partial(raw_priorities.str_list, key), NONE)
+        for index, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                errors.add(
+                    ManifestError(
+                        f"{raw_priorities.child_path(key)}[{index}]", f"not a regular expression: {error}"
+                    )
+                )
+        priorities[priority] = patterns
+    if expander == "priority" and not priorities and not reader.has("priorities"):
+        errors.add(reader.error("priorities", "required with expander: priority"))
+
+    def duration(key: str, default: float) -> float:
+        return errors.read(reader, lambda: _duration(reader, key, default), default)
+
     flags = ClusterAutoscalerFlags(
-        scan_interval=_duration(reader, "scanInterval", defaults.scan_interval),
+        scan_interval=duration("scanInterval", defaults.scan_interval),
         expander=expander,
         priorities=priorities,
-        seed=_non_negative_int(reader, "seed", defaults.seed),
-        max_nodes_total=_non_negative_int(reader, "maxNodesTotal", defaults.max_nodes_total),
-        max_node_provision_time=_duration(reader, "maxNodeProvisionTime", defaults.max_node_provision_time),
-        scale_down_enabled=reader.boolean("scaleDownEnabled", defaults.scale_down_enabled),
-        utilization_threshold=threshold,
-        unneeded_time=_duration(reader, "scaleDownUnneededTime", defaults.unneeded_time),
-        delay_after_add=_duration(reader, "scaleDownDelayAfterAdd", defaults.delay_after_add),
-        max_empty_bulk_delete=_non_negative_int(reader, "maxEmptyBulkDelete", defaults.max_empty_bulk_delete),
-        skip_nodes_with_system_pods=reader.boolean(
-            "skipNodesWithSystemPods", defaults.skip_nodes_with_system_pods
+        seed=_non_negative_int(errors, reader, "seed", defaults.seed),
+        max_nodes_total=_non_negative_int(errors, reader, "maxNodesTotal", defaults.max_nodes_total),
+        max_node_provision_time=duration("maxNodeProvisionTime", defaults.max_node_provision_time),
+        scale_down_enabled=errors.read(
+            reader, lambda: reader.boolean("scaleDownEnabled", defaults.scale_down_enabled), True
         ),
-        derived_max_size=_non_negative_int(reader, "derivedMaxSize", defaults.derived_max_size),
+        utilization_threshold=_fraction(
+            errors, reader, "scaleDownUtilizationThreshold", defaults.utilization_threshold
+        ),
+        unneeded_time=duration("scaleDownUnneededTime", defaults.unneeded_time),
+        delay_after_add=duration("scaleDownDelayAfterAdd", defaults.delay_after_add),
+        max_empty_bulk_delete=_non_negative_int(
+            errors, reader, "maxEmptyBulkDelete", defaults.max_empty_bulk_delete
+        ),
+        skip_nodes_with_system_pods=errors.read(
+            reader,
+            lambda: reader.boolean("skipNodesWithSystemPods", defaults.skip_nodes_with_system_pods),
+            True,
+        ),
+        derived_max_size=_non_negative_int(errors, reader, "derivedMaxSize", defaults.derived_max_size),
     )
     if flags.scan_interval <= 0:
-        raise reader.error("scanInterval", "must be above zero")
-    groups: tuple[NodeGroup, ...] | None = None
-    if reader.has("nodeGroups"):
-        groups = reader.items("nodeGroups", _parse_node_group)
-        seen: set[str] = set()
-        for index, group in enumerate(groups):
-            if group.name in seen:
-                raise reader.error(
-                    f"nodeGroups[{index}].name", f"node group {group.name!r} is declared twice"
+        errors.add(reader.error("scanInterval", "must be above zero"))
+    if flags.max_node_provision_time <= 0:
+        errors.add(reader.error("maxNodeProvisionTime", "must be above zero"))
+    located = errors.items(reader, "nodeGroups", lambda item: (item.path, _parse_node_group(errors, item)))
+    seen: set[str] = set()
+    for where, group in located:
+        if group.name in seen:
+            errors.add(ManifestError(f"{where}.name", f"node group {group.name!r} is declared twice"))
+        seen.add(group.name)
+    groups = tuple(group for _, group in located) if reader.has("nodeGroups") else None
+    return ClusterAutoscalerSpec(flags, groups), located
+
+
+def _parse_step(
+    errors: FieldErrors, item: FieldReader, source: str, base: Path | None, end_of_run: float
+) -> Step:
+    at = errors.read(item, lambda: _duration(item, "at", 0.0), 0.0)
+    if at > end_of_run:
+        errors.add(item.error("at", _after_the_end(at, end_of_run, "the step would never run")))
+    actions = [action for action in STEP_ACTIONS if item.has(action)]
+    if len(actions) != 1:
+        # Raised, not recorded: a step without its action has nothing else to read.
+        raise item.error("", "a step needs exactly one of apply, delete or scale")
+    action = actions[0]
+    body = item.obj(action)
+    parsed = Step(at=at, action=action, where=item.path)
+    if action == "apply":
+        files = errors.read(body, lambda: body.str_list("files"), NONE)
+        for index, file_name in enumerate(files):
+            path = (base / file_name) if base is not None else Path(file_name)
+            if not path.exists():
+                errors.add(
+                    ManifestError(f"{body.child_path('files')}[{index}]", f"file not found: {file_name}")
                 )
-            seen.add(group.name)
-    return ClusterAutoscalerSpec(flags, groups)
+                continue
+            parsed.objects.extend(load_files([path]))
+        objects = body.raw("objects")
+        if isinstance(objects, list):
+            for index, document in enumerate(objects):
+                parse_document(
+                    document, f"{source} ({body.child_path('objects')}[{index}])", 0, parsed.objects
+                )
+        elif objects is not None:
+            errors.add(body.error("objects", "expected a list of manifests"))
+        if not files and not objects and not any(error.path.startswith(body.path) for error in errors.found):
+            errors.add(body.error("", "needs files or objects to apply"))
+        parsed.description = ", ".join(f"{loaded.kind} {loaded.name}" for loaded in parsed.objects.objects)
+        return parsed
+    parsed.kind = errors.read(body, lambda: body.required_str("kind"), "")
+    parsed.namespace = errors.read(body, lambda: body.string("namespace"), "")
+    parsed.name = errors.read(body, lambda: body.required_str("name"), "")
+    if action == "scale":
+        if parsed.kind and parsed.kind not in SCALABLE_KINDS:
+            errors.add(body.error("kind", f"can scale {' or '.join(SCALABLE_KINDS)}, not {parsed.kind!r}"))
+        parsed.replicas = errors.read(body, lambda: _replicas(body), 0)
+        parsed.namespace = parsed.namespace or "default"
+    else:
+        if parsed.kind and parsed.kind not in KNOWN_KINDS | IGNORED_KINDS:
+            errors.add(
+                body.error(
+                    "kind",
+                    f"unknown kind {parsed.kind!r}{did_you_mean(parsed.kind, KNOWN_KINDS | IGNORED_KINDS)}",
+                )
+            )
+        if parsed.kind in NAMESPACED_KINDS:
+            parsed.namespace = parsed.namespace or "default"
+    target = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
+    parsed.description = f"{parsed.kind} {target}" + (
+        f" to {parsed.replicas} replicas" if action == "scale" else ""
+    )
+    return parsed
 
 
-def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tuple[Scenario, list[str]]:
-    """A Scenario document; file references resolve against ``base``."""
-    errors: list[str] = []
+def _check_node_group_pools(
+    errors: FieldErrors, node_groups: list[tuple[str, NodeGroup]], applied_pools: set[str]
+) -> None:
+    """Each node group's NodePool is one the Scenario applies (its nodes' class, labels and taints)."""
+    pools = sorted(applied_pools)
+    if node_groups and not pools:
+        where = node_groups[0][0].rsplit("[", 1)[0]
+        errors.add(
+            ManifestError(
+                where,
+                "the Scenario applies no NodePool: a node group's nodes take their node class,"
+                " labels and taints from one",
+            )
+        )
+        return
+    for where, group in node_groups:
+        if group.nodepool and group.nodepool not in pools:
+            errors.add(
+                ManifestError(
+                    f"{where}.nodePool",
+                    f"no NodePool {group.nodepool!r}{did_you_mean(group.nodepool, pools)}"
+                    f" (the Scenario applies {', '.join(pools)}): the group's nodes take their node class,"
+                    " labels and taints from it",
+                )
+            )
+
+
+def _replicas(body: FieldReader) -> int:
+    replicas = body.integer("replicas")
+    if replicas is None or replicas < 0:
+        raise body.error("replicas", "required, not negative")
+    if replicas > INT32_MAX:
+        raise body.error("replicas", f"{replicas} is over {INT32_MAX}, the most a workload has")
+    return replicas
+
+
+def parse_scenario(
+    raw: dict[str, object], source: str, base: Path | None, beside: Sequence[LoadedObject] = ()
+) -> tuple[Scenario, list[str]]:
+    """A Scenario document; file references resolve against ``base``.
+
+    Every error is returned, one line each: the Scenario's own (a Scenario
+    with any is not run: its steps are dropped) and those of the objects its
+    steps apply (skipped, as in plain manifests).
+    """
     log = ReadLog()
+    errors = FieldErrors(log)
     reader = FieldReader(raw, log=log)
     metadata = reader.raw("metadata")
-    name = FieldReader.of(metadata or {}, "metadata").string("name") or "scenario"
+    name = "scenario"
+    if isinstance(metadata, dict) and isinstance(metadata.get("name"), str) and metadata["name"]:
+        name = metadata["name"]
+    elif metadata is not None:
+        errors.read(reader, lambda: FieldReader.of(metadata, "metadata").string("name"), "")
     label = f'{source}: Scenario "{name}"'
     scenario = Scenario(name=name, source=source, from_document=True)
+    own: list[str] = []
+    if (reader.raw("apiVersion"), reader.raw("kind")) != (SCENARIO_API_VERSION, SCENARIO_KIND):
+        own.append(f"{label}: apiVersion: a {SCENARIO_KIND} is {SCENARIO_API_VERSION}")
+    spec = errors.read(reader, lambda: reader.obj("spec"), FieldReader({}, "spec"))
 
-    def unknown_fields(stopped_at: str | None) -> list[str]:
-        found = [*check(metadata, OBJECT_META, "metadata"), *log.unknown_fields(stopped_at)]
-        return [f"{label}: {field}" for field in found]
+    scenario.duration = errors.read(spec, lambda: _duration(spec, "duration", DEFAULT_DURATION), INFINITY)
+    if scenario.duration == 0:
+        errors.add(spec.error("duration", "must be above zero"))
+    # Times after the end are checked against a duration that could be read.
+    end_of_run = scenario.duration
+    if scenario.duration == INFINITY:
+        scenario.duration = DEFAULT_DURATION
 
-    if (reader.string("apiVersion"), reader.string("kind")) != (SCENARIO_API_VERSION, SCENARIO_KIND):
-        errors.append(f"{label}: apiVersion: a {SCENARIO_KIND} is {SCENARIO_API_VERSION}")
-    try:
-        spec = reader.obj("spec")
-        scenario.duration = _duration(spec, "duration", DEFAULT_DURATION)
-        cloud = spec.obj("cloud")
-        if cloud.has("registrationDelay"):
-            scenario.registration_delay = _duration(cloud, "registrationDelay")
-        scenario.capacity_failures = list(cloud.items("capacityFailures", _parse_failure))
-        scenario.launch_errors = list(cloud.items("launchErrors", _parse_launch_error))
-        scenario.registration_failures = [
-            RegistrationFailure(failure.start, failure.end)
-            for failure in cloud.items("registrationFailures", _parse_launch_error)
-        ]
-        scenario.interruptions = list(cloud.items("interruptions", _parse_interruption))
-        settings = spec.obj("settings")
-        if settings.has("featureGates"):
-            gates = settings.string("featureGates")
-            try:
-                scenario.feature_gates = parse_feature_gates(gates)
-            except ValueError as error:
-                raise settings.error("featureGates", str(error)) from error
-        if settings.has("nodeOverheadCost"):
-            try:
-                scenario.node_overhead_cost = parse_node_cost(str(settings.raw("nodeOverheadCost")))
-            except ValueError as error:
-                raise settings.error("nodeOverheadCost", str(error)) from error
-        if spec.has("clusterAutoscaler"):
-            scenario.cluster_autoscaler = _parse_cluster_autoscaler(spec.obj("clusterAutoscaler"))
-        jobs = spec.obj("jobs")
-        if jobs.has("duration"):
-            scenario.job_duration = _duration(jobs, "duration")
-        scenario.loads = list(spec.items("load", lambda item: parse_load(item, base)))
-        targets = [load.key for load in scenario.loads]
-        for index, key in enumerate(targets):
-            if key in targets[:index]:
-                raise ManifestError(f"{spec.child_path('load')}[{index}]", f"a second load for {key}")
-    except ManifestError as error:
-        return scenario, [*errors, f"{label}: {error}", *unknown_fields(error.path)]
+    cloud = errors.read(spec, lambda: spec.obj("cloud"), FieldReader({}, "spec.cloud"))
+    if cloud.has("registrationDelay"):
+        scenario.registration_delay = errors.read(cloud, lambda: _duration(cloud, "registrationDelay"), None)
+    scenario.capacity_failures = errors.items(
+        cloud, "capacityFailures", lambda item: _parse_failure(errors, item, end_of_run)
+    )
+    scenario.launch_errors = errors.items(
+        cloud, "launchErrors", lambda item: _parse_launch_error(errors, item, end_of_run)
+    )
+    scenario.registration_failures = errors.items(
+        cloud, "registrationFailures", lambda item: _parse_registration_failure(errors, item, end_of_run)
+    )
+    scenario.interruptions = errors.items(
+        cloud, "interruptions", lambda item: _parse_interruption(errors, item, end_of_run)
+    )
 
-    def step(item: FieldReader) -> Step:
-        at = _duration(item, "at", 0.0)
-        actions = [action for action in ("apply", "delete", "scale") if item.has(action)]
-        if len(actions) != 1:
-            raise item.error("", "a step needs exactly one of apply, delete or scale")
-        action = actions[0]
-        body = item.obj(action)
-        parsed = Step(at=at, action=action)
-        if action == "apply":
-            for index, file_name in enumerate(body.str_list("files")):
-                path = (base / file_name) if base is not None else Path(file_name)
-                if not path.exists():
-                    raise ManifestError(
-                        f"{body.child_path('files')}[{index}]", f"file not found: {file_name}"
-                    )
-                parsed.objects.extend(load_files([path]))
-            objects = body.raw("objects")
-            if isinstance(objects, list):
-                for index, document in enumerate(objects):
-                    parse_document(
-                        document, f"{source} ({body.child_path('objects')}[{index}])", 0, parsed.objects
-                    )
-            elif objects is not None:
-                raise body.error("objects", "expected a list of manifests")
-            parsed.description = ", ".join(
-                f"{loaded.kind} {loaded.name}" for loaded in parsed.objects.objects
-            )
-        else:
-            parsed.kind = body.required_str("kind")
-            parsed.namespace = body.string("namespace")
-            parsed.name = body.required_str("name")
-            if action == "scale":
-                if parsed.kind not in SCALABLE_KINDS:
-                    raise body.error("kind", f"can scale {' or '.join(SCALABLE_KINDS)}, not {parsed.kind!r}")
-                replicas = body.integer("replicas")
-                if replicas is None or replicas < 0:
-                    raise body.error("replicas", "required, not negative")
-                parsed.replicas = replicas
-                parsed.namespace = parsed.namespace or "default"
-            elif parsed.kind in NAMESPACED_KINDS:
-                parsed.namespace = parsed.namespace or "default"
-            target = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
-            parsed.description = f"{parsed.kind} {target}" + (
-                f" to {parsed.replicas} replicas" if action == "scale" else ""
-            )
-        return parsed
+    settings = errors.read(spec, lambda: spec.obj("settings"), FieldReader({}, "spec.settings"))
+    gates = errors.read(settings, lambda: settings.string("featureGates"), "")
+    if settings.has("featureGates"):
+        try:
+            scenario.feature_gates = parse_feature_gates(gates)
+        except ValueError as error:
+            errors.add(settings.error("featureGates", str(error)))
+    if settings.has("nodeOverheadCost"):
+        try:
+            scenario.node_overhead_cost = parse_node_cost(str(settings.raw("nodeOverheadCost")))
+        except ValueError as error:
+            errors.add(settings.error("nodeOverheadCost", str(error)))
 
-    stopped_at: str | None = None
-    try:
-        scenario.steps = sorted(spec.items("steps", step), key=lambda s: s.at)
-    except ManifestError as error:
-        errors.append(f"{label}: {error}")
-        stopped_at = error.path
-    errors.extend(unknown_fields(stopped_at))
+    node_groups: list[tuple[str, NodeGroup]] = []
+    if spec.has("clusterAutoscaler"):
+        cluster_autoscaler = errors.read(spec, lambda: spec.obj("clusterAutoscaler"), None)
+        if cluster_autoscaler is not None:
+            scenario.cluster_autoscaler, node_groups = _parse_cluster_autoscaler(errors, cluster_autoscaler)
+
+    jobs = errors.read(spec, lambda: spec.obj("jobs"), FieldReader({}, "spec.jobs"))
+    if jobs.has("duration"):
+        scenario.job_duration = errors.read(jobs, lambda: _duration(jobs, "duration"), None)
+
+    scenario.loads = errors.items(spec, "load", lambda item: parse_load(item, base, errors))
+    targets = [load.key for load in scenario.loads]
+    for index, key in enumerate(targets):
+        if key in targets[:index]:
+            errors.add(ManifestError(f"{spec.child_path('load')}[{index}]", f"a second load for {key}"))
+
+    steps = errors.items(spec, "steps", lambda item: _parse_step(errors, item, source, base, end_of_run))
+    scenario.steps = sorted(steps, key=lambda step: step.at)
+
+    applied = [*beside, *(loaded for step in steps for loaded in step.objects.objects)]
+    _check_node_group_pools(
+        errors, node_groups, {loaded.name for loaded in applied if loaded.kind == "NodePool"}
+    )
+    own += [f"{label}: {error}" for error in errors.found]
+    own += [f"{label}: {field}" for field in check(metadata, OBJECT_META, "metadata")]
+    own += [f"{label}: {field}" for field in log.unknown_fields(errors.stopped)]
     object_errors = [error for parsed_step in scenario.steps for error in parsed_step.objects.errors]
-    if errors:
-        scenario.steps = []  # a Scenario with a bad field is not run, as one with a bad step is not
-    return scenario, [*errors, *object_errors]
+    for parsed_step in scenario.steps:
+        parsed_step.objects.errors.clear()  # returned once, below; the step keeps its objects
+    if own:
+        scenario.steps = []  # a Scenario with a bad field of its own is not run
+    return scenario, [*own, *object_errors]
+
+
+def _files_applied(raw: dict[str, object], base: Path) -> set[Path]:
+    """The files the steps of a Scenario document apply, resolved (what is not a file name is left out)."""
+    spec = raw.get("spec")
+    steps = spec.get("steps") if isinstance(spec, dict) else None
+    named: set[Path] = set()
+    for step in steps if isinstance(steps, list) else ():
+        apply = step.get("apply") if isinstance(step, dict) else None
+        files = apply.get("files") if isinstance(apply, dict) else None
+        for name in files if isinstance(files, list) else ():
+            if isinstance(name, str):
+                named.add((base / name).resolve())
+    return named
 
 
 def is_scenario(raw: object) -> bool:
@@ -524,8 +787,11 @@ def _scenario_name(raw: object) -> str:
 def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     """A scenario from ``paths``: a Scenario file among them, or plain manifests applied at zero."""
     files: list[Path] = []
+    # The files a directory stood for: those of the Scenario's own directory are its steps' to apply.
+    listed: set[Path] = set()
     for path in paths:
         if path.is_dir():
+            listed.update(manifest_files(path))
             files.extend(manifest_files(path))
         else:
             files.append(path)
@@ -548,10 +814,10 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         if scenario_docs:
             raw = scenario_docs[0]
             assert isinstance(raw, dict)
-            scenario, errors = parse_scenario(raw, _display(path), path.parent)
             # The other objects of the Scenario's own file are applied at time zero, as
-            # those of files from other directories are: no step could name them.
-            extra = LoadResult()
+            # those of files from other directories are: no step could name them. Their
+            # errors are reported as the same file's would be without the Scenario.
+            extra = LoadResult(errors=list(read_file.unreadable))
             for index, document in enumerate(documents):
                 if document is raw:
                     continue
@@ -563,16 +829,25 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
                     )
                 else:
                     parse_document(document, _display(path), index, extra)
-            others = [p for p in files if p != path and p.parent != path.parent]
+            extra.errors.extend(read_file.broken_off)
+            # A file named on the command line is applied unless a step applies it; the other
+            # files of the Scenario's directory, given as the directory, are its steps' to name.
+            named = _files_applied(raw, path.parent)
+            others = [
+                p
+                for p in files
+                if p != path and not (p.parent == path.parent and p in listed) and p.resolve() not in named
+            ]
             if others:
                 extra.extend(_load(others, read))
-            extra.errors.extend(read_file.unreadable + read_file.broken_off + errors)
+            scenario, errors = parse_scenario(raw, _display(path), path.parent, beside=extra.objects)
             if extra.objects:
+                # The step holds the objects only: the errors are the run's, returned below.
+                beside = LoadResult(objects=extra.objects)
                 scenario.steps.insert(
-                    0, Step(at=0.0, action="apply", objects=extra, description="extra manifests")
+                    0, Step(at=0.0, action="apply", objects=beside, description="extra manifests")
                 )
-                extra = LoadResult(errors=extra.errors, notes=extra.notes)
-            return scenario, extra
+            return scenario, LoadResult(errors=[*extra.errors, *errors], notes=extra.notes)
     loaded = _load(paths, read)
     source = ", ".join(_display(p) for p in paths)
     if not (loaded.objects or loaded.errors or loaded.notes):
