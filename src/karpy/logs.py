@@ -99,8 +99,10 @@ class FailureStreak:
     again, the next ones are debug lines, unless the failure changes (another
     error code or kind), which is worth a warning again, and the first
     success after a streak is an info line. :meth:`failed` returns the delay
-    before the next try: :data:`RETRY_FIRST` seconds, doubled per failure in
-    a row up to :data:`RETRY_CAP`.
+    before the next try: ``first`` seconds, doubled per failure in a row up
+    to ``cap`` (equal for a fixed delay). Every controller that calls a cloud
+    on a timer logs its failures through one of these (node class status,
+    prices, the interruption queue, garbage collection, the cleanups).
     """
 
     def __init__(self, logger: logging.Logger, first: float = RETRY_FIRST, cap: float = RETRY_CAP) -> None:
@@ -115,26 +117,24 @@ class FailureStreak:
     def failing(self) -> bool:
         return self.failures > 0
 
-    def failed(self, what: str, error: BaseException, extra: Mapping[str, object] | None = None) -> float:
+    def failed(self, what: str, error: object, extra: Mapping[str, object] | None = None) -> float:
         """Log ``what`` failed with ``error`` (see above); the seconds to wait before trying again."""
         self.failures += 1
         delay = min(self.cap, self.first * 2.0 ** (self.failures - 1))
-        kind = (what, str(getattr(error, "code", "")) or type(error).__name__)
+        kind = (what, str(getattr(error, "code", "") or getattr(error, "reason", "")) or type(error).__name__)
         if kind == self._warned:
             self.logger.debug(
                 "%s (%d in a row): %s; retrying in %gs", what, self.failures, error, delay, extra=extra
             )
             return delay
         self._warned = kind
-        self.logger.warning(
-            "%s: %s; retrying in %gs, then less often while it fails", what, error, delay, extra=extra
-        )
+        self.logger.warning("%s: %s; retrying in %gs", what, error, delay, extra=extra)
         return delay
 
-    def succeeded(self, what: str, extra: Mapping[str, object] | None = None) -> None:
-        """End the streak, if there is one, with an info line saying ``what`` works again."""
+    def succeeded(self, recovered: str, extra: Mapping[str, object] | None = None) -> None:
+        """End the streak, if there is one, with an info line: ``recovered``, after how many failures."""
         if self.failures:
-            self.logger.info("%s again after %d failures", what, self.failures, extra=extra)
+            self.logger.info("%s after %d failures", recovered, self.failures, extra=extra)
         self.failures = 0
         self._warned = None
 

@@ -347,4 +347,4 @@ def test_an_unreachable_cloud_is_one_warning_and_a_growing_delay(caplog: pytest.
     cloud.list = lambda: []  # type: ignore[method-assign]
     assert collector.reconcile(PASS_KEY) == FIRST_INTERVAL
     infos = [record.getMessage() for record in caplog.records if record.levelno == logging.INFO]
-    assert len(infos) == 1 and "again after 8 failures" in infos[0]
+    assert len(infos) == 1 and "listed again after 8 failures" in infos[0]

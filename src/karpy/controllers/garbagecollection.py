@@ -138,7 +138,7 @@ class GarbageCollector:
             listed = self.cloud.list()
         except CloudProviderError as error:
             return self._listing.failed(LISTING, error, extra=about(controller=self.name))
-        self._listing.succeeded(LISTING, extra=about(controller=self.name))
+        self._listing.succeeded("the cloud's instances listed again", extra=about(controller=self.name))
         nodeclaims = list(self.cluster.nodeclaims())
         self._collect_instances(listed, nodeclaims)
         live = {instance.status.provider_id for instance in listed if not instance.metadata.deleting}

@@ -219,7 +219,7 @@ class SqsInterruptionQueue:
                 backoff = BACKOFF_MAX
                 log.exception("interruption queue %s: polling failed; retrying in %gs", self.queue, backoff)
             else:
-                failures.succeeded(polling)
+                failures.succeeded(f"interruption queue {self.queue} polled again")
                 continue
             self._stopping.wait(backoff)
 

@@ -286,7 +286,7 @@ class LaunchTemplateCleanup:
             return self._failures.failed(CLEANING_TEMPLATES, error, extra=about(controller=self.name))
         finally:
             self.templates.forget(deleted)
-        self._failures.succeeded(CLEANING_TEMPLATES, extra=about(controller=self.name))
+        self._failures.succeeded("launch templates cleaned up again", extra=about(controller=self.name))
         return CLEANUP_INTERVAL
 
 
@@ -344,7 +344,7 @@ class InstanceProfileCleanup:
             in_use = self._classes_with_live_instances() if orphans else set()
         except AwsApiError as error:
             return self._failures.failed(CLEANING_PROFILES, error, extra=about(controller=self.name))
-        self._failures.succeeded(CLEANING_PROFILES, extra=about(controller=self.name))
+        self._failures.succeeded("instance profiles listed again", extra=about(controller=self.name))
         retry = False
         for profile in orphans:
             node_class = profile.tags[TAG_NODECLASS]
