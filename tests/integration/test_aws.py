@@ -606,6 +606,7 @@ def test_an_unreachable_endpoint_is_a_few_warnings_not_a_flood(crds: ControlPlan
     print(f"\nunreachable endpoint for {UNREACHABLE_FOR:g}s: {len(errors)} ERROR, {len(warnings)} WARN lines")
     assert not errors and not tracebacks, errors[:3]
     # One warning per thing that failed (collector, cleanups, prices, queue), not one per retry.
+    assert len({warning.split(":")[0] for warning in warnings}) == len(warnings), "\n".join(warnings)
     assert len(warnings) <= 8, "\n".join(warnings)
     assert any("garbage collection" in warning for warning in warnings)
 
