@@ -84,6 +84,61 @@ def record_fields(record: logging.LogRecord) -> Mapping[str, object]:
     return fields if isinstance(fields, Mapping) else {}
 
 
+# A failing call's first retry, in seconds; each failure in a row doubles it up to the cap.
+RETRY_FIRST = 5.0
+RETRY_CAP = 300.0
+
+
+class FailureStreak:
+    """A call that may fail for a while (an endpoint down): one warning per streak, backoff, no traceback.
+
+    An endpoint that does not answer fails every call to it the same way, so
+    a line per failure says nothing new after the first, and a traceback says
+    nothing at all (the failure is the endpoint's, not karpy's). So the first
+    failure of a streak is a warning naming what failed and when it is tried
+    again, the next ones are debug lines, unless the failure changes (another
+    error code or kind), which is worth a warning again, and the first
+    success after a streak is an info line. :meth:`failed` returns the delay
+    before the next try: ``first`` seconds, doubled per failure in a row up
+    to ``cap`` (equal for a fixed delay). Every controller that calls a cloud
+    on a timer logs its failures through one of these (node class status,
+    prices, the interruption queue, garbage collection, the cleanups).
+    """
+
+    def __init__(self, logger: logging.Logger, first: float = RETRY_FIRST, cap: float = RETRY_CAP) -> None:
+        self.logger = logger
+        self.first = first
+        self.cap = cap
+        # Failures in a row, and the kind of the last one warned about.
+        self.failures = 0
+        self._warned: tuple[str, str] | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.failures > 0
+
+    def failed(self, what: str, error: object, extra: Mapping[str, object] | None = None) -> float:
+        """Log ``what`` failed with ``error`` (see above); the seconds to wait before trying again."""
+        self.failures += 1
+        delay = min(self.cap, self.first * 2.0 ** (self.failures - 1))
+        kind = (what, str(getattr(error, "code", "") or getattr(error, "reason", "")) or type(error).__name__)
+        if kind == self._warned:
+            self.logger.debug(
+                "%s (%d in a row): %s; retrying in %gs", what, self.failures, error, delay, extra=extra
+            )
+            return delay
+        self._warned = kind
+        self.logger.warning("%s: %s; retrying in %gs", what, error, delay, extra=extra)
+        return delay
+
+    def succeeded(self, recovered: str, extra: Mapping[str, object] | None = None) -> None:
+        """End the streak, if there is one, with an info line: ``recovered``, after how many failures."""
+        if self.failures:
+            self.logger.info("%s after %d failures", recovered, self.failures, extra=extra)
+        self.failures = 0
+        self._warned = None
+
+
 def _timestamp(created: float) -> str:
     moment = datetime.fromtimestamp(created, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

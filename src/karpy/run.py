@@ -8,7 +8,12 @@ the apiserver of a kubeconfig, the wall clock, and the
 :class:`~karpy.cloud.kwok.provider.KwokCloudProvider`, whose "instances" are
 Node objects kept Ready by kwok or karpy's fake kubelet. The real
 kube-scheduler binds the pods and the real workload controllers make them, so
-nothing of the simulator's stand-ins runs here.
+nothing of the simulator's stand-ins runs here. Garbage collection
+(:mod:`karpy.controllers.garbagecollection`) runs here for every provider, and
+not in the simulator, where nothing leaks: its store honours finalizers, a
+scenario can neither strip one nor kill karpy mid-launch, and its cloud only
+terminates instances through karpy or with a warning the interruption
+controller acts on.
 
 **One thread owns the Runtime.** The Runtime is not thread-safe, and
 KubeCluster announces changes from its informer threads. The bridge between
@@ -95,6 +100,8 @@ from typing import TYPE_CHECKING
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
+from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.interfaces import WallClock
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
@@ -238,6 +245,7 @@ class Runner:
                 extra_node_cost=self.settings.provisioning.extra_node_cost,
             ),
             NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
+            GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, metrics),
             *metrics_controllers(self.cluster, self.clock, metrics),
             *(self.aws.controllers(cloud) if self.aws is not None else ()),
         ):
@@ -261,6 +269,8 @@ class Runner:
             if self.kwok is not None:
                 # Instances a previous leader launched and left booting get their Nodes.
                 self.kwok.resume_boots()
+            # Even an empty cluster may hold instances that leaked.
+            self.runtime.enqueue(GarbageCollector.name, GC_PASS_KEY)
             if self.aws is not None:
                 self.aws.start()  # only the leader reads the interruption queue
                 for controller, key in self.aws.first_keys():
@@ -338,7 +348,7 @@ class Runner:
 
 
 class AwsStack:
-    """The AWS provider and what comes with it: node class status, pricing, garbage collection, interruption.
+    """The AWS provider and what comes with it: node class status, pricing, cleanup, interruption.
 
     Built only for ``--cloud-provider aws``, so a kwok run never imports
     boto3. The provider's background launches and the interruption queue's
@@ -380,7 +390,6 @@ class AwsStack:
         from karpy.cloud.aws.launchtemplates import InstanceProfileCleanup, LaunchTemplateCleanup
         from karpy.cloud.aws.nodeclass_status import EC2NodeClassStatusController
         from karpy.cloud.aws.pricing import PricingRefresher
-        from karpy.controllers.garbagecollection import GarbageCollector
         from karpy.controllers.interruption import InterruptionController
 
         controllers: list[Controller] = [
@@ -388,7 +397,6 @@ class AwsStack:
             LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
             InstanceProfileCleanup(self.cluster, self.client, self.settings),
             PricingRefresher(self.client, self.provider, self.clock, self.metrics),
-            GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, self.metrics),
         ]
         if self.settings.interruption_queue:
             controllers.append(
@@ -399,13 +407,11 @@ class AwsStack:
         return controllers
 
     def first_keys(self) -> list[tuple[str, str]]:
-        """The reconciles due at start even in an empty cluster: GC, prices, leftover templates, profiles."""
+        """The reconciles due at start even in an empty cluster: prices, leftover templates, profiles."""
         from karpy.cloud.aws.launchtemplates import InstanceProfileCleanup, LaunchTemplateCleanup
         from karpy.cloud.aws.pricing import REFRESH_KEY, PricingRefresher
-        from karpy.controllers.garbagecollection import PASS_KEY, GarbageCollector
 
         return [
-            (GarbageCollector.name, PASS_KEY),
             (PricingRefresher.name, REFRESH_KEY),
             (LaunchTemplateCleanup.name, LaunchTemplateCleanup.KEY),
             (InstanceProfileCleanup.name, InstanceProfileCleanup.KEY),

@@ -15,11 +15,12 @@ import time
 from tests.support import make_nodepool
 
 from karpy.api.conditions import set_condition
+from karpy.api.core import Node
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import KWOKNodeClass
 from karpy.api.nodepool import NodeClassRef
-from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_ZONE, Requirement
+from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_ZONE, Requirement
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
@@ -150,3 +151,26 @@ def test_a_marked_offering_is_not_launched_and_is_reported_unavailable() -> None
         zone,
         capacity_type,
     )
+
+
+def test_list_gives_the_nodes_a_nodepool_launched_with_their_creation_times() -> None:
+    store = _store()
+    provider = KwokCloudProvider(store, registration_delay=0.0)
+    claim = store.create(
+        NodeClaim(
+            metadata=ObjectMeta(name="default-gc", labels={LABEL_NODEPOOL: "default"}),
+            spec=NodeClaimSpec(
+                node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default"),
+                requirements=(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", ["c5.large"]),),
+            ),
+        )
+    )
+    provider.create(claim)
+    assert _wait_for_node(store, claim.name, 5.0)
+    # A kwok Node no NodePool launched (made by hand, or by kwok's own tooling) is not karpy's to list.
+    store.create(Node(metadata=ObjectMeta(name="by-hand"), provider_id="kwok://by-hand"))
+    (listed,) = provider.list()
+    node = store.node(claim.name)
+    assert node is not None and listed.name == claim.name
+    assert listed.status.provider_id == "kwok://default-gc"
+    assert listed.metadata.creation_timestamp == node.metadata.creation_timestamp is not None

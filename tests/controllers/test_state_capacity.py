@@ -94,6 +94,18 @@ def test_a_node_karpy_did_not_launch_is_still_capacity() -> None:
     assert [name for name, _ in capacity_of(store)] == ["static-1"]
 
 
+def test_a_node_left_by_a_gone_nodeclaim_is_room_but_no_pools_own() -> None:
+    # Its NodeClaim was deleted with the finalizer stripped: the Node keeps karpy's labels.
+    store = cluster()
+    store.create(nodeclaim("default-b", provider_id="kwok://default-b"))
+    store.create(node("default-a", registered=True))
+    store.create(node("default-b", registered=True))
+    entries = {entry.name: entry for entry in existing_capacity(store, {"default": [INSTANCE_TYPE]}, {})}
+    assert set(entries) == {"default-a", "default-b"}  # room, as Karpenter counts every active node
+    assert entries["default-a"].nodepool == ""
+    assert entries["default-b"].nodepool == "default"
+
+
 def test_a_node_counts_its_nodeclaims_allocatable_until_the_nodeclaim_is_initialized() -> None:
     def room(*, initialized: bool) -> int:
         store = cluster()

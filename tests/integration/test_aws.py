@@ -21,6 +21,7 @@ replacement.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -490,6 +491,124 @@ def test_a_karpy_killed_mid_launch_leaves_no_instance_without_a_nodeclaim(
         first.stop()
         if second is not None:
             second.stop()
+
+
+# -- a CreateFleet that lands after a restart: a duplicate instance --------------
+
+
+def test_a_late_create_fleet_after_a_restart_makes_a_duplicate_that_is_terminated(
+    fresh: Aws, crds: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    aws, plane = fresh, crds
+    # CreateFleet reaches moto 30 s after karpy sent it: by then karpy was killed and its
+    # successor found no instance to adopt and launched one. The late call makes a second
+    # instance with the same karpenter.sh/nodeclaim tag, whose Node joins.
+    aws.proxy.delay("CreateFleet", 30.0)
+    first = karpy_aws(plane, aws, "aws-late-1", tmp_path)
+    second: KarpyProcess | None = None
+    try:
+        plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=as_yaml(
+                k3s_node_class("late-aws"),
+                pool("late-aws", "late-aws", ["c5.large"], ["on-demand"], consolidate_after="10m"),
+                karpenter_test(namespace, "late-aws", 1),
+            ),
+        )
+        wait_until(
+            lambda: aws.proxy.count("CreateFleet") >= 1,
+            timeout=60,
+            interval=0.05,
+            what="the held CreateFleet",
+        )
+        first.process.kill()
+        first.process.wait(30)
+        aws.proxy.reset()  # the held call still lands; later ones go through at once
+        second = karpy_aws(plane, aws, "aws-late-2", tmp_path)
+        (claim,) = pool_claims(plane, "late-aws")
+
+        def recorded() -> str:
+            found = pool_claims(plane, "late-aws").get(claim, {})
+            return str(found.get("status", {}).get("providerID", "")).rsplit("/", 1)[-1]
+
+        wait_until(lambda: bool(recorded()), timeout=60, what="the restarted karpy's launch recorded")
+        original = recorded()
+        wait_until(
+            lambda: len(aws.instances("late-aws")) == 2, timeout=50, what="the late CreateFleet to land"
+        )
+        (duplicate,) = [i["InstanceId"] for i in aws.instances("late-aws") if i["InstanceId"] != original]
+        landed = time.monotonic()
+        tags = {tag["Key"]: tag["Value"] for tag in aws.instances("late-aws")[0].get("Tags", ())}
+        assert tags.get("karpenter.sh/nodeclaim") == claim
+
+        def duplicate_gone() -> bool:
+            live = {i["InstanceId"] for i in aws.instances("late-aws", ("pending", "running"))}
+            nodes = {n["spec"].get("providerID", "").rsplit("/", 1)[-1] for n in get_items(plane, "nodes")}
+            return duplicate not in live and duplicate not in nodes
+
+        wait_until(duplicate_gone, timeout=30 + 10 + 30, what="the duplicate instance and its Node to go")
+        print(
+            f"\nlate CreateFleet: the duplicate terminated {time.monotonic() - landed:.1f}s after it landed"
+        )
+        assert original in {i["InstanceId"] for i in aws.instances("late-aws", ("pending", "running"))}
+        assert recorded() == original
+        assert "a duplicate for NodeClaim" in second.log()
+    finally:
+        if second is not None:
+            print(second.tail())  # shown when the test fails
+        remove_aws_pool(plane, aws, "late-aws", "late-aws")
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+# -- an endpoint that does not answer ---------------------------------------------
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: every connection to it is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+UNREACHABLE_FOR = 30.0
+
+
+def test_an_unreachable_endpoint_is_a_few_warnings_not_a_flood(crds: ControlPlane, tmp_path: Path) -> None:
+    plane = crds
+    environ = {
+        **sdk_environment(f"http://127.0.0.1:{closed_port()}"),
+        "KUBECONFIG": str(plane.kubeconfig),
+        "KARPY_CLOUD_PROVIDER": "aws",
+        "CLUSTER_NAME": CLUSTER,
+        "INTERRUPTION_QUEUE": QUEUE,
+        "KARPY_AWS_SSM_PREFIX": SSM_PREFIX,
+        "DISABLE_LEADER_ELECTION": "true",
+        "METRICS_PORT": "0",
+        "HEALTH_PROBE_PORT": "0",
+        "KARPY_LOG_FORMAT": "json",
+    }
+    karpy = start_karpy_run(plane, "aws-unreachable", tmp_path, env=environ)
+    try:
+        karpy.wait_for("controllers running", timeout=90)
+        time.sleep(UNREACHABLE_FOR)
+        assert karpy.process.poll() is None, karpy.tail()
+    finally:
+        karpy.stop()
+    lines = [json.loads(line) for line in karpy.log().splitlines() if line.startswith("{")]
+    errors = [line for line in lines if line["level"] == "ERROR"]
+    tracebacks = [line for line in lines if "stacktrace" in line]
+    warnings = [line["message"] for line in lines if line["level"] == "WARN"]
+    print(f"\nunreachable endpoint for {UNREACHABLE_FOR:g}s: {len(errors)} ERROR, {len(warnings)} WARN lines")
+    assert not errors and not tracebacks, errors[:3]
+    # One warning per thing that failed (collector, cleanups, prices, queue), not one per retry.
+    assert len({warning.split(":")[0] for warning in warnings}) == len(warnings), "\n".join(warnings)
+    assert len(warnings) <= 8, "\n".join(warnings)
+    assert any("garbage collection" in warning for warning in warnings)
 
 
 # -- spot interruption -----------------------------------------------------------

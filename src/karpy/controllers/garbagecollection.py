@@ -5,8 +5,9 @@ NodeClaim's status write), and deleted in two (the termination, then the
 finalizer), so a process killed between the steps, or an instance terminated
 behind karpy's back, leaves one without the other. Karpenter runs two
 collectors for that, and this controller does both, through the
-:class:`~karpy.cloud.provider.CloudProvider` protocol only, so it serves any
-provider whose ``list`` reports the instances it launched:
+:class:`~karpy.cloud.provider.CloudProvider` protocol only, so it serves every
+provider whose ``list`` reports the instances it launched with their creation
+times (``karpy run`` registers it for kwok and AWS alike):
 
 - **Leaked instances** (Karpenter's AWS ``instance.garbagecollection``): an
   instance ``cloud.list()`` reports that no NodeClaim owns, launched more
@@ -16,55 +17,65 @@ provider whose ``list`` reports the instances it launched:
   is lifted from that Node too: such a Node was registered to a NodeClaim
   that is gone now (its finalizer stripped by hand, say), so no termination
   would ever lift it, and with the instance terminated there is nothing left
-  to drain; the pods bound to it are garbage collected and replaced. A NodeClaim the
+  to drain; the pods bound to it are garbage collected and replaced.
+- **Ownership is the provider ID**, as Karpenter matches: a NodeClaim owns the
+  instance its ``status.providerID`` names. Only a NodeClaim with no provider
+  ID yet (its launch in flight, or its status write lost with the process
+  that launched it) owns the instance carrying its name (``metadata.name``:
+  the AWS provider reads it from the ``karpenter.sh/nodeclaim`` tag), which
+  the AWS provider then adopts. An instance carrying the name of a NodeClaim
+  whose provider ID names *another* instance is a **duplicate**: a
+  CreateFleet that landed after its caller was killed and the restarted
+  controller launched again, or a launch that EC2's eventually consistent
+  DescribeInstances did not yet show when the restarted controller looked
+  for it. It is collected like a leak, once past the same grace. A NodeClaim the
   cache cannot read (:class:`~karpy.api.nodeclaim.UnreadableNodeClaim`) still owns its
-  instance: one field karpy cannot parse must not terminate a running node. A NodeClaim owns an instance
-  when it carries the instance's provider ID, or when its name is the one the
-  provider gives the listed instance (``metadata.name``: the AWS provider
-  reads it from the ``karpenter.sh/nodeclaim`` tag). Terminating ones are
-  left to finish.
+  instance by ID and by name: one field karpy cannot parse must not terminate a running node.
+  Terminating instances are left to finish.
 - **NodeClaims whose instance is gone** (Karpenter's
-  ``nodeclaim.garbagecollection``): a launched NodeClaim (provider ID set,
-  ``Launched`` true for more than :data:`LAUNCH_GRACE` seconds) whose
-  instance ``cloud.list()`` does not report, and for which ``cloud.get``
-  confirms :class:`~karpy.cloud.provider.NodeClaimNotFoundError`, is deleted:
-  the termination controller then drains and removes its Node as for any
-  deletion. It is counted in ``karpenter_nodeclaims_disrupted_total`` with
-  Karpenter's reason ``garbage_collected`` and recorded as a ``GarbageCollected``
-  event on the NodeClaim (Karpenter only logs it; the event tells
-  ``kubectl get events`` readers why the NodeClaim went).
+  ``nodeclaim.garbagecollection``): a registered NodeClaim (``Registered``
+  true, launched more than :data:`LAUNCH_GRACE` seconds ago) whose provider
+  ID ``cloud.list()`` does not report among its live instances, and for which
+  ``cloud.get`` confirms :class:`~karpy.cloud.provider.NodeClaimNotFoundError`,
+  is deleted, unless a Node with its provider ID is Ready: a kubelet still
+  reporting says the machine runs whatever the cloud answers (Karpenter's
+  rule, after the cloud node lifecycle controller's). The termination
+  controller then drains and removes its Node as for any deletion. A NodeClaim
+  not registered yet is the registration timeout's to end, not this one's. It
+  is counted in ``karpenter_nodeclaims_disrupted_total`` with Karpenter's
+  reason ``garbage_collected`` and recorded as a ``GarbageCollected`` event
+  on the NodeClaim (Karpenter only logs it; the event tells ``kubectl get
+  events`` readers why the NodeClaim went).
 
-**Why a NodeClaim being launched never loses its instance.** While a launch
-is in flight the NodeClaim has no provider ID yet, so the instance matches
-no NodeClaim by ID. It is still safe: first, the NodeClaim exists before its
-launch starts, and the instance carries its name, so it is owned by name from
-the moment the cloud lists it. Second, even without the name, an instance is
-collected only once it is older than :data:`INSTANCE_GRACE` (30 s, Karpenter's
-window), far longer than the status write that follows a finished launch
-takes. And when karpy is killed between the launch and that write, the
-NodeClaim that survives in the cluster still names the instance, and the AWS
-provider adopts an instance tagged with an existing NodeClaim's name instead
-of launching a second one, so the restarted controller finds the instance
-owned; an instance whose NodeClaim is gone too is a leak, and collected.
+**Why a launch is never collected.** While a launch is in flight the
+NodeClaim has no provider ID yet, and the instance carries its name, so it is
+owned by name from the moment the cloud lists it. Once the provider ID is
+written, that instance is owned by ID. And any instance is collected only once
+it is older than :data:`INSTANCE_GRACE` (30 s, Karpenter's window), far longer
+than the status write that follows a finished launch takes, so an instance the
+cache does not yet see named by its NodeClaim is not taken for a duplicate.
 The cloud is listed before the cluster is read, so a NodeClaim created
 during the listing is seen by the ownership check rather than missed by it.
 
 **Why a NodeClaim is not deleted for a listing that missed its instance.** A
-cloud's list may trail a launch (EC2's DescribeInstances is eventually
-consistent), and a provider's own view may have a gap (the kwok provider
-forgets a booting instance when it posts its Node, before the Node reaches
-its cache). So a NodeClaim is collected only when its ``Launched`` condition
-is older than :data:`LAUNCH_GRACE`, a direct ``cloud.get`` of its provider ID
-says the instance does not exist (any other answer keeps it), and the same
-was found by the previous pass too: a gap must last a whole
-:data:`INTERVAL` to cost a NodeClaim, which no cache lag does, while a
-NodeClaim whose instance is really gone goes within two passes.
+cloud's list may trail (EC2's DescribeInstances is eventually consistent), so
+a NodeClaim is collected only once registered (its instance has run a
+kubelet), past :data:`LAUNCH_GRACE`, when a direct ``cloud.get`` of its
+provider ID says the instance does not exist (any other answer keeps it), and
+with no Ready Node: a NodeClaim whose instance is really gone goes on the
+first pass that sees all that, as in Karpenter.
+
+**When the cloud does not answer.** A failed listing is one warning per
+streak of failures and retried with a growing delay
+(:class:`~karpy.logs.FailureStreak`), not an error with a traceback every
+second: an unreachable endpoint is the endpoint's failure, said once.
 
 It runs once the first cluster objects are seen at start, then every
-:data:`INTERVAL` seconds (Karpenter runs its instance collector every 10 s for
-its first 20 passes and every 2 minutes after, and its NodeClaim collector
-every 2 minutes; 30 s bounds how long a leaked instance is paid for at about a
-minute, for one list call per pass).
+:data:`FIRST_INTERVAL` seconds for its first :data:`FIRST_PASSES` passes and
+every :data:`INTERVAL` seconds after (Karpenter runs its instance collector
+every 10 s for its first 20 passes and every 2 minutes after, and its
+NodeClaim collector every 2 minutes; 30 s bounds how long a leaked instance is
+paid for at about a minute, for one list call per pass).
 """
 
 from __future__ import annotations
@@ -73,30 +84,33 @@ import logging
 from collections.abc import Iterable
 
 from karpy.api.core import Node
-from karpy.api.nodeclaim import CONDITION_LAUNCHED, NodeClaim
+from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
 from karpy.controllers.interfaces import EVENT_NORMAL, Clock, Cluster, NotFoundError
 from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.runtime import Watch
 from karpy.controllers.termination import remove_node
-from karpy.logs import about
+from karpy.logs import FailureStreak, about
 
 log = logging.getLogger("karpy.garbagecollection")
 
 PASS_KEY = "pass"
-# Seconds between two passes.
+# Seconds between two passes, once the first FIRST_PASSES are done every FIRST_INTERVAL seconds.
 INTERVAL = 30.0
+FIRST_INTERVAL = 10.0
+FIRST_PASSES = 20
 # An instance no NodeClaim owns is collected once it is older than this (Karpenter's 30 s).
 INSTANCE_GRACE = 30.0
-# A NodeClaim whose instance is not listed is collected once it has been launched this long.
+# A registered NodeClaim whose instance is not listed is collected once it has been launched this long.
 LAUNCH_GRACE = 10.0
 # Karpenter's reason label for NodeClaims deleted because their instance is gone.
 REASON_GARBAGE_COLLECTED = "garbage_collected"
 EVENT_GARBAGE_COLLECTED = "GarbageCollected"
+LISTING = "listing the cloud's instances for garbage collection"
 
 
 class GarbageCollector:
-    """Collects leaked instances and orphaned NodeClaims; see the module docstring."""
+    """Collects leaked and duplicate instances and orphaned NodeClaims; see the module docstring."""
 
     name = "garbagecollection"
 
@@ -108,8 +122,8 @@ class GarbageCollector:
         self.clock = clock
         self.metrics = metrics if metrics is not None else Metrics()
         self._started = False
-        # NodeClaims the last pass found without an instance (collected if this pass finds it too).
-        self._missing: set[str] = set()
+        self.passes = 0
+        self._listing = FailureStreak(log)
 
     def watches(self) -> list[Watch]:
         # The pass keeps itself going by requeueing; the first objects listed start it.
@@ -123,21 +137,25 @@ class GarbageCollector:
         try:
             listed = self.cloud.list()
         except CloudProviderError as error:
-            log.warning("listing the cloud's instances failed: %s", error, extra=about(controller=self.name))
-            return INTERVAL
+            return self._listing.failed(LISTING, error, extra=about(controller=self.name))
+        self._listing.succeeded("the cloud's instances listed again", extra=about(controller=self.name))
         nodeclaims = list(self.cluster.nodeclaims())
         self._collect_instances(listed, nodeclaims)
-        self._collect_nodeclaims({instance.status.provider_id for instance in listed}, nodeclaims)
-        return INTERVAL
+        live = {instance.status.provider_id for instance in listed if not instance.metadata.deleting}
+        self._collect_nodeclaims(live, nodeclaims)
+        self.passes += 1
+        return FIRST_INTERVAL if self.passes < FIRST_PASSES else INTERVAL
 
-    # -- leaked instances --------------------------------------------------------
+    # -- leaked and duplicate instances ------------------------------------------
 
     def _collect_instances(self, listed: list[NodeClaim], nodeclaims: list[NodeClaim]) -> None:
         owned_ids = {claim.status.provider_id for claim in nodeclaims if claim.status.provider_id}
-        owner_names = {claim.name for claim in nodeclaims}
+        # Only a NodeClaim that has not recorded its instance yet owns one by name.
+        launching = {claim.name for claim in nodeclaims if not claim.status.provider_id}
+        recorded = {claim.name: claim.status.provider_id for claim in nodeclaims if claim.status.provider_id}
         # A NodeClaim karpy cannot read still owns its instance: it is not karpy's to collect.
         for unreadable in self.cluster.unreadable_nodeclaims():
-            owner_names.add(unreadable.name)
+            launching.add(unreadable.name)
             if unreadable.provider_id:
                 owned_ids.add(unreadable.provider_id)
         now = self.clock.now()
@@ -146,14 +164,19 @@ class GarbageCollector:
             if (
                 instance.metadata.deleting
                 or instance.status.provider_id in owned_ids
-                or instance.name in owner_names
+                or instance.name in launching
                 or created is None
                 or now - created <= INSTANCE_GRACE
             ):
                 continue
-            self._collect_instance(instance)
+            original = recorded.get(instance.name) if instance.name else None
+            if original is not None:
+                why = f"a duplicate for NodeClaim {instance.name}, whose instance is {original}"
+            else:
+                why = "no NodeClaim owns it"
+            self._collect_instance(instance, why)
 
-    def _collect_instance(self, instance: NodeClaim) -> None:
+    def _collect_instance(self, instance: NodeClaim, why: str) -> None:
         provider_id = instance.status.provider_id
         try:
             self.cloud.delete(instance)
@@ -161,15 +184,17 @@ class GarbageCollector:
             return  # gone meanwhile
         except CloudProviderError as error:
             log.warning(
-                "instance %s has no NodeClaim; terminating it failed: %s",
+                "terminating instance %s (%s) failed: %s",
                 provider_id,
+                why,
                 error,
                 extra=about(controller=self.name, provider_id=provider_id),
             )
             return
         log.info(
-            "terminated instance %s: no NodeClaim owns it",
+            "terminated instance %s: %s",
             provider_id,
+            why,
             extra=about(controller=self.name, provider_id=provider_id),
         )
         for node in self._nodes_of(provider_id):
@@ -187,25 +212,22 @@ class GarbageCollector:
 
     # -- NodeClaims whose instance is gone ----------------------------------------
 
-    def _collect_nodeclaims(self, listed_ids: set[str], nodeclaims: list[NodeClaim]) -> None:
+    def _collect_nodeclaims(self, live_ids: set[str], nodeclaims: list[NodeClaim]) -> None:
         now = self.clock.now()
-        missing_before, self._missing = self._missing, set()
         for claim in nodeclaims:
             launched = claim.condition(CONDITION_LAUNCHED)
             provider_id = claim.status.provider_id
             if (
                 not provider_id
                 or claim.metadata.deleting
+                or not claim.is_true(CONDITION_REGISTERED)
                 or launched is None
-                or not launched.is_true
                 or now - launched.last_transition_time <= LAUNCH_GRACE
-                or provider_id in listed_ids
+                or provider_id in live_ids
+                or any(node.ready for node in self._nodes_of(provider_id))
                 or self._instance_exists(provider_id)
             ):
                 continue
-            self._missing.add(claim.name)
-            if claim.name not in missing_before:
-                continue  # confirmed by the next pass, or kept
             try:
                 self.cluster.delete(claim)
             except NotFoundError:
@@ -218,11 +240,12 @@ class GarbageCollector:
             )
 
     def _instance_exists(self, provider_id: str) -> bool:
-        """Whether the cloud knows the instance; an error other than "not found" counts as yes."""
+        """Whether the cloud has the instance, not terminating; an error but "not found" counts as yes."""
         try:
-            self.cloud.get(provider_id)
+            found = self.cloud.get(provider_id)
         except NodeClaimNotFoundError:
             return False
         except CloudProviderError as error:
             log.debug("instance %s could not be looked up: %s", provider_id, error)
-        return True
+            return True
+        return not found.metadata.deleting

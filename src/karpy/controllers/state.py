@@ -243,7 +243,9 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
             allocatable = claim.status.allocatable or allocatable
     return ExistingCapacity(
         name=node.name,
-        nodepool=node.metadata.labels.get(LABEL_NODEPOOL, ""),
+        # A Node no NodeClaim owns (left by one deleted without its finalizer) is room, as
+        # Karpenter counts every active node, but no NodePool's, whatever its labels say.
+        nodepool=node.metadata.labels.get(LABEL_NODEPOOL, "") if claim is not None else "",
         requirements=_label_requirements(frozenset(node.metadata.labels.items())),
         # The planned-consolidation mark is advice to kube-scheduler, which may still put
         # pods there: karpy plans as if it were not there.

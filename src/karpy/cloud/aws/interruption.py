@@ -35,8 +35,9 @@ is called on this thread; ``karpy run`` puts the message on its change queue,
 so the controller handles it on the reconcile thread.
 
 Errors from SQS (throttling, a 5xx, connection refused) never end the
-thread: each is logged and the call retried after a backoff that doubles
-from 1 s to 30 s and is reset by a success (botocore's standard retries have
+thread: the first of a streak is a warning (the rest debug lines, as
+:class:`~karpy.logs.FailureStreak` logs them) and the call is retried after a
+backoff that doubles from 1 s to 30 s and is reset by a success (botocore's standard retries have
 already tried a few times by then). ``stop()`` returns promptly: it sets a flag
 and waits at most :data:`STOP_WAIT` seconds for the thread; a long poll in
 flight is not waited for (the thread is a daemon and delivers nothing once
@@ -72,6 +73,7 @@ from karpy.controllers.interruption import (
     kind_of_state,
 )
 from karpy.controllers.karpenter_metrics import Metrics
+from karpy.logs import FailureStreak
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -205,19 +207,21 @@ class SqsInterruptionQueue:
         return self._thread.is_alive()
 
     def _run(self) -> None:
-        backoff = BACKOFF_FIRST
+        # AWS failing is one warning per streak of failures (karpy.logs.FailureStreak); a bug is a traceback.
+        failures = FailureStreak(log, first=BACKOFF_FIRST, cap=BACKOFF_MAX)
+        polling = f"polling interruption queue {self.queue}"
         while not self._stopping.is_set():
             try:
                 self._poll()
             except AwsApiError as error:
-                log.warning("interruption queue %s: %s; retrying in %.0fs", self.queue, error, backoff)
+                backoff = failures.failed(polling, error)
             except Exception:  # a bug must not end the handling of interruptions for good
-                log.exception("interruption queue %s: polling failed; retrying in %.0fs", self.queue, backoff)
+                backoff = BACKOFF_MAX
+                log.exception("interruption queue %s: polling failed; retrying in %gs", self.queue, backoff)
             else:
-                backoff = BACKOFF_FIRST
+                failures.succeeded(f"interruption queue {self.queue} polled again")
                 continue
             self._stopping.wait(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX)
 
     def _poll(self) -> None:
         with _translated():

@@ -66,6 +66,7 @@ from karpy.cloud.aws.resolution import TAG_MANAGED_BY
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.cluster import ClusterReader
 from karpy.controllers.runtime import ChangeMapper, Watch
+from karpy.logs import FailureStreak, about
 
 log = logging.getLogger("karpy.cloud.aws")
 
@@ -75,6 +76,9 @@ ALREADY_EXISTS_CODE = "InvalidLaunchTemplateName.AlreadyExistsException"
 CLEANUP_INTERVAL = 3600.0
 # A profile kept for a live instance, or a failed IAM call: looked at again this soon.
 PROFILE_RETRY_INTERVAL = 60.0
+# What the cleanups' failure streaks are about (see karpy.logs.FailureStreak).
+CLEANING_TEMPLATES = "cleaning up the launch templates of deleted EC2NodeClasses"
+CLEANING_PROFILES = "cleaning up the instance profiles of deleted EC2NodeClasses"
 _GIGA = 10**9
 
 
@@ -255,25 +259,34 @@ class LaunchTemplateCleanup:
         self.cluster = cluster
         self.client = client
         self.templates = templates
+        # AWS not answering is one warning per streak, retried with backoff (not a traceback a second).
+        self._failures = FailureStreak(log)
 
     def watches(self) -> list[Watch]:
         return [Watch(EC2_KIND, _on_class_seen_or_deleted(self.KEY))]
 
     def reconcile(self, key: str) -> float | None:
         cluster_name = self.templates.cluster_name
-        orphans = [
-            template.name
-            for template in self.client.launch_templates_tagged(TAG_CLUSTER, cluster_name)
-            if self.cluster.node_class(EC2_GROUP, EC2_KIND, template.tags.get(TAG_NODECLASS, "")) is None
-        ]
-        for name in orphans:
-            try:
-                self.client.delete_launch_template(name)
-            except AwsApiError as error:
-                if error.code not in LAUNCH_TEMPLATE_NOT_FOUND_CODES:
-                    raise
-            log.info("deleted launch template %s: its EC2NodeClass is gone", name)
-        self.templates.forget(orphans)
+        deleted: list[str] = []
+        try:
+            orphans = [
+                template.name
+                for template in self.client.launch_templates_tagged(TAG_CLUSTER, cluster_name)
+                if self.cluster.node_class(EC2_GROUP, EC2_KIND, template.tags.get(TAG_NODECLASS, "")) is None
+            ]
+            for name in orphans:
+                try:
+                    self.client.delete_launch_template(name)
+                except AwsApiError as error:
+                    if error.code not in LAUNCH_TEMPLATE_NOT_FOUND_CODES:
+                        raise
+                deleted.append(name)
+                log.info("deleted launch template %s: its EC2NodeClass is gone", name)
+        except AwsApiError as error:
+            return self._failures.failed(CLEANING_TEMPLATES, error, extra=about(controller=self.name))
+        finally:
+            self.templates.forget(deleted)
+        self._failures.succeeded("launch templates cleaned up again", extra=about(controller=self.name))
         return CLEANUP_INTERVAL
 
 
@@ -297,6 +310,7 @@ class InstanceProfileCleanup:
         self.cluster = cluster
         self.client = client
         self.settings = settings
+        self._failures = FailureStreak(log, first=PROFILE_RETRY_INTERVAL)
 
     def watches(self) -> list[Watch]:
         return [Watch(EC2_KIND, _on_class_seen_or_deleted(self.KEY))]
@@ -329,8 +343,8 @@ class InstanceProfileCleanup:
             ]
             in_use = self._classes_with_live_instances() if orphans else set()
         except AwsApiError as error:
-            log.warning("listing instance profiles to clean up failed, retrying: %s", error)
-            return PROFILE_RETRY_INTERVAL
+            return self._failures.failed(CLEANING_PROFILES, error, extra=about(controller=self.name))
+        self._failures.succeeded("instance profiles listed again", extra=about(controller=self.name))
         retry = False
         for profile in orphans:
             node_class = profile.tags[TAG_NODECLASS]

@@ -32,7 +32,8 @@ exactly what karpy launches into. This controller does the same with
   not turn unready for a blip and an unready one keeps saying why, and the
   class is resolved again in :data:`RETRY_INTERVAL` seconds. The first failure
   of a streak is a warning, the rest are debug lines, and the recovery is an
-  info line, so an outage of an hour is two lines in the log, not 120.
+  info line (:class:`~karpy.logs.FailureStreak`, as every controller calling
+  AWS on a timer logs), so an outage of an hour is two lines in the log, not 120.
 
 Why it is safe to run all the time: resolution only reads, except for the
 one idempotent write of an instance profile for a ``role`` (found again by
@@ -52,7 +53,7 @@ from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.cluster import Clock, Cluster
 from karpy.controllers.nodepool import log_ready_change
 from karpy.controllers.runtime import Watch
-from karpy.logs import about
+from karpy.logs import FailureStreak, about
 
 log = logging.getLogger("karpy.aws.nodeclass")
 
@@ -77,8 +78,8 @@ class EC2NodeClassStatusController:
         self.client = client
         self.settings = settings
         self.clock = clock
-        # Classes whose last resolution AWS failed for a passing reason (a streak being logged).
-        self._failing: set[str] = set()
+        # Classes whose last resolution AWS failed for a passing reason, each a streak being logged.
+        self._failing: dict[str, FailureStreak] = {}
 
     def watches(self) -> list[Watch]:
         return [Watch(EC2_KIND, self._on_node_class)]
@@ -86,7 +87,7 @@ class EC2NodeClassStatusController:
     def _on_node_class(self, old: object | None, new: object | None) -> Iterable[str]:
         if not isinstance(new, EC2NodeClass):
             if isinstance(old, EC2NodeClass):
-                self._failing.discard(old.name)
+                self._failing.pop(old.name, None)
             return ()
         if isinstance(old, EC2NodeClass) and not _spec_changed(old, new):
             return ()
@@ -95,7 +96,7 @@ class EC2NodeClassStatusController:
     def reconcile(self, key: str) -> float | None:
         node_class = self.cluster.node_class(EC2_GROUP, EC2_KIND, key)
         if not isinstance(node_class, EC2NodeClass) or node_class.metadata.deleting:
-            self._failing.discard(key)
+            self._failing.pop(key, None)
             return None
         now = self.clock.now()
         try:
@@ -103,13 +104,10 @@ class EC2NodeClassStatusController:
         except AwsApiError as error:
             self._failed(node_class, error)
             return RETRY_INTERVAL
-        if key in self._failing:
-            self._failing.discard(key)
-            log.info(
-                "ec2nodeclass %s resolved again after AWS errors",
-                key,
-                extra=about(node_class, controller=self.name),
-            )
+        streak = self._failing.pop(key, None)
+        if streak is not None:
+            resolved = f"ec2nodeclass {key} resolved again"
+            streak.succeeded(resolved, extra=about(node_class, controller=self.name))
         status = dataclasses.replace(
             resolution.node_class_status(), conditions=ready_naming_causes(resolution.conditions, now)
         )
@@ -119,20 +117,9 @@ class EC2NodeClassStatusController:
         return RESOLVE_INTERVAL
 
     def _failed(self, node_class: EC2NodeClass, error: AwsApiError) -> None:
-        if node_class.name in self._failing:
-            log.debug(
-                "ec2nodeclass %s: still not resolved, AWS answered %s",
-                node_class.name,
-                error,
-                extra=about(node_class, controller=self.name),
-            )
-            return
-        self._failing.add(node_class.name)
-        log.warning(
-            "ec2nodeclass %s not resolved, its status is kept and resolution retried every %gs"
-            " until AWS answers: %s",
-            node_class.name,
-            RETRY_INTERVAL,
+        streak = self._failing.setdefault(node_class.name, FailureStreak(log, RETRY_INTERVAL, RETRY_INTERVAL))
+        streak.failed(
+            f"ec2nodeclass {node_class.name} not resolved, its status is kept until AWS answers",
             error,
             extra=about(node_class, controller=self.name),
         )

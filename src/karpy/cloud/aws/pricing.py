@@ -69,7 +69,7 @@ from karpy.cloud.aws_catalog import Catalog, load_catalog
 from karpy.cloud.cluster import Clock
 from karpy.controllers.karpenter_metrics import NAMESPACE, Metrics
 from karpy.controllers.runtime import Watch
-from karpy.logs import about
+from karpy.logs import FailureStreak, about
 
 log = logging.getLogger("karpy.aws.pricing")
 
@@ -109,6 +109,9 @@ class Refused:
 
     reason: str
     message: str
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def check_on_demand(prices: OnDemandPrices, bundled: OnDemandPrices) -> Refused | None:
@@ -198,8 +201,11 @@ class PricingRefresher:
         self.on_demand: dict[str, float] = dict(self.bundled_on_demand)
         self.spot: dict[tuple[str, str], float] = dict(bundled_spot)
         self._bundled_spot = bundled_spot
-        # The capacity types whose last refresh failed (a streak being logged).
-        self._failing: set[str] = set()
+        # Each capacity type's refreshes failing in a row (a streak being logged).
+        self._failing = {
+            capacity_type: FailureStreak(log, RETRY_INTERVAL, RETRY_INTERVAL)
+            for capacity_type in (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
+        }
         self._started = False
         self._fetching: Future[_Answers] | None = None
 
@@ -266,24 +272,17 @@ class PricingRefresher:
         if refused is None:
             assert not isinstance(answer, Refused)
             self.last_refresh.labels(capacity_type=capacity_type).set(now)
-            if capacity_type in self._failing:
-                self._failing.discard(capacity_type)
-                log.info(
-                    "%s prices refreshed from AWS again", capacity_type, extra=about(controller=self.name)
-                )
+            self._failing[capacity_type].succeeded(
+                f"{capacity_type} prices refreshed from AWS again", extra=about(controller=self.name)
+            )
             return answer
         self.failures.labels(capacity_type=capacity_type, reason=refused.reason).inc()
-        if capacity_type in self._failing:
-            log.debug("%s prices not refreshed: %s", capacity_type, refused.message)
-        else:
-            self._failing.add(capacity_type)
-            log.warning(
-                "%s prices not refreshed, keeping the previous ones (bundled: %s): %s",
-                capacity_type,
-                self.catalog.retrieved,
-                refused.message,
-                extra=about(controller=self.name),
-            )
+        self._failing[capacity_type].failed(
+            f"{capacity_type} prices not refreshed, keeping the previous ones"
+            f" (bundled: {self.catalog.retrieved})",
+            refused,
+            extra=about(controller=self.name),
+        )
         return None
 
 

@@ -430,7 +430,10 @@ class AwsCloudProvider:
 
     def get(self, provider_id: str) -> NodeClaim:
         instance_id = instance_id_of(provider_id)
-        found = self.client.describe_instances(ids=(instance_id,)) if instance_id else []
+        try:
+            found = self.client.describe_instances(ids=(instance_id,)) if instance_id else []
+        except AwsApiError as error:
+            raise CloudProviderError(f"DescribeInstances failed: {error}") from error
         if not found:
             raise NodeClaimNotFoundError(f"instance {provider_id!r} not found")
         return self._hydrate_found(found[0])
@@ -444,9 +447,12 @@ class AwsCloudProvider:
         moto keeps the last), and the tags are checked again on what comes back.
         """
         owned = cluster_tag(self.settings.cluster_name)
-        found = self.client.describe_instances(
-            filters=((f"tag:{owned}", ("owned",)), ("tag-key", (LABEL_NODEPOOL,)))
-        )
+        try:
+            found = self.client.describe_instances(
+                filters=((f"tag:{owned}", ("owned",)), ("tag-key", (LABEL_NODEPOOL,)))
+            )
+        except AwsApiError as error:
+            raise CloudProviderError(f"DescribeInstances failed: {error}") from error
         return [
             self._hydrate_found(instance)
             for instance in found

@@ -11,7 +11,9 @@ under a second.
 Why Node objects and not a private table of instances: the Node *is* the whole
 state of a kwok instance, so the provider keeps no state of its own that a
 restart could lose; ``get`` and ``list`` read the Nodes carrying the
-``kwok://`` providerID prefix, and ``delete`` deletes the Node.
+``kwok://`` providerID prefix (``list`` only those a NodePool launched, each
+created when its Node was, so that garbage collection can tell a leaked
+instance from one just launched), and ``delete`` deletes the Node.
 
 It serves ``KWOKNodeClass`` only: ``node_class_problem`` says so of any other
 class (an EC2NodeClass), which marks the NodePools using it
@@ -72,6 +74,7 @@ from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
     LABEL_ZONE,
 )
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
@@ -342,7 +345,10 @@ class KwokCloudProvider:
         capacity = dict(instance_type.capacity) if instance_type else dict(node.capacity)
         allocatable = dict(instance_type.allocatable) if instance_type else dict(node.allocatable)
         return NodeClaim(
-            metadata=ObjectMeta(name=node.name, labels=labels),
+            # The Node's creation is the instance's launch, as garbage collection reads it.
+            metadata=ObjectMeta(
+                name=node.name, labels=labels, creation_timestamp=node.metadata.creation_timestamp
+            ),
             spec=spec,
             status=NodeClaimStatus(
                 provider_id=node.provider_id,
@@ -381,8 +387,19 @@ class KwokCloudProvider:
         return self._hydrate_node(node, _EMPTY_SPEC)
 
     def list(self) -> builtins.list[NodeClaim]:
+        """The kwok Nodes a NodePool launched (``kwok://`` provider ID and a NodePool label).
+
+        Garbage collection deletes what this lists and no NodeClaim owns, so a
+        kwok Node made by hand or by kwok's own tooling (no NodePool label) is
+        never listed, as the AWS provider lists only instances tagged with a
+        NodePool.
+        """
         nodes = sorted(
-            (node for node in self.cluster.nodes() if node.provider_id.startswith(PROVIDER_ID_PREFIX)),
+            (
+                node
+                for node in self.cluster.nodes()
+                if node.provider_id.startswith(PROVIDER_ID_PREFIX) and LABEL_NODEPOOL in node.metadata.labels
+            ),
             key=lambda node: node.name,
         )
         return [self._hydrate_node(node, _EMPTY_SPEC) for node in nodes]
