@@ -592,6 +592,8 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("label-value-integer", template_labels({"team": 5}), "must be of type string"),  # type: ignore[dict-item]
     ("requirement-key-with-space", requirement("bad key!", "Exists"), "should match"),
     ("kubelet-eviction-200-percent", kubelet({"evictionHard": {"memory.available": "200%"}}), "should match"),
+    ("limit-fraction-as-number", pool({"limits": {"cpu": 0.5}}), "spec.limits.cpu"),
+    ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
     # Capacity reservations.
     (
         "reservation-owner-only",
@@ -643,6 +645,8 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
         (f"consolidate-after-{after}", pool({"disruption": {"consolidateAfter": after}}))
         for after in ("30s", "1h30m", "Never")
     ),
+    ("weight-written-as-2.0", pool({"weight": 2.0})),  # kubectl sends it as 2
+    ("weight-null", pool({"weight": None})),  # a null field is pruned, as if not written
     ("when-empty", pool({"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}})),
     ("expire-never-and-grace", claim_spec({"expireAfter": "Never", "terminationGracePeriod": "48h"})),
     ("gt-one-integer", requirement("karpenter.k8s.aws/instance-generation", "Gt", "2")),
@@ -804,7 +808,14 @@ FULL_POOL: dict[str, Any] = {
                     {"key": "example.com/zone", "operator": "Exists", "minValues": 1},
                 ],
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "taints": [{"key": "example.com/dedicated", "value": "a", "effect": "NoSchedule"}],
+                "taints": [
+                    {
+                        "key": "example.com/dedicated",
+                        "value": "a",
+                        "effect": "NoSchedule",
+                        "timeAdded": "2024-01-01T00:00:00Z",
+                    }
+                ],
                 "startupTaints": [{"key": "example.com/booting", "effect": "NoSchedule"}],
                 "expireAfter": "720h",
                 "terminationGracePeriod": "1h",
@@ -889,6 +900,7 @@ FULL_KWOK_CLASS: dict[str, Any] = {
 FULL_OBJECTS = [FULL_POOL, FULL_CLAIM, FULL_NODE_CLASS, FULL_ALIAS_NODE_CLASS, FULL_KWOK_CLASS]
 
 Path = tuple[str | int, ...]
+INTEGER_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _DELETE = object()
 # Strings tried against a pattern; those it refuses are the bad values (at most PATTERN_TRIES).
 PATTERN_CANDIDATES = ("bad value!", "1.5h", "5ms", "200%", "1d", "-1", "a/b/c", "@every 5m", "ten", "")
@@ -973,7 +985,14 @@ def _walk(schema: dict[str, Any], value: object, path: Path) -> Iterator[tuple[s
                         fitting = [text for text in _long_strings(size, value) if _matches(pattern, text)]
                         if fitting:
                             yield bound, path, fitting[0], refused
+    if schema.get("format") == "date-time":
+        yield "format", path, "yesterday", True
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if schema.get("format") in INTEGER_BOUNDS:
+            most = INTEGER_BOUNDS[schema["format"]][1]
+            yield "format", path, most + 1, True
+            if schema.get("maximum", most) >= most:
+                yield "format", path, most, False
         for bound, step in (("minimum", -1), ("maximum", 1)):
             if bound in schema:
                 yield bound, path, schema[bound] + step, True

@@ -21,8 +21,13 @@ from tests.crd_cases import (
     DERIVED_GOOD,
     FULL_OBJECTS,
     GOOD_OBJECTS,
+    POOL,
     cel_rules,
     cel_witnesses,
+    claim_spec,
+    merged,
+    requirement,
+    template_labels,
 )
 
 from karpy.api.manifest import parse_manifests
@@ -108,4 +113,71 @@ def test_the_derivation_covers_every_kind_and_constraint() -> None:
     assert kinds == {"NodePool", "NodeClaim", "EC2NodeClass", "KWOKNodeClass"}
     constraints = {name.split(":")[2] for name, _, _ in DERIVED_BAD}
     assert constraints >= {"type", "enum", "pattern", "maxLength", "maxItems", "minItems", "maxProperties"}
-    assert constraints >= {"minimum", "maximum", "required"}
+    assert constraints >= {"minimum", "maximum", "required", "format"}
+
+
+# --- What the CRD takes but the pool's nodes could not carry -----------------------------------
+#
+# The NodePool CRD leaves these to Karpenter's runtime validation; the NodeClaim or Node made
+# from the pool would be refused by the API server (a label value over 63 characters, a key
+# that is not a qualified name), so the loader refuses the pool, naming the field.
+NODE_REFUSALS = [
+    (
+        "pool-name-64",
+        merged(POOL, {"metadata": {"name": "a" * 64}}),
+        "metadata.name: must be no more than 63",
+    ),
+    (
+        "label-name-part-64",
+        template_labels({"example.com/" + "a" * 64: "a"}),
+        "the name part must be no more than 63 characters",
+    ),
+    (
+        "label-prefix-not-dns",
+        template_labels({"Example.com/team": "a"}),
+        "spec.template.metadata.labels.Example.com/team: label key 'Example.com/team': prefix part",
+    ),
+    (
+        "requirement-name-part-64",
+        requirement("example.com/" + "a" * 64, "Exists"),
+        "spec.template.spec.requirements[0].key: label key",
+    ),
+    (
+        "taint-value-64",
+        claim_spec({"taints": [{"key": "example.com/team", "value": "a" * 64, "effect": "NoSchedule"}]}),
+        "spec.template.spec.taints[0].value: taint 'example.com/team': the value must be no more than 63",
+    ),
+    (
+        "taint-key-name-part-64",
+        claim_spec({"startupTaints": [{"key": "a" * 64, "effect": "NoSchedule"}]}),
+        "spec.template.spec.startupTaints[0].key: taint key",
+    ),
+    (
+        "taint-twice",
+        claim_spec(
+            {
+                "taints": [{"key": "example.com/team", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "example.com/team", "value": "b", "effect": "NoSchedule"}],
+            }
+        ),
+        "spec.template.spec.startupTaints[0]: duplicate taint Key/Effect pair example.com/team=NoSchedule",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"), [case[1:] for case in NODE_REFUSALS], ids=[case[0] for case in NODE_REFUSALS]
+)
+def test_a_pool_whose_nodes_could_not_carry_its_labels_name_or_taints_is_refused(
+    manifest: dict[str, Any], expected: str
+) -> None:
+    (error,) = errors(manifest)
+    assert expected in error
+
+
+@pytest.mark.parametrize("length", [63, 1])
+def test_names_and_label_parts_of_up_to_63_characters_are_read(length: int) -> None:
+    manifest = merged(
+        template_labels({"example.com/" + "a" * length: "a" * length}), {"metadata": {"name": "a" * length}}
+    )
+    assert errors(manifest) == []

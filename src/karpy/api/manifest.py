@@ -336,8 +336,8 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
     # integer, a duration of 1.5h): the API server would refuse the object, so karpy does.
     structural = manifest_errors(raw, api_version, kind)
     if structural:
-        for error in structural:
-            result.add_error(f"{source}: {label}: {error}")
+        for problem in structural:
+            result.add_error(f"{source}: {label}: {problem}")
         return
     if api_version in (API_VERSION_V1BETA1, f"{EC2_GROUP}/v1beta1"):
         result.add_note(f"{source}: {label}: converted from {api_version} to v1")

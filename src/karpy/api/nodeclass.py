@@ -249,7 +249,8 @@ RESERVATION_TERMS_FIELD = "capacityReservationSelectorTerms"
 RESERVATION_NEEDS_ONE_OF = ("tags", "id", "instanceMatchCriteria")
 RESERVATION_ID_OTHERS = ("tags", "ownerID", "instanceMatchCriteria")
 RESERVATION_ID_MESSAGE = (
-    "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term"
+    "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation "
+    "selector term"
 )
 
 
@@ -264,7 +265,9 @@ def _check_reservation_terms(spec: FieldReader) -> None:
         path = f"{RESERVATION_TERMS_FIELD}[{index}]"
         written = {str(name) for name, value in term.items() if value is not None}
         if not written.intersection(RESERVATION_NEEDS_ONE_OF):
-            raise spec.error(path, f"expected at least one, got none, {quoted_list(RESERVATION_NEEDS_ONE_OF)}")
+            raise spec.error(
+                path, f"expected at least one, got none, {quoted_list(RESERVATION_NEEDS_ONE_OF)}"
+            )
         if "id" in written and written.intersection(RESERVATION_ID_OTHERS):
             raise spec.error(path, RESERVATION_ID_MESSAGE)
         tags = term.get("tags")

@@ -9,8 +9,8 @@ those by hand in a parser, this module walks a manifest against the same
 schema :mod:`karpy.api.crds` installs and applies the OpenAPI keywords the
 API server applies: ``type`` (with ``x-kubernetes-int-or-string``), ``enum``,
 ``pattern``, ``minLength``/``maxLength``, ``minItems``/``maxItems``,
-``minProperties``/``maxProperties``, ``minimum``/``maximum`` and
-``required``. Its messages use the API server's words ("Unsupported value",
+``minProperties``/``maxProperties``, ``minimum``/``maximum``, ``format``
+(int32, int64, date-time) and ``required``. Its messages use the API server's words ("Unsupported value",
 "should match", "Required value", "Too many") so that searching for one finds
 the same answers.
 
@@ -87,11 +87,16 @@ def _type_error(value: object, schema: Schema) -> str | None:
     expected = schema.get("type")
     if expected is None or actual == expected or (expected == "number" and actual == "integer"):
         return None
-    return f"must be of type {expected}, got {actual} {_shown(value)}" if actual not in (
-        "object",
-        "array",
-        "null",
-    ) else f"must be of type {expected}, got {actual}"
+    return (
+        f"must be of type {expected}, got {actual} {_shown(value)}"
+        if actual
+        not in (
+            "object",
+            "array",
+            "null",
+        )
+        else f"must be of type {expected}, got {actual}"
+    )
 
 
 def schema_errors(value: object, schema: Schema, path: str = "") -> Iterator[ManifestError]:
@@ -122,15 +127,30 @@ def _string_errors(value: str, schema: Schema, path: str) -> Iterator[ManifestEr
     shortest = schema.get("minLength")
     if shortest is not None and len(value) < shortest:
         yield ManifestError(path, f"should be at least {shortest} characters long, got {len(value)}")
+    if schema.get("format") == "date-time" and not DATE_TIME.fullmatch(value):
+        yield ManifestError(path, f"Invalid value: {_shown(value)}: must be a date-time (RFC 3339)")
     pattern = schema.get("pattern")
     if pattern is not None and not _pattern(pattern).search(value):
         yield ManifestError(path, f"Invalid value: {_shown(value)}: should match '{pattern}'")
 
 
+# Integer formats the API server checks (a CEL type check: "must be of type integer with format int32").
+INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+# RFC 3339, as the API server's date-time format takes it.
+DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+
+
 def _number_errors(value: float, schema: Schema, path: str) -> Iterator[ManifestError]:
+    bounds = INTEGER_FORMATS.get(schema.get("format", ""))
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        yield ManifestError(
+            path, f"Invalid value: {_shown(value)}: must be of type integer with format {schema['format']}"
+        )
     least = schema.get("minimum")
     if least is not None and value < least:
-        yield ManifestError(path, f"Invalid value: {_shown(value)}: should be greater than or equal to {least}")
+        yield ManifestError(
+            path, f"Invalid value: {_shown(value)}: should be greater than or equal to {least}"
+        )
     most = schema.get("maximum")
     if most is not None and value > most:
         yield ManifestError(path, f"Invalid value: {_shown(value)}: should be less than or equal to {most}")
@@ -181,9 +201,7 @@ def served_schemas() -> dict[tuple[str, str], Schema]:
     """
     from karpy.api.crds import V1BETA1, read_schemas
 
-    return {
-        key: schema for key, schema in read_schemas().items() if not key[0].endswith(f"/{V1BETA1}")
-    }
+    return {key: schema for key, schema in read_schemas().items() if not key[0].endswith(f"/{V1BETA1}")}
 
 
 def manifest_errors(raw: Mapping[str, object], api_version: str, kind: str) -> list[ManifestError]:
