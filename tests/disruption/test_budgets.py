@@ -48,8 +48,8 @@ def test_percentages_round_up_and_the_most_restrictive_budget_wins() -> None:
 
 def test_a_scheduled_budget_applies_only_inside_its_window() -> None:
     pool = make_nodepool(
-        spec='  disruption: {consolidateAfter: 0s, budgets: [{nodes: "0", schedule: "0 9 * * *", duration: 8h}, '
-        '{nodes: "100%"}]}'
+        spec="  disruption: {consolidateAfter: 0s, "
+        'budgets: [{nodes: "0", schedule: "0 9 * * *", duration: 8h}, {nodes: "100%"}]}'
     )
     assert allowed_disruptions(pool, "Empty", 10, 0, at("2026-03-02T10:00")) == 0
     assert allowed_disruptions(pool, "Empty", 10, 0, at("2026-03-02T16:59")) == 0
