@@ -971,6 +971,11 @@ def _walk(schema: dict[str, Any], value: object, path: Path) -> Iterator[tuple[s
         yield "type", path, _wrong_type(schema), True
     if "enum" in schema:
         yield "enum", path, "NotAnOption", True
+        # Another operator needs other values (Gt a number, Exists none): not a bound to try.
+        if path[-1] != "operator":
+            for option in schema["enum"]:
+                if option != value:
+                    yield "enum", path, option, False
     if isinstance(value, str):
         pattern = schema.get("pattern")
         tries = [text for text in PATTERN_CANDIDATES if not _matches(pattern, text)]
