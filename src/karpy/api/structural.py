@@ -87,16 +87,8 @@ def _type_error(value: object, schema: Schema) -> str | None:
     expected = schema.get("type")
     if expected is None or actual == expected or (expected == "number" and actual == "integer"):
         return None
-    return (
-        f"must be of type {expected}, got {actual} {_shown(value)}"
-        if actual
-        not in (
-            "object",
-            "array",
-            "null",
-        )
-        else f"must be of type {expected}, got {actual}"
-    )
+    written = "" if actual in ("object", "array", "null") else f" {_shown(value)}"
+    return f"must be of type {expected}, got {actual}{written}"
 
 
 def schema_errors(value: object, schema: Schema, path: str = "") -> Iterator[ManifestError]:
