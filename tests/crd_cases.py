@@ -10,7 +10,11 @@ to a valid object.
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Iterator
 from typing import Any
+
+from karpy.api.nodeclass import ami_family_alias_message
 
 RULE_OBJECT = "it-crds-rule"
 
@@ -468,6 +472,128 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         node_class({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSiz": "1Gi"}}]}),
         'unknown field "spec.blockDeviceMappings[0].ebs.volumeSiz"',
     ),
+    # Every other CEL rule of the CRDs, one case each (cel_witnesses finds a case for each rule).
+    *(
+        (
+            f"ami-family-{family.lower()}-with-another-alias",
+            node_class({"amiFamily": "AL2023", "amiSelectorTerms": [{"alias": f"{alias}@latest"}]}),
+            ami_family_alias_message(family),
+        )
+        for family, alias in (("AL2", "al2"), ("Windows2019", "windows2019"), ("Windows2022", "windows2022"))
+    ),
+    *(
+        (
+            f"{field}-tag-key-empty",
+            node_class({field: [{"tags": {"": "it"}}]}),
+            "empty tag keys or values aren't supported",
+        )
+        for field in ("securityGroupSelectorTerms", "capacityReservationSelectorTerms")
+    ),
+    (
+        "ami-tag-value-empty",
+        node_class({"amiFamily": "AL2023", "amiSelectorTerms": [{"tags": {"Name": ""}}]}),
+        "empty tag keys or values aren't supported",
+    ),
+    (
+        "instance-profile-empty",
+        merged(
+            {k: v for k, v in NODE_CLASS.items() if k != "spec"},
+            {"spec": {**{k: v for k, v in NODE_CLASS["spec"].items() if k != "role"}, "instanceProfile": ""}},
+        ),
+        "instanceProfile cannot be empty",
+    ),
+    ("tag-key-empty", node_class({"tags": {"": "a"}}), "empty tag keys aren't supported"),
+    (
+        "kubelet-system-reserved-resource",
+        kubelet({"systemReserved": {"nvidia.com/gpu": "1"}}),
+        "valid keys for systemReserved are ['cpu', 'memory', 'ephemeral-storage', 'pid']",
+    ),
+    (
+        "kubelet-kube-reserved-negative",
+        kubelet({"kubeReserved": {"memory": "-1Gi"}}),
+        "kubeReserved value cannot be a negative resource quantity",
+    ),
+    (
+        "kubelet-soft-eviction-signal",
+        kubelet({"evictionSoft": {"memory.free": "5%"}, "evictionSoftGracePeriod": {"memory.free": "1m"}}),
+        "valid keys for evictionSoft are ['memory.available', 'nodefs.available', 'nodefs.inodesFree', "
+        "'imagefs.available', 'imagefs.inodesFree', 'pid.available']",
+    ),
+    (
+        "kubelet-soft-eviction-grace-signal",
+        kubelet({"evictionSoft": {"memory.free": "5%"}, "evictionSoftGracePeriod": {"memory.free": "1m"}}),
+        "valid keys for evictionSoftGracePeriod are ['memory.available', 'nodefs.available', "
+        "'nodefs.inodesFree', 'imagefs.available', 'imagefs.inodesFree', 'pid.available']",
+    ),
+    (
+        "volume-initialization-without-snapshot",
+        node_class(
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "1Gi", "volumeInitializationRate": 100}}
+                ]
+            }
+        ),
+        "snapshotID must be set when volumeInitializationRate is set",
+    ),
+    (
+        "requirement-hostname",
+        requirement("kubernetes.io/hostname", "Exists"),
+        'label "kubernetes.io/hostname" is restricted',
+    ),
+    *(
+        (
+            f"nodeclaim-node-class-{field}-empty",
+            merged(CLAIM, {"spec": {"nodeClassRef": {field: ""}}}),
+            f"{field} may not be empty",
+        )
+        for field in ("group", "kind", "name")
+    ),
+    (
+        "nodeclaim-gt-with-two-values",
+        merged(
+            CLAIM,
+            {"spec": {"requirements": [{"key": "example.com/cpu", "operator": "Gt", "values": ["1", "2"]}]}},
+        ),
+        "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+    ),
+    (
+        "nodeclaim-min-values-above-values",
+        merged(
+            CLAIM,
+            {
+                "spec": {
+                    "requirements": [
+                        {"key": "example.com/team", "operator": "In", "values": ["a"], "minValues": 2}
+                    ]
+                }
+            },
+        ),
+        "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+    ),
+    # The issue's own list (found by hand before the derivation): each is also derived below.
+    (
+        "budget-nodes-integer",
+        pool({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": 5}]}}),
+        "must be of type string",
+    ),
+    (
+        "budgets-51",
+        pool({"disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "1"}] * 51}}),
+        "must have at most 50 items",
+    ),
+    ("consolidate-after-fraction", pool({"disruption": {"consolidateAfter": "1.5h"}}), "should match"),
+    ("consolidate-after-milliseconds", pool({"disruption": {"consolidateAfter": "5ms"}}), "should match"),
+    (
+        "requirements-101",
+        claim_spec({"requirements": [{"key": "example.com/team", "operator": "Exists"}] * 101}),
+        "must have at most 100 items",
+    ),
+    ("label-value-integer", template_labels({"team": 5}), "must be of type string"),  # type: ignore[dict-item]
+    ("requirement-key-with-space", requirement("bad key!", "Exists"), "should match"),
+    ("kubelet-eviction-200-percent", kubelet({"evictionHard": {"memory.available": "200%"}}), "should match"),
+    ("limit-fraction-as-number", pool({"limits": {"cpu": 0.5}}), "spec.limits.cpu"),
+    ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
     # Capacity reservations.
     (
         "reservation-owner-only",
@@ -519,6 +645,8 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
         (f"consolidate-after-{after}", pool({"disruption": {"consolidateAfter": after}}))
         for after in ("30s", "1h30m", "Never")
     ),
+    ("weight-written-as-2.0", pool({"weight": 2.0})),  # kubectl sends it as 2
+    ("weight-null", pool({"weight": None})),  # a null field is pruned, as if not written
     ("when-empty", pool({"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}})),
     ("expire-never-and-grace", claim_spec({"expireAfter": "Never", "terminationGracePeriod": "48h"})),
     ("gt-one-integer", requirement("karpenter.k8s.aws/instance-generation", "Gt", "2")),
@@ -647,3 +775,353 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
         ),
     ),
 ]
+
+
+# --- Objects derived from the CRD schemas -------------------------------------------------------
+#
+# The cases above are a list; the promise is a property: whatever karpy's CRDs refuse, the loader
+# refuses. So bad objects are also *derived*: the schemas of karpy.api.crds are walked along a
+# valid object that sets every field (FULL_OBJECTS), and for each constraint met on the way
+# (type, enum, pattern, minLength/maxLength, minItems/maxItems, maxProperties, minimum/maximum,
+# required) one object is made that breaks it and nothing else; and where cheap, one that sits
+# exactly on the bound, which the CRD accepts. A constraint added to a CRD is then tested without
+# a new case. The CEL rules cannot be broken generically; every one of them must have a case in
+# BAD_OBJECTS instead (cel_rules, related_paths), which the API server proves refused.
+
+FULL_POOL: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": RULE_OBJECT},
+    "spec": {
+        "weight": 10,
+        "limits": {"cpu": "100", "memory": "100Gi"},
+        "disruption": {
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": "30s",
+            "budgets": [{"nodes": "10%", "schedule": "@daily", "duration": "1h", "reasons": ["Drifted"]}],
+        },
+        "template": {
+            "metadata": {"labels": {"example.com/team": "a"}, "annotations": {"example.com/note": "x"}},
+            "spec": {
+                "requirements": [
+                    {"key": "example.com/team", "operator": "In", "values": ["a"]},
+                    {"key": "example.com/zone", "operator": "Exists", "minValues": 1},
+                ],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "taints": [
+                    {
+                        "key": "example.com/dedicated",
+                        "value": "a",
+                        "effect": "NoSchedule",
+                        "timeAdded": "2024-01-01T00:00:00Z",
+                    }
+                ],
+                "startupTaints": [{"key": "example.com/booting", "effect": "NoSchedule"}],
+                "expireAfter": "720h",
+                "terminationGracePeriod": "1h",
+            },
+        },
+    },
+}
+FULL_CLAIM: dict[str, Any] = merged(
+    CLAIM,
+    {
+        "spec": {
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
+                {"key": "example.com/zone", "operator": "Exists", "minValues": 1},
+            ],
+            "taints": [{"key": "example.com/dedicated", "value": "a", "effect": "NoSchedule"}],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            "expireAfter": "Never",
+            "terminationGracePeriod": "1h",
+        }
+    },
+)
+FULL_NODE_CLASS: dict[str, Any] = node_class(
+    {
+        "amiFamily": "AL2023",
+        "amiSelectorTerms": [{"tags": SELECTOR_TAGS, "owner": "amazon"}],
+        "subnetSelectorTerms": [{"tags": SELECTOR_TAGS}, {"id": "subnet-0abc"}],
+        "securityGroupSelectorTerms": [{"tags": SELECTOR_TAGS}, {"id": "sg-0abc"}, {"name": "web"}],
+        "capacityReservationSelectorTerms": [
+            {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
+            {"id": "cr-0abc"},
+        ],
+        "tags": {"team": "a"},
+        "detailedMonitoring": True,
+        "associatePublicIPAddress": False,
+        "instanceStorePolicy": "RAID0",
+        "userData": "#!/bin/bash",
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": 2,
+            "httpTokens": "required",
+        },
+        "blockDeviceMappings": [
+            {"deviceName": "/dev/xvdb", "ebs": {"snapshotID": "snap-0abc", "volumeInitializationRate": 100}},
+            {
+                "deviceName": "/dev/xvda",
+                "rootVolume": True,
+                "ebs": {
+                    "volumeSize": "20Gi",
+                    "volumeType": "gp3",
+                    "iops": 3000,
+                    "throughput": 125,
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            },
+        ],
+        "kubelet": {
+            "clusterDNS": ["10.0.0.10"],
+            "maxPods": 110,
+            "podsPerCore": 2,
+            "systemReserved": {"cpu": "100m"},
+            "kubeReserved": {"memory": "100Mi"},
+            "evictionHard": {"memory.available": "5%"},
+            "evictionSoft": {"memory.available": "10%"},
+            "evictionSoftGracePeriod": {"memory.available": "1m"},
+            "evictionMaxPodGracePeriod": 60,
+            "imageGCHighThresholdPercent": 85,
+            "imageGCLowThresholdPercent": 80,
+            "cpuCFSQuota": True,
+        },
+    }
+)
+FULL_ALIAS_NODE_CLASS: dict[str, Any] = node_class({"amiSelectorTerms": [{"alias": "al2023@latest"}]})
+FULL_KWOK_CLASS: dict[str, Any] = {
+    "apiVersion": "karpenter.kwok.sh/v1alpha1",
+    "kind": "KWOKNodeClass",
+    "metadata": {"name": RULE_OBJECT},
+    "spec": {"nodeRegistrationDelay": "5s"},
+}
+FULL_OBJECTS = [FULL_POOL, FULL_CLAIM, FULL_NODE_CLASS, FULL_ALIAS_NODE_CLASS, FULL_KWOK_CLASS]
+
+Path = tuple[str | int, ...]
+INTEGER_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_DELETE = object()
+# Strings tried against a pattern; those it refuses are the bad values (at most PATTERN_TRIES).
+PATTERN_CANDIDATES = ("bad value!", "1.5h", "5ms", "200%", "1d", "-1", "a/b/c", "@every 5m", "ten", "")
+PATTERN_TRIES = 2
+
+
+def schemas_by_kind() -> dict[tuple[str, str], dict[str, Any]]:
+    """The schema of each kind the CRDs store, by (apiVersion, kind), as ``karpy crds`` installs them."""
+    from karpy.api.crds import all_crds
+
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for crd in all_crds():
+        spec = crd["spec"]
+        version = next(version for version in spec["versions"] if version["storage"])
+        found[f"{spec['group']}/{version['name']}", spec["names"]["kind"]] = version["schema"][
+            "openAPIV3Schema"
+        ]
+    return found
+
+
+def with_value(manifest: dict[str, Any], path: Path, value: object) -> dict[str, Any]:
+    """``manifest`` with the value at ``path`` replaced (or removed, for _DELETE)."""
+    result = copy.deepcopy(manifest)
+    parent: Any = result
+    for step in path[:-1]:
+        parent = parent[step]
+    if value is _DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return result
+
+
+def _shown_path(path: Path) -> str:
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
+    return text
+
+
+def _matches(pattern: str | None, value: str) -> bool:
+    import re
+
+    return pattern is None or re.search(pattern, value) is not None
+
+
+def _long_strings(length: int, like: str) -> list[str]:
+    """Strings of ``length`` characters to try against a pattern: a label key's shape, letters, ``like``'s."""
+    name = "a" * min(63, max(length - 2, 1))
+    prefix_length = length - len(name) - 1
+    prefix = ".".join("a" * 63 for _ in range(prefix_length // 64 + 1))[:prefix_length].rstrip(".")
+    shaped = f"{prefix}/{name}" if prefix else "a" * length
+    padded = (like + like[-1:] * length)[:length] if like else ""
+    return [shaped if len(shaped) == length else "a" * length, "a" * length, padded]
+
+
+def _wrong_type(schema: dict[str, Any]) -> object:
+    if schema.get("x-kubernetes-int-or-string"):
+        return [1]
+    return {"string": 5, "integer": "5", "number": "5", "boolean": "yes", "object": "x", "array": "x"}[
+        schema["type"]
+    ]
+
+
+def _walk(schema: dict[str, Any], value: object, path: Path) -> Iterator[tuple[str, Path, object, bool]]:
+    """(constraint, path, value, refused) for each constraint of ``schema`` met along ``value``."""
+    if "type" in schema or schema.get("x-kubernetes-int-or-string"):
+        yield "type", path, _wrong_type(schema), True
+    if "enum" in schema:
+        yield "enum", path, "NotAnOption", True
+        # Another operator needs other values (Gt a number, Exists none): not a bound to try.
+        if path[-1] != "operator":
+            for option in schema["enum"]:
+                if option != value:
+                    yield "enum", path, option, False
+    if isinstance(value, str):
+        pattern = schema.get("pattern")
+        tries = [text for text in PATTERN_CANDIDATES if not _matches(pattern, text)]
+        for text in tries[:PATTERN_TRIES]:
+            if "maxLength" not in schema or len(text) <= schema["maxLength"]:
+                yield "pattern", path, text, True
+        for bound, over in (("maxLength", 1), ("minLength", -1)):
+            if bound in schema:
+                length = schema[bound]
+                for refused, size in ((True, length + over), (False, length)):
+                    if size >= 0:
+                        fitting = [text for text in _long_strings(size, value) if _matches(pattern, text)]
+                        if fitting:
+                            yield bound, path, fitting[0], refused
+    if schema.get("format") == "date-time":
+        yield "format", path, "yesterday", True
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if schema.get("format") in INTEGER_BOUNDS:
+            most = INTEGER_BOUNDS[schema["format"]][1]
+            yield "format", path, most + 1, True
+            if schema.get("maximum", most) >= most:
+                yield "format", path, most, False
+        for bound, step in (("minimum", -1), ("maximum", 1)):
+            if bound in schema:
+                yield bound, path, schema[bound] + step, True
+                yield bound, path, schema[bound], False
+    if isinstance(value, list) and value:
+        for bound, step in (("maxItems", 1), ("minItems", -1)):
+            if bound in schema:
+                size = schema[bound]
+                if size + step >= 0:
+                    yield bound, path, [value[0]] * (size + step), True
+                yield bound, path, [value[0]] * size, False
+        if isinstance(schema.get("items"), dict):
+            for index, item in enumerate(value):
+                yield from _walk(schema["items"], item, (*path, index))
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for name in schema.get("required", ()):
+            if name in value and "default" not in properties.get(name, {}):
+                yield "required", (*path, name), _DELETE, True
+        if "maxProperties" in schema and value:
+            first_key, first_value = next(iter(value.items()))
+            for refused, size in ((True, schema["maxProperties"] + 1), (False, schema["maxProperties"])):
+                grown = {f"{first_key}-{index}": first_value for index in range(size - 1)}
+                yield "maxProperties", path, {first_key: first_value, **grown}, refused
+        for name, item in value.items():
+            field = properties.get(name, schema.get("additionalProperties"))
+            if isinstance(field, dict) and not (
+                field.get("x-kubernetes-preserve-unknown-fields") and "properties" not in field
+            ):
+                yield from _walk(field, item, (*path, name))
+
+
+# Bounds the schema allows that a CEL rule of the same CRD refuses, so no good object is made there.
+CEL_BOUND_CONFLICTS = frozenset(
+    {
+        ("spec.kubelet.imageGCHighThresholdPercent", "minimum"),  # high must exceed low
+        ("spec.kubelet.imageGCLowThresholdPercent", "maximum"),
+        ("spec.amiSelectorTerms", "maxItems"),  # 30 aliases: an alias stands alone
+        ("spec.amiSelectorTerms[0].alias", "maxLength"),  # family@version, of a known family
+    }
+)
+
+
+def derived_objects() -> tuple[list[tuple[str, dict[str, Any], str]], list[tuple[str, dict[str, Any]]]]:
+    """(bad objects as (id, manifest, field path), good objects at the bounds as (id, manifest))."""
+    schemas = schemas_by_kind()
+    bad: dict[str, tuple[str, dict[str, Any], str]] = {}
+    good: dict[str, tuple[str, dict[str, Any]]] = {}
+    for base_index, base in enumerate(FULL_OBJECTS):
+        schema = schemas[base["apiVersion"], base["kind"]]
+        spec_schema = schema["properties"]["spec"]
+        for constraint, path, value, refused in _walk(spec_schema, base["spec"], ("spec",)):
+            where = _shown_path(path)
+            shown = "delete" if value is _DELETE else json.dumps(value)[:40]
+            name = f"{base['kind']}{base_index}:{where}:{constraint}:{shown}"
+            manifest = with_value(base, path, value)
+            if refused:
+                bad.setdefault(name, (name, manifest, where))
+            elif (where, constraint) not in CEL_BOUND_CONFLICTS:
+                good.setdefault(name, (name, manifest))
+    return list(bad.values()), list(good.values())
+
+
+DERIVED_BAD, DERIVED_GOOD = derived_objects()
+
+
+def cel_rules() -> list[tuple[str, str, str]]:
+    """Every CEL rule of the CRDs a create can break, as (kind, schema path, message).
+
+    The path leaves out list indices and map keys (``spec.template.metadata.labels``); rules that
+    compare with the stored object (oldSelf: immutability) cannot be broken by a create.
+    """
+
+    def walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, str]]:
+        for rule in schema.get("x-kubernetes-validations", []):
+            if "oldSelf" not in rule["rule"]:
+                yield path, rule["message"]
+        for name, field in schema.get("properties", {}).items():
+            yield from walk(field, f"{path}.{name}" if path else name)
+        for nested in ("items", "additionalProperties"):
+            if isinstance(schema.get(nested), dict):
+                yield from walk(schema[nested], path)
+
+    return [
+        (kind, path, message)
+        for (_, kind), schema in schemas_by_kind().items()
+        for path, message in walk(schema["properties"]["spec"], "spec")
+    ]
+
+
+def changed_paths(base: object, changed: object, path: str = "") -> Iterator[str]:
+    """The paths where ``changed`` differs from ``base``, down to each leaf written, without list indices."""
+    if isinstance(base, dict) and isinstance(changed, dict):
+        for key in sorted(set(base) | set(changed), key=str):
+            if base.get(key) != changed.get(key):
+                yield from changed_paths(base.get(key), changed.get(key), f"{path}.{key}" if path else key)
+    elif isinstance(base, list) and isinstance(changed, list):
+        for index in range(max(len(base), len(changed))):
+            before = base[index] if index < len(base) else None
+            after = changed[index] if index < len(changed) else None
+            if before != after:
+                yield from changed_paths(before, after, path)
+    elif isinstance(changed, dict | list) and base is None:
+        yield from changed_paths({} if isinstance(changed, dict) else [], changed, path)
+    elif isinstance(base, dict | list) and changed is None:
+        yield from changed_paths(base, {} if isinstance(base, dict) else [], path)
+    elif base != changed:
+        yield path
+
+
+def related_paths(one: str, other: str) -> bool:
+    """Whether one schema path holds the other (a rule on a list is broken by a change in an item)."""
+    return one == other or one.startswith(f"{other}.") or other.startswith(f"{one}.")
+
+
+CASE_BASES = {"NodePool": POOL, "NodeClaim": CLAIM, "EC2NodeClass": NODE_CLASS}
+
+
+def cel_witnesses(kind: str, path: str, message: str) -> list[str]:
+    """The BAD_OBJECTS cases that break the rule ``message`` at ``path`` of ``kind``."""
+    return [
+        name
+        for name, manifest, expected in BAD_OBJECTS
+        if manifest["kind"] == kind
+        and expected == message
+        and any(related_paths(changed, path) for changed in changed_paths(CASE_BASES[kind], manifest))
+    ]

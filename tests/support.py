@@ -120,6 +120,8 @@ spec:
 
 
 def make_nodepool(name: str = "default", spec: str = "", template_spec: str = "") -> NodePool:
+    # The CRD requires requirements (an empty list is fine).
+    requirements = "" if "requirements:" in template_spec else "      requirements: []"
     text = f"""
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -128,6 +130,7 @@ spec:
   template:
     spec:
       nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+{requirements}
 {template_spec}
 {spec}
 """

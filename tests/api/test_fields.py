@@ -36,6 +36,7 @@ spec:
   limits: {{cpu: 100}}
   disruption:
     consolidationPolicy: WhenEmpty
+    consolidateAfter: 30s
 {disruption}
 """
 V1_REF = "{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}"
@@ -235,9 +236,9 @@ def test_subnets_are_selected_by_tags_or_id_only() -> None:
 
 
 def test_a_karpenter_field_karpy_does_not_implement_says_so() -> None:
-    static = NODEPOOL.format(
-        version="v1", node_class_ref=V1_REF, template_spec="", disruption="    consolidateAfter: 0s"
-    ).replace("spec:\n  template:", "spec:\n  replicas: 3\n  template:", 1)
+    static = NODEPOOL.format(version="v1", node_class_ref=V1_REF, template_spec="", disruption="").replace(
+        "spec:\n  template:", "spec:\n  replicas: 3\n  template:", 1
+    )
     assert [error.split(": ", 2)[2] for error in errors_of(static)] == [
         "spec.replicas: static capacity (Karpenter's StaticCapacity feature, alpha) is not supported"
         " by karpy; remove it"

@@ -21,6 +21,7 @@ spec:
   weight: {weight}
   template:
     spec:
+      requirements: []
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
 """
 

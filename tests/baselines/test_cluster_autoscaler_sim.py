@@ -20,6 +20,7 @@ spec:
   template:
     spec:
       nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements: []
 """
 
 

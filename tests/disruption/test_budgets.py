@@ -40,7 +40,7 @@ def test_bad_cron_is_rejected(expression: str) -> None:
 
 
 def test_percentages_round_up_and_the_most_restrictive_budget_wins() -> None:
-    pool = make_nodepool(spec='  disruption: {budgets: [{nodes: "20%"}, {nodes: "5"}]}')
+    pool = make_nodepool(spec='  disruption: {consolidateAfter: 0s, budgets: [{nodes: "20%"}, {nodes: "5"}]}')
     assert allowed_disruptions(pool, "Empty", 10, 0, at("2026-03-02T12:00")) == 2
     assert allowed_disruptions(pool, "Empty", 11, 0, at("2026-03-02T12:00")) == 3
     assert allowed_disruptions(pool, "Empty", 10, 2, at("2026-03-02T12:00")) == 0
@@ -48,7 +48,8 @@ def test_percentages_round_up_and_the_most_restrictive_budget_wins() -> None:
 
 def test_a_scheduled_budget_applies_only_inside_its_window() -> None:
     pool = make_nodepool(
-        spec='  disruption: {budgets: [{nodes: "0", schedule: "0 9 * * *", duration: 8h}, {nodes: "100%"}]}'
+        spec="  disruption: {consolidateAfter: 0s, "
+        'budgets: [{nodes: "0", schedule: "0 9 * * *", duration: 8h}, {nodes: "100%"}]}'
     )
     assert allowed_disruptions(pool, "Empty", 10, 0, at("2026-03-02T10:00")) == 0
     assert allowed_disruptions(pool, "Empty", 10, 0, at("2026-03-02T16:59")) == 0
@@ -57,7 +58,10 @@ def test_a_scheduled_budget_applies_only_inside_its_window() -> None:
 
 
 def test_a_budget_with_reasons_applies_only_to_them() -> None:
-    pool = make_nodepool(spec='  disruption: {budgets: [{nodes: "0", reasons: [Drifted]}, {nodes: "100%"}]}')
+    pool = make_nodepool(
+        spec='  disruption: {consolidateAfter: 0s, budgets: [{nodes: "0", reasons: [Drifted]}, '
+        '{nodes: "100%"}]}'
+    )
     assert allowed_disruptions(pool, "Drifted", 4, 0, at("2026-03-02T10:00")) == 0
     assert allowed_disruptions(pool, "Empty", 4, 0, at("2026-03-02T10:00")) == 4
 
@@ -87,6 +91,7 @@ spec:
     spec:
       nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
   disruption:
+    consolidateAfter: 0s
     budgets: [{{nodes: "0", schedule: "{schedule}", duration: 1h}}]
 """
     result = parse_manifests(text, "f.yaml")

@@ -384,7 +384,10 @@ def test_a_node_is_not_a_candidate_before_consolidate_after_has_elapsed() -> Non
 
 def test_when_empty_and_never_policies_exclude_the_node() -> None:
     for spec, reason in [
-        ("  disruption: {consolidationPolicy: WhenEmpty}", "consolidates only empty nodes (WhenEmpty)"),
+        (
+            "  disruption: {consolidateAfter: 0s, consolidationPolicy: WhenEmpty}",
+            "consolidates only empty nodes (WhenEmpty)",
+        ),
         ("  disruption: {consolidateAfter: Never}", "consolidation disabled (consolidateAfter: Never)"),
     ]:
         cluster = Cluster(nodepool=make_nodepool("default", spec=spec, template_spec=ON_DEMAND_ONLY))

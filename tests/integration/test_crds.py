@@ -18,9 +18,20 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.crd_cases import BAD_OBJECTS, GOOD_OBJECTS, RULE_OBJECT, claim_spec, merged, node_class
+from tests.crd_cases import (
+    BAD_OBJECTS,
+    DERIVED_BAD,
+    DERIVED_GOOD,
+    FULL_OBJECTS,
+    GOOD_OBJECTS,
+    RULE_OBJECT,
+    claim_spec,
+    merged,
+    node_class,
+)
 from tests.integration.conftest import ControlPlane, install_crds
 
+from karpy.api.manifest import parse_manifests
 from karpy.api.requirements import LABEL_NODEPOOL, NORMALIZED_LABELS, WELL_KNOWN_LABELS
 
 pytestmark = pytest.mark.integration
@@ -337,3 +348,52 @@ def test_node_class_ref_group_and_kind_and_role_are_immutable(crds: ControlPlane
         assert "You must delete and recreate this node class" in error, error
     finally:
         crds.kubectl("delete", "nodepool,ec2nodeclass", name, "--ignore-not-found", "--wait=true")
+
+
+# --- The property, on the API server: refused by the CRDs <=> refused by karpy validate --------
+#
+# Every object tests/crd_cases.py derives from the CRD schemas (a bad one per constraint, a good
+# one per bound) and every full object they are derived from is sent in one server dry run, each
+# under a name of its own so that the API server's answer can be told apart; karpy's loader must
+# give the same verdict on each.
+
+
+def server_verdicts(plane: ControlPlane, manifests: list[dict[str, Any]]) -> dict[str, str]:
+    """The API server's refusal of each manifest by its new name (empty when accepted)."""
+    named = [
+        merged(manifest, {"metadata": {"name": f"it-derived-{index}"}})
+        for index, manifest in enumerate(manifests)
+    ]
+    result = subprocess.run(
+        [plane.kubectl_path, "--kubeconfig", str(plane.kubeconfig), "create", "--dry-run=server", "-f", "-"],
+        input="\n---\n".join(json.dumps(manifest) for manifest in named),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    verdicts = {manifest["metadata"]["name"]: "" for manifest in named}
+    accepted = {line.split("/", 1)[1].split()[0] for line in result.stdout.splitlines() if "/" in line}
+    for line in result.stderr.splitlines():
+        for name in verdicts:
+            if f'"{name}"' in line:
+                verdicts[name] = line
+    for name, refusal in verdicts.items():
+        assert (name in accepted) != bool(refusal), f"no verdict for {name}:\n{result.stderr[-2000:]}"
+    return verdicts
+
+
+def test_the_api_server_and_karpy_agree_on_every_derived_object(crds: ControlPlane) -> None:
+    cases = [
+        *((name, manifest, True) for name, manifest, _ in DERIVED_BAD),
+        *((name, manifest, False) for name, manifest in DERIVED_GOOD),
+        *((f"full-{manifest['kind']}", manifest, False) for manifest in FULL_OBJECTS),
+    ]
+    verdicts = server_verdicts(crds, [manifest for _, manifest, _ in cases])
+    disagreements = []
+    for index, (name, manifest, derived_refused) in enumerate(cases):
+        server = verdicts[f"it-derived-{index}"]
+        offline = parse_manifests(json.dumps(manifest), "case.json").errors
+        if bool(server) != derived_refused or bool(server) != bool(offline):
+            disagreements.append(f"{name}: API server {server or 'accepted'}; karpy {offline or 'accepted'}")
+    assert disagreements == [], "\n".join(disagreements)

@@ -506,6 +506,25 @@ def test_a_budget_schedule_that_is_no_cron_names_its_field(schedule: str) -> Non
     assert pending_placed(cluster)
 
 
+@pytest.mark.parametrize(
+    ("disruption", "path"),
+    [
+        ({"budgets": [{"nodes": 5}]}, "spec.disruption.budgets[0].nodes"),  # a string in the CRD
+        ({"consolidateAfter": "1.5h"}, "spec.disruption.consolidateAfter"),  # whole units only
+    ],
+)
+def test_a_nodepool_karpys_crd_would_refuse_is_read_as_karpy_validate_reads_it(
+    disruption: dict[str, Any], path: str
+) -> None:
+    # Stored under a laxer CRD than karpy's: karpy run refuses it as karpy validate does.
+    raw = nodepool("victim")
+    raw["spec"]["disruption"].update(disruption)
+    cluster = loaded([*good_objects(), raw])
+    (unreadable,) = cluster.unreadable_nodepools()
+    assert unreadable.path == path
+    assert pending_placed(cluster)
+
+
 def test_a_pod_karpy_cannot_read_gets_a_warning_event_once_per_version() -> None:
     transport = RefusingTransport()
     cluster = loaded(good_objects(), transport)

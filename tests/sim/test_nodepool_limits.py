@@ -24,6 +24,7 @@ spec:
   template:
     spec:
       nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements: []
   limits: {limits}
 """
 

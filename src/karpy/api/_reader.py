@@ -114,6 +114,9 @@ class FieldReader:
         value = self._get(key)
         if value is None:
             return default
+        if isinstance(value, float) and value.is_integer():
+            # 2.0 reaches the API server as 2 (kubectl re-encodes YAML and JSON numbers).
+            return int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(key, f"expected an integer, got {_type_name(value)}")
         return value

@@ -86,12 +86,16 @@ from karpy.api.nodeclass import (
     MAX_HOP_LIMIT,
     MIN_HOP_LIMIT,
     ONE_ROOT_VOLUME_MESSAGE,
+    RESERVATION_ID_MESSAGE,
+    RESERVATION_ID_OTHERS,
+    RESERVATION_NEEDS_ONE_OF,
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
     SUBNET_TERMS,
+    VOLUME_INITIALIZATION_MESSAGE,
     VOLUME_SIZE_PATTERN,
     VOLUME_SOURCE_MESSAGE,
     VOLUME_TYPES,
@@ -904,7 +908,7 @@ def _block_device_mappings() -> Schema:
             _rule("has(self.snapshotID) || has(self.volumeSize)", VOLUME_SOURCE_MESSAGE),
             _rule(
                 "!has(self.volumeInitializationRate) || (has(self.snapshotID) && self.snapshotID != '')",
-                "snapshotID must be set when volumeInitializationRate is set",
+                VOLUME_INITIALIZATION_MESSAGE,
             ),
         ],
     }
@@ -1026,16 +1030,9 @@ def ec2nodeclass_crd() -> CRD:
                     "ownerID": _string(pattern="^[0-9]{12}$"),
                     "instanceMatchCriteria": _string(enum=["open", "targeted"]),
                 },
-                needs_one_of=("tags", "id", "instanceMatchCriteria"),
+                needs_one_of=RESERVATION_NEEDS_ONE_OF,
                 may_be_empty=True,
-                exclusive=[
-                    (
-                        "id",
-                        ("tags", "ownerID", "instanceMatchCriteria"),
-                        "'id' is mutually exclusive, cannot be set along with other fields in a capacity "
-                        "reservation selector term",
-                    )
-                ],
+                exclusive=[("id", RESERVATION_ID_OTHERS, RESERVATION_ID_MESSAGE)],
             ),
         },
         "x-kubernetes-validations": [

@@ -50,6 +50,7 @@ from karpy.api.hpa import HorizontalPodAutoscaler
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, GROUP, NodePool
+from karpy.api.structural import manifest_errors
 
 # Kinds a cluster's manifests commonly hold that have no bearing on node autoscaling.
 IGNORED_KINDS = frozenset(
@@ -330,6 +331,13 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
         obj = parser(reader, api_version)
     except ManifestError as error:
         result.add_error(f"{source}: {label}: {error}")
+        return
+    # What the parser read may still break the CRD's schema (a budget's nodes written as an
+    # integer, a duration of 1.5h): the API server would refuse the object, so karpy does.
+    structural = manifest_errors(raw, api_version, kind)
+    if structural:
+        for problem in structural:
+            result.add_error(f"{source}: {label}: {problem}")
         return
     if api_version in (API_VERSION_V1BETA1, f"{EC2_GROUP}/v1beta1"):
         result.add_note(f"{source}: {label}: converted from {api_version} to v1")

@@ -89,6 +89,7 @@ VOLUME_SIZE_PATTERN = (
 VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
 VOLUME_SOURCE_MESSAGE = "snapshotID or volumeSize must be defined"
 ONE_ROOT_VOLUME_MESSAGE = "must have only one blockDeviceMappings with rootVolume"
+VOLUME_INITIALIZATION_MESSAGE = "snapshotID must be set when volumeInitializationRate is set"
 # Instance metadata settings: Karpenter's values and hop limit range.
 IMDS_SWITCH = ("enabled", "disabled")
 IMDS_TOKENS = ("required", "optional")
@@ -243,6 +244,36 @@ AMI_TERMS = SelectorTermRules(
     "ami-[0-9a-z]+",
 )
 
+# Capacity reservation selector terms: optional, and their "id" stands alone.
+RESERVATION_TERMS_FIELD = "capacityReservationSelectorTerms"
+RESERVATION_NEEDS_ONE_OF = ("tags", "id", "instanceMatchCriteria")
+RESERVATION_ID_OTHERS = ("tags", "ownerID", "instanceMatchCriteria")
+RESERVATION_ID_MESSAGE = (
+    "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation "
+    "selector term"
+)
+
+
+def _check_reservation_terms(spec: FieldReader) -> None:
+    """Karpenter's rules on capacity reservation terms (karpy launches into none; a bad term is refused)."""
+    terms = spec.raw(RESERVATION_TERMS_FIELD)
+    if not isinstance(terms, list):
+        return  # absent, or of a type the schema check reports
+    for index, term in enumerate(terms):
+        if not isinstance(term, Mapping):
+            continue
+        path = f"{RESERVATION_TERMS_FIELD}[{index}]"
+        written = {str(name) for name, value in term.items() if value is not None}
+        if not written.intersection(RESERVATION_NEEDS_ONE_OF):
+            raise spec.error(
+                path, f"expected at least one, got none, {quoted_list(RESERVATION_NEEDS_ONE_OF)}"
+            )
+        if "id" in written and written.intersection(RESERVATION_ID_OTHERS):
+            raise spec.error(path, RESERVATION_ID_MESSAGE)
+        tags = term.get("tags")
+        if isinstance(tags, Mapping) and any(not key or value in ("", None) for key, value in tags.items()):
+            raise spec.error(f"{path}.tags", EMPTY_SELECTOR_TAG_MESSAGE)
+
 
 def _check_ami_selection(spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
     """Karpenter's rules on aliases and amiFamily: a well-formed alias alone, its family or Custom."""
@@ -342,6 +373,8 @@ class BlockDeviceMapping:
             size = ebs.scalar_str("volumeSize")
             if size is not None and not re.fullmatch(VOLUME_SIZE_PATTERN, size):
                 raise ebs.error("volumeSize", f"must be a size in Gi, G, Ti or T up to 64T, got {size!r}")
+            if ebs.has("volumeInitializationRate") and not ebs.string("snapshotID"):
+                raise reader.error("ebs", VOLUME_INITIALIZATION_MESSAGE)
             volume_type = ebs.string("volumeType")
             if volume_type and volume_type not in VOLUME_TYPES:
                 raise ebs.error(
@@ -519,6 +552,7 @@ class EC2NodeClass:
         SECURITY_GROUP_TERMS.check(spec, security_groups)
         AMI_TERMS.check(spec, ami_terms)
         _check_ami_selection(spec, ami_terms)
+        _check_reservation_terms(spec)
         role = spec.string("role")
         instance_profile = spec.string("instanceProfile")
         if bool(role) == bool(instance_profile):

@@ -50,6 +50,8 @@ from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration, parse_optional_duration
+from karpy.api.limits import LABEL_NAME_MAX, label_key_problem
+from karpy.api.limits import label_value_problem as taint_value_problem
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND
 from karpy.api.quantity import ResourceAmounts
@@ -147,6 +149,23 @@ def read_duration(reader: FieldReader, key: str, default: float | None, *, allow
     return value
 
 
+def _check_node_taints(spec: FieldReader, taints: tuple[Taint, ...], startup: tuple[Taint, ...]) -> None:
+    """The taints every node gets: each one a Node may carry, no key and effect twice (Karpenter's checks)."""
+    seen: set[tuple[str, str]] = set()
+    for field_name, written in (("taints", taints), ("startupTaints", startup)):
+        for index, taint in enumerate(written):
+            path = f"{field_name}[{index}]"
+            key_problem = label_key_problem(taint.key)
+            if key_problem:
+                raise spec.error(f"{path}.key", key_problem.replace("label key", "taint key", 1))
+            value_problem = taint_value_problem(taint.key, taint.value)
+            if value_problem:
+                raise spec.error(f"{path}.value", value_problem.replace("label", "taint", 1))
+            if (taint.key, taint.effect) in seen:
+                raise spec.error(path, f"duplicate taint Key/Effect pair {taint.key}={taint.effect}")
+            seen.add((taint.key, taint.effect))
+
+
 @dataclass(frozen=True, slots=True)
 class NodeClaimTemplate:
     """``spec.template``: what every NodeClaim of the pool is stamped from."""
@@ -166,6 +185,10 @@ class NodeClaimTemplate:
         spec = reader.obj("spec")
         labels = metadata.str_map("labels")
         for key, value in labels.items():
+            # Every node of the pool carries these labels, so each must be one a Node may have.
+            key_problem = label_key_problem(key)
+            if key_problem:
+                raise metadata.obj("labels").error(key, key_problem)
             if key == LABEL_NODEPOOL or is_restricted_label(key):
                 raise metadata.obj("labels").error(key, f"label {key!r} is restricted")
             problem = label_value_problem(value)
@@ -173,6 +196,9 @@ class NodeClaimTemplate:
                 raise metadata.obj("labels").error(key, problem)
         requirements = read_node_selector_requirements(spec, "requirements")
         for index, requirement in enumerate(requirements):
+            key_problem = label_key_problem(requirement.key)
+            if key_problem:
+                raise ManifestError(f"{spec.child_path('requirements')}[{index}].key", key_problem)
             if requirement.key == LABEL_NODEPOOL or is_restricted_label(requirement.key):
                 raise ManifestError(
                     f"{spec.child_path('requirements')}[{index}].key",
@@ -180,13 +206,16 @@ class NodeClaimTemplate:
                 )
         if not spec.has("nodeClassRef"):
             raise spec.error("nodeClassRef", "required")
+        taints = spec.items("taints", Taint.parse)
+        startup_taints = spec.items("startupTaints", Taint.parse)
+        _check_node_taints(spec, taints, startup_taints)
         return cls(
             node_class_ref=NodeClassRef.parse(spec.obj("nodeClassRef")),
             labels=labels,
             annotations=metadata.str_map("annotations"),
             requirements=requirements,
-            taints=spec.items("taints", Taint.parse),
-            startup_taints=spec.items("startupTaints", Taint.parse),
+            taints=taints,
+            startup_taints=startup_taints,
             expire_after=read_duration(spec, "expireAfter", DEFAULT_EXPIRE_AFTER, allow_never=True),
             termination_grace_period=read_duration(spec, "terminationGracePeriod", None, allow_never=False),
         )
@@ -312,8 +341,15 @@ class NodePool:
         limits = read_resources(spec, "limits")  # rejects negative amounts at spec.limits.<name>
         if not spec.has("template"):
             raise spec.error("template", "required")
+        metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=False)
+        if len(metadata.name) > LABEL_NAME_MAX:
+            raise reader.error(
+                "metadata.name",
+                f"must be no more than {LABEL_NAME_MAX} characters, got {len(metadata.name)}: it is the "
+                f"value of the {LABEL_NODEPOOL} label of every node the pool launches",
+            )
         return cls(
-            metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
+            metadata=metadata,
             template=NodeClaimTemplate.parse(spec.obj("template")),
             disruption=Disruption.parse(spec.obj("disruption")),
             limits=limits,

@@ -95,6 +95,7 @@ from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNodePool
+from karpy.api.structural import manifest_errors
 from karpy.controllers.cache import NodeClaimIndex, TypedReads
 from karpy.controllers.cache import object_meta as _meta_of
 from karpy.controllers.interfaces import (
@@ -188,7 +189,13 @@ def _copy(raw: JSON) -> JSON:
 def parse_record(resource: ResourceType, raw: JSON) -> object:
     """The karpy record of a server object (raises ManifestError if it cannot be read)."""
     parser = PARSERS[(resource.api_version, resource.kind)]
-    return parser(FieldReader(raw), resource.api_version)
+    record = parser(FieldReader(raw), resource.api_version)
+    # As karpy validate and simulate read it: an object stored under a laxer CRD than karpy's
+    # (Karpenter's own, an older karpy's) that karpy's CRD would refuse is not read either.
+    problems = manifest_errors(raw, resource.api_version, resource.kind)
+    if problems:
+        raise problems[0]
+    return record
 
 
 # The reason of the Warning Event on a pod karpy cannot read.

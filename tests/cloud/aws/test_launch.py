@@ -106,6 +106,7 @@ spec:
   template:
     spec:
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: {class_name}}}
+      requirements: []
 """)
     assert isinstance(nodepool, NodePool)
     return nodepool
