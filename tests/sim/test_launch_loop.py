@@ -11,6 +11,7 @@ why on the pod, in the log and in a metric, and tries again only after a hold.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -51,14 +52,19 @@ spec:
 """
 
 
-def tainting_new_nodes(simulation: Simulation) -> None:
-    """Every Node registers with ``UNDECLARED_TAINT`` as well, as its kubelet was told to."""
+def tainting_new_nodes(simulation: Simulation) -> list[bool]:
+    """Every Node registers with ``UNDECLARED_TAINT`` as well, as its kubelet was told to.
+
+    Returns a switch: set its one item False to stop.
+    """
+    tainting = [True]
 
     def taint(kind: str, old: object | None, new: object | None) -> None:
-        if kind == "Node" and old is None and isinstance(new, Node):
+        if tainting[0] and kind == "Node" and old is None and isinstance(new, Node):
             simulation.cluster.update(new.with_changes(taints=(*new.taints, UNDECLARED_TAINT)))
 
     simulation.cluster.subscribe(taint)
+    return tainting
 
 
 def run(minutes: float) -> Simulation:
@@ -102,6 +108,22 @@ def test_a_held_pod_is_tried_again_after_its_hold_and_held_longer_if_it_loops_ag
     messages = [e.message for e in simulation.cluster.events if e.reason == EVENT_REASON]
     assert len(messages) == 2
     assert f"for {2 * HOLD / 60:g}m" in messages[1]
+
+
+def test_a_changed_nodepool_ends_the_hold_at_once() -> None:
+    simulation = Simulation()
+    tainting = tainting_new_nodes(simulation)
+    simulation.apply(load_objects(MANIFESTS))
+    simulation.run(10 * MINUTE, until_steady=False)
+    assert [e for e in simulation.cluster.events if e.reason == EVENT_REASON] != []
+    # The cause is found and fixed (the nodes' user data), and the pool changed with it.
+    tainting[0] = False
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    template = dataclasses.replace(pool.template, labels={"fixed": "yes"})
+    simulation.cluster.update(dataclasses.replace(pool, template=template))
+    simulation.run(2 * MINUTE, until_steady=False)
+    assert app_pod(simulation).phase == "Running"
 
 
 def test_nodes_that_served_the_pods_before_a_scale_down_are_no_loop() -> None:

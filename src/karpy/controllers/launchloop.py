@@ -159,18 +159,29 @@ class LaunchLoopGuard:
             held.update((pod.key, hold.reason) for pod in workload_pods)
         return allowed, held
 
+    def release(self) -> None:
+        """End every hold now (the next hold of a workload still lasts twice as long as its last).
+
+        Called when a NodePool changes: what it launches may now take the pods.
+        """
+        now = self.clock.now()
+        for hold in self._held.values():
+            hold.until = min(hold.until, now)
+
     def next_release(self) -> float | None:
         """When the first hold in force ends (a pass then may launch for its pods again)."""
         now = self.clock.now()
         return min((hold.until for hold in self._held.values() if hold.until > now), default=None)
 
     def _futile(self, workload: str) -> list[_Launch]:
-        launches = self._launches.get(workload, [])
-        return [
-            launch
-            for launch in launches
-            if launch.node and not launch.served and not self._hosts(launch.node, workload)
-        ]
+        """The workload's futile launches, up to as many as make a hold (a pass need not count on)."""
+        futile: list[_Launch] = []
+        for launch in self._launches.get(workload, ()):
+            if launch.node and not launch.served and not self._hosts(launch.node, workload):
+                futile.append(launch)
+                if len(futile) == self.futile_launches:
+                    break
+        return futile
 
     def _hosts(self, node_name: str, workload: str) -> bool:
         return any(

@@ -141,6 +141,7 @@ class Provisioner:
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         if status_only_change(old, new) and _readiness(old) == _readiness(new):
             return ()  # the pool's own bookkeeping: it offers nothing new to pending pods
+        self.loop_guard.release()  # what the changed pool launches may take the pods it held
         # A pool that became Ready (its node class appeared, say) may take pods left pending.
         return self.trigger() if self.cluster.pending_pods() else ()
 
