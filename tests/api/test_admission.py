@@ -256,3 +256,13 @@ spec:
     (admitted_set,) = Admission.of([DEFAULTS], []).daemonsets([sized, refused])
     assert admitted_set.template.spec.requests == {"cpu": 2000, "memory": GI}
     assert admitted_set.metadata == sized.metadata
+
+
+def test_a_default_limit_below_a_containers_own_request_makes_the_pod_invalid() -> None:
+    admission = Admission.of([DEFAULTS], [])
+    with pytest.raises(AdmissionRefusedError) as refused:
+        admission.pod(pod("  containers: [{name: a}, {name: b, resources: {requests: {cpu: '3'}}}]"))
+    assert str(refused.value) == (
+        'Pod "p" is invalid: spec.containers[1].resources.requests: Invalid value: "3":'
+        " must be less than or equal to cpu limit of 2"
+    )

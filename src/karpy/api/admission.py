@@ -30,8 +30,10 @@ pods by one rule:
   a class that does not exist, or with an overhead of its own that differs,
   is refused, in the words of the plugin.
 
-The LimitRange's ``min``/``max`` checks (which refuse a pod rather than
-change it) are not applied.
+A default limit below a container's own request makes the pod invalid, and
+it is refused as the API server's validation refuses it. The LimitRange's
+``min``/``max`` checks (which refuse a pod rather than change it) are not
+applied.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from dataclasses import dataclass, field
 from karpy.api._reader import FieldReader
 from karpy.api.core import DaemonSet, Pod, PodSpec, PodTemplate, read_resources
 from karpy.api.meta import ObjectMeta
-from karpy.api.quantity import ResourceAmounts
+from karpy.api.podresources import PodResources
+from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.taints import Toleration
 
 LIMIT_TYPE_CONTAINER = "Container"
@@ -156,7 +159,8 @@ class Admission:
     def spec(self, spec: PodSpec, namespace: str, pod_name: str = "") -> PodSpec:
         """``spec`` as the pod the API server creates from it in ``namespace`` (the same object if unchanged).
 
-        Raises :class:`AdmissionRefusedError` when the RuntimeClass plugin would refuse it.
+        Raises :class:`AdmissionRefusedError` when the RuntimeClass plugin would refuse it, or
+        validation the pod the LimitRange defaults made of it.
         """
         resources = spec.resources
         for limit_range in self.limit_ranges.get(namespace, ()):
@@ -166,6 +170,7 @@ class Admission:
                 if any(new is not old for new, old in zip(containers, resources.containers, strict=True)):
                     resources = dataclasses.replace(resources, containers=containers)
         if resources is not spec.resources:
+            _check_requests_within_limits(resources, pod_name)
             spec = dataclasses.replace(spec, resources=resources, requests=resources.effective_requests())
         if spec.runtime_class_name or resources.overhead:
             spec = self._runtime_class(spec, pod_name)
@@ -234,6 +239,22 @@ class Admission:
         """The DaemonSets whose pods admission lets be created, sized as they will be."""
         admitted = (self.daemonset(daemonset) for daemonset in daemonsets)
         return tuple(daemonset for daemonset in admitted if daemonset is not None)
+
+
+def _check_requests_within_limits(resources: PodResources, pod_name: str) -> None:
+    """What validation then says of a defaulted limit below the container's own request."""
+    index = {False: 0, True: 0}
+    for container in resources.containers:
+        field = f"spec.{'initContainers' if container.init else 'containers'}[{index[container.init]}]"
+        index[container.init] += 1
+        for name, request in sorted(container.requests.items()):
+            limit = container.limits.get(name)
+            if limit is not None and request > limit:
+                raise AdmissionRefusedError(
+                    f'Pod "{pod_name}" is invalid: {field}.resources.requests: Invalid value:'
+                    f' "{format_amount(name, request)}": must be less than or equal to {name} limit'
+                    f" of {format_amount(name, limit)}"
+                )
 
 
 def _forbidden(pod_name: str, message: str) -> str:
