@@ -8,8 +8,8 @@ controller cannot tell them apart except by timing.
 
 **Reads come from informer caches.** One :class:`~karpy.kube._informer.Informer`
 per kind (Pods, Nodes, NodeClaims, NodePools, both node classes, DaemonSets,
-PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and
-Namespaces) lists and watches in a background thread and hands objects to this class, which keeps,
+PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
+Namespaces, LimitRanges and RuntimeClasses) lists and watches in a background thread and hands objects to this class, which keeps,
 under one lock, the server's dict of each object, the record parsed from it
 (with the parser :data:`karpy.api.manifest.PARSERS` registers for its
 apiVersion and kind), and the same indexes as the in-memory store: pods by
