@@ -26,7 +26,7 @@ from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.limits import INT32_MAX, labels_problem
 from karpy.api.meta import ObjectMeta, parse_timestamp
-from karpy.api.podresources import POD_LEVEL_RESOURCES as POD_LEVEL_RESOURCES
+from karpy.api.podresources import POD_LEVEL_RESOURCES as POD_LEVEL_RESOURCES  # noqa: PLC0414 (re-exported)
 from karpy.api.podresources import ContainerResources, PodResources
 from karpy.api.quantity import (
     QuantityError,
