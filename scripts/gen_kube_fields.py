@@ -45,6 +45,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "Namespace"),
     ("v1", "PersistentVolumeClaim"),
     ("v1", "PersistentVolume"),
+    ("v1", "LimitRange"),
     ("apps/v1", "Deployment"),
     ("apps/v1", "ReplicaSet"),
     ("apps/v1", "DaemonSet"),
@@ -53,6 +54,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("batch/v1", "CronJob"),
     ("policy/v1", "PodDisruptionBudget"),
     ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("node.k8s.io/v1", "RuntimeClass"),
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
 )
 

@@ -24,14 +24,13 @@ from typing import Self
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.cron import read_schedule
 from karpy.api.duration import DurationError, parse_duration
-from karpy.api.fields import HUGEPAGES_PREFIX
 from karpy.api.limits import INT32_MAX, labels_problem
 from karpy.api.meta import ObjectMeta, parse_timestamp
+from karpy.api.podresources import POD_LEVEL_RESOURCES as POD_LEVEL_RESOURCES  # noqa: PLC0414 (re-exported)
+from karpy.api.podresources import ContainerResources, PodResources
 from karpy.api.quantity import (
     QuantityError,
     ResourceAmounts,
-    add_amounts,
-    max_amounts,
     parse_resource_list,
 )
 from karpy.api.requirements import Requirement, RequirementError, Requirements
@@ -40,8 +39,6 @@ from karpy.api.taints import Taint, Toleration
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 # How long a pod's containers run before they exit successfully (a Job's work, in the simulator).
 RUN_DURATION_ANNOTATION = "karpy.dev/duration"
-# The resources a pod's spec.resources may name, besides huge pages.
-POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 DEFAULT_SCHEDULER = "default-scheduler"
 # The label the apiserver sets on every Namespace: its name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -157,10 +154,15 @@ class PodSpec:
     host_ports: tuple[int, ...] = ()
     # PersistentVolumeClaims the pod mounts: a zonal volume pins the pod's zone.
     claim_names: tuple[str, ...] = ()
+    # What ``requests`` is worked out from, kept for admission to default (karpy.api.admission);
+    # out of the repr, which a workload's template hash is made of, so pod names stay as they were.
+    resources: PodResources = field(default_factory=PodResources, repr=False)
+    runtime_class_name: str = field(default="", repr=False)
 
     @classmethod
     def parse(cls, reader: FieldReader) -> PodSpec:
-        requests = effective_requests(reader)
+        resources = pod_resources(reader)
+        requests = resources.effective_requests()
         node_selector = reader.str_map("nodeSelector")
         affinity = reader.obj("affinity")
         node_affinity = affinity.obj("nodeAffinity")
@@ -220,6 +222,8 @@ class PodSpec:
             topology_spread_constraints=reader.items("topologySpreadConstraints", spread),
             host_ports=tuple(host_ports),
             claim_names=claim_names,
+            resources=resources,
+            runtime_class_name=reader.string("runtimeClassName"),
         )
 
     def node_requirements(self) -> tuple[Requirements, ...]:
@@ -242,53 +246,30 @@ class PodSpec:
         return tuple(alternatives)
 
 
-def _container_requests(container: FieldReader) -> ResourceAmounts:
+def _container_resources(container: FieldReader, *, init: bool = False) -> ContainerResources:
     resources = container.obj("resources")
-    requests = read_resources(resources, "requests")
-    # Kubernetes defaults a missing request to its limit.
-    for name, amount in read_resources(resources, "limits").items():
-        requests.setdefault(name, amount)
-    return requests
+    sidecar = init and container.string("restartPolicy") == "Always"
+    return ContainerResources.of(
+        read_resources(resources, "requests"), read_resources(resources, "limits"), init=init, sidecar=sidecar
+    )
 
 
-def _pod_level_resource(name: str) -> bool:
-    """Whether ``spec.resources`` may name ``name`` (CPU, memory and huge pages only)."""
-    return name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+def pod_resources(spec: FieldReader) -> PodResources:
+    """What a pod spec says of resources, container by container (:mod:`karpy.api.podresources`)."""
+    containers = spec.items("containers", _container_resources)
+    init_containers = spec.items("initContainers", lambda item: _container_resources(item, init=True))
+    pod_level = spec.obj("resources")
+    return PodResources(
+        containers=(*containers, *init_containers),
+        pod_requests=read_resources(pod_level, "requests"),
+        pod_limits=read_resources(pod_level, "limits"),
+        overhead=read_resources(spec, "overhead"),
+    )
 
 
 def effective_requests(spec: FieldReader) -> ResourceAmounts:
-    """Requests as the kube-scheduler computes them for a pod.
-
-    max(sum of app containers + all restartable init containers (sidecars),
-    max over each init container of its requests + sidecars started before it),
-    with pod-level requests (``spec.resources``, on by default since
-    Kubernetes 1.34) in place of that for the resources they name, plus the
-    pod's overhead. A pod-level limit stands for the request of a resource no
-    container requests, as the API server defaults it.
-    """
-    containers: ResourceAmounts = {}
-    for container in spec.items("containers", _container_requests):
-        containers = add_amounts(containers, container)
-    sidecars: ResourceAmounts = {}
-    init_peak: ResourceAmounts = {}
-
-    def init(item: FieldReader) -> tuple[bool, ResourceAmounts]:
-        return item.string("restartPolicy") == "Always", _container_requests(item)
-
-    for restartable, requests in spec.items("initContainers", init):
-        if restartable:
-            sidecars = add_amounts(sidecars, requests)
-            init_peak = max_amounts(init_peak, sidecars)
-        else:
-            init_peak = max_amounts(init_peak, add_amounts(sidecars, requests))
-    result = max_amounts(add_amounts(containers, sidecars), init_peak)
-    pod_resources = spec.obj("resources")
-    pod_requests = read_resources(pod_resources, "requests")
-    for name, amount in read_resources(pod_resources, "limits").items():
-        if name not in result:
-            pod_requests.setdefault(name, amount)
-    result |= {name: amount for name, amount in pod_requests.items() if _pod_level_resource(name)}
-    return add_amounts(result, read_resources(spec, "overhead"))
+    """Requests as the kube-scheduler computes them for a pod (:meth:`PodResources.effective_requests`)."""
+    return pod_resources(spec).effective_requests()
 
 
 def run_duration(annotations: Mapping[str, str]) -> float | None:

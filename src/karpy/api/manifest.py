@@ -30,6 +30,7 @@ from typing import cast
 import yaml
 
 from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.admission import LimitRange, RuntimeClass
 from karpy.api.core import (
     CronJob,
     DaemonSet,
@@ -92,6 +93,8 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("policy/v1", "PodDisruptionBudget"): lambda reader, _: PodDisruptionBudget.parse(reader),
     ("v1", "PersistentVolumeClaim"): lambda reader, _: PersistentVolumeClaim.parse(reader),
     ("v1", "PersistentVolume"): lambda reader, _: PersistentVolume.parse(reader),
+    ("v1", "LimitRange"): lambda reader, _: LimitRange.parse(reader),
+    ("node.k8s.io/v1", "RuntimeClass"): lambda reader, _: RuntimeClass.parse(reader),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): lambda reader, _: HorizontalPodAutoscaler.parse(reader),
 }
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)

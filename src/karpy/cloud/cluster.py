@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
+from karpy.api.admission import LimitRange, RuntimeClass
 from karpy.api.core import (
     DaemonSet,
     Namespace,
@@ -142,6 +143,14 @@ class ClusterReader(Protocol):
     def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None: ...
 
     def persistent_volume(self, name: str) -> PersistentVolume | None: ...
+
+    def limit_ranges(self) -> Iterable[LimitRange]:
+        """The LimitRanges of every namespace: what admission defaults a new pod's containers to."""
+        ...
+
+    def runtime_classes(self) -> Iterable[RuntimeClass]:
+        """The RuntimeClasses: the overhead admission gives a new pod that names one."""
+        ...
 
 
 class ClusterWriter(Protocol):

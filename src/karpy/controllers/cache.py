@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from karpy.api.admission import LimitRange, RuntimeClass
 from karpy.api.core import (
     DaemonSet,
     Namespace,
@@ -169,3 +170,9 @@ class TypedReads:
     def persistent_volume(self, name: str) -> PersistentVolume | None:
         found = self._get("PersistentVolume", name)
         return found if isinstance(found, PersistentVolume) else None
+
+    def limit_ranges(self) -> Iterable[LimitRange]:
+        return self._all("LimitRange")
+
+    def runtime_classes(self) -> Iterable[RuntimeClass]:
+        return self._all("RuntimeClass")

@@ -61,7 +61,7 @@ from karpy.baselines.cluster_autoscaler import (
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.interfaces import Clock, Cluster, NotFoundError
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import pdb_blocked_pods
+from karpy.controllers.state import admitted_daemonsets, pdb_blocked_pods
 
 log = logging.getLogger("karpy.cluster-autoscaler")
 
@@ -193,7 +193,7 @@ class ClusterAutoscaler:
         return min(self.cluster.nodepools(), key=lambda pool: pool.name, default=None)
 
     def _templates(self, groups: Sequence[NodeGroup]) -> dict[str, Template]:
-        daemonsets = list(self.cluster.daemonsets())
+        daemonsets = admitted_daemonsets(self.cluster)
         templates: dict[str, Template] = {}
         types_of_pool: dict[str, dict[str, InstanceType]] = {}
         for group in groups:

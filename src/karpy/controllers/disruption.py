@@ -493,6 +493,8 @@ class DisruptionController:
             ("DaemonSet", self.cluster.daemonsets()),
             ("PodDisruptionBudget", self.cluster.pod_disruption_budgets()),
             ("Namespace", self.cluster.namespaces()),
+            ("LimitRange", self.cluster.limit_ranges()),
+            ("RuntimeClass", self.cluster.runtime_classes()),
         )
         for kind, objects in groups:
             for obj in objects:

@@ -47,6 +47,9 @@ What is measured, and where:
   run`` sets it) and ``karpenter_cluster_state_node_count`` (Nodes in the
   cache).
 - ``karpenter_build_info{version}``: constant 1.
+- ``karpy_provisioning_launch_loops_total``, karpy's own: each time provisioning
+  stops launching for a workload caught in a launch loop
+  (:mod:`karpy.controllers.launchloop`).
 
 The label values for ``controller`` are karpy's controller names
 (``provisioning``, ``nodeclaim.lifecycle``, ``termination``...).
@@ -225,6 +228,12 @@ class Metrics:
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
             ["controller", "result"],
+        )
+        # karpy's own: karpy.controllers.launchloop.
+        self.launch_loops = r.counter(
+            "karpy_provisioning_launch_loops_total",
+            "Workloads whose pending pods provisioning stopped launching nodes for: the nodes"
+            " launched for them came up ready and kept none of them, again and again.",
         )
         self._scheduling_ids: dict[str, str] = {}
         self._simulations = 0

@@ -37,6 +37,7 @@ from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotLeaderError
 from karpy.controllers.karpenter_metrics import Metrics
+from karpy.controllers.launchloop import LaunchLoopGuard
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
 from karpy.logs import about, named
@@ -86,6 +87,8 @@ class Provisioner:
         self.last = ProvisioningResult()
         self._pool_types = PoolTypesCache(self.settings.extra_node_cost)
         self.passes = 0
+        # Stops launching for pods the nodes launched for them keep not taking.
+        self.loop_guard = LaunchLoopGuard(cluster, clock, self.metrics.launch_loops)
 
     # -- triggers ----------------------------------------------------------
 
@@ -105,12 +108,14 @@ class Provisioner:
         return [BATCH_KEY]
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        self.loop_guard.on_pod(old, new)
         newly_pending = isinstance(new, Pod) and new.is_provisionable()
         if newly_pending and not (isinstance(old, Pod) and old.is_provisionable()):
             return self.trigger()
         return ()
 
     def _on_capacity_change(self, old: object | None, new: object | None) -> Iterable[str]:
+        self.loop_guard.on_nodeclaim(old, new)
         # Capacity going away (a node or NodeClaim deleted) may strand pods.
         if new is None and self.cluster.pending_pods():
             return self.trigger()
@@ -136,6 +141,7 @@ class Provisioner:
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         if status_only_change(old, new) and _readiness(old) == _readiness(new):
             return ()  # the pool's own bookkeeping: it offers nothing new to pending pods
+        self.loop_guard.release()  # what the changed pool launches may take the pods it held
         # A pool that became Ready (its node class appeared, say) may take pods left pending.
         return self.trigger() if self.cluster.pending_pods() else ()
 
@@ -152,7 +158,15 @@ class Provisioner:
             return closes_at - now
         self._batch_start = None
         self.provision()
-        return None
+        return self._pass_at_release()
+
+    def _pass_at_release(self) -> float | None:
+        """Seconds to a pass when the loop guard's first hold ends: its pods may still be pending."""
+        release = self.loop_guard.next_release()
+        if release is None:
+            return None
+        self._batch_start = self._batch_last = release
+        return release + self.settings.batch_idle - self.clock.now()
 
     def provisionable_pods(self) -> list[Pod]:
         return [pod for pod in self.cluster.pending_pods() if pod.is_provisionable()]
@@ -164,8 +178,8 @@ class Provisioner:
 
     def provision(self) -> ProvisioningResult:
         self.passes += 1
-        pods = self.provisionable_pods()
-        result = ProvisioningResult(time=self.clock.now())
+        pods, held = self.loop_guard.admit(self.provisionable_pods())
+        result = ProvisioningResult(time=self.clock.now(), unschedulable=held)
         if not pods:
             self.last = result
             return result
@@ -182,6 +196,7 @@ class Provisioner:
             if not isinstance(nodeclaim, NodeClaim):
                 continue
             result.created.append(nodeclaim.name)
+            self.loop_guard.record(nodeclaim, new.pods)
             self.metrics.nodeclaim_created(nodeclaim)
             log.info(
                 "created nodeclaim %s for %d pods (%s; %d instance types from $%.4f/h with per-node costs)",
@@ -210,7 +225,7 @@ class Provisioner:
             self.cluster.record_event(
                 pods_by_key[pod_key], EVENT_WARNING, "FailedScheduling", f"Failed to schedule pod, {reason}"
             )
-        result.unschedulable = dict(plan.unschedulable)
+        result.unschedulable = {**held, **plan.unschedulable}
         self.last = result
         return result
 

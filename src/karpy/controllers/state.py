@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from karpy.api.admission import Admission
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
@@ -328,6 +329,21 @@ class PoolTypesCache:
             str, tuple[Sequence[InstanceType], NodeClaimTemplate, tuple[DaemonSet, ...], PoolTypes]
         ] = {}
         self._priced: dict[str, tuple[Sequence[InstanceType], float, list[InstanceType]]] = {}
+        # The DaemonSets, LimitRanges and RuntimeClasses last read, and the DaemonSets admitted under them.
+        self._admitted: tuple[tuple[object, ...], tuple[DaemonSet, ...]] | None = None
+
+    def daemonsets(self, cluster: ClusterReader) -> tuple[DaemonSet, ...]:
+        """The DaemonSets with their pods sized as admission will make them (:func:`admitted_daemonsets`).
+
+        Kept while the objects read stay the same ones (a cache replaces an
+        object when it changes), so the pool types keyed by them stay too.
+        """
+        sources = (*cluster.daemonsets(), None, *cluster.limit_ranges(), None, *cluster.runtime_classes())
+        if self._admitted is not None and _same_objects(self._admitted[0], sources):
+            return self._admitted[1]
+        admitted = admitted_daemonsets(cluster)
+        self._admitted = (sources, admitted)
+        return admitted
 
     def priced(
         self, nodepool: NodePool, node_class: NodeClass | None, catalog: Sequence[InstanceType]
@@ -364,6 +380,22 @@ class PoolTypesCache:
         types = PoolTypes(launchable_types(nodepool, catalog), overhead, type_overhead)
         self._entries[nodepool.name] = (catalog, nodepool.template, daemonsets, types)
         return types
+
+
+def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def admitted_daemonsets(cluster: ClusterReader) -> tuple[DaemonSet, ...]:
+    """The DaemonSets whose pods admission lets be created, each sized as its pods will be.
+
+    A DaemonSet's pod on a node not launched yet is sized from its template,
+    but the pod that runs is the one admission makes of it: LimitRange
+    defaults and RuntimeClass overhead included (:mod:`karpy.api.admission`).
+    Sized from the template alone, a node can be too small for the pod that
+    runs, and the pod it was launched for is pending again, node after node.
+    """
+    return Admission.of(cluster.limit_ranges(), cluster.runtime_classes()).daemonsets(cluster.daemonsets())
 
 
 def with_node_cost(instance_type: InstanceType, cost: float) -> InstanceType:
@@ -468,7 +500,7 @@ def scheduling_snapshot(
     if pool_types is None:
         pool_types = PoolTypesCache()
     nodepools = {pool.name: pool for pool in cluster.nodepools() if not pool.metadata.deleting}
-    daemonsets = tuple(cluster.daemonsets())
+    daemonsets = pool_types.daemonsets(cluster)
     instance_types: dict[str, list[InstanceType]] = {}
     overheads: dict[str, ResourceAmounts] = {}
     pools: list[NodePoolCapacity] = []

@@ -62,6 +62,9 @@ PERSISTENT_VOLUME_CLAIM = ResourceType(
 PERSISTENT_VOLUME = ResourceType("PersistentVolume", "v1", "persistentvolumes", namespaced=False)
 # Their labels are what pod affinity's namespaceSelector selects by.
 NAMESPACE = ResourceType("Namespace", "v1", "namespaces", namespaced=False)
+# What admission defaults a new pod to: DaemonSet pods on a new node are sized by them.
+LIMIT_RANGE = ResourceType("LimitRange", "v1", "limitranges", namespaced=True)
+RUNTIME_CLASS = ResourceType("RuntimeClass", "node.k8s.io/v1", "runtimeclasses", namespaced=False)
 EVENT = ResourceType("Event", "v1", "events", namespaced=True)
 
 #: The kinds KubeCluster keeps informer caches of.
@@ -77,6 +80,8 @@ WATCHED_TYPES: tuple[ResourceType, ...] = (
     PERSISTENT_VOLUME_CLAIM,
     PERSISTENT_VOLUME,
     NAMESPACE,
+    LIMIT_RANGE,
+    RUNTIME_CLASS,
 )
 
 TYPES_BY_KIND: dict[str, ResourceType] = {resource.kind: resource for resource in WATCHED_TYPES}

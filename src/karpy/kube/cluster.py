@@ -6,17 +6,15 @@ run`` runs the same controllers against this class. Both implement
 and both announce every change to subscribers as ``(kind, old, new)``, so a
 controller cannot tell them apart except by timing.
 
-**Reads come from informer caches.** One :class:`~karpy.kube._informer.Informer`
-per kind (Pods, Nodes, NodeClaims, NodePools, both node classes, DaemonSets,
-PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and
-Namespaces) lists and watches in a background thread and hands objects to this class, which keeps,
-under one lock, the server's dict of each object, the record parsed from it
-(with the parser :data:`karpy.api.manifest.PARSERS` registers for its
-apiVersion and kind), and the same indexes as the in-memory store: pods by
-node name and unbound pods. A read never makes a request. After a 410 Gone
-the informer lists again and this class diffs the list against its cache, so
-objects that appeared, changed or vanished during the gap are announced like
-any other change.
+**Reads come from informer caches.** One :class:`~karpy.kube._informer.Informer` per kind (Pods,
+Nodes, NodeClaims, NodePools, both node classes, DaemonSets, PodDisruptionBudgets,
+PersistentVolumeClaims, PersistentVolumes, Namespaces, LimitRanges and RuntimeClasses) lists and
+watches in a background thread and hands objects to this class, which keeps, under one lock, the
+server's dict of each object, the record parsed from it (with the parser
+:data:`karpy.api.manifest.PARSERS` registers for its apiVersion and kind), and the same indexes as
+the in-memory store: pods by node name and unbound pods. A read never makes a request. After a 410
+Gone the informer lists again and this class diffs the list against its cache, so objects that
+appeared, changed or vanished during the gap are announced like any other change.
 
 **Writes go over HTTP, checked against the caller's resourceVersion.** A
 caller's stale object gets a 409 from the server and a

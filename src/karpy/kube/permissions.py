@@ -100,6 +100,9 @@ _WATCHED_ONLY = {
     ("", "persistentvolumeclaims"): "a pending pod's claims lead to the volumes it needs",
     ("", "persistentvolumes"): "a bound volume's node affinity constrains where its pods go",
     ("", "namespaces"): "pod affinity's namespaceSelector selects namespaces by label",
+    ("", "limitranges"): "a new node's DaemonSet pods are sized with their LimitRange defaults",
+    ("node.k8s.io", "runtimeclasses"): "a new node's DaemonSet pods are sized with their RuntimeClass"
+    " overhead",
 }
 
 RULES: tuple[Rule, ...] = (

@@ -51,6 +51,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from karpy.api.admission import Admission, AdmissionRefusedError
 from karpy.api.core import POD_RUNNING, Deployment, Pod, ReplicaSet, StatefulSet
 from karpy.api.hpa import (
     POLICY_PODS,
@@ -60,6 +61,7 @@ from karpy.api.hpa import (
     ResourceMetric,
     ScalingRules,
 )
+from karpy.api.quantity import ResourceAmounts
 from karpy.controllers.interfaces import Clock
 from karpy.controllers.runtime import Watch
 from karpy.sim.load import GIB, WorkloadLoad
@@ -373,6 +375,14 @@ class HorizontalPodAutoscalerController:
             )
         return SYNC_PERIOD
 
+    def _pod_requests(self, target: Deployment | StatefulSet) -> ResourceAmounts:
+        """The requests of the target's pods once admitted (LimitRange defaults too)."""
+        admission = Admission.of(self.cluster.limit_ranges(), self.cluster.runtime_classes())
+        try:
+            return admission.spec(target.template.spec, target.metadata.namespace).requests
+        except AdmissionRefusedError:
+            return target.template.spec.requests
+
     def _proposals(
         self,
         hpa: HorizontalPodAutoscaler,
@@ -393,7 +403,7 @@ class HorizontalPodAutoscalerController:
                     f" {hpa.target_kind} {hpa.target_key}; metric ignored",
                 )
                 continue
-            request = target.template.spec.requests.get(metric.resource, 0)
+            request = self._pod_requests(target).get(metric.resource, 0)
             ratio = usage_ratio(metric, demand, ready, request)
             if ratio is None:
                 self._note_once(

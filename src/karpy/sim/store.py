@@ -18,6 +18,10 @@ behaves like one where controllers can tell the difference:
   none) sets ``spec.priority``, and a class that does not exist refuses the
   create with :class:`AdmissionError` (the apiserver's 403), which whoever
   created the pod reports;
+- a pod is sized as the LimitRanger and RuntimeClass admission plugins make
+  it (:mod:`karpy.api.admission`): its namespace's LimitRange defaults fill
+  its containers' missing requests and limits, its RuntimeClass sets its
+  overhead, and a pod those plugins refuse raises :class:`AdmissionError`;
 - every change is announced to subscribers as (kind, old, new), the way an
   informer's event handlers see it.
 
@@ -31,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from karpy.api.admission import Admission, AdmissionRefusedError
 from karpy.api.core import (
     POD_RUNNING,
     SYSTEM_PRIORITY_CLASSES,
@@ -183,6 +188,18 @@ class InMemoryCluster(TypedReads):
     # -- ClusterWriter ---------------------------------------------------
 
     def _admit_pod(self, pod: Pod) -> Pod:
+        """``pod`` as admission makes it: sized (LimitRanger, RuntimeClass), then given its priority."""
+        if pod.spec.runtime_class_name or pod.spec.resources.overhead or self._has("LimitRange"):
+            try:
+                pod = Admission.of(self.limit_ranges(), self.runtime_classes()).pod(pod)
+            except AdmissionRefusedError as error:
+                raise AdmissionError(str(error)) from error
+        return self._admit_priority(pod)
+
+    def _has(self, kind: str) -> bool:
+        return bool(self._objects.get(kind))
+
+    def _admit_priority(self, pod: Pod) -> Pod:
         """``pod`` with the priority its class gives it, as the Priority admission plugin sets it."""
         class_name = pod.spec.priority_class_name
         if not class_name:

@@ -1,0 +1,82 @@
+"""The launch loop guard's own rules (karpy.controllers.launchloop), on the simulator's store.
+
+Whose demand a pod is (its controller, so a pod preempted and recreated under
+a new name is the same demand), which launches are futile (the node came up
+and kept none of the workload's pods) and which are not (a node still holding
+one, a node launched for another workload).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.support import make_pod
+
+from karpy.api.conditions import Condition
+from karpy.api.core import Pod
+from karpy.api.meta import ObjectMeta, OwnerReference
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodepool import NodeClassRef
+from karpy.controllers.launchloop import FUTILE_LAUNCHES, HOLD, LaunchLoopGuard, workload_of
+from karpy.sim.clock import VirtualClock
+from karpy.sim.store import InMemoryCluster
+
+OWNER = OwnerReference("apps/v1", "ReplicaSet", "web-abc", "uid-web-abc", controller=True)
+
+
+def replica(name: str) -> Pod:
+    pod = make_pod(name)
+    return pod.with_changes(metadata=dataclasses.replace(pod.metadata, owner_references=(OWNER,)))
+
+
+def initialized(name: str) -> NodeClaim:
+    return NodeClaim(
+        metadata=ObjectMeta(name=name),
+        spec=NodeClaimSpec(node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default")),
+        status=NodeClaimStatus(node_name=name, conditions=(Condition(CONDITION_INITIALIZED, "True"),)),
+    )
+
+
+def setup() -> tuple[InMemoryCluster, VirtualClock, LaunchLoopGuard]:
+    clock = VirtualClock()
+    cluster = InMemoryCluster(clock)
+    return cluster, clock, LaunchLoopGuard(cluster, clock)
+
+
+def launch_that_came_up_empty(guard: LaunchLoopGuard, clock: VirtualClock, name: str, pod: Pod) -> None:
+    claim = initialized(name)
+    guard.record(claim, [pod])
+    clock.advance(60)
+    guard.on_nodeclaim(None, claim)
+
+
+def test_a_recreated_replica_is_the_same_demand_and_a_bare_pod_its_own() -> None:
+    assert workload_of(replica("web-abc-1")) == workload_of(replica("web-abc-2"))
+    assert workload_of(make_pod("a")) != workload_of(make_pod("b"))
+
+
+def test_a_replicas_pods_are_held_after_futile_launches_even_under_new_names() -> None:
+    _, clock, guard = setup()
+    # Each launch was for a different pod of the ReplicaSet: the one before was preempted.
+    for index in range(FUTILE_LAUNCHES):
+        pending = [replica(f"web-abc-{index}")]
+        assert guard.admit(pending) == (pending, {})
+        launch_that_came_up_empty(guard, clock, f"node-{index}", pending[0])
+    pending = [replica("web-abc-next"), make_pod("other")]
+    allowed, held = guard.admit(pending)
+    assert [pod.metadata.name for pod in allowed] == ["other"]
+    assert list(held) == ["default/web-abc-next"]
+    assert f"no node launched for it for {HOLD / 60:g}m" in held["default/web-abc-next"]
+    clock.advance(HOLD)
+    assert guard.admit(pending)[0] == pending
+
+
+def test_a_node_that_holds_a_pod_of_the_workload_is_no_futile_launch() -> None:
+    cluster, clock, guard = setup()
+    for index in range(FUTILE_LAUNCHES):
+        pod = replica(f"web-abc-{index}")
+        launch_that_came_up_empty(guard, clock, f"node-{index}", pod)
+        # A scale-up: the pod landed on the node launched for it.
+        cluster.create(pod.with_changes(spec=dataclasses.replace(pod.spec, node_name=f"node-{index}")))
+    pending = [replica("web-abc-next")]
+    assert guard.admit(pending) == (pending, {})
