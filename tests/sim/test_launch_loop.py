@@ -36,6 +36,7 @@ metadata: {name: default}
 spec:
   template:
     spec:
+      requirements: []
       nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
   disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}
 ---

@@ -176,7 +176,8 @@ spec:
       apply:
         objects:
           - {apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {name: default},
-             spec: {template: {spec: {nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass,
+             spec: {template: {spec: {requirements: [],
+                                      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass,
                                                      name: default}}}}}
           - {apiVersion: apps/v1, kind: Deployment, metadata: {name: app},
              spec: {replicas: 1, selector: {matchLabels: {app: a}},
