@@ -223,8 +223,13 @@ class Runner:
             # Each controller's calls are counted under its name (karpenter_cloudprovider_*).
             return MeteredCloudProvider(self.cloud, metrics, controller)
 
+        provisioner = Provisioner(
+            self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics
+        )
+        # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
+        provisioner.refusals.subscribe(self.runtime.on_change)
         for controller in (
-            Provisioner(self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics),
+            provisioner,
             NodeClaimLifecycle(self.cluster, cloud("nodeclaim.lifecycle"), self.clock, metrics),
             NodeClaimPodEvents(self.cluster, self.clock),
             Terminator(self.cluster, cloud("termination"), self.clock, metrics),
@@ -237,7 +242,9 @@ class Runner:
                 metrics=metrics,
                 extra_node_cost=self.settings.provisioning.extra_node_cost,
             ),
-            NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
+            NodePoolStatusController(
+                self.cluster, cloud(NodePoolStatusController.name), self.clock, provisioner.refusals
+            ),
             *metrics_controllers(self.cluster, self.clock, metrics),
             *(self.aws.controllers(cloud) if self.aws is not None else ()),
         ):

@@ -55,7 +55,14 @@ REQUEST_TIMEOUT = 30.0
 class ApiStatusError(Exception):
     """The API server answered with an error status (or a watch sent an ERROR event)."""
 
-    def __init__(self, code: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        causes: tuple[str, ...] = (),
+        fields: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
         self.code = code
         self.reason = reason
@@ -63,6 +70,8 @@ class ApiStatusError(Exception):
         # The types of the Status's details.causes (e.g. "NamespaceTerminating"),
         # which the JSON calls "reason".
         self.causes = causes
+        # The causes that name a field: (field, message), as a 422 Invalid lists them.
+        self.fields = fields
 
 
 def decode_json(content: bytes) -> JSON:
@@ -88,6 +97,11 @@ def status_error(code: int, content: bytes) -> ApiStatusError:
             str(cause["reason"])
             for cause in causes or ()
             if isinstance(cause, dict) and isinstance(cause.get("reason"), str)
+        ),
+        tuple(
+            (str(cause["field"]), str(cause.get("message") or ""))
+            for cause in causes or ()
+            if isinstance(cause, dict) and isinstance(cause.get("field"), str) and cause["field"]
         ),
     )
 

@@ -103,6 +103,7 @@ from karpy.controllers.interfaces import (
     Clock,
     ConflictError,
     EvictionRefusedError,
+    InvalidError,
     KubeError,
     NotFoundError,
     WallClock,
@@ -126,6 +127,7 @@ from karpy.kube._http import (
     HTTP_FORBIDDEN,
     HTTP_NOT_FOUND,
     HTTP_TOO_MANY_REQUESTS,
+    HTTP_UNPROCESSABLE,
     JSON,
     ApiStatusError,
     ApiTransport,
@@ -478,6 +480,8 @@ class KubeCluster(TypedReads):
                 raise EvictionRefusedError(error.message) from error
             if error.code == HTTP_FORBIDDEN and CAUSE_NAMESPACE_TERMINATING in error.causes:
                 raise NamespaceTerminatingError(error.message) from error
+            if error.code == HTTP_UNPROCESSABLE:
+                raise InvalidError(error.message, error.fields) from error
             raise KubeError(str(error)) from error
 
     def _remember_created(self, resource: ResourceType, created: JSON) -> None:
