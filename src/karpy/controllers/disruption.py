@@ -76,7 +76,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from karpy.api.conditions import FALSE, TRUE, set_condition
+from karpy.api.conditions import TRUE, remove_condition, set_condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
@@ -923,9 +923,11 @@ class NodeClaimDisruptionConditions:
                 except CloudProviderError:
                     provider = ""
             reason, message = drift_reason(nodeclaim, nodepool, provider)
-            status = TRUE if reason else FALSE
-            conditions = set_condition(
-                nodeclaim.status.conditions, CONDITION_DRIFTED, status, now, reason, message
+            # As Karpenter: Drifted is true with its reason, or not there at all (never a reasonless False).
+            conditions = (
+                set_condition(nodeclaim.status.conditions, CONDITION_DRIFTED, TRUE, now, reason, message)
+                if reason
+                else remove_condition(nodeclaim.status.conditions, CONDITION_DRIFTED)
             )
             if conditions != nodeclaim.status.conditions:
                 if reason:
