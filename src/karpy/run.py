@@ -199,7 +199,9 @@ class Runner:
         fenced = transport.fenced(self.elector.check_leading) if self.elector is not None else transport
         self.cluster = KubeCluster(fenced, clock=self.clock)
         self.changes: queue.Queue[Change] = queue.Queue()
-        self.observability = RunObservability(self.settings.observability, lambda: self.cluster.synced)
+        self.observability = RunObservability(
+            self.settings.observability, lambda: self.cluster.synced, self._election_refused
+        )
         metrics = self.observability.metrics
         self.runtime = Runtime(self.clock, observer=metrics.reconciled)
         self.aws: AwsStack | None = None
@@ -249,6 +251,10 @@ class Runner:
             *(self.aws.controllers(cloud) if self.aws is not None else ()),
         ):
             self.runtime.register(controller)
+
+    def _election_refused(self) -> str:
+        """Why this replica cannot take part in the election ("" if it can): not ready meanwhile."""
+        return self.elector.refused if self.elector is not None else ""
 
     def _hand_over(self, kind: str, old: object | None, new: object | None) -> None:
         # Called from informer threads: only the queue is touched here.

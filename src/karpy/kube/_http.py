@@ -120,6 +120,23 @@ class KubeconfigError(Exception):
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def kubeconfig_namespace(path: str | Path | None = None) -> str | None:
+    """The namespace of the current context of the configuration ``from_kubeconfig`` would use.
+
+    In a pod, the pod's namespace; else the context's ``namespace``, None when
+    it names none (or the configuration cannot be read: ``from_kubeconfig``
+    says why when it is used).
+    """
+    try:
+        config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
+        current = config.get()
+    except Exception:  # any unreadable configuration: said later, by from_kubeconfig
+        return None
+    context = getattr(current, "context", None)
+    namespace = getattr(context, "namespace", None)
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
 class ApiTransport:
     """Requests to one API server, over the HTTP client lightkube configures from a kubeconfig."""
 
