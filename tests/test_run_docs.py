@@ -23,7 +23,8 @@ NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 def walkthrough_manifests() -> str:
     text = PAGE.read_text(encoding="utf-8")
-    return re.findall(r"^```yaml\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)[0]
+    blocks: list[str] = re.findall(r"^```yaml\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+    return blocks[0]
 
 
 def documented_nodes() -> Counter[tuple[str, str]]:

@@ -319,7 +319,8 @@ NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": 
         ),
         pytest.param(
             {"spec.template.metadata": {"annotations": {"team/": "x"}}},
-            "spec.template.metadata.annotations.team/: annotation key 'team/': the name part must be non-empty",
+            "spec.template.metadata.annotations.team/: annotation key 'team/': "
+            "the name part must be non-empty",
             id="annotation key without a name",
         ),
         pytest.param(

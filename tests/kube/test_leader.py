@@ -623,7 +623,7 @@ def test_readyz_fails_while_the_lease_is_refused(server: FakeLeaseServer) -> Non
     thread.start()
     try:
         deadline = time.monotonic() + 5
-        while not runner.elector or not runner.elector.refused:  # type: ignore[truthy-function]
+        while runner.elector is None or not runner.elector.refused:
             assert time.monotonic() < deadline, "the refusal was not noticed"
             time.sleep(0.05)
         ready, why = runner.observability.health.ready()
