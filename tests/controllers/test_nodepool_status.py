@@ -305,3 +305,13 @@ def test_a_pool_with_one_known_capacity_type_among_unknown_ones_is_valid() -> No
     assert pool is not None
     assert condition(pool.status.conditions, CONDITION_READY).status == TRUE
     assert simulation.nodeclaims()
+
+
+def test_karpenters_capacity_type_validation_holds_whatever_the_node_class() -> None:
+    # Karpenter validates the requirement itself: a missing node class does not hide it.
+    simulation = simulated(capacity_type_pool("preemptible"), pod_selecting_the_pool())
+    simulation.run(30, until_steady=False)
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    assert condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED).status == FALSE
+    assert condition(pool.status.conditions, CONDITION_NODECLASS_READY).status == FALSE

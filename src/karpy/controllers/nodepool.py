@@ -265,7 +265,7 @@ class NodePoolStatusController:
         problem = node_class_problem(self.cluster, self.cloud, ref)
         refusal = self.refusals.refusal(pool)
         invalid = refusal.message if refusal is not None else None
-        if invalid is None and problem is None:
+        if invalid is None:
             invalid = nodepool_validation_problem(self.cluster, self.cloud, pool)
         status = nodepool_status(
             pool.status,
