@@ -174,3 +174,32 @@ def test_the_message_names_the_nodepool_fields_the_server_named() -> None:
         )
         == "forbidden: ValidatingAdmissionPolicy 'p' denied request: no"
     )
+
+
+def test_consolidation_launches_no_replacement_in_a_refused_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The good pool has only a type dearer than the refused pool's: consolidation would replace
+    # its nodes with the refused pool's, which the server would refuse pass after pass.
+    simulation = Simulation()
+    refusing = RefusingPool(simulation, "bad")
+    original_create = simulation.cluster.create
+
+    def create(obj: object) -> object:
+        if isinstance(obj, NodeClaim) and obj.nodepool == "bad":
+            refusing.refused += 1
+            raise InvalidError("metadata.labels: not allowed here", (("metadata.labels", "not allowed"),))
+        return original_create(obj)
+
+    monkeypatch.setattr(simulation.cluster, "create_all", refusing)
+    monkeypatch.setattr(simulation.cluster, "create", create)
+    # On-demand only: a spot node is replaced by a spot node only with 15 cheaper types to choose from.
+    on_demand = "}\n        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]"
+    good = pool("good", 10).replace("values: [c5.large]", "values: [m5.2xlarge]" + on_demand)
+    bad = pool("bad", 100).replace("values: [c5.large]", "values: [c5.large]" + on_demand)
+    simulation.apply(load_objects(KWOK_NODE_CLASS, good, bad, PODS.replace("replicas: 3", "replicas: 1")))
+    simulation.run(30, until_steady=False)
+    assert refusing.refused == 1
+    assert {claim.nodepool for claim in simulation.nodeclaims()} == {"good"}
+    simulation.run(1800, until_steady=False)
+    assert refusing.refused == 1  # no replacement tried in the refused pool
+    assert [claim.nodepool for claim in simulation.nodeclaims()] == ["good"]
+    assert not simulation.runtime.errors, simulation.runtime.errors[:3]

@@ -111,6 +111,7 @@ from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
     PoolTypesCache,
+    invalid_nodepools,
     launched_price,
     pdb_blocked_pods,
     scheduling_snapshot,
@@ -377,7 +378,9 @@ class DisruptionController:
             self._conclude(quiet.decision)
             self.quiet_passes += 1
             return None
-        snapshot = scheduling_snapshot(self.cluster, self.cloud, pool_types=self._pool_types)
+        snapshot = scheduling_snapshot(
+            self.cluster, self.cloud, pool_types=self._pool_types, unavailable=invalid_nodepools(self.cluster)
+        )
         prices = {
             c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
             for c in underused
@@ -561,7 +564,13 @@ class DisruptionController:
             if self.cloud is None:
                 continue
             pods = [pod for pod in candidate.pods if reschedulable(pod)]
-            snapshot = scheduling_snapshot(self.cluster, self.cloud, frozenset((name,)), self._pool_types)
+            snapshot = scheduling_snapshot(
+                self.cluster,
+                self.cloud,
+                frozenset((name,)),
+                self._pool_types,
+                unavailable=invalid_nodepools(self.cluster),
+            )
             plan = snapshot.solve(pods)
             if plan.unschedulable:
                 key, reason = next(iter(sorted(plan.unschedulable.items())))

@@ -22,12 +22,13 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karpy.api.conditions import FALSE, find_condition
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodecost import DEFAULT_EXTRA_COST, node_cost
-from karpy.api.nodepool import NodeClaimTemplate, NodeClassRef, NodePool
+from karpy.api.nodepool import CONDITION_VALIDATION_SUCCEEDED, NodeClaimTemplate, NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import (
     CAPACITY_TYPE_ON_DEMAND,
@@ -345,6 +346,21 @@ def offering_problem(requirements: Requirements, catalog: Sequence[InstanceType]
         str(requirement) for requirement in requirements if requirement.key != LABEL_NODEPOOL
     )
     return f"requirements {described} together match no offering of any instance type"
+
+
+def invalid_nodepools(cluster: ClusterReader) -> dict[str, str]:
+    """The NodePools whose status says they failed validation, with why: no replacement goes there.
+
+    The disruption controller reads it from the status the NodePool status
+    controller writes (a pool the API server refused NodeClaims of included),
+    as Karpenter launches replacements only in Ready pools.
+    """
+    invalid: dict[str, str] = {}
+    for pool in cluster.nodepools():
+        found = find_condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED)
+        if found is not None and found.status == FALSE:
+            invalid[pool.name] = f"ValidationSucceeded=False: {found.message}"
+    return invalid
 
 
 def nodepool_resources(nodeclaims: Iterable[NodeClaim]) -> ResourceAmounts:
