@@ -41,6 +41,7 @@ JSON = dict[str, Any]
 CONTENT_JSON = "application/json"
 CONTENT_MERGE_PATCH = "application/merge-patch+json"
 
+HTTP_BAD_REQUEST = 400
 HTTP_FORBIDDEN = 403
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409

@@ -123,6 +123,7 @@ from karpy.kube._encode import (
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import (
     CONTENT_MERGE_PATCH,
+    HTTP_BAD_REQUEST,
     HTTP_CONFLICT,
     HTTP_FORBIDDEN,
     HTTP_NOT_FOUND,
@@ -480,7 +481,9 @@ class KubeCluster(TypedReads):
                 raise EvictionRefusedError(error.message) from error
             if error.code == HTTP_FORBIDDEN and CAUSE_NAMESPACE_TERMINATING in error.causes:
                 raise NamespaceTerminatingError(error.message) from error
-            if error.code == HTTP_UNPROCESSABLE:
+            if error.code in (HTTP_UNPROCESSABLE, HTTP_BAD_REQUEST):
+                # 422 Invalid (the schema, a ValidatingAdmissionPolicy) or 400 (an admission
+                # webhook's denial by default): the object as written will be refused again.
                 raise InvalidError(error.message, error.fields) from error
             raise KubeError(str(error)) from error
 
