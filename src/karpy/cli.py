@@ -160,7 +160,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run_command.add_argument(
         "--leader-election-namespace",
-        help="the Lease's namespace (default: $LEADER_ELECTION_NAMESPACE, else the pod's, else kube-system)",
+        help="the Lease's namespace (default: $LEADER_ELECTION_NAMESPACE, else the pod's, "
+        "else the kubeconfig context's, else default)",
     )
     add_run_options(run_command)
     run_command.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level debug")
@@ -349,7 +350,7 @@ def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings
 def run_against_cluster(args: argparse.Namespace) -> int:
     # The real-cluster stack is loaded only when it runs.
     from karpy.controllers.provisioning import ProvisioningSettings
-    from karpy.kube._http import KubeconfigError
+    from karpy.kube._http import KubeconfigError, kubeconfig_namespace
     from karpy.kube.leader import LeadershipLostError, election_config
     from karpy.observability import ObservabilitySettings
     from karpy.run import RunSettings, run
@@ -366,6 +367,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             name=args.leader_election_name,
             namespace=args.leader_election_namespace,
             environ=os.environ,
+            kubeconfig_namespace=kubeconfig_namespace(args.kubeconfig),
         )
     except ValueError as problem:
         print(f"karpy: {problem}", file=sys.stderr)

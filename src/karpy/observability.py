@@ -15,7 +15,9 @@ question, and Karpenter answers each on a port of its own, so karpy does too:
   the loop's first turn (the caches are still listing) the process counts as
   alive: a slow first list is the readiness probe's business.
 - **The kubelet's readiness probe** asks ``/readyz`` on the same port: are the
-  informer caches synced? Until they are, 500.
+  informer caches synced, and can this replica take part in leader election
+  (the API server does not refuse it the Lease)? Until both, 500 and why. A
+  standby that may read and write the Lease is ready: it can take over.
 
 Both ports may be the same number, in which case one server answers all
 three paths; port 0 picks a free port (tests read it back from
@@ -66,8 +68,11 @@ class Health:
         ready: Callable[[], bool],
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
+        blocked: Callable[[], str] | None = None,
     ) -> None:
         self._ready = ready
+        # Why the process cannot do its part even with its caches synced ("" when it can).
+        self._blocked = blocked
         self.stall_timeout = stall_timeout
         self._clock = clock
         self._last_beat: float | None = None
@@ -88,6 +93,9 @@ class Health:
     def ready(self) -> tuple[bool, str]:
         if not self._ready():
             return False, "informer caches not synced"
+        blocked = self._blocked() if self._blocked is not None else ""
+        if blocked:
+            return False, blocked
         return True, "ok"
 
 
@@ -196,11 +204,16 @@ class Endpoints:
 class RunObservability:
     """Metrics, health and their endpoints, as :class:`karpy.run.Runner` wires them."""
 
-    def __init__(self, settings: ObservabilitySettings, synced: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        settings: ObservabilitySettings,
+        synced: Callable[[], bool],
+        blocked: Callable[[], str] | None = None,
+    ) -> None:
         self.settings = settings
         self.registry = Registry()
         self.metrics = Metrics(self.registry)
-        self.health = Health(synced, settings.stall_timeout)
+        self.health = Health(synced, settings.stall_timeout, blocked=blocked)
         self.endpoints = Endpoints(self.registry, self.health, settings)
 
     def start(self) -> None:

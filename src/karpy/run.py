@@ -206,7 +206,9 @@ class Runner:
         fenced = transport.fenced(self.elector.check_leading) if self.elector is not None else transport
         self.cluster = KubeCluster(fenced, clock=self.clock)
         self.changes: queue.Queue[Change] = queue.Queue()
-        self.observability = RunObservability(self.settings.observability, lambda: self.cluster.synced)
+        self.observability = RunObservability(
+            self.settings.observability, lambda: self.cluster.synced, self._election_refused
+        )
         metrics = self.observability.metrics
         self.runtime = Runtime(self.clock, observer=metrics.reconciled)
         self.aws: AwsStack | None = None
@@ -230,8 +232,13 @@ class Runner:
             # Each controller's calls are counted under its name (karpenter_cloudprovider_*).
             return MeteredCloudProvider(self.cloud, metrics, controller)
 
+        provisioner = Provisioner(
+            self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics
+        )
+        # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
+        provisioner.refusals.subscribe(self.runtime.on_change)
         for controller in (
-            Provisioner(self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics),
+            provisioner,
             NodeClaimLifecycle(self.cluster, cloud("nodeclaim.lifecycle"), self.clock, metrics),
             NodeClaimPodEvents(self.cluster, self.clock),
             Terminator(self.cluster, cloud("termination"), self.clock, metrics),
@@ -244,12 +251,18 @@ class Runner:
                 metrics=metrics,
                 extra_node_cost=self.settings.provisioning.extra_node_cost,
             ),
-            NodePoolStatusController(self.cluster, cloud(NodePoolStatusController.name), self.clock),
+            NodePoolStatusController(
+                self.cluster, cloud(NodePoolStatusController.name), self.clock, provisioner.refusals
+            ),
             GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, metrics),
             *metrics_controllers(self.cluster, self.clock, metrics),
             *(self.aws.controllers(cloud) if self.aws is not None else ()),
         ):
             self.runtime.register(controller)
+
+    def _election_refused(self) -> str:
+        """Why this replica cannot take part in the election ("" if it can): not ready meanwhile."""
+        return self.elector.refused if self.elector is not None else ""
 
     def _hand_over(self, kind: str, old: object | None, new: object | None) -> None:
         # Called from informer threads: only the queue is touched here.

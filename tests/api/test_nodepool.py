@@ -299,6 +299,31 @@ NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": 
             id="karpenter.sh domain label",
         ),
         pytest.param(
+            {"spec.template.metadata": {"labels": {"bad key!": "x"}}},
+            f"{TEMPLATE_LABELS}.bad key!: label key 'bad key!': the name part must consist of alphanumeric "
+            "characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            id="label key not a qualified name",
+        ),
+        pytest.param(
+            {"spec.template.metadata": {"labels": {"example.com/" + "n" * 64: "x"}}},
+            f"{TEMPLATE_LABELS}.example.com/{'n' * 64}: label key 'example.com/{'n' * 64}': "
+            "the name part must be no more than 63 characters",
+            id="label key name part of 64 characters",
+        ),
+        pytest.param(
+            {"spec.template.metadata": {"labels": {"Example.COM/team": "x"}}},
+            f"{TEMPLATE_LABELS}.Example.COM/team: label key 'Example.COM/team': prefix part 'Example.COM': "
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character",
+            id="label key prefix not a DNS subdomain",
+        ),
+        pytest.param(
+            {"spec.template.metadata": {"annotations": {"team/": "x"}}},
+            "spec.template.metadata.annotations.team/: annotation key 'team/': "
+            "the name part must be non-empty",
+            id="annotation key without a name",
+        ),
+        pytest.param(
             {"spec.template.metadata": {"labels": {"team.kubernetes.io/name": "x"}}},
             f"{TEMPLATE_LABELS}.team.kubernetes.io/name: label 'team.kubernetes.io/name' is restricted",
             id="kubernetes.io subdomain label",

@@ -244,3 +244,74 @@ def test_the_kwok_provider_serves_no_ec2_node_class_and_the_pods_are_told_so() -
     node_class = simulation.cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "default")
     assert node_class is not None
     assert condition(node_class.status.conditions, CONDITION_READY).message == NOT_SERVED_MESSAGE
+
+
+def capacity_type_pool(*values: str) -> str:
+    return kwok_nodepool().replace(
+        "values: [c5.large, c5.xlarge, m5.large, m5.xlarge]",
+        "values: [c5.large, c5.xlarge, m5.large, m5.xlarge]\n"
+        f"        - {{key: karpenter.sh/capacity-type, operator: In, values: [{', '.join(values)}]}}",
+    )
+
+
+def pod_selecting_the_pool() -> str:
+    return deployment_manifest(replicas=2).replace(
+        "containers:", "nodeSelector: {karpenter.sh/nodepool: default}\n      containers:"
+    )
+
+
+def test_a_pool_allowing_only_an_unknown_capacity_type_fails_validation_and_its_pods_are_told_why() -> None:
+    # Karpenter's runtime validation: an In requirement on capacity-type naming none of its values.
+    simulation = simulated(KWOK_NODE_CLASS, capacity_type_pool("preemptible"), pod_selecting_the_pool())
+    simulation.run(30, until_steady=False)
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    validation = condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED)
+    assert (validation.status, validation.reason) == (FALSE, REASON_VALIDATION_FAILED)
+    assert validation.message.startswith(
+        "requirement karpenter.sh/capacity-type In [preemptible] matches no offering"
+    )
+    assert "expected one of: on-demand, reserved, spot" in validation.message
+    assert condition(pool.status.conditions, CONDITION_READY).status == FALSE
+    reasons = set(simulation.provisioner.last.unschedulable.values())
+    assert reasons == {f"NodePool default: {validation.message}"}
+    assert not any("karpenter.sh/nodepool" in reason for reason in reasons)
+    warnings = [e for e in simulation.cluster.events if e.reason == REASON_VALIDATION_FAILED]
+    assert len(warnings) == 1 and validation.message in warnings[0].message
+
+
+def test_a_pool_allowing_only_a_capacity_type_the_provider_does_not_offer_says_so() -> None:
+    # Reserved is a known capacity type, but the simulated kwok catalog has no reserved offering.
+    simulation = simulated(KWOK_NODE_CLASS, capacity_type_pool("reserved"), pod_selecting_the_pool())
+    simulation.run(30, until_steady=False)
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    validation = condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED)
+    assert validation.status == FALSE
+    assert validation.message == (
+        "requirement karpenter.sh/capacity-type In [reserved] matches no offering of any instance type"
+    )
+    assert set(simulation.provisioner.last.unschedulable.values()) == {
+        f"NodePool default: {validation.message}"
+    }
+
+
+def test_a_pool_with_one_known_capacity_type_among_unknown_ones_is_valid() -> None:
+    simulation = simulated(
+        KWOK_NODE_CLASS, capacity_type_pool("preemptible", "spot"), pod_selecting_the_pool()
+    )
+    simulation.run(30, until_steady=False)
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    assert condition(pool.status.conditions, CONDITION_READY).status == TRUE
+    assert simulation.nodeclaims()
+
+
+def test_karpenters_capacity_type_validation_holds_whatever_the_node_class() -> None:
+    # Karpenter validates the requirement itself: a missing node class does not hide it.
+    simulation = simulated(capacity_type_pool("preemptible"), pod_selecting_the_pool())
+    simulation.run(30, until_steady=False)
+    pool = simulation.cluster.nodepool("default")
+    assert pool is not None
+    assert condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED).status == FALSE
+    assert condition(pool.status.conditions, CONDITION_NODECLASS_READY).status == FALSE

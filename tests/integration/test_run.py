@@ -16,14 +16,18 @@ and node class are deleted at the end.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.test_run_docs import documented_nodes
 
 from .conftest import ControlPlane, wait_until
 from .karpy_run import (
     LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
     LABEL_OS,
     as_yaml,
     condition,
@@ -115,6 +119,12 @@ def test_pending_pods_get_kwok_nodes_and_empty_nodes_go(runner: ControlPlane, na
         assert node["status"]["capacity"]["cpu"] in ("2", "4"), node["status"]["capacity"]
         assert node["status"]["allocatable"]["cpu"] != node["status"]["capacity"]["cpu"]
         assert not any(t["key"] == "karpenter.sh/unregistered" for t in node["spec"].get("taints") or ())
+    # docs/run.md names the nodes this walkthrough gets; tests/test_run_docs.py checks the simulator's.
+    launched = Counter(
+        (claim["metadata"]["labels"][LABEL_INSTANCE_TYPE], claim["metadata"]["labels"][LABEL_CAPACITY_TYPE])
+        for claim in claims
+    )
+    assert launched == documented_nodes(), "docs/run.md names other nodes than karpy run launched"
     print(
         "NodeClaims: "
         + ", ".join(

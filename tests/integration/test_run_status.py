@@ -5,6 +5,10 @@
   KWOKNodeClass is Ready.
 - A NodePool on an EC2NodeClass (which ``karpy run`` does not serve) gets
   ``NodeClassReady=False``, and its pods' FailedScheduling events say why.
+- A NodePool allowing only capacity type ``preemptible`` (no provider offers
+  it) gets ``ValidationSucceeded=False`` naming that requirement, as
+  Karpenter's runtime validation does, so it is not Ready, and its pods'
+  FailedScheduling events name the requirement, not their own selector.
 - A NodePool whose ``limits.cpu`` is negative (refused by the CRD now, so
   written straight into etcd, as one stored before would be) gets
   ``ValidationSucceeded=False`` naming ``spec.limits.cpu``, and a Warning
@@ -44,6 +48,7 @@ pytestmark = pytest.mark.integration
 KWOK_POOL = "it-status"
 EC2_POOL = "it-status-ec2"
 INVALID_POOL = "it-status-invalid"
+PREEMPTIBLE_POOL = "it-status-preemptible"
 INSTANCE_TYPES = ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"]
 REPLICAS = 5
 NOT_SERVED = "karpy run serves KWOKNodeClass only; no AWS provider is configured"
@@ -52,7 +57,7 @@ NOT_SERVED = "karpy run serves KWOKNodeClass only; no AWS provider is configured
 @pytest.fixture
 def runner(crds: ControlPlane) -> Iterator[ControlPlane]:
     """``karpy run`` in a background thread; the test's NodePools and node classes go before it stops."""
-    with running_karpy(crds, pools=[KWOK_POOL, EC2_POOL, INVALID_POOL]):
+    with running_karpy(crds, pools=[KWOK_POOL, EC2_POOL, INVALID_POOL, PREEMPTIBLE_POOL]):
         yield crds
     crds.kubectl("delete", "ec2nodeclass", EC2_POOL, "--ignore-not-found", "--wait=false")
 
@@ -207,3 +212,41 @@ def test_a_nodepool_karpy_cannot_read_fails_validation_with_an_event(runner: Con
     assert event["reason"] == "NodePoolValidationFailed"
     assert "spec.limits.cpu" in event["message"]
     print(f"\nWarning event: {event['message']}")
+
+
+def test_a_pool_allowing_only_an_unserved_capacity_type_is_not_ready_and_its_pods_are_told_why(
+    runner: ControlPlane, namespace: str
+) -> None:
+    plane = runner
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=as_yaml(
+            node_class(PREEMPTIBLE_POOL),
+            nodepool(PREEMPTIBLE_POOL, INSTANCE_TYPES, capacity_types=("preemptible",)),
+            deployment(PREEMPTIBLE_POOL, namespace, "preemptible", 2),
+        ),
+    )
+    wanted = "requirement karpenter.sh/capacity-type In [preemptible] matches no offering"
+
+    def validation_failed() -> dict[str, Any] | None:
+        found = condition(get_object(plane, "nodepool", PREEMPTIBLE_POOL), "ValidationSucceeded")
+        return found if found.get("status") == "False" else None
+
+    found = wait_until(validation_failed, timeout=30, what="ValidationSucceeded=False")
+    assert found["reason"] == "NodePoolValidationFailed"
+    assert found["message"].startswith(wanted), found
+    assert condition(get_object(plane, "nodepool", PREEMPTIBLE_POOL), "Ready").get("status") == "False"
+
+    def failed_scheduling() -> list[str] | None:
+        events = get_items(plane, "events", "-n", namespace, "--field-selector", "reason=FailedScheduling")
+        messages = [
+            event["message"] for event in events if event.get("source", {}).get("component") == "karpy"
+        ]
+        return messages or None
+
+    messages = wait_until(failed_scheduling, timeout=30, what="FailedScheduling events from karpy")
+    assert all(f"NodePool {PREEMPTIBLE_POOL}: {wanted}" in message for message in messages), messages
+    assert not any("karpenter.sh/nodepool In" in message for message in messages), messages
+    assert not pool_claims(plane, PREEMPTIBLE_POOL)

@@ -21,7 +21,7 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
-from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, KubeError
+from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, InvalidError, KubeError
 from karpy.kube._encode import nodeclaim_to_dict
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiResponse, ApiTransport, status_error
@@ -129,6 +129,36 @@ def test_other_refusals_keep_their_types() -> None:
         cluster_over(FakeTransport(refuse(CONFLICT))).evict(pod())
     with pytest.raises(NamespaceTerminatingError):
         cluster_over(FakeTransport(refuse(TERMINATING))).delete(pod())
+
+
+def test_a_refusal_of_the_object_as_written_is_invalid_and_names_its_fields() -> None:
+    invalid = {
+        "kind": "Status",
+        "status": "Failure",
+        "message": 'Pod "web-1" is invalid: metadata.labels: Invalid value: "bad key!": name part must ...',
+        "reason": "Invalid",
+        "details": {
+            "causes": [
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": 'Invalid value: "bad key!": name part must ...',
+                    "field": "metadata.labels",
+                }
+            ]
+        },
+        "code": 422,
+    }
+    with pytest.raises(InvalidError) as refused:
+        cluster_over(FakeTransport(refuse(invalid))).delete(pod())
+    assert refused.value.fields == (("metadata.labels", 'Invalid value: "bad key!": name part must ...'),)
+    webhook = {
+        "kind": "Status",
+        "status": "Failure",
+        "message": 'admission webhook "policy.example.com" denied the request: no',
+        "code": 400,
+    }
+    with pytest.raises(InvalidError):
+        cluster_over(FakeTransport(refuse(webhook))).delete(pod())
 
 
 def test_record_event_returns_at_once_and_the_event_is_sent_in_the_background() -> None:

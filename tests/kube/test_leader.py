@@ -19,6 +19,7 @@ import pytest
 
 from karpy.kube._http import (
     HTTP_CONFLICT,
+    HTTP_FORBIDDEN,
     HTTP_NOT_FOUND,
     JSON,
     ApiResponse,
@@ -48,6 +49,8 @@ class FakeLeaseServer:
         self.version = 0
         self.requests: list[tuple[str, str]] = []
         self.down = False
+        # Answer 403, as RBAC does for an identity with no Role on Leases in the namespace.
+        self.forbidden = False
         # Run once just before the next write is applied (to interleave another writer).
         self.before_next_write: Callable[[], None] | None = None
 
@@ -56,6 +59,14 @@ class FakeLeaseServer:
         self.requests.append((method, path))
         if self.down:
             raise ConnectionError("connection refused")
+        if self.forbidden:
+            raise ApiStatusError(
+                HTTP_FORBIDDEN,
+                "Forbidden",
+                f'leases.coordination.k8s.io "{DEFAULT_LEASE_NAME}" is forbidden: User '
+                '"system:serviceaccount:karpy:karpy" cannot get resource "leases" in API group '
+                f'"coordination.k8s.io" in the namespace "{NAMESPACE}"',
+            )
         if method == "GET":
             assert path == LEASE_PATH
             if self.lease is None:
@@ -458,14 +469,30 @@ def test_settings_follow_karpenters_flags_then_environment_then_defaults(tmp_pat
     config = election_config(disable=None, name=None, namespace=None, environ={}, namespace_file=no_file)
     assert config is not None
     assert (config.namespace, config.name) == (FALLBACK_NAMESPACE, "karpy-leader-election")
+    assert FALLBACK_NAMESPACE == "default"  # kubectl's, out of a cluster with no namespace in the context
+    # Out of a cluster: the kubeconfig context's namespace.
+    config = election_config(
+        disable=None,
+        name=None,
+        namespace=None,
+        environ={},
+        namespace_file=no_file,
+        kubeconfig_namespace="ctx",
+    )
+    assert config is not None and config.namespace == "ctx"
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15.0, 10.0, 2.0)
 
     namespace_file = tmp_path / "namespace"
     namespace_file.write_text("karpy-system\n")
     config = election_config(
-        disable=None, name=None, namespace=None, environ={}, namespace_file=namespace_file
+        disable=None,
+        name=None,
+        namespace=None,
+        environ={},
+        namespace_file=namespace_file,
+        kubeconfig_namespace="ctx",
     )
-    assert config is not None and config.namespace == "karpy-system"
+    assert config is not None and config.namespace == "karpy-system"  # in a pod, the pod's
 
     environ = {"LEADER_ELECTION_NAME": "env-name", "LEADER_ELECTION_NAMESPACE": "env-ns"}
     config = election_config(
@@ -556,3 +583,54 @@ def test_the_runner_runs_for_the_lease_only_once_its_caches_have_synced(
         < first("controllers running")
     ), messages
     assert server.record.holder == ""  # released on stop
+
+
+def test_a_candidate_refused_the_lease_says_so_once_backs_off_and_recovers(
+    server: FakeLeaseServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.forbidden = True
+    replica = Replica(server, "a")
+    caplog.set_level(logging.DEBUG)
+    delays = []
+    for _ in range(8):
+        delay = replica.tick()
+        assert delay is not None
+        delays.append(delay)
+        replica.advance(delay)
+    assert not replica.elector.is_leader()
+    refused = replica.elector.refused
+    assert "namespace 'karpy'" in refused and "LEADER_ELECTION_NAMESPACE" in refused
+    errors = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert [record.getMessage() for record in errors] == [refused]
+    assert errors[0].levelno == logging.ERROR
+    # Backing off: 2 s, then twice as late each time, up to 30 s.
+    assert delays == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0]
+    server.forbidden = False
+    assert replica.tick() == 2.0
+    assert replica.elector.is_leader() and replica.elector.refused == ""
+
+
+def test_readyz_fails_while_the_lease_is_refused(server: FakeLeaseServer) -> None:
+    server.forbidden = True
+    config = LeaderElectionConfig(namespace=NAMESPACE, identity="replica-a", **FAST)
+    runner = Runner(cast(ApiTransport, server), RunSettings(leader_election=config))
+    for informer in runner.cluster._informers.values():
+        informer.synced.set()
+    runner.cluster.start = lambda: None  # type: ignore[method-assign]
+    runner.cluster.stop = lambda timeout=10.0: None  # type: ignore[method-assign]
+    stop, started = threading.Event(), threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop, started))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while runner.elector is None or not runner.elector.refused:
+            assert time.monotonic() < deadline, "the refusal was not noticed"
+            time.sleep(0.05)
+        ready, why = runner.observability.health.ready()
+        assert not ready and "LEADER_ELECTION_NAMESPACE" in why
+        server.forbidden = False
+        assert started.wait(10), "the replica did not lead once the lease was allowed"
+        assert runner.observability.health.ready() == (True, "ok")
+    finally:
+        stop.set()
+        thread.join(10)

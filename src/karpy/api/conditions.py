@@ -67,7 +67,13 @@ def set_condition(
     reason: str = "",
     message: str = "",
 ) -> tuple[Condition, ...]:
-    """``conditions`` with ``kind`` set; the transition time moves only on a status change."""
+    """``conditions`` with ``kind`` set; the transition time moves only on a status change.
+
+    A true condition's reason defaults to its type, as Karpenter's do; any other
+    must name its reason (Karpenter never writes a condition without one).
+    """
+    if status != TRUE and not reason:
+        raise ValueError(f"condition {kind}={status} needs a reason")
     existing = find_condition(conditions, kind)
     if (
         existing is not None

@@ -160,7 +160,8 @@ CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
-CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?)?$"
+# Karpenter's pattern, as its CRDs print it (operatorpkg's Condition).
+CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$"
 
 # A kubelet eviction threshold: a percentage (at most 100%) or a quantity.
 EVICTION_THRESHOLD_PATTERN = (

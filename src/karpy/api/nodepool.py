@@ -185,15 +185,24 @@ class NodeClaimTemplate:
         spec = reader.obj("spec")
         labels = metadata.str_map("labels")
         for key, value in labels.items():
-            # Every node of the pool carries these labels, so each must be one a Node may have.
+            # Every NodeClaim and Node of the pool carries these labels: a key the API server
+            # refuses on them would make each NodeClaim of the pool refused.
             key_problem = label_key_problem(key)
-            if key_problem:
+            if key_problem is not None:
                 raise metadata.obj("labels").error(key, key_problem)
             if key == LABEL_NODEPOOL or is_restricted_label(key):
                 raise metadata.obj("labels").error(key, f"label {key!r} is restricted")
             problem = label_value_problem(value)
             if problem:
                 raise metadata.obj("labels").error(key, problem)
+        annotations = metadata.str_map("annotations")
+        for key in annotations:
+            # The API server checks annotation keys as label keys, in lower case.
+            key_problem = label_key_problem(key.lower())
+            if key_problem is not None:
+                raise metadata.obj("annotations").error(
+                    key, key_problem.replace("label key", "annotation key")
+                )
         requirements = read_node_selector_requirements(spec, "requirements")
         for index, requirement in enumerate(requirements):
             key_problem = label_key_problem(requirement.key)
@@ -212,7 +221,7 @@ class NodeClaimTemplate:
         return cls(
             node_class_ref=NodeClassRef.parse(spec.obj("nodeClassRef")),
             labels=labels,
-            annotations=metadata.str_map("annotations"),
+            annotations=annotations,
             requirements=requirements,
             taints=taints,
             startup_taints=startup_taints,

@@ -65,6 +65,19 @@ class AlreadyExistsError(KubeError):
     """409 on create: an object of that name exists."""
 
 
+class InvalidError(KubeError):
+    """422 Invalid: the server refuses the object as written, so sending it again cannot help.
+
+    ``fields`` are the causes that name a field, ``(field, message)``, in the
+    object's own paths (``metadata.labels``); the message is the server's.
+    """
+
+    def __init__(self, message: str, fields: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+
 class EvictionRefusedError(KubeError):
     """429 from the Eviction API: a PodDisruptionBudget allows no disruption now."""
 

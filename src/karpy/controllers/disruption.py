@@ -76,7 +76,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from karpy.api.conditions import FALSE, TRUE, set_condition
+from karpy.api.conditions import TRUE, remove_condition, set_condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
@@ -111,6 +111,7 @@ from karpy.controllers.provisioning import build_nodeclaim
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
     PoolTypesCache,
+    invalid_nodepools,
     launched_price,
     pdb_blocked_pods,
     scheduling_snapshot,
@@ -377,7 +378,9 @@ class DisruptionController:
             self._conclude(quiet.decision)
             self.quiet_passes += 1
             return None
-        snapshot = scheduling_snapshot(self.cluster, self.cloud, pool_types=self._pool_types)
+        snapshot = scheduling_snapshot(
+            self.cluster, self.cloud, pool_types=self._pool_types, unavailable=invalid_nodepools(self.cluster)
+        )
         prices = {
             c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
             for c in underused
@@ -563,7 +566,13 @@ class DisruptionController:
             if self.cloud is None:
                 continue
             pods = [pod for pod in candidate.pods if reschedulable(pod)]
-            snapshot = scheduling_snapshot(self.cluster, self.cloud, frozenset((name,)), self._pool_types)
+            snapshot = scheduling_snapshot(
+                self.cluster,
+                self.cloud,
+                frozenset((name,)),
+                self._pool_types,
+                unavailable=invalid_nodepools(self.cluster),
+            )
             plan = snapshot.solve(pods)
             if plan.unschedulable:
                 key, reason = next(iter(sorted(plan.unschedulable.items())))
@@ -925,9 +934,11 @@ class NodeClaimDisruptionConditions:
                 except CloudProviderError:
                     provider = ""
             reason, message = drift_reason(nodeclaim, nodepool, provider)
-            status = TRUE if reason else FALSE
-            conditions = set_condition(
-                nodeclaim.status.conditions, CONDITION_DRIFTED, status, now, reason, message
+            # As Karpenter: Drifted is true with its reason, or not there at all (never a reasonless False).
+            conditions = (
+                set_condition(nodeclaim.status.conditions, CONDITION_DRIFTED, TRUE, now, reason, message)
+                if reason
+                else remove_condition(nodeclaim.status.conditions, CONDITION_DRIFTED)
             )
             if conditions != nodeclaim.status.conditions:
                 if reason:

@@ -55,8 +55,9 @@ from karpy.api.nodepool import (
 from karpy.api.quantity import ResourceAmounts
 from karpy.cloud.provider import CloudProvider, NodeClassProblem
 from karpy.controllers.interfaces import EVENT_WARNING, Clock, Cluster
+from karpy.controllers.refusals import REFUSED_NODEPOOL, NodePoolRefusals
 from karpy.controllers.runtime import Watch
-from karpy.controllers.state import node_class_problem, nodepool_resources
+from karpy.controllers.state import node_class_problem, nodepool_resources, nodepool_validation_problem
 from karpy.logs import about
 from karpy.scheduling.solver import NODES_RESOURCE
 
@@ -102,9 +103,19 @@ def nodepool_status(
     resources: ResourceAmounts,
     problem: NodeClassProblem | None,
     node_class_generation: int | None,
+    invalid: str | None = None,
 ) -> NodePoolStatus:
-    """The status of a NodePool karpy reads, from its resources and its node class' problem, if any."""
-    conditions = set_condition(current.conditions, CONDITION_VALIDATION_SUCCEEDED, TRUE, now)
+    """The status of a NodePool karpy reads, from its resources and its node class' problem, if any.
+
+    ``invalid`` says why the pool fails validation at run time (its requirements
+    admit no offering, the API server refuses its NodeClaims), if it does.
+    """
+    if invalid is None:
+        conditions = set_condition(current.conditions, CONDITION_VALIDATION_SUCCEEDED, TRUE, now)
+    else:
+        conditions = set_condition(
+            current.conditions, CONDITION_VALIDATION_SUCCEEDED, FALSE, now, REASON_VALIDATION_FAILED, invalid
+        )
     if problem is None:
         conditions = set_condition(conditions, CONDITION_NODECLASS_READY, TRUE, now)
     else:
@@ -163,10 +174,18 @@ class NodePoolStatusController:
 
     name = "nodepool.status"
 
-    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        cloud: CloudProvider,
+        clock: Clock,
+        refusals: NodePoolRefusals | None = None,
+    ) -> None:
         self.cluster = cluster
         self.cloud = cloud
         self.clock = clock
+        # The provisioner's record of pools whose NodeClaims the API server refused.
+        self.refusals = refusals if refusals is not None else NodePoolRefusals()
 
     # -- triggers ----------------------------------------------------------
 
@@ -174,6 +193,7 @@ class NodePoolStatusController:
         return [
             Watch("NodePool", self._on_nodepool),
             Watch(UNREADABLE_NODEPOOL, self._on_nodepool),
+            Watch(REFUSED_NODEPOOL, self._on_nodepool),
             Watch("NodeClaim", self._on_nodeclaim),
             Watch(EC2_KIND, self._on_node_class),
             Watch(KWOK_KIND, self._on_node_class),
@@ -242,17 +262,51 @@ class NodePoolStatusController:
     def _reconcile_nodepool(self, pool: NodePool) -> None:
         ref = pool.template.node_class_ref
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        problem = node_class_problem(self.cluster, self.cloud, ref)
+        refusal = self.refusals.refusal(pool)
+        invalid = refusal.message if refusal is not None else None
+        if invalid is None:
+            invalid = nodepool_validation_problem(self.cluster, self.cloud, pool)
         status = nodepool_status(
             pool.status,
             self.clock.now(),
             nodepool_resources(claim for claim in self.cluster.nodeclaims() if claim.nodepool == pool.name),
-            node_class_problem(self.cluster, self.cloud, ref),
+            problem,
             node_class.metadata.generation if node_class is not None else None,
+            invalid,
         )
         if status != pool.status:
             self.cluster.update_status(dataclasses.replace(pool, status=status))
             log_ready_change(pool, pool.status.conditions, status.conditions)
             self._event_on_node_class_failure(pool, pool.status.conditions, status.conditions)
+            # The provisioner has logged a refusal already; a failed validation is logged here.
+            self._event_on_validation_failure(
+                pool, pool.status.conditions, status.conditions, log_it=refusal is None
+            )
+
+    def _event_on_validation_failure(
+        self, pool: NodePool, before: tuple[Condition, ...], after: tuple[Condition, ...], *, log_it: bool
+    ) -> None:
+        """A Warning Event (and a log line) when the pool turns invalid, or is invalid anew."""
+        old = find_condition(before, CONDITION_VALIDATION_SUCCEEDED)
+        new = find_condition(after, CONDITION_VALIDATION_SUCCEEDED)
+        if new is None or new.status != FALSE:
+            return
+        if old is not None and (old.status, old.message) == (new.status, new.message):
+            return
+        self.cluster.record_event(
+            pool,
+            EVENT_WARNING,
+            REASON_VALIDATION_FAILED,
+            f"{new.message}; karpy does not provision from this NodePool until it is fixed",
+        )
+        if log_it:
+            log.warning(
+                "nodepool %s is not valid: %s",
+                pool.name,
+                new.message,
+                extra=about(pool, controller=self.name),
+            )
 
     def _event_on_node_class_failure(
         self, pool: NodePool, before: tuple[Condition, ...], after: tuple[Condition, ...]

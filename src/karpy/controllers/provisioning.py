@@ -35,9 +35,17 @@ from karpy.api.nodepool import (
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotLeaderError
+from karpy.controllers.interfaces import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    Clock,
+    Cluster,
+    InvalidError,
+    NotLeaderError,
+)
 from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.launchloop import LaunchLoopGuard
+from karpy.controllers.refusals import NodePoolRefusals, refusal_message
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
 from karpy.logs import about, named
@@ -76,12 +84,15 @@ class Provisioner:
         clock: Clock,
         settings: ProvisioningSettings | None = None,
         metrics: Metrics | None = None,
+        refusals: NodePoolRefusals | None = None,
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud
         self.clock = clock
         self.settings = settings or ProvisioningSettings()
         self.metrics = metrics if metrics is not None else Metrics()
+        # NodePools whose NodeClaims the API server refused (shared with the NodePool status controller).
+        self.refusals = refusals if refusals is not None else NodePoolRefusals()
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self.last = ProvisioningResult()
@@ -148,9 +159,11 @@ class Provisioner:
     # -- reconcile ---------------------------------------------------------
 
     def reconcile(self, key: str) -> float | None:
-        if self._batch_start is None:
-            return None
         now = self.clock.now()
+        if self._batch_start is None and self.refusals.retry_due(now) and self.cluster.pending_pods():
+            self.trigger()  # a refused NodePool is due to be tried again
+        if self._batch_start is None:
+            return self.refusals.retry_in(now)
         closes_at = min(
             self._batch_last + self.settings.batch_idle, self._batch_start + self.settings.batch_max
         )
@@ -158,22 +171,35 @@ class Provisioner:
             return closes_at - now
         self._batch_start = None
         self.provision()
-        return self._pass_at_release()
+        if self._batch_start is not None:
+            return self.settings.batch_idle  # a refusal left pods to place without their pool
+        return self._next_pass_in()
 
-    def _pass_at_release(self) -> float | None:
-        """Seconds to a pass when the loop guard's first hold ends: its pods may still be pending."""
+    def _next_pass_in(self) -> float | None:
+        """Seconds to the next pass due without a trigger: a refused pool's retry, or the end of
+        the loop guard's first hold (its pods may still be pending), whichever comes first."""
+        now = self.clock.now()
+        retry_in = self.refusals.retry_in(now)
         release = self.loop_guard.next_release()
-        if release is None:
-            return None
+        if release is None or (retry_in is not None and retry_in < release - now):
+            return retry_in  # the hold is looked at again after the retry's pass
         self._batch_start = self._batch_last = release
-        return release + self.settings.batch_idle - self.clock.now()
+        return release + self.settings.batch_idle - now
 
     def provisionable_pods(self) -> list[Pod]:
         return [pod for pod in self.cluster.pending_pods() if pod.is_provisionable()]
 
-    def schedule(self, pods: list[Pod]) -> tuple[Plan, dict[str, NodePool]]:
-        """Plan placements for ``pods`` against the current cluster (no writes)."""
-        snapshot = scheduling_snapshot(self.cluster, self.cloud, pool_types=self._pool_types)
+    def schedule(
+        self, pods: list[Pod], unavailable: dict[str, str] | None = None
+    ) -> tuple[Plan, dict[str, NodePool]]:
+        """Plan placements for ``pods`` against the current cluster (no writes).
+
+        ``unavailable``: NodePools left out, with why (the pods that only they
+        could take are told so).
+        """
+        snapshot = scheduling_snapshot(
+            self.cluster, self.cloud, pool_types=self._pool_types, unavailable=unavailable or {}
+        )
         return snapshot.solve(pods), snapshot.nodepools
 
     def provision(self) -> ProvisioningResult:
@@ -183,15 +209,21 @@ class Provisioner:
         if not pods:
             self.last = result
             return result
+        refused = self.refusals.unavailable(self.cluster.nodepools(), result.time)
         with self.metrics.scheduling(self.name, len(pods)) as simulation:
-            plan, nodepools = self.schedule(pods)
+            plan, nodepools = self.schedule(pods, refused)
             simulation.left(len(plan.unschedulable))
         # Created together (a remote writer sends them at once); each failure is raised once the
         # NodeClaims that were created are accounted for, so a retry does not launch them again.
         created = self.cluster.create_all(
             [build_nodeclaim(nodepools[new.nodepool], new) for new in plan.new_nodeclaims]
         )
-        failures = [outcome for outcome in created if isinstance(outcome, Exception)]
+        failures = [
+            outcome
+            for outcome in created
+            if isinstance(outcome, Exception) and not isinstance(outcome, InvalidError)
+        ]
+        self._account_refusals(plan.new_nodeclaims, created, nodepools)
         for new, nodeclaim in zip(plan.new_nodeclaims, created, strict=True):
             if not isinstance(nodeclaim, NodeClaim):
                 continue
@@ -228,6 +260,40 @@ class Provisioner:
         result.unschedulable = {**held, **plan.unschedulable}
         self.last = result
         return result
+
+    def _account_refusals(
+        self,
+        planned: list[NewNodeClaim],
+        created: list[NodeClaim | Exception],
+        nodepools: dict[str, NodePool],
+    ) -> None:
+        """Record the NodePools whose NodeClaims the server refused as invalid; clear those it took.
+
+        A refusal fails its pool only (see :mod:`karpy.controllers.refusals`): one
+        warning line, no traceback; the pool's pods are planned again at once
+        without it, so those another pool can take get a node.
+        """
+        refused: dict[str, tuple[InvalidError, list[Pod]]] = {}
+        for new, outcome in zip(planned, created, strict=True):
+            if isinstance(outcome, NodeClaim):
+                self.refusals.accepted(nodepools[new.nodepool])
+            elif isinstance(outcome, InvalidError):
+                refused.setdefault(new.nodepool, (outcome, []))[1].extend(new.pods)
+        now = self.clock.now()
+        for name, (error, pods) in sorted(refused.items()):
+            pool = nodepools[name]
+            refusal = self.refusals.refuse(pool, refusal_message(error), now)
+            log.warning(
+                "nodepool %s: the API server refused its NodeClaim for %d pods: %s;"
+                " not provisioning from it until it changes (next try in %.0fs)",
+                name,
+                len(pods),
+                refusal.message,
+                refusal.retry_at - now,
+                extra=about(pool, controller=self.name),
+            )
+        if refused and self.cluster.pending_pods():
+            self.trigger()
 
 
 def _readiness(pool: object | None) -> str:

@@ -19,18 +19,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.admission import Admission
+from karpy.api.conditions import FALSE, find_condition
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodecost import DEFAULT_EXTRA_COST, node_cost
-from karpy.api.nodepool import NodeClaimTemplate, NodeClassRef, NodePool
+from karpy.api.nodepool import CONDITION_VALIDATION_SUCCEEDED, NodeClaimTemplate, NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
-from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, Requirement, Requirements
+from karpy.api.requirements import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    Operator,
+    Requirement,
+    Requirements,
+)
 from karpy.api.taints import (
     CONSOLIDATION_PLANNED_TAINT_KEY,
     DISRUPTED_TAINT_KEY,
@@ -283,6 +294,78 @@ def node_class_problem(
     return NodeClassProblem(problem.reason, f"{ref} is not ready: {problem.message}")
 
 
+# Karpenter's known values of a requirement (WellKnownValuesForRequirements): a NodePool whose
+# ``In`` requirement on the key lists none of them fails its runtime validation.
+WELL_KNOWN_VALUES: Mapping[str, frozenset[str]] = {
+    LABEL_CAPACITY_TYPE: frozenset({CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_RESERVED})
+}
+
+
+def nodepool_validation_problem(cluster: ClusterReader, cloud: CloudProvider, pool: NodePool) -> str | None:
+    """Why ``pool`` can launch nothing whatever pods ask, said about its requirements; None if it can.
+
+    Karpenter's runtime validation refuses a pool whose ``In`` requirement on a
+    key with known values (``karpenter.sh/capacity-type``) lists none of them;
+    beyond it, a pool whose requirements (alone, else together) admit no
+    offering of its node class' instance types cannot launch either. Both make
+    the pool's ``ValidationSucceeded`` false, and are what its pods are told,
+    rather than blaming their own selector. The node class must be ready for
+    the second (its instance types are unknown otherwise).
+    """
+    requirements = pool_requirements(pool)
+    unknown = well_known_values_problem(requirements)
+    if unknown is not None:
+        return unknown
+    if node_class_problem(cluster, cloud, pool.template.node_class_ref) is not None:
+        return None
+    try:
+        catalog = cloud.get_instance_types(pool)
+    except CloudProviderError:
+        return None  # said by the provisioner's own warning
+    return offering_problem(requirements, catalog)
+
+
+def well_known_values_problem(requirements: Requirements) -> str | None:
+    """Karpenter's check of requirements on keys with known values: an ``In`` naming none of them."""
+    for requirement in requirements:
+        known = WELL_KNOWN_VALUES.get(requirement.key)
+        if known and requirement.operator() == Operator.IN and not requirement.values & known:
+            return (
+                f"requirement {requirement} matches no offering: no valid values found for "
+                f"{requirement.key}, expected one of: {', '.join(sorted(known))}"
+            )
+    return None
+
+
+def offering_problem(requirements: Requirements, catalog: Sequence[InstanceType]) -> str | None:
+    """Which of ``requirements`` admits no offering of ``catalog`` (or that they do not together)."""
+    if any(t.requirements.intersects(requirements) is None for t in catalog):
+        return None
+    for requirement in requirements:
+        alone = Requirements(requirement)
+        if not any(t.requirements.intersects(alone) is None for t in catalog):
+            return f"requirement {requirement} matches no offering of any instance type"
+    described = ", ".join(
+        str(requirement) for requirement in requirements if requirement.key != LABEL_NODEPOOL
+    )
+    return f"requirements {described} together match no offering of any instance type"
+
+
+def invalid_nodepools(cluster: ClusterReader) -> dict[str, str]:
+    """The NodePools whose status says they failed validation, with why: no replacement goes there.
+
+    The disruption controller reads it from the status the NodePool status
+    controller writes (a pool the API server refused NodeClaims of included),
+    as Karpenter launches replacements only in Ready pools.
+    """
+    invalid: dict[str, str] = {}
+    for pool in cluster.nodepools():
+        found = find_condition(pool.status.conditions, CONDITION_VALIDATION_SUCCEEDED)
+        if found is not None and found.status == FALSE:
+            invalid[pool.name] = f"ValidationSucceeded=False: {found.message}"
+    return invalid
+
+
 def nodepool_resources(nodeclaims: Iterable[NodeClaim]) -> ResourceAmounts:
     """What a NodePool's ``status.resources`` and usage metric say: its NodeClaims' capacity, and their count.
 
@@ -490,8 +573,12 @@ def scheduling_snapshot(
     cloud: CloudProvider,
     exclude: frozenset[str] = frozenset(),
     pool_types: PoolTypesCache | None = None,
+    unavailable: Mapping[str, str] | None = None,
 ) -> SchedulingSnapshot:
     """The cluster as the scheduling core sees it, without the NodeClaims in ``exclude``.
+
+    The NodePools in ``unavailable`` launch nothing; the pods they alone could
+    take are told why (``NodePool <name>: <why>``).
 
     The provisioner and the disruption controller both build their view here,
     so "where would these pods go" has one answer in both. A controller that
@@ -518,11 +605,24 @@ def scheduling_snapshot(
         types = pool_types.get(pool, daemonsets, instance_types[pool.name])
         overheads[pool.name] = types.overhead
         capacity = nodepool_capacity(cluster, pool, instance_types[pool.name], types)
+        invalid = None if problem is not None else _launch_problem(pool, types, instance_types[pool.name])
         if problem is not None:
             capacity = dataclasses.replace(capacity, unavailable=f"node class {problem.message}")
+        elif invalid is not None:
+            capacity = dataclasses.replace(capacity, unavailable=invalid)
+        elif unavailable and pool.name in unavailable:
+            capacity = dataclasses.replace(capacity, unavailable=unavailable[pool.name])
         pools.append(capacity)
     existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
     return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing, namespace_labels(cluster))
+
+
+def _launch_problem(pool: NodePool, types: PoolTypes, catalog: Sequence[InstanceType]) -> str | None:
+    """Why a pool whose node class is ready admits no instance type (as its status says), if it does not."""
+    if types.launchable or not catalog:
+        return None  # no catalog: the provider's error is what is wrong, and was logged
+    requirements = pool_requirements(pool)
+    return well_known_values_problem(requirements) or offering_problem(requirements, catalog)
 
 
 def pdb_blocked_pods(cluster: ClusterReader) -> dict[str, str]:

@@ -41,6 +41,7 @@ JSON = dict[str, Any]
 CONTENT_JSON = "application/json"
 CONTENT_MERGE_PATCH = "application/merge-patch+json"
 
+HTTP_BAD_REQUEST = 400
 HTTP_FORBIDDEN = 403
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -55,7 +56,14 @@ REQUEST_TIMEOUT = 30.0
 class ApiStatusError(Exception):
     """The API server answered with an error status (or a watch sent an ERROR event)."""
 
-    def __init__(self, code: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        causes: tuple[str, ...] = (),
+        fields: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
         self.code = code
         self.reason = reason
@@ -63,6 +71,8 @@ class ApiStatusError(Exception):
         # The types of the Status's details.causes (e.g. "NamespaceTerminating"),
         # which the JSON calls "reason".
         self.causes = causes
+        # The causes that name a field: (field, message), as a 422 Invalid lists them.
+        self.fields = fields
 
 
 def decode_json(content: bytes) -> JSON:
@@ -89,6 +99,11 @@ def status_error(code: int, content: bytes) -> ApiStatusError:
             for cause in causes or ()
             if isinstance(cause, dict) and isinstance(cause.get("reason"), str)
         ),
+        tuple(
+            (str(cause["field"]), str(cause.get("message") or ""))
+            for cause in causes or ()
+            if isinstance(cause, dict) and isinstance(cause.get("field"), str) and cause["field"]
+        ),
     )
 
 
@@ -104,6 +119,23 @@ class KubeconfigError(Exception):
 
 # The methods that change something on the server: the ones a fence stands before.
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def kubeconfig_namespace(path: str | Path | None = None) -> str | None:
+    """The namespace of the current context of the configuration ``from_kubeconfig`` would use.
+
+    In a pod, the pod's namespace; else the context's ``namespace``, None when
+    it names none (or the configuration cannot be read: ``from_kubeconfig``
+    says why when it is used).
+    """
+    try:
+        config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
+        current = config.get()
+    except Exception:  # any unreadable configuration: said later, by from_kubeconfig
+        return None
+    context = getattr(current, "context", None)
+    namespace = getattr(context, "namespace", None)
+    return namespace if isinstance(namespace, str) and namespace else None
 
 
 class ApiTransport:

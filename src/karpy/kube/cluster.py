@@ -102,6 +102,7 @@ from karpy.controllers.interfaces import (
     Clock,
     ConflictError,
     EvictionRefusedError,
+    InvalidError,
     KubeError,
     NotFoundError,
     WallClock,
@@ -121,10 +122,12 @@ from karpy.kube._encode import (
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import (
     CONTENT_MERGE_PATCH,
+    HTTP_BAD_REQUEST,
     HTTP_CONFLICT,
     HTTP_FORBIDDEN,
     HTTP_NOT_FOUND,
     HTTP_TOO_MANY_REQUESTS,
+    HTTP_UNPROCESSABLE,
     JSON,
     ApiStatusError,
     ApiTransport,
@@ -483,6 +486,10 @@ class KubeCluster(TypedReads):
                 raise EvictionRefusedError(error.message) from error
             if error.code == HTTP_FORBIDDEN and CAUSE_NAMESPACE_TERMINATING in error.causes:
                 raise NamespaceTerminatingError(error.message) from error
+            if error.code in (HTTP_UNPROCESSABLE, HTTP_BAD_REQUEST):
+                # 422 Invalid (the schema, a ValidatingAdmissionPolicy) or 400 (an admission
+                # webhook's denial by default): the object as written will be refused again.
+                raise InvalidError(error.message, error.fields) from error
             raise KubeError(str(error)) from error
 
     def _remember_created(self, resource: ResourceType, created: JSON) -> None:

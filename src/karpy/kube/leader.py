@@ -90,8 +90,13 @@ LEASE = ResourceType("Lease", "coordination.k8s.io/v1", "leases", namespaced=Tru
 DEFAULT_LEASE_NAME = "karpy-leader-election"
 # Where a pod's service account token mounts its namespace: the namespace karpy runs in.
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-# Outside a cluster (a kubeconfig on a laptop) the lease goes to a namespace every cluster has.
-FALLBACK_NAMESPACE = "kube-system"
+# Outside a cluster, with no namespace in the kubeconfig's context: kubectl's default namespace.
+FALLBACK_NAMESPACE = "default"
+# A candidate refused the Lease (401, 403) tries again after a retry period, then twice as late
+# each time in a row, up to this: nothing will change until someone fixes the permissions.
+REFUSED_RETRY_MAX = 30.0
+HTTP_UNAUTHORIZED = 401
+HTTP_FORBIDDEN = 403
 
 # client-go's and controller-runtime's defaults, in seconds.
 LEASE_DURATION = 15.0
@@ -112,13 +117,23 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-def default_namespace(namespace_file: Path = IN_CLUSTER_NAMESPACE_FILE) -> str:
-    """The namespace of the pod karpy runs in, else :data:`FALLBACK_NAMESPACE`."""
+def default_namespace(
+    namespace_file: Path = IN_CLUSTER_NAMESPACE_FILE, kubeconfig_namespace: str | None = None
+) -> str:
+    """Where the Lease goes when no flag or variable says: the namespace karpy runs in.
+
+    In a pod, the pod's namespace (its service account mount); out of a cluster,
+    the namespace of the kubeconfig's current context, as kubectl takes it;
+    else :data:`FALLBACK_NAMESPACE` (kubectl's default). controller-runtime
+    refuses to start out of a cluster without a namespace; kubectl's rule is
+    kinder to a laptop, and a namespace the identity may not write Leases in
+    is said in one line (and /readyz fails) instead.
+    """
     try:
         namespace = namespace_file.read_text().strip()
     except OSError:
-        return FALLBACK_NAMESPACE
-    return namespace or FALLBACK_NAMESPACE
+        namespace = ""
+    return namespace or kubeconfig_namespace or FALLBACK_NAMESPACE
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +165,14 @@ def election_config(
     namespace: str | None,
     environ: Mapping[str, str],
     namespace_file: Path = IN_CLUSTER_NAMESPACE_FILE,
+    kubeconfig_namespace: str | None = None,
 ) -> LeaderElectionConfig | None:
     """The election ``karpy run`` takes part in, from its flags (None: not given) and environment.
 
     Karpenter's settings and precedence: a flag, else its environment
     variable (``DISABLE_LEADER_ELECTION``, ``LEADER_ELECTION_NAME``,
-    ``LEADER_ELECTION_NAMESPACE``), else the default. None when disabled.
+    ``LEADER_ELECTION_NAMESPACE``), else the default (:func:`default_namespace`,
+    given the kubeconfig context's namespace, if any). None when disabled.
     Raises ValueError for a value that is not a boolean.
     """
     if disable is not None:
@@ -165,7 +182,9 @@ def election_config(
     if disabled:
         return None
     return LeaderElectionConfig(
-        namespace=namespace or environ.get("LEADER_ELECTION_NAMESPACE") or default_namespace(namespace_file),
+        namespace=namespace
+        or environ.get("LEADER_ELECTION_NAMESPACE")
+        or default_namespace(namespace_file, kubeconfig_namespace),
         name=name or environ.get("LEADER_ELECTION_NAME") or DEFAULT_LEASE_NAME,
     )
 
@@ -249,6 +268,9 @@ class LeaderElector:
         self._thread: threading.Thread | None = None
         self.elected = threading.Event()
         self.lost = threading.Event()
+        # Why the server refuses this identity the Lease (401, 403), while it does; "" otherwise.
+        self._refused = ""
+        self._refused_in_a_row = 0
 
     @property
     def identity(self) -> str:
@@ -263,6 +285,11 @@ class LeaderElector:
         """The holder in the last record seen ("" when free or not read yet)."""
         observed = self._observed
         return observed.holder if observed is not None else ""
+
+    @property
+    def refused(self) -> str:
+        """Why this replica cannot take part in the election now (the Lease is refused it); "" if it can."""
+        return self._refused
 
     def is_leader(self) -> bool:
         """True while this replica holds the lease and its last renewal is within the renew deadline."""
@@ -308,18 +335,46 @@ class LeaderElector:
             log.info("acquired lease %s as %s: leading", self.lease_name, self.identity)
             self.elected.set()
             return config.retry_period
+        if self._refused:
+            # Refused the Lease: backing off, as trying every retry period changes nothing.
+            return min(config.retry_period * 2.0 ** (self._refused_in_a_row - 1), REFUSED_RETRY_MAX)
         return config.retry_period * (1 + JITTER_FACTOR * self._jitter())
 
     def _attempt(self, deadline: float) -> bool:
         # Any failure of one try (an error status, a timeout, a dropped connection) is
         # only a failed try: the caller's deadline decides what it means.
         try:
-            return self.try_acquire_or_renew(deadline)
+            taken = self.try_acquire_or_renew(deadline)
         except ApiStatusError as error:
+            if error.code in (HTTP_UNAUTHORIZED, HTTP_FORBIDDEN):
+                self._refuse(error)
+                return False
             log.warning("lease %s: %s", self.lease_name, error)
         except Exception as error:
             log.warning("lease %s: %s: %s", self.lease_name, type(error).__name__, error)
+        else:
+            if self._refused:
+                log.info("lease %s: no longer refused", self.lease_name)
+            self._refused, self._refused_in_a_row = "", 0
+            return taken
         return False
+
+    def _refuse(self, error: ApiStatusError) -> None:
+        """The server refused this identity the Lease: say it once, with what to set."""
+        namespace = self.config.namespace
+        why = (
+            f"the API server refused lease {self.lease_name} ({error.code} {error.reason or 'Forbidden'}: "
+            f"{error.message}): this identity may not read and write Leases in namespace {namespace!r}; "
+            "set LEADER_ELECTION_NAMESPACE (or --leader-election-namespace) to the namespace karpy's "
+            "Role grants Leases in (the chart's release namespace), or grant them in this one "
+            "(docs/run.md); not ready, and not reconciling, until then"
+        )
+        self._refused_in_a_row += 1
+        if why != self._refused:
+            log.error("%s", why)
+        else:
+            log.debug("lease %s still refused (%d tries in a row)", self.lease_name, self._refused_in_a_row)
+        self._refused = why
 
     def try_acquire_or_renew(self, deadline: float) -> bool:
         """One try, its requests bounded by ``deadline`` (monotonic); True if this replica holds the lease."""

@@ -159,6 +159,7 @@ class Simulation:
         self.provisioner = Provisioner(
             self.cluster, cloud_for("provisioning"), self.clock, self.settings.provisioning, self.metrics
         )
+        self.provisioner.refusals.subscribe(self.runtime.on_change)
         self.disruption = DisruptionController(
             self.cluster,
             self.clock,
@@ -208,7 +209,12 @@ class Simulation:
                 self.cluster, cloud_for(InterruptionController.name), self.clock, self.metrics
             ),
             self.interruptions,
-            NodePoolStatusController(self.cluster, cloud_for(NodePoolStatusController.name), self.clock),
+            NodePoolStatusController(
+                self.cluster,
+                cloud_for(NodePoolStatusController.name),
+                self.clock,
+                refusals=self.provisioner.refusals,
+            ),
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
