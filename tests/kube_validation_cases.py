@@ -347,6 +347,26 @@ spec:
         "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
     ),
     RefusedCase(
+        "two spread constraints on the same key and policy",
+        pod(
+            spec="topologySpreadConstraints: "
+            "[{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}, "
+            "{maxSkew: 2, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]"
+        ),
+        "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}: "
+        'Duplicate value: "{zone, DoNotSchedule}"',
+    ),
+    RefusedCase(
+        "a spread constraint without a topology key",
+        pod(spec="topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]"),
+        "spec.topologySpreadConstraints[0].topologyKey: Required value: can not be empty",
+    ),
+    RefusedCase(
+        "an invalid annotation key in a template",
+        deployment(labels="{app: web}, annotations: {'bad key': x}"),
+        'spec.template.annotations: Invalid value: "bad key": name part must consist of',
+    ),
+    RefusedCase(
         "hostPort 70000",
         deployment(containers=with_container(extra="ports: [{containerPort: 80, hostPort: 70000}]")),
         f"{TEMPLATE}.containers[0].ports[0].hostPort: Invalid value: 70000: must be between 1 and 65535, "

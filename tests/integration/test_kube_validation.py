@@ -128,6 +128,26 @@ def _random_toleration(chance: random.Random) -> dict[str, object]:
     return toleration
 
 
+def _random_spread(chance: random.Random) -> dict[str, object]:
+    spread: dict[str, object] = {
+        "maxSkew": chance.choice([0, 1, 2]),
+        "whenUnsatisfiable": chance.choice(["DoNotSchedule", "ScheduleAnyway", "Sometimes"]),
+    }
+    key = chance.choice(["", "topology.kubernetes.io/zone", "kubernetes.io/hostname"])
+    if key:
+        spread["topologyKey"] = key
+    if chance.random() < 0.5:
+        spread["minDomains"] = chance.choice([0, 1, 3])
+    return spread
+
+
+def _random_port(chance: random.Random, offset: int) -> dict[str, int]:
+    port = {"containerPort": chance.choice([0, 8080 + offset, 70000, -1])}
+    if chance.random() < 0.5:
+        port["hostPort"] = chance.choice([0, 80 + offset, 70000, -1])
+    return port
+
+
 def _errors_of(answer: str) -> set[str]:
     lines = answer.strip().splitlines()
     if len(lines) == 1:  # one error is said on the first line
@@ -152,10 +172,16 @@ def test_random_labels_and_names_get_the_same_errors_from_both(
             "spec": {
                 "nodeSelector": {_random_key(chance): _random_word(chance, 64) for _ in range(5)},
                 "containers": [
-                    {"name": name, "image": "registry.invalid/x:1", "resources": _random_resources(chance)}
+                    {
+                        "name": name,
+                        "image": "registry.invalid/x:1",
+                        "resources": _random_resources(chance),
+                        "ports": [_random_port(chance, port) for port in range(chance.randint(0, 2))],
+                    }
                     for name in sorted(names)
                 ],
                 "tolerations": [_random_toleration(chance) for _ in range(4)],
+                "topologySpreadConstraints": [_random_spread(chance) for _ in range(3)],
             },
         }
     )

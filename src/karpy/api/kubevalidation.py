@@ -591,6 +591,22 @@ def _validate_containers(spec: Mapping[str, object], path: str, *, is_pod: bool)
                     yield duplicate(f"{where}.name", name)
                 names.add(name)
             yield from _validate_container(container, where, default_requests=is_pod)
+    yield from _validate_host_ports(containers, path)
+
+
+def _validate_host_ports(containers: list[object], path: str) -> Iterator[ManifestError]:
+    """No two ports of the containers take the same host port (protocol, host IP and port)."""
+    taken: set[str] = set()
+    for index, container in enumerate(containers):
+        for port_index, item in enumerate(_list(_mapping(container).get("ports"))):
+            port = _mapping(item)
+            host_port = port.get("hostPort")
+            if not isinstance(host_port, int) or isinstance(host_port, bool) or host_port == 0:
+                continue
+            taken_as = f"{port.get('protocol') or 'TCP'}/{port.get('hostIP') or ''}/{host_port}"
+            if taken_as in taken:
+                yield duplicate(f"{path}.containers[{index}].ports[{port_index}].hostPort", taken_as)
+            taken.add(taken_as)
 
 
 def _validate_tolerations(spec: Mapping[str, object], path: str) -> Iterator[ManifestError]:
@@ -628,9 +644,8 @@ def _validate_tolerations(spec: Mapping[str, object], path: str) -> Iterator[Man
 
 
 def _validate_spread(spec: Mapping[str, object], path: str) -> Iterator[ManifestError]:
-    seen: set[tuple[object, object]] = set()
-    for index, item in enumerate(_list(spec.get("topologySpreadConstraints"))):
-        constraint = _mapping(item)
+    constraints = [_mapping(item) for item in _list(spec.get("topologySpreadConstraints"))]
+    for index, constraint in enumerate(constraints):
         where = f"{path}.topologySpreadConstraints[{index}]"
         max_skew = constraint.get("maxSkew")
         if isinstance(max_skew, int) and not isinstance(max_skew, bool) and max_skew <= 0:
@@ -644,16 +659,19 @@ def _validate_spread(spec: Mapping[str, object], path: str) -> Iterator[Manifest
         if isinstance(min_domains, int) and not isinstance(min_domains, bool):
             if min_domains <= 0:
                 yield invalid(f"{where}.minDomains", min_domains, "must be greater than zero")
-            elif when != "DoNotSchedule":
+            if when != "DoNotSchedule":
                 yield invalid(
                     f"{where}.minDomains",
                     min_domains,
                     f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}",
                 )
-        pair = (constraint.get("topologyKey"), when)
-        if pair in seen:
+        # A pair said again later is the duplicate at its first place.
+        pair = (constraint.get("topologyKey") or "", when or "")
+        if any(
+            (later.get("topologyKey") or "", later.get("whenUnsatisfiable") or "") == pair
+            for later in constraints[index + 1 :]
+        ):
             yield duplicate(f"{where}.{{topologyKey, whenUnsatisfiable}}", f"{{{pair[0]}, {pair[1]}}}")
-        seen.add(pair)
 
 
 def _validate_pod_spec(
