@@ -189,3 +189,56 @@ def test_random_labels_and_names_get_the_same_errors_from_both(
     karpy = {_without_source(error) for error in parse_manifests(manifest, "random.json").errors}
     api = _errors_of(applied.stderr) if applied.returncode else set()
     assert karpy == api
+
+
+WORKLOADS = (
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("batch/v1", "Job"),
+)
+
+
+def _random_workload(chance: random.Random) -> dict[str, object]:
+    api_version, kind = chance.choice(WORKLOADS)
+    labels = {key: "web" for key in chance.sample(["app", "tier", "Bad Key"], chance.randint(0, 2))}
+    spec: dict[str, object] = {
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "containers": [{"name": "c", "image": "registry.invalid/x:1"}] * chance.randint(0, 2),
+                **(
+                    {"restartPolicy": chance.choice(["Always", "OnFailure", "Never", "Sometimes"])}
+                    if chance.random() < 0.7 or kind == "Job"
+                    else {}
+                ),
+            },
+        }
+    }
+    if kind not in ("DaemonSet", "Job"):
+        spec["replicas"] = chance.choice([-1, 0, 3])
+    if kind == "Job":
+        spec["parallelism"] = chance.choice([-1, 1])
+    selector = chance.random()
+    if kind != "Job" and selector < 0.8:
+        match = {
+            key: chance.choice(["web", "other"])
+            for key in chance.sample(["app", "tier"], chance.randint(0, 2))
+        }
+        spec["selector"] = {"matchLabels": match}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_workloads_get_the_same_errors_from_both(control_plane: ControlPlane, seed: int) -> None:
+    manifest = json.dumps(_random_workload(random.Random(seed)))
+    applied = _apply(control_plane, manifest)
+    karpy = {_without_source(error) for error in parse_manifests(manifest, "workload.json").errors}
+    api = _errors_of(applied.stderr) if applied.returncode else set()
+    assert karpy == api, manifest

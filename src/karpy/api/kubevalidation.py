@@ -685,15 +685,16 @@ def _validate_pod_spec(
             yield invalid(f"{path}.nodeSelector", value, error)
     yield from _validate_tolerations(spec, path)
     yield from _validate_spread(spec, path)
+    # Any pod's rule, then the workload's own (both are said for a policy no pod has).
     restart = spec.get("restartPolicy")
-    if kind in _SELECTOR_REQUIRED_KINDS:
-        if restart not in (None, "", "Always"):
-            yield unsupported(f"{path}.restartPolicy", restart, ("Always",))
-    elif kind in ("Job", "CronJob"):
-        if restart not in ("OnFailure", "Never"):
-            yield required(f"{path}.restartPolicy", 'valid values: "OnFailure", "Never"')
-    elif restart not in (None, "", *_POD_RESTART_POLICIES):
+    if restart not in (None, "", *_POD_RESTART_POLICIES):
         yield unsupported(f"{path}.restartPolicy", restart, _POD_RESTART_POLICIES)
+    if kind in _SELECTOR_REQUIRED_KINDS and restart not in (None, "", "Always"):
+        yield unsupported(f"{path}.restartPolicy", restart, ("Always",))
+    if kind in ("Job", "CronJob") and restart in (None, "", "Always"):
+        yield required(f"{path}.restartPolicy", 'valid values: "OnFailure", "Never"')
+    elif kind in ("Job", "CronJob") and restart not in ("OnFailure", "Never"):
+        yield unsupported(f"{path}.restartPolicy", restart, ("OnFailure", "Never"))
     if spec.get("overhead") and not spec.get("runtimeClassName"):
         # The PodOverhead admission rule: every pod of this spec is refused.
         yield ManifestError(
@@ -783,7 +784,9 @@ def _validate_workload(raw: Mapping[str, object], kind: str) -> Iterator[Manifes
             and not _mapping(selector).get("matchExpressions")
         ):
             # An empty selector would select every pod of the namespace.
-            yield invalid("spec.selector", selector, f"empty selector is invalid for {_SELECTOR_NOUNS[kind]}")
+            # Said as the Go struct is: its empty fields left out.
+            written = {key: value for key, value in _mapping(selector).items() if value}
+            yield invalid("spec.selector", written, f"empty selector is invalid for {_SELECTOR_NOUNS[kind]}")
         if selector is None or (_mapping(selector) and not _selector_matches(_mapping(selector), labels)):
             yield invalid(
                 "spec.template.metadata.labels", dict(labels), "`selector` does not match template `labels`"
@@ -808,6 +811,10 @@ def validation_errors(raw: Mapping[str, object], api_version: str, kind: str) ->
         return []
     pod_spec_path = POD_KINDS_PATHS.get((api_version, kind))
     errors = list(_validate_object_meta(raw, kind))
+    if kind == "Job" and not _mapping(raw.get("metadata")).get("labels"):
+        # A Job without labels of its own gets its template's, and they are validated as its own.
+        template_labels = _mapping(_mapping(_at(raw, "spec.template")).get("metadata")).get("labels")
+        errors += _validate_labels(template_labels, "metadata.labels")
     if kind in _SPEC_TYPES:
         errors += _validate_workload(raw, kind)
     spec = _mapping(raw.get("spec"))
