@@ -161,7 +161,7 @@ CASES = {
         DEPLOYMENT.format(
             name="huge", replicas="99999999999999999999999", selector="app: huge", labels="{app: huge}"
         ),
-        ("huge.yaml", 'Deployment "huge"', "spec.replicas", "int32", "2147483647"),
+        ("huge.yaml", 'Deployment "huge"', "spec.replicas", "cannot unmarshal number", "int32"),
     ),
     "a name the API server refuses": (
         "name.yaml",
@@ -176,14 +176,14 @@ CASES = {
     "a label key with a space": (
         "label.yaml",
         DEPLOYMENT.format(name="web", replicas=1, selector="app: web", labels="{app: web, 'my team': a}"),
-        ("label.yaml", 'Deployment "web"', "spec.template.metadata.labels", "'my team'"),
+        ("label.yaml", 'Deployment "web"', "spec.template.labels", 'Invalid value: "my team"'),
     ),
     "a label value longer than 63 characters": (
         "value.yaml",
         DEPLOYMENT.format(
             name="web", replicas=1, selector="app: web", labels="{app: web, team: " + "x" * 64 + "}"
         ),
-        ("value.yaml", "spec.template.metadata.labels", "'team'", "no more than 63 characters"),
+        ("value.yaml", "spec.template.labels", 'Invalid value: "xxx', "no more than 63 bytes"),
     ),
     "a selector that does not select the template": (
         "selector.yaml",
@@ -196,7 +196,13 @@ CASES = {
             spec="topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, "
             "whenUnsatisfiable: Whatever, labelSelector: {matchLabels: {app: p}}}]"
         ),
-        ("spread.yaml", 'Pod "p"', "whenUnsatisfiable", "DoNotSchedule, ScheduleAnyway", "'Whatever'"),
+        (
+            "spread.yaml",
+            'Pod "p"',
+            "whenUnsatisfiable",
+            'Unsupported value: "Whatever"',
+            '"DoNotSchedule", "ScheduleAnyway"',
+        ),
     ),
     "pod anti-affinity without a topologyKey": (
         "anti.yaml",

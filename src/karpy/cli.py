@@ -68,7 +68,7 @@ from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
 from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
 from karpy.sim.timeseries import run_series
-from karpy.sim.validation import validate_references
+from karpy.sim.validation import priority_class_names, validate_priority_classes, validate_references
 
 if TYPE_CHECKING:
     from karpy.cloud.aws.settings import AwsSettings
@@ -174,8 +174,11 @@ def _validate_scenario(
     *,
     missing_node_class_is_error: bool = True,
     keep_pools_missing_a_node_class: bool = False,
+    missing_priority_class_is_error: bool = False,
 ) -> list[str]:
     """Check the references of every object a scenario applies; the warnings, if any.
+
+    A PriorityClass applied by any step counts for the pods of any step, as a node class does.
 
     A node class applied by any step counts for a NodePool of any step: a
     step may apply a pool before or after its class, as users do with kubectl.
@@ -186,9 +189,12 @@ def _validate_scenario(
             group = getattr(item.obj, "group", None)
             if isinstance(group, str):
                 node_classes.add((group, item.kind, item.name))
+    priority_classes = set().union(*(priority_class_names(step.objects.objects) for step in scenario.steps))
     warnings: list[str] = []
     for step in scenario.steps:
         if step.action == "apply":
+            if missing_priority_class_is_error:
+                validate_priority_classes(step.objects, priority_classes)
             warnings += validate_references(
                 step.objects,
                 node_classes,
@@ -299,7 +305,9 @@ def validate(args: argparse.Namespace) -> int:
     clean is what a run would use.
     """
     scenario, problems = load_inputs(args.paths)
-    warnings = _validate_scenario(scenario, problems, missing_node_class_is_error=args.strict)
+    warnings = _validate_scenario(
+        scenario, problems, missing_node_class_is_error=args.strict, missing_priority_class_is_error=True
+    )
     label = f'{scenario.source}: Scenario "{scenario.name}"'
     if scenario.from_document and not any(error.startswith(label) for error in problems.errors):
         print(f"ok: {scenario.source}: Scenario {scenario.name}")

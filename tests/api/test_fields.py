@@ -298,7 +298,7 @@ spec:
   securityContext:
     {runAsNonRoot: true, runAsUser: 1000, fsGroup: 2000, seccompProfile: {type: RuntimeDefault}}
   nodeSelector: {kubernetes.io/os: linux}
-  tolerations: [{key: dedicated, operator: Equal, value: web, effect: NoSchedule, tolerationSeconds: 30}]
+  tolerations: [{key: dedicated, operator: Equal, value: web, effect: NoExecute, tolerationSeconds: 30}]
   affinity:
     nodeAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
@@ -316,6 +316,7 @@ spec:
       whenUnsatisfiable: ScheduleAnyway
       labelSelector: {matchLabels: {app: web}}
       matchLabelKeys: [pod-template-hash]
+  runtimeClassName: kata
   overhead: {cpu: 10m}
   initContainers:
     - name: migrate

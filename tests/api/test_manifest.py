@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from hypothesis import given
@@ -215,12 +217,15 @@ def test_an_impossible_unquoted_date_is_a_field_error_not_a_crash() -> None:
             "kind: Pod\nmetadata: {name: x}\n", 'f.yaml: Pod "x": apiVersion: required', id="no apiVersion"
         ),
         pytest.param(
-            "apiVersion: v1\nkind: Pod\nspec: {}\n", "f.yaml: Pod: metadata.name: required", id="no name"
+            "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c}]}\n",
+            "f.yaml: Pod: metadata.name: Required value: name or generateName is required",
+            id="no name",
         ),
         pytest.param(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: null, generateName: web-}\n"
-            "spec: {tolerations: [{value: x}]}\n",
-            "f.yaml: Pod: spec.tolerations[0].operator: an empty key needs operator Exists",
+            "spec: {tolerations: [{value: x}], containers: [{name: c}]}\n",
+            'f.yaml: Pod: spec.tolerations[0].operator: Invalid value: "": operator must be Exists when'
+            ' `key` is empty, which means "match all values and all keys"',
             id="null name",
         ),
         pytest.param(
@@ -326,7 +331,7 @@ def test_load_results_extend_in_order() -> None:
 
 BAD_DOCUMENTS = [
     NODEPOOL.format(name="bad", weight=0),
-    "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {taints: [{key: k, effect: Bad}]}\n",
+    "apiVersion: v1\nkind: Node\nmetadata: {name: node}\nspec: {taints: [{key: k, effect: Bad}]}\n",
     "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
     "spec: {containers: [{name: c, resources: {requests: {cpu: '-1'}}}]}\n",
     "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: b}\nspec: {minAvailable: '200%'}\n",
@@ -350,13 +355,14 @@ def test_every_error_is_one_line_starting_with_file_and_object(document: str) ->
             'apiVersion: v1\nkind: Node\nmetadata: {name: "a\\nb"}\n'
             "spec: {taints: [{key: k, effect: Bad}]}\n",
             # The name is refused first (the API server allows no line break in it).
-            "f.yaml: Node \"a\\nb\": metadata.name: 'a\\nb': a lowercase RFC 1123 subdomain",
+            'f.yaml: Node "a\\nb": metadata.name: Invalid value: "a\\nb": a lowercase RFC 1123 subdomain',
             id="line break in the name",
         ),
         pytest.param(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
             'spec: {containers: [{name: c, resources: {requests: {cpu: "1\\n2"}}}]}\n',
-            'f.yaml: Pod "p": spec.containers[0].resources.requests.cpu: ',
+            # The API server's decoder refuses it without quoting it.
+            'f.yaml: Pod "p": Pod in version "v1" cannot be handled as a Pod: quantities must match',
             id="line break in a value",
         ),
         pytest.param(
@@ -386,7 +392,8 @@ def test_any_object_name_still_gives_a_one_line_error_naming_it(name: str) -> No
         "metadata": {"name": name},
         "spec": {"unschedulable": "yes"},
     }
-    result = parse_manifests(yaml.safe_dump(document), "f.yaml")
+    # As JSON, every string is quoted: a plain y or n would be a boolean to kubectl, and so to karpy.
+    result = parse_manifests(json.dumps(document), "f.yaml")
     (error,) = result.errors
     assert len(error.splitlines()) == 1
     assert error.startswith("f.yaml: Node ")

@@ -66,7 +66,7 @@ spec:
     metadata: {labels: {kind: report}}
     spec:
       completions: 3
-      template: {spec: {containers: [{name: main}]}}
+      template: {spec: {restartPolicy: OnFailure, containers: [{name: main}]}}
 """)
     assert isinstance(cronjob, CronJob)
     assert (cronjob.schedule, cronjob.concurrency_policy, cronjob.suspend) == ("@daily", "Forbid", True)
@@ -75,37 +75,48 @@ spec:
     assert cronjob.job_template.metadata.namespace == "ops"
 
 
+# A pod template the API server accepts in a Job, so that only the field under test is wrong.
+JOB_POD = "{restartPolicy: Never, containers: [{name: c, image: c}]}"
+
+
 @pytest.mark.parametrize(
     ("document", "error"),
     [
         (
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\n"
-            "spec: {schedule: '61 * * * *', jobTemplate: {spec: {template: {spec: {}}}}}\n",
+            "spec: {schedule: '61 * * * *', jobTemplate: {spec: {template: {spec: " + JOB_POD + "}}}}\n",
             "spec.schedule: '61' is out of range 0-59",
         ),
         (
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\n"
-            "spec: {schedule: '* * * * *', concurrencyPolicy: Sometimes}\n",
+            "spec: {schedule: '* * * * *', concurrencyPolicy: Sometimes,"
+            " jobTemplate: {spec: {template: {spec: " + JOB_POD + "}}}}\n",
             "spec.concurrencyPolicy: must be one of Allow, Forbid, Replace",
         ),
         (
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\n"
-            "spec: {schedule: '* * * * *', timeZone: Europe/Paris}\n",
+            "spec: {schedule: '* * * * *', timeZone: Europe/Paris,"
+            " jobTemplate: {spec: {template: {spec: " + JOB_POD + "}}}}\n",
             "spec.timeZone: only UTC is simulated, got 'Europe/Paris'",
         ),
         (
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\n"
-            "spec: {schedule: '* * * * *', jobTemplate: {spec: {parallelism: -1}}}\n",
-            "spec.jobTemplate.spec.parallelism: must not be negative",
+            "spec: {schedule: '* * * * *', jobTemplate: {spec: {parallelism: -1, template: {spec: "
+            + JOB_POD
+            + "}}}}\n",
+            "spec.jobTemplate.spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
         ),
         (
             "apiVersion: batch/v1\nkind: Job\nmetadata: {name: c}\n"
-            "spec: {template: {metadata: {annotations: {karpy.dev/duration: soon}}}}\n",
+            "spec: {template: {metadata: {annotations: {karpy.dev/duration: soon}}, spec: "
+            + JOB_POD
+            + "}}\n",
             "spec.template.metadata.annotations.karpy.dev/duration:",
         ),
         (
             "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: s}\n"
-            "spec: {podManagementPolicy: Random}\n",
+            "spec: {podManagementPolicy: Random, selector: {matchLabels: {app: s}},"
+            " template: {metadata: {labels: {app: s}}, spec: {containers: [{name: c, image: c}]}}}\n",
             "spec.podManagementPolicy: must be OrderedReady or Parallel, got 'Random'",
         ),
         (
@@ -114,7 +125,7 @@ spec:
         ),
         (
             "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p}\nvalue: 2000000000\n",
-            "value: must not be more than 1000000000",
+            "value: Forbidden: maximum allowed value of a user defined priority is 1000000000",
         ),
     ],
 )

@@ -141,7 +141,7 @@ def test_no_scale_down_of_a_node_whose_pods_cannot_move(tmp_path: Path) -> None:
         "      - {name: a, instanceTypes: [c5.xlarge], maxSize: 5}\n"
         "      - {name: b, instanceTypes: [c5.xlarge], maxSize: 5}"
     )
-    path = write_scenario(tmp_path, groups, "", pinned_pod("x", "a"), pinned_pod("y", "b"))
+    path = write_scenario(tmp_path, groups, "", pinned_pod("pinned-a", "a"), pinned_pod("pinned-b", "b"))
     scenario, _ = load_inputs([path])
     scenario.run_until_steady = False
     scenario.duration = 40 * 60

@@ -219,7 +219,10 @@ def test_pods_left_pending_by_a_missing_node_class_are_provisioned_once_it_is_ap
 
 
 def test_the_kwok_provider_serves_no_ec2_node_class_and_the_pods_are_told_so() -> None:
-    pending = "{apiVersion: v1, kind: Pod, metadata: {name: web, namespace: default}, spec: {containers: []}}"
+    pending = (
+        "{apiVersion: v1, kind: Pod, metadata: {name: web, namespace: default},"
+        " spec: {containers: [{name: web, image: web}]}}"
+    )
     simulation = simulated(EC2_NODE_CLASS, ec2_nodepool(), pending)
     cloud = KwokCloudProvider(simulation.cluster)
     node_class = simulation.cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "default")

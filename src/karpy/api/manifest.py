@@ -23,6 +23,7 @@ refuses and PyYAML would quietly resolve to its last value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
@@ -48,6 +49,7 @@ from karpy.api.core import (
 )
 from karpy.api.fields import did_you_mean, unknown_fields
 from karpy.api.hpa import HorizontalPodAutoscaler
+from karpy.api.kubevalidation import refusal
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, GROUP, NodePool
@@ -228,6 +230,13 @@ def _timestamp_as_string(loader: KubernetesYAMLLoader, node: yaml.Node) -> str:
 
 
 KubernetesYAMLLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_string)
+# kubectl's YAML (go-yaml v2, under sigs.k8s.io/yaml) reads y, Y, n and N as booleans too, besides
+# YAML 1.1's yes/no/on/off/true/false, which PyYAML reads as booleans already: ``app: y`` is a
+# boolean, which a label refuses, not the string "y".
+KubernetesYAMLLoader.bool_values = {**yaml.SafeLoader.bool_values, "y": True, "n": False}
+KubernetesYAMLLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN")
+)
 
 # Characters str.splitlines() breaks at, written as escapes so an error stays one line.
 _LINE_BREAKS = {ord(char): repr(char)[1:-1] for char in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
@@ -330,10 +339,17 @@ def parse_document(raw: object, source: str, index: int, result: LoadResult) -> 
         for error in unknown:
             result.add_error(f"{source}: {label}: {error}")
         return
+    obj: object = None
+    parse_error: ManifestError | None = None
     try:
         obj = parser(reader, api_version)
     except ManifestError as error:
-        result.add_error(f"{source}: {label}: {error}")
+        parse_error = error
+    # What the API server refuses, in its words, before what karpy's parser alone refuses.
+    refused = refusal(raw, api_version, kind, parse_error)
+    if refused:
+        for problem in refused:
+            result.add_error(f"{source}: {label}: {problem}")
         return
     # What the parser read may still break the CRD's schema (a budget's nodes written as an
     # integer, a duration of 1.5h): the API server would refuse the object, so karpy does.

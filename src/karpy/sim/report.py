@@ -13,6 +13,7 @@ from typing import Any
 from karpy.api.duration import format_age
 from karpy.api.meta import format_timestamp
 from karpy.api.quantity import format_amount
+from karpy.controllers.interfaces import EVENT_WARNING
 from karpy.controllers.interruption import ACTIONABLE_KINDS
 from karpy.sim.simulation import Simulation
 
@@ -121,7 +122,7 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
         "scenario": scenario_name,
         "start": format_timestamp(start),
         "durationSeconds": _rounded(recorder.end - start),
-        "steady": simulation.steady(),
+        "steady": simulation.steady() and not refused_creations(simulation) and not simulation.refused,
         "errors": errors,
         "summary": {
             "nodeclaimsLaunched": sum(1 for r in recorder.nodeclaims.values() if r.launched_at is not None),
@@ -234,6 +235,10 @@ def render_text(simulation: Simulation, scenario_name: str) -> str:
     lines: list[tuple[float, int, tuple[str, ...] | str]] = []
     for order, (moment, message) in enumerate(recorder.notes):
         lines.append((moment, order, f"{clock_text(moment - start)}  # {message}"))
+    for order, (moment, message) in enumerate(
+        first_refusals(simulation).values(), start=len(recorder.notes) + len(recorder.rows)
+    ):
+        lines.append((moment, order, f"{clock_text(moment - start)}  # Warning FailedCreate {message}"))
     for order, row in enumerate(recorder.rows, start=len(recorder.notes)):
         lines.append(
             (
@@ -275,6 +280,38 @@ def render_text(simulation: Simulation, scenario_name: str) -> str:
     out.append("")
     out.extend(summary_lines(simulation))
     return "\n".join(out)
+
+
+def first_refusals(simulation: Simulation) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """Each owner whose pods the API server refused (FailedCreate), by (kind, namespace, name).
+
+    The value is when it was first refused, and that refusal.
+
+    A pod the Priority admission plugin refuses never appears, so nothing
+    else in the output would say why the workload has no pods.
+    """
+    first: dict[tuple[str, str, str], tuple[float, str]] = {}
+    for event in simulation.cluster.events:
+        if event.type == EVENT_WARNING and event.reason == "FailedCreate":
+            owner = f"{event.kind} {event.namespace + '/' if event.namespace else ''}{event.name}"
+            first.setdefault(
+                (event.kind, event.namespace, event.name), (event.time, f"{owner}: {event.message}")
+            )
+    return first
+
+
+def refused_creations(simulation: Simulation) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """The refusals of :func:`first_refusals` that still hold: the owner exists and has no pod."""
+    owners_with_pods = {
+        (owner.kind, pod.metadata.namespace, owner.name)
+        for pod in simulation.cluster.pods()
+        if (owner := pod.metadata.controller) is not None
+    }
+    return {
+        key: refusal
+        for key, refusal in first_refusals(simulation).items()
+        if key not in owners_with_pods and simulation.cluster.get(key[0], f"{key[1]}/{key[2]}") is not None
+    }
 
 
 def interruption_lines(simulation: Simulation) -> list[str]:
@@ -343,9 +380,17 @@ def summary_lines(simulation: Simulation) -> list[str]:
         for name, reason in sorted(holds.items()):
             saving = given_up.get(name)
             lines.append(f"    {name}: {reason}" + (f" (gives up ${saving:.4f}/h)" if saving else ""))
+    refused = [*refused_creations(simulation).values(), *simulation.refused]
+    if refused:
+        lines.append(f"  not created          {len(refused)} (refused by the API server)")
+        lines.extend(f"    {message}" for _, message in refused)
     lines.extend(interruption_lines(simulation))
     if simulation.runtime.errors:
         lines.append(f"  controller errors    {len(simulation.runtime.errors)}")
         lines.extend(f"    {error}" for error in simulation.runtime.errors[:10])
-    lines.append(f"  steady at the end    {'yes' if simulation.steady() else 'no'}")
+    if refused:
+        # Nothing changes any more, but not as asked: what was refused is not there.
+        lines.append("  steady at the end    no: what the API server refused (above) never runs")
+    else:
+        lines.append(f"  steady at the end    {'yes' if simulation.steady() else 'no'}")
     return lines

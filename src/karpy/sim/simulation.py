@@ -227,6 +227,9 @@ class Simulation:
                 self.runtime.register(recorder)
             self.metrics.cluster_state_synced.set(1)  # the in-memory store is its own cache
         self.driver: ScenarioDriver | None = None
+        # Objects the API server refused to create when applied (a pod naming a missing PriorityClass):
+        # (when, "Kind namespace/name: why").
+        self.refused: list[tuple[float, str]] = []
         # The most NodeClaims of each NodePool disrupted at one moment (deleting,
         # or tainted for a disruption in flight): what budgets must bound.
         self.disruption_peak: dict[str, int] = {}
@@ -287,6 +290,7 @@ class Simulation:
                     self.cluster.create(obj)
                 except AdmissionError as error:
                     self.recorder.note(f"refused {kind} {object_key(obj)}: {error}")
+                    self.refused.append((self.clock.now(), f"{kind} {object_key(obj)}: {error}"))
                     continue
             else:
                 meta = object_meta(obj).with_changes(resource_version=object_meta(current).resource_version)

@@ -18,6 +18,13 @@
   typo in an instance type, a zone or an arch.
   These are errors whatever the caller: no cluster can make them right.
 
+- A pod's ``priorityClassName`` must name a PriorityClass among the inputs
+  or one every cluster has: the Priority admission plugin refuses the pod
+  otherwise (``pods "x" is forbidden: no PriorityClass with name foo was
+  found``), and a workload's pods never appear. ``karpy validate`` makes it
+  an error; ``karpy simulate`` applies the workload, as the API server
+  would, and its controller's FailedCreate Warning says it.
+
 Invalid NodePools are dropped with one error line each; everything else is
 kept, NodePools with only a warning (or a missing class, when the caller
 keeps those) included.
@@ -28,7 +35,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
+from karpy.api.core import (
+    CronJob,
+    DaemonSet,
+    Deployment,
+    Job,
+    Pod,
+    PodSpec,
+    PriorityClass,
+    ReplicaSet,
+    StatefulSet,
+)
 from karpy.api.instancetype import InstanceType
+from karpy.api.kubevalidation import missing_priority_class
 from karpy.api.manifest import LoadedObject, LoadResult
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
@@ -124,3 +143,38 @@ def validate_references(
         kept.append(item)
     loaded.objects = kept
     return warnings
+
+
+def pod_spec_of(obj: object) -> tuple[str, PodSpec] | None:
+    """The field path and spec of the pods ``obj`` makes (itself, for a Pod), or None."""
+    if isinstance(obj, Pod):
+        return "spec", obj.spec
+    if isinstance(obj, Deployment | ReplicaSet | StatefulSet | DaemonSet | Job):
+        return "spec.template.spec", obj.template.spec
+    if isinstance(obj, CronJob):
+        return "spec.jobTemplate.spec.template.spec", obj.job_template.template.spec
+    return None
+
+
+def priority_class_names(loaded: Iterable[LoadedObject]) -> set[str]:
+    return {item.obj.metadata.name for item in loaded if isinstance(item.obj, PriorityClass)}
+
+
+def validate_priority_classes(loaded: LoadResult, existing: set[str]) -> None:
+    """Drop, with an error each, the objects whose pods name a PriorityClass not in ``existing``.
+
+    The classes every cluster has (system-node-critical, system-cluster-critical) need not be there.
+    """
+    kept: list[LoadedObject] = []
+    for item in loaded.objects:
+        pods = pod_spec_of(item.obj)
+        if pods is not None:
+            path, spec = pods
+            refusal = missing_priority_class(item.name, spec.priority_class_name, existing)
+            if refusal is not None:
+                loaded.add_error(
+                    f'{item.source}: {item.kind} "{item.name}": {path}.priorityClassName: {refusal}'
+                )
+                continue
+        kept.append(item)
+    loaded.objects = kept

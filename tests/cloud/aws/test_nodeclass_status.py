@@ -73,7 +73,10 @@ spec:
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
       requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}]
 """
-PENDING_POD = "{apiVersion: v1, kind: Pod, metadata: {name: web, namespace: default}, spec: {containers: []}}"
+PENDING_POD = (
+    "{apiVersion: v1, kind: Pod, metadata: {name: web, namespace: default},"
+    " spec: {containers: [{name: web, image: web}]}}"
+)
 
 
 class StatusReadingCloud(SimulatedCloud):
