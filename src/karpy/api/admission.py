@@ -180,7 +180,10 @@ class Admission:
         """What the RuntimeClass plugin does: overhead set, node selector and tolerations merged."""
         if not spec.runtime_class_name:
             raise AdmissionRefusedError(
-                _forbidden(pod_name, "pod rejected: Pod Overhead set without corresponding RuntimeClass")
+                _forbidden(
+                    pod_name,
+                    "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
+                )
             )
         runtime_class = self.runtime_classes.get(spec.runtime_class_name)
         if runtime_class is None:
