@@ -60,6 +60,7 @@ from pathlib import Path
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.fields import OBJECT_META, ReadLog, check
+from karpy.api.limits import INT32_MAX
 from karpy.api.manifest import LoadResult, load_documents, parse_document
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.baselines.cluster_autoscaler import (
@@ -78,6 +79,13 @@ from karpy.sim.cloud import (
     Interruption,
     LaunchError,
     RegistrationFailure,
+)
+from karpy.sim.files import (
+    NO_SUCH_FILE,
+    UnreadableFileError,
+    directory_entries,
+    path_kind,
+    read_regular_file,
 )
 from karpy.sim.load import WorkloadLoad, parse_load
 
@@ -172,16 +180,20 @@ def _display(path: Path) -> str:
 def _manifest_paths(paths: list[Path], result: LoadResult) -> Iterator[Path]:
     """Every manifest file among ``paths``, a directory standing for its manifest files.
 
-    A path that does not exist is an error in ``result``, reported as the
-    walk reaches it.
+    A path that does not exist, or is no regular file or directory (a FIFO,
+    a device), is an error in ``result``, reported as the walk reaches it
+    (:func:`karpy.sim.files.path_kind`: nothing is opened to tell).
     """
     for path in paths:
-        if not path.exists():
-            result.errors.append(f"{_display(path)}: no such file or directory")
-        elif path.is_dir():
-            yield from _manifest_paths(manifest_files(path), result)
-        else:
-            yield path
+        try:
+            if path_kind(path) == "file":
+                yield path
+                continue
+            entries = _manifest_entries(path)
+        except UnreadableFileError as error:
+            result.add_error(f"{_display(path)}: {error}")
+            continue
+        yield from _manifest_paths(entries, result)
 
 
 def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str, str]]:
@@ -197,8 +209,25 @@ def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str,
 
 
 def manifest_files(directory: Path) -> list[Path]:
-    """The manifest files of ``directory`` (its :data:`MANIFEST_SUFFIXES` files), sorted."""
-    return sorted(path for path in directory.iterdir() if path.suffix in MANIFEST_SUFFIXES)
+    """The manifest files of ``directory`` (its :data:`MANIFEST_SUFFIXES` files), sorted.
+
+    None if it cannot be listed: walking the paths reports why.
+    """
+    try:
+        return _manifest_entries(directory)
+    except UnreadableFileError:
+        return []
+
+
+def _manifest_entries(directory: Path) -> list[Path]:
+    return [path for path in directory_entries(directory) if path.suffix in MANIFEST_SUFFIXES]
+
+
+def _is_kind(path: Path, kind: str) -> bool:
+    try:
+        return path_kind(path) == kind
+    except UnreadableFileError:
+        return False
 
 
 @dataclass(slots=True)
@@ -250,10 +279,8 @@ def load_files(paths: list[Path]) -> LoadResult:
 def read_manifest_text(path: Path, result: LoadResult) -> str | None:
     """The text of a manifest file, or None with the reason it cannot be read in ``result``."""
     try:
-        return decode_manifest_bytes(path.read_bytes())
-    except OSError as error:
-        result.add_error(f"{_display(path)}: cannot read: {error.strerror or error}")
-    except TextDecodeError as error:
+        return decode_manifest_bytes(read_regular_file(path))
+    except (UnreadableFileError, TextDecodeError) as error:
         result.add_error(f"{_display(path)}: {error}")
     return None
 
@@ -462,10 +489,14 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
         if action == "apply":
             for index, file_name in enumerate(body.str_list("files")):
                 path = (base / file_name) if base is not None else Path(file_name)
-                if not path.exists():
+                try:
+                    path_kind(path)
+                except UnreadableFileError as error:
+                    found = str(error) != NO_SUCH_FILE
                     raise ManifestError(
-                        f"{body.child_path('files')}[{index}]", f"file not found: {file_name}"
-                    )
+                        f"{body.child_path('files')}[{index}]",
+                        f"{file_name}: {error}" if found else f"file not found: {file_name}",
+                    ) from None
                 parsed.objects.extend(load_files([path]))
             objects = body.raw("objects")
             if isinstance(objects, list):
@@ -488,6 +519,10 @@ def parse_scenario(raw: dict[str, object], source: str, base: Path | None) -> tu
                 replicas = body.integer("replicas")
                 if replicas is None or replicas < 0:
                     raise body.error("replicas", "required, not negative")
+                if replicas > INT32_MAX:  # as the API server refuses a scale beyond its int32
+                    raise body.error(
+                        "replicas", f"{replicas} does not fit the field's int32 (at most {INT32_MAX})"
+                    )
                 parsed.replicas = replicas
                 parsed.namespace = parsed.namespace or "default"
             elif parsed.kind in NAMESPACED_KINDS:
@@ -525,7 +560,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     """A scenario from ``paths``: a Scenario file among them, or plain manifests applied at zero."""
     files: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if _is_kind(path, "directory"):
             files.extend(manifest_files(path))
         else:
             files.append(path)
@@ -538,7 +573,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         return read_files[path]
 
     for path in files:
-        if not path.exists():
+        if not _is_kind(path, "file"):
             continue
         # What cannot be read is reported here if the file holds the Scenario, else when
         # the files are loaded as manifests below.
@@ -580,7 +615,9 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         # kubectl apply's "no objects passed to apply"; an empty run would hide it.
         suffixes = f"{', '.join(MANIFEST_SUFFIXES[:-1])} and {MANIFEST_SUFFIXES[-1]}"
         read_for = (
-            f" (a directory is read for its {suffixes} files)" if any(p.is_dir() for p in paths) else ""
+            f" (a directory is read for its {suffixes} files)"
+            if any(_is_kind(p, "directory") for p in paths)
+            else ""
         )
         loaded.add_error(f"{source}: no Kubernetes objects{read_for}")
     scenario = Scenario(name="manifests", source=source)
