@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane bench image image-test clean
+.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane bench trials image image-test clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -66,6 +66,12 @@ soak: .venv/.synced control-plane
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
 bench: .venv/.synced
 	$(RUN) python -m benchmarks.scheduling
+
+# A few hundred bad and odd inputs (binary, special files, absurd sizes, invalid objects) through
+# validate, simulate and convert under a memory cap, counted by category (benchmarks/trial_inputs.py);
+# about half an hour on two busy cores, so not part of test.
+trials: .venv/.synced
+	$(RUN) python -m benchmarks.trial_inputs
 
 # The container image (docs/image.md), with buildah on a locally built Debian base: no Docker
 # engine and no registry needed (`docker build -t karpy .` does the same where there is one).

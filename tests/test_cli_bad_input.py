@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 import yaml
+from benchmarks.trial_inputs import Outcome, run_capped
 from tests.support import run_cli, simulate_json
 
-from karpy.api.manifest import MAX_NESTING_DEPTH, parse_manifests
+from karpy.api.manifest import MAX_DOCUMENT_CHARS, MAX_NESTING_DEPTH, parse_manifests
+from karpy.sim.files import MAX_FILE_BYTES
 from karpy.sim.scenario import builtin_scenario_path
 
 SEED = builtin_scenario_path().parent
@@ -623,3 +630,180 @@ def test_a_second_scenario_in_the_file_is_an_error_not_silently_left_out(
     code, _, err = run_cli(capsys, "validate", str(tmp_path / "scenario.yaml"))
     assert code == 2
     assert_one_line_error(err, 'Scenario "second": not run', '"seed-walkthrough"')
+
+
+# -- files that are no manifests, operating system errors, sizes ----------------------------------
+
+
+def capped_karpy(*args: str, timeout: float = 60.0, user: int | None = None) -> Outcome:
+    """``karpy ARGS`` in a process of its own under the trials' memory cap and ``timeout``."""
+    return run_capped([sys.executable, "-m", "karpy.cli", *args], Path.cwd(), timeout=timeout, user=user)
+
+
+def assert_refused_in_one_line(outcome: Outcome, *fragments: str) -> None:
+    assert outcome.code == 2, (outcome.code, outcome.err[-2000:])
+    assert not outcome.traceback, outcome.err[-2000:]
+    lines = [line for line in outcome.err.splitlines() if line.startswith(("error: ", "karpy: "))]
+    assert len(lines) == 1, outcome.err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+SPECIAL_FILES = {
+    "/dev/zero named": ("convert", "/dev/zero", None),
+    "/dev/urandom named": ("simulate", "/dev/urandom", None),
+    "a *.yaml link to /dev/zero in a directory": ("simulate", "zero.yaml", "/dev/zero"),
+    "a FIFO in a directory": ("validate", "pipe.yaml", "fifo"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_FILES))
+def test_a_special_file_is_refused_without_being_read(case: str, tmp_path: Path) -> None:
+    # Before: /dev/zero was read until the kernel killed karpy (22.6 GB); a FIFO blocked for ever.
+    command, name, target = SPECIAL_FILES[case]
+    if target is None:
+        paths = [name]
+    else:
+        copy_seed_manifests(tmp_path)
+        if target == "fifo":
+            os.mkfifo(tmp_path / name)
+        else:
+            (tmp_path / name).symlink_to(target)
+        paths = [str(tmp_path)]
+    outcome = capped_karpy(command, *paths, timeout=60)
+    assert_refused_in_one_line(outcome, name, "not a regular file")
+    assert outcome.peak_rss < 300 * 1024 * 1024
+    if target is not None and command == "simulate":
+        assert "nodes launched" in outcome.out  # the directory's other files still ran
+
+
+def test_a_symbolic_link_loop_is_said_to_be_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    for paths in ([str(tmp_path / "a.yaml")], [str(tmp_path)]):
+        code, _, err = run_cli(capsys, "validate", *paths)
+        assert code == 2
+        assert "no such file" not in err and "symbolic link loop" in err, err
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["validate", "simulate", "convert"])
+@pytest.mark.parametrize("name", ["x" * 300 + ".yaml", "d" * 300, "abcdefgh/" * 550 + "x.yaml"])
+def test_a_name_too_long_is_one_line(
+    command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: OSError: [Errno 36] File name too long, as a traceback.
+    code, _, err = run_cli(capsys, command, str(tmp_path / name))
+    assert code == 2
+    assert_one_line_error(err, "file name too long")
+
+
+def test_a_directory_without_read_permission_is_one_line(tmp_path: Path) -> None:
+    # Root reads anything: the check runs as nobody then (in a directory nobody may enter).
+    as_root = os.geteuid() == 0
+    if as_root and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv to drop the privilege")
+    scratch = Path(tempfile.mkdtemp(prefix="karpy-permission-"))
+    try:
+        scratch.chmod(0o755)
+        locked = scratch / "locked"
+        locked.mkdir()
+        (locked / "app.yaml").write_text((SEED / "deployment.yaml").read_text())
+        locked.chmod(0)
+        user = 65534 if as_root else None
+        for command in ("validate", "simulate", "convert"):
+            outcome = capped_karpy(command, str(locked), user=user)
+            assert_refused_in_one_line(outcome, "locked", "permission denied")
+        outcome = capped_karpy("validate", str(locked / "app.yaml"), user=user)
+        assert_refused_in_one_line(outcome, "app.yaml", "permission denied")
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(scratch)
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as file:
+        file.truncate(MAX_FILE_BYTES + 1)  # sparse: nothing written, nothing to read but zeros
+    tracemalloc.start()
+    try:
+        code, _, err = run_cli(capsys, "validate", str(big))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 2
+    assert_one_line_error(err, "big.yaml", "8.0 MiB, more than the 8.0 MiB karpy reads from one file")
+    assert peak < MAX_FILE_BYTES / 2
+
+
+def test_a_document_over_the_api_servers_request_limit_is_refused() -> None:
+    huge = CONFIG_MAP + "data: {x: " + "a" * MAX_DOCUMENT_CHARS + "}\n"
+    result = parse_manifests(f"{CONFIG_MAP}---\n{huge}---\n{CONFIG_MAP}", "big.yaml")
+    assert len(result.errors) == 1
+    assert "document too complex: a document longer than 3 MiB" in result.errors[0]
+    assert len(result.notes) == 1  # the document before it was read
+
+
+def test_a_scale_step_beyond_int32_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy_seed_manifests(tmp_path)
+    seed = (SEED / "scenario.yaml").read_text()
+    scale = "    - at: 10m\n      scale: {kind: Deployment, name: karpenter-test, replicas: 3000000000}\n"
+    write(tmp_path, "scenario.yaml", seed + scale)
+    code, _, err = run_cli(capsys, "validate", str(tmp_path / "scenario.yaml"))
+    assert code == 2
+    assert_one_line_error(err, "replicas", "3000000000 does not fit the field's int32")
+
+
+def test_a_million_replicas_are_refused_by_simulate_before_a_pod_is_made(tmp_path: Path) -> None:
+    # Before: 1.6 GB within a minute and no word. The API server takes a million replicas, so
+    # validate does too; simulate says it would pass its memory budget, in a second.
+    copy_seed_manifests(tmp_path)
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text(deployment.read_text().replace("replicas: 5", "replicas: 1000000"))
+    outcome = capped_karpy("simulate", str(tmp_path), timeout=60)
+    assert_refused_in_one_line(outcome, "1,000,000 pods", "Deployment default/karpenter-test", "at most")
+    assert outcome.peak_rss < 300 * 1024 * 1024
+    assert capped_karpy("validate", str(tmp_path)).code == 0
+
+
+def test_a_load_trace_that_is_not_text_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_seed_manifests(tmp_path)
+    (tmp_path / "trace.csv").write_bytes(bytes(range(128, 256)))
+    seed = (SEED / "scenario.yaml").read_text()
+    load = "  load:\n    - {kind: Deployment, name: karpenter-test, cpu: {csv: {file: trace.csv}}}\n"
+    write(tmp_path, "scenario.yaml", seed.replace("  steps:\n", load + "  steps:\n", 1))
+    code, _, err = run_cli(capsys, "validate", str(tmp_path / "scenario.yaml"))
+    assert code == 2
+    assert_one_line_error(err, "trace.csv", "not UTF-8")
+
+
+def test_karpy_run_with_its_metrics_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    kubeconfig = write(
+        tmp_path,
+        "kubeconfig",
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n",
+    )
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        outcome = capped_karpy(
+            "run", "--kubeconfig", str(kubeconfig), "--metrics-port", str(port), "--health-probe-port", "0"
+        )
+    assert_refused_in_one_line(outcome, f"cannot serve /metrics on port {port}", "address already in use")
+
+
+@pytest.mark.parametrize("kubeconfig", ["/dev/zero", "directory"])
+def test_karpy_run_with_a_kubeconfig_that_is_no_file_says_so_in_one_line(
+    kubeconfig: str, tmp_path: Path
+) -> None:
+    # Before: /dev/zero was read as YAML until memory ran out.
+    path = kubeconfig if kubeconfig.startswith("/") else str(tmp_path)
+    outcome = capped_karpy("run", "--kubeconfig", path, "--metrics-port", "0", "--health-probe-port", "0")
+    assert_refused_in_one_line(outcome, f"kubeconfig {path}")

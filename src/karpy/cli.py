@@ -43,7 +43,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,6 +63,8 @@ from karpy.settings import (
     parse_node_cost,
     run_options,
 )
+from karpy.sim.budget import Heartbeat, MemoryBudgetError, RunWatch, pod_budget_problem, requested_pods
+from karpy.sim.files import UnreadableFileError, os_error_reason, path_kind
 from karpy.sim.html_report import ReportUnavailableError, figures_table, text_table, write_report
 from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
@@ -242,6 +244,16 @@ def simulate(args: argparse.Namespace) -> int:
         except ValueError as problem:
             print(f"karpy: --node-overhead-cost: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    budget_problem = pod_budget_problem(
+        requested_pods(
+            (item for step in scenario.steps for item in step.objects.objects),
+            [(s.kind, f"{s.namespace}/{s.name}", s.replicas) for s in scenario.steps if s.action == "scale"],
+        )
+    )
+    if budget_problem is not None:
+        # Refused before a pod is made: the run would pass the memory budget (karpy.sim.budget).
+        print(f"error: {budget_problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     autoscalers = [args.autoscaler] if args.compare is None else ["karpy", args.compare]
     simulations: list[tuple[str, Simulation]] = []
     for autoscaler in autoscalers:
@@ -257,7 +269,13 @@ def simulate(args: argparse.Namespace) -> int:
         if node_cost is not None:
             settings.provisioning = dataclasses.replace(settings.provisioning, extra_node_cost=node_cost)
         simulation = Simulation(settings)
-        simulation.run_scenario(scenario)
+        simulation.watch = RunWatch(simulation.progress_line)
+        STATUS.describe = simulation.progress_line
+        try:
+            simulation.run_scenario(scenario)
+        except MemoryBudgetError as problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         simulations.append((autoscaler, simulation))
     # Runs that stopped steady at different times are compared up to the later end.
     longest = max(run.recorder.end - run.clock.start for _, run in simulations)
@@ -296,6 +314,27 @@ def simulate(args: argparse.Namespace) -> int:
     if problems.errors:
         return EXIT_BAD_INPUT
     return EXIT_OK
+
+
+def _reading() -> str:
+    return "reading and checking the inputs"
+
+
+class _Status:
+    """What the command is doing, for its heartbeat: reading until a simulation says more."""
+
+    def __init__(self) -> None:
+        self.describe: Callable[[], str] = _reading
+
+    def __call__(self) -> str:
+        return self.describe()
+
+
+STATUS = _Status()
+
+
+def _progress(line: str) -> None:
+    print(f"karpy: {line}", file=sys.stderr, flush=True)
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -369,6 +408,15 @@ def run_against_cluster(args: argparse.Namespace) -> int:
         print(f"karpy: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     configure_logging(options.log_level, options.log_format)
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or None
+    if kubeconfig is not None and os.pathsep not in kubeconfig and os.path.lexists(kubeconfig):
+        # Checked as manifests are: /dev/zero or a FIFO given as the kubeconfig is never read.
+        try:
+            if path_kind(Path(kubeconfig)) != "file":
+                raise UnreadableFileError("a directory, not a kubeconfig file")
+        except UnreadableFileError as problem:
+            print(f"karpy: no cluster to run against: kubeconfig {kubeconfig}: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
         election = election_config(
             disable=args.disable_leader_election,
@@ -410,16 +458,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if args.command == "simulate":
-        return simulate(args)
-    if args.command == "run":
-        return run_against_cluster(args)
-    if args.command == "convert":
-        return convert(args)
-    if args.command == "crds":
-        sys.stdout.write(render_yaml(all_crds()))
-        return EXIT_OK
-    return validate(args)
+    try:
+        if args.command == "run":
+            return run_against_cluster(args)
+        if args.command == "crds":
+            sys.stdout.write(render_yaml(all_crds()))
+            return EXIT_OK
+        command = {"simulate": simulate, "convert": convert, "validate": validate}[args.command]
+        STATUS.describe = _reading
+        # A long command says how far it is on standard error: never a minute without a word.
+        with Heartbeat(STATUS, _progress):
+            return command(args)
+    except OSError as error:
+        # What the operating system refused (a file, a directory, a port) that no reader said in its
+        # own words: one line, as every bad input.
+        print(f"karpy: {os_error_line(error)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def os_error_line(error: OSError) -> str:
+    """An operating system's error as one line: the file it names, if any, and its reason."""
+    reason = os_error_reason(error)
+    return f"{error.filename}: {reason}" if error.filename is not None else reason
 
 
 if __name__ == "__main__":

@@ -189,7 +189,15 @@ class Endpoints:
             raise
 
     def _serve(self, port: int, routes: dict[str, Route], name: str) -> _Server:
-        server = _Server(self.settings.bind_address, port, routes, name)
+        try:
+            server = _Server(self.settings.bind_address, port, routes, name)
+        except OSError as error:
+            # The port in use, or an address not this host's: said with the port and what it is for.
+            reason = error.strerror or str(error)
+            raise OSError(
+                error.errno,
+                f"cannot serve {', '.join(sorted(routes))} on port {port}: {reason[:1].lower()}{reason[1:]}",
+            ) from error
         server.start()
         self._servers.append(server)
         log.info("serving %s on port %d", ", ".join(sorted(routes)), server.port)

@@ -53,8 +53,9 @@ def test_a_drifted_node_whose_replacement_never_registers_stays_and_serves() -> 
     scenario, _ = load_inputs([SCENARIOS / "drift" / "scenario-replacement-never-registers.yaml"])
     simulation = Simulation()
     # Stop just after the first replacement was given up (15 minutes after it was
-    # launched at 10m16s) and before the next attempt, 15 s of re-checking later.
-    scenario.duration = 25 * 60 + 20
+    # launched at 10m25s: the first pass after the change at 10m finds the drift at 10m10s)
+    # and before the next attempt, 15 s of re-checking later.
+    scenario.duration = 25 * 60 + 30
     simulation.run_scenario(scenario)
     original = min(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
     assert original.deleted_at is None, "the drifted node went without a working replacement"

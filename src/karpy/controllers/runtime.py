@@ -139,6 +139,13 @@ class Runtime:
             return due
         return None
 
+    def next_due_except(self, controllers: set[str]) -> float | None:
+        """When the first key of a controller not among ``controllers`` is due (None: none queued)."""
+        return min(
+            (due for (controller, _), (due, _) in self._due.items() if controller not in controllers),
+            default=None,
+        )
+
     def run_due(self) -> int:
         """Reconcile everything due now, including what those reconciles queue for now."""
         now = self.clock.now()

@@ -98,6 +98,8 @@ def daemon_overhead(
         running.append((options, requests))
         total = add_amounts(total, requests)
     per_type: dict[str, ResourceAmounts] = {}
+    if not running:
+        return total, per_type  # nothing differs by type (and a catalog per pool is much to read)
     for instance_type in instance_types:
         on_type = requirements.intersection(instance_type.requirements)
         amounts: ResourceAmounts = {}
@@ -411,7 +413,9 @@ class PoolTypesCache:
         self._entries: dict[
             str, tuple[Sequence[InstanceType], NodeClaimTemplate, tuple[DaemonSet, ...], PoolTypes]
         ] = {}
-        self._priced: dict[str, tuple[Sequence[InstanceType], float, list[InstanceType]]] = {}
+        # By the cost a node adds: pools of one node class (or of classes that cost alike) share a
+        # list, so ten thousand pools price the catalog once, not ten thousand times.
+        self._priced: dict[float, tuple[Sequence[InstanceType], list[InstanceType]]] = {}
         # The DaemonSets, LimitRanges and RuntimeClasses last read, and the DaemonSets admitted under them.
         self._admitted: tuple[tuple[object, ...], tuple[DaemonSet, ...]] | None = None
 
@@ -441,11 +445,11 @@ class PoolTypesCache:
         must not make an unknown price look known.
         """
         cost = node_cost(node_class, self.extra_node_cost).total
-        entry = self._priced.get(nodepool.name)
-        if entry is not None and entry[0] is catalog and entry[1] == cost:
-            return entry[2]
+        entry = self._priced.get(cost)
+        if entry is not None and entry[0] is catalog:
+            return entry[1]
         priced = list(catalog) if cost == 0 else [with_node_cost(type_, cost) for type_ in catalog]
-        self._priced[nodepool.name] = (catalog, cost, priced)
+        self._priced[cost] = (catalog, priced)
         return priced
 
     def get(

@@ -105,6 +105,7 @@ class SimulatedInterruptions:
         self.cloud = cloud
         self.clock = clock
         self.runtime = runtime
+        self.start = clock.now()  # what the warnings' times count from (schedule sets it again)
         self.records: list[InterruptionRecord] = []
         self._due: set[str] = set()
         self._awaiting: list[InterruptionRecord] = []
@@ -115,6 +116,7 @@ class SimulatedInterruptions:
 
     def schedule(self) -> None:
         """Queue the warnings of the cloud's settings, each at its time from now."""
+        self.start = self.clock.now()
         for index, interruption in enumerate(self.cloud.settings.interruptions):
             key = f"warn/{index}"
             self._due.add(key)
@@ -127,6 +129,21 @@ class SimulatedInterruptions:
             key.startswith("warn/") or key.removeprefix("reclaim/") in self.cloud.instances
             for key in self._due
         )
+
+    def next_warning_at(self) -> float | None:
+        """When the next warning is sent (inf: none left); None while a warned instance awaits its end."""
+        if any(
+            key.removeprefix("reclaim/") in self.cloud.instances
+            for key in self._due
+            if key.startswith("reclaim/")
+        ):
+            return None
+        warnings = [
+            self.start + self.cloud.settings.interruptions[int(key.removeprefix("warn/"))].at
+            for key in self._due
+            if key.startswith("warn/")
+        ]
+        return min(warnings, default=float("inf"))
 
     def reconcile(self, key: str) -> float | None:
         self._due.discard(key)

@@ -40,6 +40,7 @@ from pathlib import Path
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, parse_duration
 from karpy.sim.field_errors import FieldErrors
+from karpy.sim.files import UnreadableFileError, read_regular_file
 
 LOAD_KINDS = ("Deployment", "StatefulSet")
 SHAPES = ("constant", "steps", "sine", "csv")
@@ -142,9 +143,13 @@ def _csv(reader: FieldReader, base: Path | None) -> Demand:
     path = (base / file_name) if base is not None else Path(file_name)
     where = reader.child_path("file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ManifestError(where, f"cannot read {file_name}: {error.strerror or error}") from None
+        text = read_regular_file(path).decode("utf-8")
+    except UnreadableFileError as error:
+        raise ManifestError(where, f"cannot read {file_name}: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ManifestError(
+            where, f"{file_name}: not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
     times: list[float] = []
     values: list[float] = []
     for line_number, row in enumerate(csv.reader(text.splitlines()), start=1):

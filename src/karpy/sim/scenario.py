@@ -67,6 +67,7 @@ from pathlib import Path
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.fields import CLOSE_ENOUGH, OBJECT_META, ReadLog, check, did_you_mean
+from karpy.api.limits import INT32_MAX
 from karpy.api.manifest import (
     IGNORED_KINDS,
     KNOWN_KINDS,
@@ -95,6 +96,13 @@ from karpy.sim.cloud import (
     RegistrationFailure,
 )
 from karpy.sim.field_errors import FieldErrors
+from karpy.sim.files import (
+    NO_SUCH_FILE,
+    UnreadableFileError,
+    directory_entries,
+    path_kind,
+    read_regular_file,
+)
 from karpy.sim.load import WorkloadLoad, parse_load
 
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
@@ -107,7 +115,6 @@ CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
 ANY_OFFERING = "*"
 DEFAULT_LAUNCH_ERROR = "simulated cloud API error"
 # The most replicas a workload has: Kubernetes' replicas are int32.
-INT32_MAX = 2**31 - 1
 INFINITY = float("inf")
 NONE: tuple[str, ...] = ()
 # The files a directory stands for, as kubectl apply -f DIR reads them.
@@ -203,16 +210,20 @@ def _display(path: Path) -> str:
 def _manifest_paths(paths: list[Path], result: LoadResult) -> Iterator[Path]:
     """Every manifest file among ``paths``, a directory standing for its manifest files.
 
-    A path that does not exist is an error in ``result``, reported as the
-    walk reaches it.
+    A path that does not exist, or is no regular file or directory (a FIFO,
+    a device), is an error in ``result``, reported as the walk reaches it
+    (:func:`karpy.sim.files.path_kind`: nothing is opened to tell).
     """
     for path in paths:
-        if not path.exists():
-            result.errors.append(f"{_display(path)}: no such file or directory")
-        elif path.is_dir():
-            yield from _manifest_paths(manifest_files(path), result)
-        else:
-            yield path
+        try:
+            if path_kind(path) == "file":
+                yield path
+                continue
+            entries = _manifest_entries(path)
+        except UnreadableFileError as error:
+            result.add_error(f"{_display(path)}: {error}")
+            continue
+        yield from _manifest_paths(entries, result)
 
 
 def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str, str]]:
@@ -228,8 +239,25 @@ def manifest_texts(paths: list[Path], result: LoadResult) -> Iterator[tuple[str,
 
 
 def manifest_files(directory: Path) -> list[Path]:
-    """The manifest files of ``directory`` (its :data:`MANIFEST_SUFFIXES` files), sorted."""
-    return sorted(path for path in directory.iterdir() if path.suffix in MANIFEST_SUFFIXES)
+    """The manifest files of ``directory`` (its :data:`MANIFEST_SUFFIXES` files), sorted.
+
+    None if it cannot be listed: walking the paths reports why.
+    """
+    try:
+        return _manifest_entries(directory)
+    except UnreadableFileError:
+        return []
+
+
+def _manifest_entries(directory: Path) -> list[Path]:
+    return [path for path in directory_entries(directory) if path.suffix in MANIFEST_SUFFIXES]
+
+
+def _is_kind(path: Path, kind: str) -> bool:
+    try:
+        return path_kind(path) == kind
+    except UnreadableFileError:
+        return False
 
 
 @dataclass(slots=True)
@@ -281,10 +309,8 @@ def load_files(paths: list[Path]) -> LoadResult:
 def read_manifest_text(path: Path, result: LoadResult) -> str | None:
     """The text of a manifest file, or None with the reason it cannot be read in ``result``."""
     try:
-        return decode_manifest_bytes(path.read_bytes())
-    except OSError as error:
-        result.add_error(f"{_display(path)}: cannot read: {error.strerror or error}")
-    except TextDecodeError as error:
+        return decode_manifest_bytes(read_regular_file(path))
+    except (UnreadableFileError, TextDecodeError) as error:
         result.add_error(f"{_display(path)}: {error}")
     return None
 
@@ -585,9 +611,15 @@ def _parse_step(
         files = errors.read(body, lambda: body.str_list("files"), NONE)
         for index, file_name in enumerate(files):
             path = (base / file_name) if base is not None else Path(file_name)
-            if not path.exists():
+            try:
+                path_kind(path)
+            except UnreadableFileError as error:
+                found = str(error) != NO_SUCH_FILE
                 errors.add(
-                    ManifestError(f"{body.child_path('files')}[{index}]", f"file not found: {file_name}")
+                    ManifestError(
+                        f"{body.child_path('files')}[{index}]",
+                        f"{file_name}: {error}" if found else f"file not found: {file_name}",
+                    )
                 )
                 continue
             parsed.objects.extend(load_files([path]))
@@ -790,7 +822,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
     # The files a directory stood for: those of the Scenario's own directory are its steps' to apply.
     listed: set[Path] = set()
     for path in paths:
-        if path.is_dir():
+        if _is_kind(path, "directory"):
             listed.update(manifest_files(path))
             files.extend(manifest_files(path))
         else:
@@ -804,7 +836,7 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         return read_files[path]
 
     for path in files:
-        if not path.exists():
+        if not _is_kind(path, "file"):
             continue
         # What cannot be read is reported here if the file holds the Scenario, else when
         # the files are loaded as manifests below.
@@ -855,7 +887,9 @@ def load_inputs(paths: list[Path]) -> tuple[Scenario, LoadResult]:
         # kubectl apply's "no objects passed to apply"; an empty run would hide it.
         suffixes = f"{', '.join(MANIFEST_SUFFIXES[:-1])} and {MANIFEST_SUFFIXES[-1]}"
         read_for = (
-            f" (a directory is read for its {suffixes} files)" if any(p.is_dir() for p in paths) else ""
+            f" (a directory is read for its {suffixes} files)"
+            if any(_is_kind(p, "directory") for p in paths)
+            else ""
         )
         loaded.add_error(f"{source}: no Kubernetes objects{read_for}")
     scenario = Scenario(name="manifests", source=source)

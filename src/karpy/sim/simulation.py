@@ -36,11 +36,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from karpy.api.core import POD_RUNNING, CronJob, Deployment, Node, Pod, ReplicaSet, StatefulSet
 from karpy.api.cron import CronSchedule
+from karpy.api.duration import format_duration
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodecost import node_cost
@@ -74,6 +75,7 @@ from karpy.sim.store import AdmissionError, InMemoryCluster
 from karpy.sim.workloads import SimulatedWorkloadControllers
 
 log = logging.getLogger("karpy.sim")
+INFINITY = float("inf")
 
 
 @dataclass(slots=True)
@@ -105,6 +107,7 @@ class ScenarioDriver:
         self.simulation = simulation
         self.steps = steps
         self.done = 0
+        self.start = simulation.clock.now()
 
     def watches(self) -> list[Watch]:
         return []
@@ -118,6 +121,11 @@ class ScenarioDriver:
     @property
     def finished(self) -> bool:
         return self.done == len(self.steps)
+
+    @property
+    def next_at(self) -> float:
+        """When the next step is applied (steps are applied in the order of their times)."""
+        return self.start + self.steps[self.done].at if not self.finished else INFINITY
 
 
 class CloudWindowTimer:
@@ -230,6 +238,8 @@ class Simulation:
         # Objects the API server refused to create when applied (a pod naming a missing PriorityClass):
         # (when, "Kind namespace/name: why").
         self.refused: list[tuple[float, str]] = []
+        # The controllers whose passes, while the cluster is settled, find nothing to do.
+        self._idle_pollers = {self.disruption.name, ClusterAutoscaler.name}
         # The most NodeClaims of each NodePool disrupted at one moment (deleting,
         # or tainted for a disruption in flight): what budgets must bound.
         self.disruption_peak: dict[str, int] = {}
@@ -238,6 +248,8 @@ class Simulation:
         self._claim_of_node: dict[str, str] = {}
         self.cluster.subscribe(self._track_disruption)
         self.end = self.clock.now()
+        # Called every turn of the loop (karpy.sim.budget.RunWatch): may stop the run by raising.
+        self.watch: Callable[[], None] | None = None
 
     def _track_disruption(self, kind: str, old: object | None, new: object | None) -> None:
         """Keep ``disruption_peak`` up to date as NodeClaims and Nodes change.
@@ -322,36 +334,63 @@ class Simulation:
     # -- the loop ------------------------------------------------------------
 
     def steady(self) -> bool:
-        if self.driver is not None and not self.driver.finished:
-            return False
-        if not self.interruptions.finished:
-            return False
-        if self.cloud_window_ahead():
-            return False
+        return self.settled_until() == INFINITY
+
+    def settled_until(self) -> float | None:
+        """None while something is under way; else when the next scheduled thing happens.
+
+        Settled is steady but for what is scheduled within the run: a step, an
+        interruption warning, a cloud window's start or end, an offering
+        offered again, a CronJob's fire, a NodeClaim's expiry. Until the
+        first of those (INFINITY: none) nothing changes, so the loop jumps
+        there instead of stepping through the controllers' polls (the
+        disruption pass's every 10 s): idle cluster time costs nothing.
+        """
+        ahead: list[float] = []
+        if self.driver is not None:
+            ahead.append(self.driver.next_at)
+        warning = self.interruptions.next_warning_at()
+        if warning is None:
+            return None  # an instance warned of is still to be reclaimed
+        ahead.append(warning)
+        now = self.clock.now()
+        ahead += (moment for moment in self.cloud_window_boundaries() if now < moment <= self.end)
         if self.hpa.holds_run(self.end):
-            return False  # demand still changes, or an HPA still wants other replicas
+            return None  # demand still changes, or an HPA still wants other replicas
         available_again = self.offering_available_again()
         if available_again is not None:
             # An offering refused earlier is offered again within the run: decisions may change then.
-            self.runtime.enqueue(CloudWindowTimer.name, "offerings", available_again - self.clock.now())
-            return False
+            self.runtime.enqueue(CloudWindowTimer.name, "offerings", available_again - now)
+            ahead.append(available_again)
         if not self._pods_settled():
-            return False
+            return None
         for cronjob in self.cluster.objects("CronJob"):
             if isinstance(cronjob, CronJob) and not cronjob.suspend and not cronjob.metadata.deleting:
                 since = cronjob.status.last_schedule_time or cronjob.metadata.creation_timestamp or 0.0
                 due = CronSchedule(cronjob.schedule).next_fire_after(since)
                 if due is not None and due <= self.end:
-                    return False
+                    ahead.append(due)
+        for nodepool in self.cluster.nodepools():
+            for budget in nodepool.disruption.budgets:
+                if budget.schedule is not None and budget.duration is not None:
+                    # A budget's window opening or closing may let disruption act, or stop it.
+                    schedule = CronSchedule(budget.schedule)
+                    opened = schedule.last_fire_within(now, budget.duration)
+                    change = opened + budget.duration if opened is not None else schedule.next_fire_after(now)
+                    if change is not None and change <= self.end:
+                        ahead.append(change)
         for nodeclaim in self.cluster.nodeclaims():
             if nodeclaim.metadata.deleting or not nodeclaim.initialized:
-                return False
+                return None
             deadline = expires_at(nodeclaim)
             if deadline is not None and deadline <= self.end:
-                return False  # it expires within the run: that is still to come
+                ahead.append(deadline)  # it expires within the run: that is still to come
         if self.cluster_autoscaler is not None:
-            return not self.cluster_autoscaler.has_work()
-        return not self.disruption.has_work()
+            if self.cluster_autoscaler.has_work():
+                return None
+        elif self.disruption.has_work():
+            return None
+        return min(ahead, default=INFINITY)
 
     def _pods_settled(self) -> bool:
         """Every pod running (and not finishing within the run), done, or known unschedulable.
@@ -455,8 +494,20 @@ class Simulation:
         self.end = end
         while True:
             self.runtime.run_due()
-            if until_steady and self.steady():
+            if self.watch is not None:
+                self.watch()
+            settled_until = self.settled_until()
+            if until_steady and settled_until == INFINITY:
                 break
+            if settled_until is not None:
+                # Nothing changes before then: the disruption passes in between would decide what
+                # this one did (settled says so), so they wait; every other controller's timer
+                # still stops the clock, and what is overdue runs there.
+                others = self.runtime.next_due_except(self._idle_pollers)
+                target = min(settled_until, end, INFINITY if others is None else others)
+                if target > self.clock.now():
+                    self.clock.advance_to(target)
+                    continue
             due = self.runtime.next_due()
             if due is None:
                 break  # nothing will ever happen again
@@ -467,6 +518,14 @@ class Simulation:
         self.recorder.finish(self.cluster)
 
     # -- views ---------------------------------------------------------------
+
+    def progress_line(self) -> str:
+        """How far the run is, in a few words (for a long run's progress on the side)."""
+        return (
+            f"cluster time {format_duration(self.clock.elapsed)} of"
+            f" {format_duration(self.end - self.clock.start)}, {self.cluster.count('Pod'):,} pods,"
+            f" {self.cluster.count('Node'):,} nodes"
+        )
 
     def nodeclaims(self) -> list[NodeClaim]:
         return sorted(self.cluster.nodeclaims(), key=lambda claim: claim.name)

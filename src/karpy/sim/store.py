@@ -31,6 +31,7 @@ Reads return the stored frozen records themselves: nothing can mutate them.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -56,9 +57,11 @@ from karpy.controllers.interfaces import (
     KubeError,
     NotFoundError,
 )
+from karpy.sim.budget import MAX_SIMULATED_PODS
 
 T = TypeVar("T")
 Listener = Callable[[str, object | None, object | None], None]
+log = logging.getLogger("karpy.sim")
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -87,8 +90,11 @@ def _with_meta(obj: T, meta: ObjectMeta) -> T:
 class InMemoryCluster(TypedReads):
     """Implements karpy.controllers.interfaces.Cluster over dictionaries."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, max_pods: int = MAX_SIMULATED_PODS) -> None:
         self.clock = clock
+        # The most pods the store holds (karpy.sim.budget): past it a pod is refused, as a quota refuses.
+        self.max_pods = max_pods
+        self.pods_refused = 0
         self._objects: dict[str, dict[str, Any]] = {}
         self._pods_by_node: dict[str, set[str]] = {}
         self._unbound_pods: set[str] = set()
@@ -221,6 +227,24 @@ class InMemoryCluster(TypedReads):
             )
         return pod.with_changes(spec=dataclasses.replace(pod.spec, priority=value))
 
+    def count(self, kind: str) -> int:
+        return len(self._objects.get(kind, {}))
+
+    def _check_pod_budget(self, name: str) -> None:
+        if len(self._objects.get("Pod", {})) < self.max_pods:
+            return
+        if not self.pods_refused:
+            log.warning(
+                "the simulated cluster holds %s pods, the most its memory budget allows"
+                " (karpy.sim.budget); further pods are refused",
+                f"{self.max_pods:,}",
+            )
+        self.pods_refused += 1
+        raise AdmissionError(
+            f'pods "{name}" is forbidden: the simulation holds {self.max_pods:,} pods,'
+            " the most its memory budget allows"
+        )
+
     def create(self, obj: T) -> T:
         kind = object_kind(obj)
         meta = object_meta(obj)
@@ -232,6 +256,7 @@ class InMemoryCluster(TypedReads):
         if key in self._objects.get(kind, {}):
             raise AlreadyExistsError(f"{kind} {key} already exists")
         if isinstance(obj, Pod):
+            self._check_pod_budget(meta.name)
             obj = self._admit_pod(obj.with_changes(metadata=meta))  # type: ignore[assignment]
         version = self._next_version()
         meta = meta.with_changes(

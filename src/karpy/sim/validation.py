@@ -33,7 +33,7 @@ keeps those) included.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 
 from karpy.api.core import (
     CronJob,
@@ -51,7 +51,7 @@ from karpy.api.kubevalidation import missing_priority_class
 from karpy.api.manifest import LoadedObject, LoadResult
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
-from karpy.api.requirements import Operator
+from karpy.api.requirements import Operator, Requirement, Requirements
 from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
 from karpy.scheduling.solver import min_values_shortfall
 
@@ -74,13 +74,23 @@ def missing_node_class(nodepool: NodePool, node_classes: set[tuple[str, str, str
 
 def nodepool_problem(nodepool: NodePool) -> str | None:
     """Why the NodePool's requirements could never launch a node, or None."""
-    requirements = nodepool.template.requirement_set()
+    template = nodepool.template
+    return _requirements_problem(tuple(sorted(template.labels.items())), template.requirements)
+
+
+@lru_cache(maxsize=4096)
+def _requirements_problem(
+    labels: tuple[tuple[str, str], ...], written_requirements: tuple[Requirement, ...]
+) -> str | None:
+    """:func:`nodepool_problem` of a template's labels and requirements: many pools share them,
+    and each answer reads the whole catalog."""
+    requirements = Requirements.from_labels(dict(labels))
+    for requirement in written_requirements:
+        requirements.add(requirement)
     # DoesNotExist is an empty set of values too, but a satisfiable one: a node
     # without the label meets it. Only a key written without it can contradict itself.
     absent_allowed = {
-        written.key
-        for written in nodepool.template.requirements
-        if written.operator() == Operator.DOES_NOT_EXIST
+        written.key for written in written_requirements if written.operator() == Operator.DOES_NOT_EXIST
     }
     for requirement in requirements:
         if requirement.is_empty() and requirement.key not in absent_allowed:
@@ -92,7 +102,7 @@ def nodepool_problem(nodepool: NodePool) -> str | None:
         and instance_type.available_offerings(requirements)
     ]
     if not satisfying:
-        written = "; ".join(str(requirement) for requirement in nodepool.template.requirements)
+        written = "; ".join(str(requirement) for requirement in written_requirements)
         return f"{_FIELD}.requirements: no instance type in the catalog satisfies them ({written})"
     shortfall = min_values_shortfall(requirements, satisfying)
     if shortfall is not None:
