@@ -114,7 +114,6 @@ STEP_ACTIONS = ("apply", "delete", "scale")
 CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
 ANY_OFFERING = "*"
 DEFAULT_LAUNCH_ERROR = "simulated cloud API error"
-# The most replicas a workload has: Kubernetes' replicas are int32.
 INFINITY = float("inf")
 NONE: tuple[str, ...] = ()
 # The files a directory stands for, as kubectl apply -f DIR reads them.
