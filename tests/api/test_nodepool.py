@@ -162,6 +162,24 @@ def test_never_disables_consolidate_after_and_expire_after() -> None:
     assert pool.template.expire_after is None
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"spec.template.spec.expireAfter": "3000000h"},
+        {"spec.template.spec.terminationGracePeriod": "2562048h"},
+        {"spec.disruption": {"consolidateAfter": "9999999999s"}},
+    ],
+)
+def test_a_duration_beyond_gos_is_refused(fields: dict[str, object]) -> None:
+    # The CRD's pattern admits any number of hours; Karpenter's Go cannot read past int64 nanoseconds.
+    assert "longer than Go's largest, 2562047h47m16.854775807s" in nodepool_error(fields)
+
+
+def test_the_longest_go_duration_is_read() -> None:
+    pool = nodepool({"spec.template.spec.expireAfter": "2562047h"})
+    assert pool.template.expire_after == 2562047 * 3600.0
+
+
 def test_an_empty_budget_list_stays_empty() -> None:
     assert nodepool({"spec.disruption": {"budgets": []}}).disruption.budgets == ()
 

@@ -62,6 +62,18 @@ def parse_duration(text: str) -> float:
     return sign * total
 
 
+# Go's time.Duration is int64 nanoseconds: Karpenter's controller, written in Go, cannot read a
+# longer duration (time.ParseDuration says "invalid duration"), though the CRD's pattern admits it.
+GO_DURATION_MAX_SECONDS = (2**63 - 1) / 1e9
+GO_DURATION_MAX_TEXT = "2562047h47m16.854775807s"
+
+
+def check_go_duration(text: str, seconds: float) -> None:
+    """Raise DurationError for a duration beyond Go's (:data:`GO_DURATION_MAX_SECONDS`)."""
+    if abs(seconds) > GO_DURATION_MAX_SECONDS:
+        raise DurationError(f"invalid duration {text!r}: longer than Go's largest, {GO_DURATION_MAX_TEXT}")
+
+
 def parse_optional_duration(text: str) -> float | None:
     """Like :func:`parse_duration`, with ``Never`` read as ``None``."""
     if text.strip() == NEVER:

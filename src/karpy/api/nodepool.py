@@ -49,7 +49,7 @@ from karpy.api.conditions import Condition
 from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.cron import read_schedule
-from karpy.api.duration import DurationError, parse_duration, parse_optional_duration
+from karpy.api.duration import DurationError, check_go_duration, parse_duration, parse_optional_duration
 from karpy.api.limits import LABEL_NAME_MAX, label_key_problem
 from karpy.api.limits import label_value_problem as taint_value_problem
 from karpy.api.meta import ObjectMeta
@@ -142,6 +142,8 @@ def read_duration(reader: FieldReader, key: str, default: float | None, *, allow
         return default
     try:
         value = parse_optional_duration(text) if allow_never else parse_duration(text)
+        if value is not None:
+            check_go_duration(text, value)  # the field is a Go duration in Karpenter's API
     except DurationError as error:
         raise reader.error(key, str(error)) from error
     if value is not None and value < 0:
