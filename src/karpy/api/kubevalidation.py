@@ -37,6 +37,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from karpy.api._reader import ManifestError
+from karpy.api.core import label_selector_matches
 from karpy.api.limits import INT32_MAX
 from karpy.api.quantity import Quantity, QuantityError
 
@@ -705,23 +706,11 @@ def _validate_pod_spec(
 
 
 def _selector_matches(selector: Mapping[str, object], labels: Mapping[str, object]) -> bool:
-    for label, value in _mapping(selector.get("matchLabels")).items():
-        if labels.get(label) != value:
-            return False
-    for item in _list(selector.get("matchExpressions")):
-        expression = _mapping(item)
-        key, operator = str(expression.get("key")), expression.get("operator")
-        values = _list(expression.get("values"))
-        present = key in labels
-        if operator == "In" and (not present or labels[key] not in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
+    expressions = (
+        (str(expression.get("key")), expression.get("operator"), _list(expression.get("values")))
+        for expression in map(_mapping, _list(selector.get("matchExpressions")))
+    )
+    return label_selector_matches(_mapping(selector.get("matchLabels")), expressions, labels)
 
 
 _COUNTS = (
