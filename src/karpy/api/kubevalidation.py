@@ -37,6 +37,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from karpy.api._reader import ManifestError
+from karpy.api.admission import OVERHEAD_WITHOUT_RUNTIME_CLASS
 from karpy.api.core import label_selector_matches
 from karpy.api.limits import INT32_MAX
 from karpy.api.quantity import Quantity, QuantityError
@@ -699,9 +700,7 @@ def _validate_pod_spec(
     if spec.get("overhead") and not spec.get("runtimeClassName"):
         # The PodOverhead admission rule: every pod of this spec is refused.
         yield ManifestError(
-            f"{path}.overhead",
-            f'pods "{name}" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass '
-            "defined Overhead",
+            f"{path}.overhead", f'pods "{name}" is forbidden: {OVERHEAD_WITHOUT_RUNTIME_CLASS}'
         )
 
 
