@@ -39,34 +39,35 @@ from collections.abc import Iterator, Mapping, Sequence
 from karpy.api._reader import ManifestError
 from karpy.api.admission import OVERHEAD_WITHOUT_RUNTIME_CLASS
 from karpy.api.core import label_selector_matches
-from karpy.api.limits import INT32_MAX
+from karpy.api.limits import (
+    DNS1123_LABEL_FMT,
+    DNS1123_LABEL_MAX,
+    DNS1123_SUBDOMAIN_FMT,
+    DNS1123_SUBDOMAIN_MAX,
+    INT32_MAX,
+    LABEL_NAME_MAX,
+    QUALIFIED_NAME_FMT,
+)
 from karpy.api.quantity import Quantity, QuantityError
 
-# apimachinery's formats and messages (k8s.io/apimachinery/pkg/util/validation).
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+# apimachinery's messages (k8s.io/apimachinery/pkg/util/validation); its formats are karpy.api.limits'.
 _QUALIFIED_NAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_LABEL_VALUE_FMT = f"({_QUALIFIED_NAME_FMT})?"
+_LABEL_VALUE_FMT = f"({QUALIFIED_NAME_FMT})?"
 _LABEL_VALUE_MSG = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character"
 )
-_DNS1123_SUBDOMAIN_FMT = rf"{_DNS1123_LABEL_FMT}(\.{_DNS1123_LABEL_FMT})*"
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_QUALIFIED_NAME_MAX = 63
-_LABEL_VALUE_MAX = 63
-_DNS1123_LABEL_MAX = 63
-_DNS1123_SUBDOMAIN_MAX = 253
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
 _HIGHEST_USER_PRIORITY = 1_000_000_000
 # What resource.ParseQuantity can read at all (its ErrFormatWrong says this pattern).
@@ -168,20 +169,20 @@ def forbidden(path: str, detail: str) -> ManifestError:
 
 def dns1123_label_errors(value: str) -> list[str]:
     errors = []
-    if len(value) > _DNS1123_LABEL_MAX:
-        errors.append(f"must be no more than {_DNS1123_LABEL_MAX} characters")
-    if not re.fullmatch(_DNS1123_LABEL_FMT, value):
-        errors.append(_regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    if len(value) > DNS1123_LABEL_MAX:
+        errors.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
+    if not re.fullmatch(DNS1123_LABEL_FMT, value):
+        errors.append(_regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errors
 
 
 def dns1123_subdomain_errors(value: str, *, unit: str = "characters") -> list[str]:
     """Why ``value`` is not a DNS-1123 subdomain; a label key's prefix counts its length in bytes."""
     errors = []
-    if len(value) > _DNS1123_SUBDOMAIN_MAX:
-        errors.append(f"must be no more than {_DNS1123_SUBDOMAIN_MAX} {unit}")
-    if not re.fullmatch(_DNS1123_SUBDOMAIN_FMT, value):
-        errors.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        errors.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} {unit}")
+    if not re.fullmatch(DNS1123_SUBDOMAIN_FMT, value):
+        errors.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errors
 
 
@@ -192,7 +193,7 @@ def qualified_name_errors(value: str) -> list[str]:
     if len(parts) > 2:
         return [
             "a valid label key "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            + _regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     name = parts[-1]
@@ -204,20 +205,20 @@ def qualified_name_errors(value: str) -> list[str]:
             errors += [f"prefix part {error}" for error in dns1123_subdomain_errors(prefix, unit="bytes")]
     if not name:
         errors.append("name part must be non-empty")
-    elif len(name.encode()) > _QUALIFIED_NAME_MAX:
-        errors.append(f"name part must be no more than {_QUALIFIED_NAME_MAX} bytes")
-    if not re.fullmatch(_QUALIFIED_NAME_FMT, name):
+    elif len(name.encode()) > LABEL_NAME_MAX:
+        errors.append(f"name part must be no more than {LABEL_NAME_MAX} bytes")
+    if not re.fullmatch(QUALIFIED_NAME_FMT, name):
         errors.append(
             "name part "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            + _regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
         )
     return errors
 
 
 def label_value_errors(value: str) -> list[str]:
     errors = []
-    if len(value.encode()) > _LABEL_VALUE_MAX:
-        errors.append(f"must be no more than {_LABEL_VALUE_MAX} bytes")
+    if len(value.encode()) > LABEL_NAME_MAX:
+        errors.append(f"must be no more than {LABEL_NAME_MAX} bytes")
     if not re.fullmatch(_LABEL_VALUE_FMT, value):
         errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errors
