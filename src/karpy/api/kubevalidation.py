@@ -38,7 +38,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from karpy.api._reader import ManifestError
 from karpy.api.admission import OVERHEAD_WITHOUT_RUNTIME_CLASS
-from karpy.api.core import label_selector_matches
+from karpy.api.core import SYSTEM_PRIORITY_CLASSES, WHEN_UNSATISFIABLE, label_selector_matches
+from karpy.api.fields import HUGEPAGES_PREFIX
 from karpy.api.limits import (
     DNS1123_LABEL_FMT,
     DNS1123_LABEL_MAX,
@@ -49,6 +50,7 @@ from karpy.api.limits import (
     QUALIFIED_NAME_FMT,
 )
 from karpy.api.quantity import Quantity, QuantityError
+from karpy.api.taints import EFFECTS as TAINT_EFFECTS
 
 # apimachinery's messages (k8s.io/apimachinery/pkg/util/validation); its formats are karpy.api.limits'.
 _QUALIFIED_NAME_MSG = (
@@ -105,7 +107,7 @@ _SPEC_TYPES = {
     "Job": "JobSpec",
 }
 # Priority classes every cluster has (the API server creates them at start-up).
-BUILTIN_PRIORITY_CLASSES = frozenset({"system-node-critical", "system-cluster-critical"})
+BUILTIN_PRIORITY_CLASSES = frozenset(SYSTEM_PRIORITY_CLASSES)
 # The workloads whose pods must restart always; their selector must select the template's pods.
 _SELECTOR_REQUIRED_KINDS = frozenset({"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet"})
 # The noun of "empty selector is invalid for ..." (a ReplicaSet's says deployment too).
@@ -116,11 +118,8 @@ _SELECTOR_NOUNS = {
     "StatefulSet": "statefulset",
 }
 _QOS_RESOURCES = frozenset({"cpu", "memory"})
-_HUGEPAGES_PREFIX = "hugepages-"
 _POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _TOLERATION_OPERATORS = ("Equal", "Exists")
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
 
 
 class DecodeError(Exception):
@@ -490,14 +489,14 @@ def _is_extended(name: str) -> bool:
 
 
 def _overcommit_allowed(name: str) -> bool:
-    return _is_native(name) and not name.startswith(_HUGEPAGES_PREFIX)
+    return _is_native(name) and not name.startswith(HUGEPAGES_PREFIX)
 
 
 def _hugepage_size(name: str) -> Quantity | None:
     """The page size of a ``hugepages-<size>`` resource, or None."""
-    if not name.startswith(_HUGEPAGES_PREFIX):
+    if not name.startswith(HUGEPAGES_PREFIX):
         return None
-    return _quantity(name[len(_HUGEPAGES_PREFIX) :])
+    return _quantity(name[len(HUGEPAGES_PREFIX) :])
 
 
 def _validate_resources(
@@ -515,7 +514,7 @@ def _validate_resources(
     hugepages = cpu_or_memory = False
     for kind, amounts in (("limits", limits), ("requests", requests)):
         for name, quantity in amounts.items():
-            hugepages |= name.startswith(_HUGEPAGES_PREFIX)
+            hugepages |= name.startswith(HUGEPAGES_PREFIX)
             cpu_or_memory |= name in _QOS_RESOURCES
             if quantity is None:
                 continue
@@ -642,8 +641,8 @@ def _validate_tolerations(spec: Mapping[str, object], path: str) -> Iterator[Man
                 yield invalid(f"{where}.operator", value, "value must be empty when `operator` is 'Exists'")
         elif isinstance(operator, str):
             yield unsupported(f"{where}.operator", operator, _TOLERATION_OPERATORS)
-        if effect and effect not in _TAINT_EFFECTS:
-            yield unsupported(f"{where}.effect", effect, _TAINT_EFFECTS)
+        if effect and effect not in TAINT_EFFECTS:
+            yield unsupported(f"{where}.effect", effect, TAINT_EFFECTS)
 
 
 def _validate_spread(spec: Mapping[str, object], path: str) -> Iterator[ManifestError]:
@@ -656,8 +655,8 @@ def _validate_spread(spec: Mapping[str, object], path: str) -> Iterator[Manifest
         if not constraint.get("topologyKey"):
             yield required(f"{where}.topologyKey", "can not be empty")
         when = constraint.get("whenUnsatisfiable")
-        if when not in _WHEN_UNSATISFIABLE:
-            yield unsupported(f"{where}.whenUnsatisfiable", when or "", _WHEN_UNSATISFIABLE)
+        if when not in WHEN_UNSATISFIABLE:
+            yield unsupported(f"{where}.whenUnsatisfiable", when or "", WHEN_UNSATISFIABLE)
         min_domains = constraint.get("minDomains")
         if isinstance(min_domains, int) and not isinstance(min_domains, bool):
             if min_domains <= 0:
