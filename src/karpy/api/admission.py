@@ -51,6 +51,10 @@ from karpy.api.taints import Toleration
 
 LIMIT_TYPE_CONTAINER = "Container"
 LIMIT_TYPES = ("Container", "Pod", "PersistentVolumeClaim")
+# The PodOverhead rule's refusal, also said by offline validation of a workload's pod template.
+OVERHEAD_WITHOUT_RUNTIME_CLASS = (
+    "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
+)
 
 
 class AdmissionRefusedError(ValueError):
@@ -179,12 +183,7 @@ class Admission:
     def _runtime_class(self, spec: PodSpec, pod_name: str) -> PodSpec:
         """What the RuntimeClass plugin does: overhead set, node selector and tolerations merged."""
         if not spec.runtime_class_name:
-            raise AdmissionRefusedError(
-                _forbidden(
-                    pod_name,
-                    "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
-                )
-            )
+            raise AdmissionRefusedError(_forbidden(pod_name, OVERHEAD_WITHOUT_RUNTIME_CLASS))
         runtime_class = self.runtime_classes.get(spec.runtime_class_name)
         if runtime_class is None:
             raise AdmissionRefusedError(

@@ -17,7 +17,7 @@ containers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -110,20 +110,32 @@ class LabelSelector:
         return cls(reader.str_map("matchLabels"), reader.items("matchExpressions", expression))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        for key, value in self.match_labels.items():
-            if labels.get(key) != value:
-                return False
-        for key, operator, values in self.match_expressions:
-            present = key in labels
-            if operator == "In" and (not present or labels[key] not in values):
-                return False
-            if operator == "NotIn" and present and labels[key] in values:
-                return False
-            if operator == "Exists" and not present:
-                return False
-            if operator == "DoesNotExist" and present:
-                return False
-        return True
+        return label_selector_matches(self.match_labels, self.match_expressions, labels)
+
+
+def label_selector_matches(
+    match_labels: Mapping[str, object],
+    match_expressions: Iterable[tuple[str, object, Collection[object]]],
+    labels: Mapping[str, object],
+) -> bool:
+    """Whether ``labels`` satisfy a selector's labels and (key, operator, values) expressions.
+
+    Shared by :class:`LabelSelector` and the validation of raw manifests, which reads selectors unparsed.
+    """
+    for key, value in match_labels.items():
+        if labels.get(key) != value:
+            return False
+    for key, operator, values in match_expressions:
+        present = key in labels
+        if operator == "In" and (not present or labels[key] not in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,34 +37,39 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from karpy.api._reader import ManifestError
-from karpy.api.limits import INT32_MAX
+from karpy.api.admission import OVERHEAD_WITHOUT_RUNTIME_CLASS
+from karpy.api.core import SYSTEM_PRIORITY_CLASSES, WHEN_UNSATISFIABLE, label_selector_matches
+from karpy.api.fields import HUGEPAGES_PREFIX
+from karpy.api.limits import (
+    DNS1123_LABEL_FMT,
+    DNS1123_LABEL_MAX,
+    DNS1123_SUBDOMAIN_FMT,
+    DNS1123_SUBDOMAIN_MAX,
+    INT32_MAX,
+    LABEL_NAME_MAX,
+    QUALIFIED_NAME_FMT,
+)
 from karpy.api.quantity import Quantity, QuantityError
+from karpy.api.taints import EFFECTS as TAINT_EFFECTS
 
-# apimachinery's formats and messages (k8s.io/apimachinery/pkg/util/validation).
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+# apimachinery's messages (k8s.io/apimachinery/pkg/util/validation); its formats are karpy.api.limits'.
 _QUALIFIED_NAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_LABEL_VALUE_FMT = f"({_QUALIFIED_NAME_FMT})?"
+_LABEL_VALUE_FMT = f"({QUALIFIED_NAME_FMT})?"
 _LABEL_VALUE_MSG = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character"
 )
-_DNS1123_SUBDOMAIN_FMT = rf"{_DNS1123_LABEL_FMT}(\.{_DNS1123_LABEL_FMT})*"
 _DNS1123_SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
     "and must start and end with an alphanumeric character"
 )
-_QUALIFIED_NAME_MAX = 63
-_LABEL_VALUE_MAX = 63
-_DNS1123_LABEL_MAX = 63
-_DNS1123_SUBDOMAIN_MAX = 253
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
 _HIGHEST_USER_PRIORITY = 1_000_000_000
 # What resource.ParseQuantity can read at all (its ErrFormatWrong says this pattern).
@@ -102,7 +107,7 @@ _SPEC_TYPES = {
     "Job": "JobSpec",
 }
 # Priority classes every cluster has (the API server creates them at start-up).
-BUILTIN_PRIORITY_CLASSES = frozenset({"system-node-critical", "system-cluster-critical"})
+BUILTIN_PRIORITY_CLASSES = frozenset(SYSTEM_PRIORITY_CLASSES)
 # The workloads whose pods must restart always; their selector must select the template's pods.
 _SELECTOR_REQUIRED_KINDS = frozenset({"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet"})
 # The noun of "empty selector is invalid for ..." (a ReplicaSet's says deployment too).
@@ -113,11 +118,8 @@ _SELECTOR_NOUNS = {
     "StatefulSet": "statefulset",
 }
 _QOS_RESOURCES = frozenset({"cpu", "memory"})
-_HUGEPAGES_PREFIX = "hugepages-"
 _POD_RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _TOLERATION_OPERATORS = ("Equal", "Exists")
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
 
 
 class DecodeError(Exception):
@@ -166,20 +168,20 @@ def forbidden(path: str, detail: str) -> ManifestError:
 
 def dns1123_label_errors(value: str) -> list[str]:
     errors = []
-    if len(value) > _DNS1123_LABEL_MAX:
-        errors.append(f"must be no more than {_DNS1123_LABEL_MAX} characters")
-    if not re.fullmatch(_DNS1123_LABEL_FMT, value):
-        errors.append(_regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    if len(value) > DNS1123_LABEL_MAX:
+        errors.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
+    if not re.fullmatch(DNS1123_LABEL_FMT, value):
+        errors.append(_regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errors
 
 
 def dns1123_subdomain_errors(value: str, *, unit: str = "characters") -> list[str]:
     """Why ``value`` is not a DNS-1123 subdomain; a label key's prefix counts its length in bytes."""
     errors = []
-    if len(value) > _DNS1123_SUBDOMAIN_MAX:
-        errors.append(f"must be no more than {_DNS1123_SUBDOMAIN_MAX} {unit}")
-    if not re.fullmatch(_DNS1123_SUBDOMAIN_FMT, value):
-        errors.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        errors.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} {unit}")
+    if not re.fullmatch(DNS1123_SUBDOMAIN_FMT, value):
+        errors.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errors
 
 
@@ -190,7 +192,7 @@ def qualified_name_errors(value: str) -> list[str]:
     if len(parts) > 2:
         return [
             "a valid label key "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            + _regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     name = parts[-1]
@@ -202,20 +204,20 @@ def qualified_name_errors(value: str) -> list[str]:
             errors += [f"prefix part {error}" for error in dns1123_subdomain_errors(prefix, unit="bytes")]
     if not name:
         errors.append("name part must be non-empty")
-    elif len(name.encode()) > _QUALIFIED_NAME_MAX:
-        errors.append(f"name part must be no more than {_QUALIFIED_NAME_MAX} bytes")
-    if not re.fullmatch(_QUALIFIED_NAME_FMT, name):
+    elif len(name.encode()) > LABEL_NAME_MAX:
+        errors.append(f"name part must be no more than {LABEL_NAME_MAX} bytes")
+    if not re.fullmatch(QUALIFIED_NAME_FMT, name):
         errors.append(
             "name part "
-            + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            + _regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
         )
     return errors
 
 
 def label_value_errors(value: str) -> list[str]:
     errors = []
-    if len(value.encode()) > _LABEL_VALUE_MAX:
-        errors.append(f"must be no more than {_LABEL_VALUE_MAX} bytes")
+    if len(value.encode()) > LABEL_NAME_MAX:
+        errors.append(f"must be no more than {LABEL_NAME_MAX} bytes")
     if not re.fullmatch(_LABEL_VALUE_FMT, value):
         errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errors
@@ -487,14 +489,14 @@ def _is_extended(name: str) -> bool:
 
 
 def _overcommit_allowed(name: str) -> bool:
-    return _is_native(name) and not name.startswith(_HUGEPAGES_PREFIX)
+    return _is_native(name) and not name.startswith(HUGEPAGES_PREFIX)
 
 
 def _hugepage_size(name: str) -> Quantity | None:
     """The page size of a ``hugepages-<size>`` resource, or None."""
-    if not name.startswith(_HUGEPAGES_PREFIX):
+    if not name.startswith(HUGEPAGES_PREFIX):
         return None
-    return _quantity(name[len(_HUGEPAGES_PREFIX) :])
+    return _quantity(name[len(HUGEPAGES_PREFIX) :])
 
 
 def _validate_resources(
@@ -512,7 +514,7 @@ def _validate_resources(
     hugepages = cpu_or_memory = False
     for kind, amounts in (("limits", limits), ("requests", requests)):
         for name, quantity in amounts.items():
-            hugepages |= name.startswith(_HUGEPAGES_PREFIX)
+            hugepages |= name.startswith(HUGEPAGES_PREFIX)
             cpu_or_memory |= name in _QOS_RESOURCES
             if quantity is None:
                 continue
@@ -639,8 +641,8 @@ def _validate_tolerations(spec: Mapping[str, object], path: str) -> Iterator[Man
                 yield invalid(f"{where}.operator", value, "value must be empty when `operator` is 'Exists'")
         elif isinstance(operator, str):
             yield unsupported(f"{where}.operator", operator, _TOLERATION_OPERATORS)
-        if effect and effect not in _TAINT_EFFECTS:
-            yield unsupported(f"{where}.effect", effect, _TAINT_EFFECTS)
+        if effect and effect not in TAINT_EFFECTS:
+            yield unsupported(f"{where}.effect", effect, TAINT_EFFECTS)
 
 
 def _validate_spread(spec: Mapping[str, object], path: str) -> Iterator[ManifestError]:
@@ -653,8 +655,8 @@ def _validate_spread(spec: Mapping[str, object], path: str) -> Iterator[Manifest
         if not constraint.get("topologyKey"):
             yield required(f"{where}.topologyKey", "can not be empty")
         when = constraint.get("whenUnsatisfiable")
-        if when not in _WHEN_UNSATISFIABLE:
-            yield unsupported(f"{where}.whenUnsatisfiable", when or "", _WHEN_UNSATISFIABLE)
+        if when not in WHEN_UNSATISFIABLE:
+            yield unsupported(f"{where}.whenUnsatisfiable", when or "", WHEN_UNSATISFIABLE)
         min_domains = constraint.get("minDomains")
         if isinstance(min_domains, int) and not isinstance(min_domains, bool):
             if min_domains <= 0:
@@ -698,30 +700,16 @@ def _validate_pod_spec(
     if spec.get("overhead") and not spec.get("runtimeClassName"):
         # The PodOverhead admission rule: every pod of this spec is refused.
         yield ManifestError(
-            f"{path}.overhead",
-            f'pods "{name}" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass '
-            "defined Overhead",
+            f"{path}.overhead", f'pods "{name}" is forbidden: {OVERHEAD_WITHOUT_RUNTIME_CLASS}'
         )
 
 
 def _selector_matches(selector: Mapping[str, object], labels: Mapping[str, object]) -> bool:
-    for label, value in _mapping(selector.get("matchLabels")).items():
-        if labels.get(label) != value:
-            return False
-    for item in _list(selector.get("matchExpressions")):
-        expression = _mapping(item)
-        key, operator = str(expression.get("key")), expression.get("operator")
-        values = _list(expression.get("values"))
-        present = key in labels
-        if operator == "In" and (not present or labels[key] not in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
+    expressions = (
+        (str(expression.get("key")), expression.get("operator"), _list(expression.get("values")))
+        for expression in map(_mapping, _list(selector.get("matchExpressions")))
+    )
+    return label_selector_matches(_mapping(selector.get("matchLabels")), expressions, labels)
 
 
 _COUNTS = (

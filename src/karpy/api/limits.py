@@ -19,9 +19,14 @@ DNS1123_SUBDOMAIN_MAX = 253
 DNS1123_LABEL_MAX = 63
 LABEL_NAME_MAX = 63
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+# apimachinery's formats, as its messages print them.
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN_FMT = rf"{DNS1123_LABEL_FMT}(\.{DNS1123_LABEL_FMT})*"
+QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+
+_DNS1123_LABEL = re.compile(DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_FMT)
+_QUALIFIED_NAME = re.compile(QUALIFIED_NAME_FMT)
 
 
 def _dns1123_problem(value: str, longest: int, pattern: re.Pattern[str], what: str) -> str | None:

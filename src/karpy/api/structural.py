@@ -29,6 +29,7 @@ from functools import cache
 from typing import Any
 
 from karpy.api._reader import ManifestError
+from karpy.api.limits import INT32_MAX
 
 Schema = Mapping[str, Any]
 
@@ -127,7 +128,7 @@ def _string_errors(value: str, schema: Schema, path: str) -> Iterator[ManifestEr
 
 
 # Integer formats the API server checks (a CEL type check: "must be of type integer with format int32").
-INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+INTEGER_FORMATS = {"int32": (-(INT32_MAX + 1), INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 # RFC 3339, as the API server's date-time format takes it.
 DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
