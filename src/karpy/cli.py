@@ -195,8 +195,10 @@ def _validate_scenario(
     warnings: list[str] = []
     for step in scenario.steps:
         if step.action == "apply":
-            if missing_priority_class_is_error:
-                validate_priority_classes(step.objects, priority_classes)
+            # A bare Pod naming a missing class is refused itself; a workload only in validate.
+            validate_priority_classes(
+                step.objects, priority_classes, pods_only=not missing_priority_class_is_error
+            )
             warnings += validate_references(
                 step.objects,
                 node_classes,

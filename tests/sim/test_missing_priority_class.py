@@ -1,9 +1,10 @@
 """A pod naming a PriorityClass that does not exist is said, as Priority admission says it.
 
 ``karpy validate`` refuses the object unless the files hold the class (or it
-is one every cluster has); ``karpy simulate`` applies it, as the API server
-would, and shows the workload controller's FailedCreate Warning in the
-timeline and the summary, which then does not call the run steady.
+is one every cluster has); ``karpy simulate`` applies a workload, as the API
+server would, and shows the workload controller's FailedCreate Warning in the
+timeline and the summary, which then does not call the run steady; a bare Pod
+it refuses, as the API server refuses the Pod itself.
 """
 
 from __future__ import annotations
@@ -117,3 +118,20 @@ def test_simulate_with_the_class_runs_the_pods_and_is_steady(
     out = capsys.readouterr().out
     assert "FailedCreate" not in out
     assert "steady at the end    yes" in out
+
+
+def test_simulate_refuses_a_bare_pod_naming_a_missing_class_as_the_api_server_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The Pod object itself is what admission refuses: nothing of it is ever applied, unlike a
+    # workload, which is stored and whose pods alone fail to be created.
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: lone, namespace: default}\n"
+        "spec:\n  priorityClassName: batch-low\n"
+        "  containers: [{name: main, image: x, resources: {requests: {cpu: 100m}}}]\n"
+    )
+    path = write(tmp_path, "app.yaml", kwok_nodepool(), KWOK_NODE_CLASS, pod)
+    assert main(["simulate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert 'Pod "lone": spec.priorityClassName: pods "lone" ' in err
+    assert REFUSAL in err

@@ -170,14 +170,16 @@ def priority_class_names(loaded: Iterable[LoadedObject]) -> set[str]:
     return {item.obj.metadata.name for item in loaded if isinstance(item.obj, PriorityClass)}
 
 
-def validate_priority_classes(loaded: LoadResult, existing: set[str]) -> None:
+def validate_priority_classes(loaded: LoadResult, existing: set[str], *, pods_only: bool = False) -> None:
     """Drop, with an error each, the objects whose pods name a PriorityClass not in ``existing``.
 
     The classes every cluster has (system-node-critical, system-cluster-critical) need not be there.
+    ``pods_only``: only bare Pods, which the API server refuses themselves; a workload is
+    accepted and only its pods are refused (the simulator shows that as FailedCreate).
     """
     kept: list[LoadedObject] = []
     for item in loaded.objects:
-        pods = pod_spec_of(item.obj)
+        pods = pod_spec_of(item.obj) if not pods_only or item.kind == "Pod" else None
         if pods is not None:
             path, spec = pods
             refusal = missing_priority_class(item.name, spec.priority_class_name, existing)
