@@ -219,7 +219,7 @@ EXPECTED: dict[str, str] = {
     "karpenter_on_existing_nodes": "b2f438917126d0bd235df9d4c0b567e46a41aa0b6e6470b3ded258df097332cc",
     "limited_pool": "b8b7e12512a1bfeac449e645803a1efa51f5f3648839c2667835292d1255dfc4",
     "weighted_tainted_pools": "de29335e1ec66fa55f83e0c4f51c46ff007021c6de5c851d90979e7cc04c4328",
-    "seed_scenarios": "cc19dbea2664156f73c6ac3af229ba1e9f417957b0201b24d5b3a8343ef21c86",
+    "seed_scenarios": "9aac46a299b5182fb166b3973fe46b426246a27eb17cc2104571318393b970b3",
 }
 
 
