@@ -71,6 +71,7 @@ from importlib import resources
 from typing import Any, TypeAlias
 
 from karpy.api._reader import ManifestError
+from karpy.api.quantity import HUGEPAGES_PREFIX
 
 FieldTree: TypeAlias = "int | str | list[FieldTree] | dict[str, FieldTree]"
 
@@ -83,7 +84,6 @@ OBJECT_META = "@meta.v1.ObjectMeta"
 KUBE_FIELDS_FILE = "kube-fields.json"
 
 STANDARD_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "storage", "pods", "nodes"})
-HUGEPAGES_PREFIX = "hugepages-"
 # How alike (difflib's ratio) a known name must be to be offered as the one meant.
 CLOSE_ENOUGH = 0.75
 

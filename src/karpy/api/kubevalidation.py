@@ -39,7 +39,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from karpy.api._reader import ManifestError
 from karpy.api.admission import OVERHEAD_WITHOUT_RUNTIME_CLASS
 from karpy.api.core import SYSTEM_PRIORITY_CLASSES, WHEN_UNSATISFIABLE, label_selector_matches
-from karpy.api.fields import HUGEPAGES_PREFIX
 from karpy.api.limits import (
     DNS1123_LABEL_FMT,
     DNS1123_LABEL_MAX,
@@ -49,7 +48,7 @@ from karpy.api.limits import (
     LABEL_NAME_MAX,
     QUALIFIED_NAME_FMT,
 )
-from karpy.api.quantity import Quantity, QuantityError
+from karpy.api.quantity import HUGEPAGES_PREFIX, Quantity, QuantityError
 from karpy.api.taints import EFFECTS as TAINT_EFFECTS
 
 # apimachinery's messages (k8s.io/apimachinery/pkg/util/validation); its formats are karpy.api.limits'.

@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from karpy.api.fields import HUGEPAGES_PREFIX
-from karpy.api.quantity import ResourceAmounts, add_amounts, max_amounts
+from karpy.api.quantity import HUGEPAGES_PREFIX, ResourceAmounts, add_amounts, max_amounts
 
 # The resources a pod's spec.resources may name, besides huge pages.
 POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})

@@ -108,7 +108,7 @@ _OVERFLOW_DECIMAL_EXPONENT = 19
 _BINARY_HEADROOM_DECIMAL_DIGITS = 19
 
 _BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
-_HUGEPAGES_PREFIX = "hugepages-"
+HUGEPAGES_PREFIX = "hugepages-"
 
 
 def _round_away_from_zero(value: Fraction) -> int:
@@ -407,7 +407,7 @@ def parse_resource_list(mapping: Mapping[str, object]) -> ResourceAmounts:
 
 
 def _is_byte_resource(resource_name: str) -> bool:
-    return resource_name in _BYTE_RESOURCES or resource_name.startswith(_HUGEPAGES_PREFIX)
+    return resource_name in _BYTE_RESOURCES or resource_name.startswith(HUGEPAGES_PREFIX)
 
 
 def format_amount(resource_name: str, amount: int) -> str:
