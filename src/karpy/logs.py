@@ -89,6 +89,11 @@ RETRY_FIRST = 5.0
 RETRY_CAP = 300.0
 
 
+def doubled(first: float, times: int, cap: float) -> float:
+    """``first`` seconds, doubled for each time in a row after the first, at most ``cap``: a backoff."""
+    return min(cap, first * 2.0 ** (times - 1))
+
+
 class FailureStreak:
     """A call that may fail for a while (an endpoint down): one warning per streak, backoff, no traceback.
 
@@ -120,7 +125,7 @@ class FailureStreak:
     def failed(self, what: str, error: object, extra: Mapping[str, object] | None = None) -> float:
         """Log ``what`` failed with ``error`` (see above); the seconds to wait before trying again."""
         self.failures += 1
-        delay = min(self.cap, self.first * 2.0 ** (self.failures - 1))
+        delay = doubled(self.first, self.failures, self.cap)
         kind = (what, str(getattr(error, "code", "") or getattr(error, "reason", "")) or type(error).__name__)
         if kind == self._warned:
             self.logger.debug(

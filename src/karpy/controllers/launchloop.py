@@ -42,7 +42,7 @@ from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.nodeclaim import NodeClaim
 from karpy.controllers.interfaces import EVENT_WARNING, Clock, Cluster
 from karpy.controllers.metrics import Counter
-from karpy.logs import about
+from karpy.logs import about, doubled
 
 log = logging.getLogger("karpy.provisioning")
 
@@ -193,7 +193,7 @@ class LaunchLoopGuard:
         self, workload: str, pods: list[Pod], futile: list[_Launch], previous: _Hold | None, now: float
     ) -> _Hold:
         holds = previous.holds + 1 if previous is not None else 1
-        seconds = min(self.max_hold, self.hold * 2 ** (holds - 1))
+        seconds = doubled(self.hold, holds, self.max_hold)
         claims = ", ".join(launch.nodeclaim for launch in futile)
         reason = (
             f"no node launched for it for {seconds / 60:g}m: the last {len(futile)} nodes launched"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from karpy.api.nodepool import NodeClaimTemplate, NodePool
 from karpy.controllers.interfaces import InvalidError
+from karpy.logs import doubled
 
 # The kind under which a change of a pool's refusal is announced.
 REFUSED_NODEPOOL = "RefusedNodePool"
@@ -97,7 +98,7 @@ class NodePoolRefusals:
         previous = self.refusal(pool)
         count = previous.count + 1 if previous is not None else 1
         refusal = Refusal(
-            pool.template, message, now + min(REFUSAL_RETRY * 2.0 ** (count - 1), REFUSAL_RETRY_MAX), count
+            pool.template, message, now + doubled(REFUSAL_RETRY, count, REFUSAL_RETRY_MAX), count
         )
         self._refusals[pool.name] = refusal
         if previous is None or previous.message != message:

@@ -81,6 +81,7 @@ from typing import Any, Protocol
 from karpy.controllers.interfaces import NotLeaderError
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, JSON, ApiResponse, ApiStatusError
 from karpy.kube._resources import ResourceType
+from karpy.logs import doubled
 from karpy.settings import parse_bool
 
 log = logging.getLogger("karpy.kube.leader")
@@ -337,7 +338,7 @@ class LeaderElector:
             return config.retry_period
         if self._refused:
             # Refused the Lease: backing off, as trying every retry period changes nothing.
-            return min(config.retry_period * 2.0 ** (self._refused_in_a_row - 1), REFUSED_RETRY_MAX)
+            return doubled(config.retry_period, self._refused_in_a_row, REFUSED_RETRY_MAX)
         return config.retry_period * (1 + JITTER_FACTOR * self._jitter())
 
     def _attempt(self, deadline: float) -> bool:
