@@ -10,7 +10,7 @@ from tests.support import kwok_nodepool as nodepool
 from tests.support import load_objects
 
 from karpy.api.nodeclaim import NodeClaim
-from karpy.controllers.disruption import DISRUPTED_TAINT
+from karpy.controllers.orchestration import DISRUPTED_TAINT
 from karpy.sim.cloud import CapacityFailure, LaunchError
 from karpy.sim.simulation import Simulation
 
