@@ -99,7 +99,8 @@ from typing import TYPE_CHECKING
 
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
-from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
 from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.interfaces import WallClock

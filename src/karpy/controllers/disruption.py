@@ -48,11 +48,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from karpy.api.conditions import TRUE, remove_condition, set_condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
-from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
+from karpy.api.nodeclaim import CONDITION_DRIFTED
 from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.api.nodepool import (
     REASON_DRIFTED,
@@ -60,15 +58,13 @@ from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
-    status_only_change,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import (
-    EVENT_NORMAL,
     Clock,
     Cluster,
 )
-from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
+from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.orchestration import InFlight, Orchestrator, Pending
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
@@ -89,9 +85,7 @@ from karpy.disruption.consolidation import (
     any_consolidatable,
     decide_consolidation,
 )
-from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
-from karpy.logs import about
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
 log = logging.getLogger("karpy.disruption")
@@ -590,100 +584,10 @@ class DisruptionController:
         return command is not None or emptiness.has_work or self.consolidation_due is not None
 
 
-class NodeClaimDisruptionConditions:
-    """Marks NodeClaims Drifted (or not) and deletes expired ones.
-
-    Karpenter's nodeclaim disruption controller: drift is a condition the
-    disruption pass reads; expiration in v1 is forceful, so an expired
-    NodeClaim is deleted here directly, budgets notwithstanding.
-    """
-
-    name = "nodeclaim.disruption"
-
-    def __init__(
-        self,
-        cluster: Cluster,
-        clock: Clock,
-        cloud: CloudProvider | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.cluster = cluster
-        self.clock = clock
-        self.cloud = cloud
-        self.metrics = metrics if metrics is not None else Metrics()
-
-    def watches(self) -> list[Watch]:
-        return [
-            Watch("NodeClaim", self._on_nodeclaim),
-            Watch("NodePool", self._on_nodepool),
-            Watch(EC2_KIND, self._on_node_class),
-            Watch(KWOK_KIND, self._on_node_class),
-        ]
-
-    def _on_node_class(self, old: object | None, new: object | None) -> Iterable[str]:
-        changed = new if new is not None else old
-        if not isinstance(changed, EC2NodeClass | KWOKNodeClass):
-            return []
-        return [
-            claim.name
-            for claim in self.cluster.nodeclaims()
-            if claim.spec.node_class_ref.kind == changed.kind
-            and claim.spec.node_class_ref.name == changed.name
-        ]
-
-    def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
-        # On creation (to schedule its expiry) and once initialized (drift is judged from then on).
-        if not isinstance(new, NodeClaim):
-            return []
-        became_initialized = new.initialized and not (isinstance(old, NodeClaim) and old.initialized)
-        return [new.name] if old is None or became_initialized else []
-
-    def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
-        pool = new if isinstance(new, NodePool) else None
-        if pool is None or status_only_change(old, new):
-            return []
-        return [claim.name for claim in self.cluster.nodeclaims() if claim.nodepool == pool.name]
-
-    def reconcile(self, key: str) -> float | None:
-        nodeclaim = self.cluster.nodeclaim(key)
-        if nodeclaim is None or nodeclaim.metadata.deleting:
-            return None
-        now = self.clock.now()
-        if is_expired(nodeclaim, now):
-            log.info("nodeclaim %s expired", nodeclaim.name, extra=about(nodeclaim, controller=self.name))
-            self.cluster.record_event(
-                nodeclaim, EVENT_NORMAL, "DisruptionTerminating", "Disrupting NodeClaim: Expired"
-            )
-            self.cluster.delete(nodeclaim)
-            self.metrics.nodeclaim_disrupted(nodeclaim, REASON_EXPIRED)
-            return None
-        nodepool = self.cluster.nodepool(nodeclaim.nodepool)
-        if nodepool is not None and nodeclaim.initialized:
-            provider = ""
-            if self.cloud is not None:
-                try:
-                    provider = self.cloud.is_drifted(nodeclaim)
-                except CloudProviderError:
-                    provider = ""
-            reason, message = drift_reason(nodeclaim, nodepool, provider)
-            # As Karpenter: Drifted is true with its reason, or not there at all (never a reasonless False).
-            conditions = (
-                set_condition(nodeclaim.status.conditions, CONDITION_DRIFTED, TRUE, now, reason, message)
-                if reason
-                else remove_condition(nodeclaim.status.conditions, CONDITION_DRIFTED)
-            )
-            if conditions != nodeclaim.status.conditions:
-                if reason:
-                    self.cluster.record_event(nodeclaim, EVENT_NORMAL, "Drifted", message)
-                self.cluster.update(nodeclaim.with_status(conditions=conditions))
-        deadline = expires_at(nodeclaim)
-        return None if deadline is None else max(0.0, deadline - now)
-
-
 def _few(names: Sequence[str], shown: int = 3) -> str:
     """Names as a sentence lists them: the first few, and how many more."""
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-__all__ = ["Command", "DisruptionController", "NodeClaimDisruptionConditions", "launched_price"]
+__all__ = ["Command", "DisruptionController", "launched_price"]

@@ -51,7 +51,8 @@ from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
-from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.interruption import InterruptionController
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
