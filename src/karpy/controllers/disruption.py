@@ -143,15 +143,15 @@ class DisruptionController:
     def __init__(
         self,
         cluster: Cluster,
+        cloud: CloudProvider | None,
         clock: Clock,
-        cloud: CloudProvider | None = None,
+        *,
+        rules: ConsolidationRules,
+        metrics: Metrics | None = None,
+        node_overhead_cost: float = DEFAULT_EXTRA_COST,
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
-        spot_to_spot: bool | None = None,
-        metrics: Metrics | None = None,
-        rules: ConsolidationRules | None = None,
         quiet_pass_ttl: float = QUIET_PASS_TTL,
-        extra_node_cost: float = DEFAULT_EXTRA_COST,
     ) -> None:
         self.cluster = cluster
         self.clock = clock
@@ -159,7 +159,7 @@ class DisruptionController:
         self.metrics = metrics if metrics is not None else Metrics()
         # Carries out the commands this pass decides, and keeps their state.
         self.orchestrator: Orchestrator[Command] = Orchestrator(
-            cluster, clock, self.metrics, poll_period, validation_delay
+            cluster, clock, self.metrics, poll_period=poll_period, validation_delay=validation_delay
         )
         self.last = EmptinessDecision()
         self.blocked: dict[str, str] = {}
@@ -169,12 +169,9 @@ class DisruptionController:
         # stands, so a blocked node is simulated once, not on every pass.
         self._given_up: dict[str, tuple[str, float]] = {}
         self.consolidation_due: float | None = None
-        rules = rules if rules is not None else ConsolidationRules()
-        if spot_to_spot is not None:
-            rules = dataclasses.replace(rules, spot_to_spot=spot_to_spot)
         self.rules = rules
         # Nodes are priced as the provisioner prices them, per-node costs included.
-        self._pool_types = PoolTypesCache(extra_node_cost)
+        self._pool_types = PoolTypesCache(node_overhead_cost)
         # Evaluations that found nothing, kept while what they read stays (see EvaluationMemo);
         # None: every evaluation worked out afresh.
         self.evaluations: EvaluationMemo | None = EvaluationMemo()
@@ -187,10 +184,6 @@ class DisruptionController:
         # The NodeClaims the last consolidation plans to remove later; None when the pass
         # did not get as far as consolidation (an emptiness or drift command came first).
         self._planned: set[str] | None = None
-
-    @property
-    def spot_to_spot(self) -> bool:
-        return self.rules.spot_to_spot
 
     def watches(self) -> list[Watch]:
         return [Watch("NodePool", self._start), Watch("NodeClaim", self._start)]

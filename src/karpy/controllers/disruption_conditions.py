@@ -38,8 +38,9 @@ class NodeClaimDisruptionConditions:
     def __init__(
         self,
         cluster: Cluster,
+        cloud: CloudProvider,
         clock: Clock,
-        cloud: CloudProvider | None = None,
+        *,
         metrics: Metrics | None = None,
     ) -> None:
         self.cluster = cluster
@@ -94,12 +95,10 @@ class NodeClaimDisruptionConditions:
             return None
         nodepool = self.cluster.nodepool(nodeclaim.nodepool)
         if nodepool is not None and nodeclaim.initialized:
-            provider = ""
-            if self.cloud is not None:
-                try:
-                    provider = self.cloud.is_drifted(nodeclaim)
-                except CloudProviderError:
-                    provider = ""
+            try:
+                provider = self.cloud.is_drifted(nodeclaim)
+            except CloudProviderError:
+                provider = ""
             reason, message = drift_reason(nodeclaim, nodepool, provider)
             # As Karpenter: Drifted is true with its reason, or not there at all (never a reasonless False).
             conditions = (
