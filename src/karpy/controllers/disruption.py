@@ -60,10 +60,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.interfaces import (
-    Clock,
-    Cluster,
-)
+from karpy.controllers.interfaces import Clock, Cluster
 from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.orchestration import InFlight, Orchestrator, Pending
 from karpy.controllers.runtime import Watch
@@ -532,9 +529,11 @@ class DisruptionController:
     # -- the orchestration's state, as the decisions read it -----------------------
 
     def _landing_nodes(self) -> dict[str, frozenset[str]]:
+        """See :meth:`Orchestrator.landing_nodes`."""
         return self.orchestrator.landing_nodes()
 
     def _backed_off(self, now: float) -> set[str]:
+        """See :meth:`Orchestrator.backed_off`."""
         return self.orchestrator.backed_off(now)
 
     @property
