@@ -232,4 +232,4 @@ def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: py
         runner = Runner(cast(ApiTransport, object()), RunSettings(spot_to_spot_consolidation=gate_on))
         disruption = runner.runtime._controllers[DisruptionController.name]
         assert isinstance(disruption, DisruptionController)
-        assert disruption.spot_to_spot is gate_on
+        assert disruption.rules.spot_to_spot is gate_on

@@ -99,7 +99,8 @@ from typing import TYPE_CHECKING
 
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
-from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
 from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.interfaces import WallClock
@@ -109,6 +110,7 @@ from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Controller, Runtime
 from karpy.controllers.termination import Terminator
+from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
@@ -242,14 +244,18 @@ class Runner:
             NodeClaimLifecycle(self.cluster, cloud("nodeclaim.lifecycle"), self.clock, metrics),
             NodeClaimPodEvents(self.cluster, self.clock),
             Terminator(self.cluster, cloud("termination"), self.clock, metrics),
-            NodeClaimDisruptionConditions(self.cluster, self.clock, cloud("nodeclaim.disruption"), metrics),
+            NodeClaimDisruptionConditions(
+                self.cluster, cloud("nodeclaim.disruption"), self.clock, metrics=metrics
+            ),
             DisruptionController(
                 self.cluster,
-                self.clock,
                 cloud("disruption"),
-                spot_to_spot=self.settings.spot_to_spot_consolidation,
+                self.clock,
+                rules=dataclasses.replace(
+                    ConsolidationRules(), spot_to_spot=self.settings.spot_to_spot_consolidation
+                ),
                 metrics=metrics,
-                extra_node_cost=self.settings.provisioning.extra_node_cost,
+                node_overhead_cost=self.settings.provisioning.extra_node_cost,
             ),
             NodePoolStatusController(
                 self.cluster, cloud(NodePoolStatusController.name), self.clock, provisioner.refusals

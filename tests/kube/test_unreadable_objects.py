@@ -36,6 +36,7 @@ from karpy.cloud.provider import CloudProvider
 from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.state import scheduling_snapshot
+from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiResponse, ApiTransport
 from karpy.kube._resources import TYPES_BY_KIND
 from karpy.kube.cluster import KubeCluster
@@ -486,7 +487,9 @@ def spoil_one(kind: str, path: Path, value: object) -> None:
     cluster.apply(TYPES_BY_KIND[kind], "ADDED", victim)
     assert reads(cluster) == reads(before)
     assert pending_placed(cluster), (kind, written(path), value)
-    DisruptionController(cluster, cluster.clock, KwokCloudProvider(cluster)).decide()
+    DisruptionController(
+        cluster, KwokCloudProvider(cluster), cluster.clock, rules=ConsolidationRules()
+    ).decide()
     if kind == "NodePool":
         read = [p for p in cluster.nodepools() if p.name == "victim"]
         unreadable = [p for p in cluster.unreadable_nodepools() if p.name == "victim"]

@@ -187,9 +187,9 @@ def seed_scenarios(monkeypatch: pytest.MonkeyPatch) -> list[Plan]:
         simulation = Simulation(SimulationSettings(consolidation=_RULES))
         # Every pass worked out, so the solver is asked what it was asked when the digest was
         # recorded (answering a quiet pass again asks nothing and decides the same:
-        # tests/sim/test_quiet_consolidation.py).
+        # tests/controllers/test_disruption_quiet_pass.py).
         simulation.disruption.quiet_pass_ttl = 0.0
-        # Likewise each evaluation (tests/sim/test_quiet_consolidation.py).
+        # Likewise each evaluation (tests/controllers/test_disruption_quiet_pass.py).
         simulation.disruption.evaluations = None
         simulation.run_scenario(scenario)
     assert plans

@@ -10,7 +10,6 @@ from tests.support import kwok_nodepool as nodepool
 from tests.support import load_objects
 
 from karpy.api.nodeclaim import NodeClaim
-from karpy.controllers.disruption import DISRUPTED_TAINT
 from karpy.sim.cloud import CapacityFailure, LaunchError
 from karpy.sim.simulation import Simulation
 
@@ -301,17 +300,3 @@ def test_deleting_a_nodepool_terminates_its_nodeclaims() -> None:
     simulation.run(600, until_steady=False)
     assert claims(simulation) == []
     assert list(simulation.cluster.nodes()) == []
-
-
-def test_a_left_over_disrupted_taint_is_removed() -> None:
-    # A replica that lost its leadership mid-command leaves the taint on a node whose
-    # NodeClaim nobody deletes; the next disruption pass takes it off.
-    simulation = started(nodepool(disruption="consolidateAfter: Never"), deployment(replicas=3))
-    simulation.run(120, until_steady=False)
-    node = next(iter(simulation.cluster.nodes()))
-    simulation.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
-    assert DISRUPTED_TAINT in simulation.cluster.node(node.name).taints  # type: ignore[union-attr]
-    simulation.run(30, until_steady=False)
-    tainted = [n.name for n in simulation.cluster.nodes() if DISRUPTED_TAINT in n.taints]
-    assert tainted == []
-    assert len(claims(simulation)) >= 1 and all(not claim.metadata.deleting for claim in claims(simulation))

@@ -12,7 +12,7 @@ nodes a consolidation plan will remove in later passes (a budget lets only
 some go now) carry it, so kube-scheduler puts the pods evicted meanwhile on
 the nodes that stay rather than on the next ones to go. It is a hint to
 kube-scheduler only: karpy's own scheduling ignores it, since the pods may
-still land there (see ``controllers/disruption.py``).
+still land there (see ``controllers/orchestration.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Disruption orchestration: carry out what the decision core decides, safely.
+"""The disruption pass: what to disrupt now, asked of the decision core, handed over to be carried out.
 
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
 known to become due) builds the candidates from the cluster and asks
@@ -16,38 +16,10 @@ order and stopping at the first that acts:
    price, says so in its Events and log line and counts against the
    Underutilized budget.
 
-A command is not carried out at once: it is re-checked after 15 s (the
-cluster may have changed: a pod landed on the empty node, a new pod needs the
-capacity), and dropped if it no longer holds. An empty node that a budget
-held back has been re-checked by then, pass after pass, so when the budget
-frees up it goes without a fresh wait (see ``_checked_while_waiting``).
-Then the candidates are tainted ``karpenter.sh/disrupted:NoSchedule`` so
-nothing new lands on them, the replacements are launched, and only when every
-replacement is initialized are the candidates deleted (the termination
-controller drains them). If a
-replacement fails (it never launches or registers and its NodeClaim is
-deleted), the command is rolled back: the taints come off and the old nodes
-keep serving.
-
-When the budgets let a consolidation plan remove only some of its nodes now,
-the others (``ConsolidationCommand.planned``) are tainted
-``karpy.dev/consolidation-planned:PreferNoSchedule`` until the plan changes
-or ends, so kube-scheduler puts the pods evicted meanwhile on the nodes that
-stay (see ``_mark_planned``).
-
-A consolidation whose replacement failed is backed off: its candidates are
-not offered a replacement again for ``REPLACEMENT_BACKOFF_START`` (1 minute),
-doubled per consecutive failure up to ``REPLACEMENT_BACKOFF_CAP`` (10
-minutes). Why: a replacement fails mostly when the cloud refuses the offering
-it was priced on (insufficient capacity); until the refusal has been recorded
-as an unavailable offering (the cache keeps it a few minutes) the same
-cheapest offering is chosen again, launched, refused and rolled back, pass
-after pass, each time tainting the old node for nothing. One minute covers
-the usual lag before the refusal is known; doubling keeps a persistent
-refusal (a whole capacity type gone for half an hour) down to a handful of
-attempts; ten minutes bounds how long a real saving waits once capacity is
-back. Deletes are not backed off: they launch nothing, so they cannot fail
-for that reason. While a candidate is backed off, the pass first looks for a
+A command is carried out by :class:`~karpy.controllers.orchestration.Orchestrator`
+(re-checked after 15 s, then taint, launch, wait for the replacements to
+initialize, delete or roll back), which also keeps the replacement back-off
+the pass reads: while a candidate is backed off, the pass first looks for a
 delete among all candidates (no new capacity offered) and then for any
 command among the others, so the back-off holds back only what failed.
 
@@ -76,11 +48,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from karpy.api.conditions import TRUE, remove_condition, set_condition
-from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
-from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
+from karpy.api.nodeclaim import CONDITION_DRIFTED
 from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.api.nodepool import (
     REASON_DRIFTED,
@@ -88,26 +58,11 @@ from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
-    status_only_change,
-)
-from karpy.api.taints import (
-    CONSOLIDATION_PLANNED_TAINT_KEY,
-    DISRUPTED_TAINT_KEY,
-    NO_SCHEDULE,
-    PREFER_NO_SCHEDULE,
-    Taint,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.interfaces import (
-    EVENT_NORMAL,
-    EVENT_WARNING,
-    Clock,
-    Cluster,
-    ConflictError,
-    NotFoundError,
-)
-from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
-from karpy.controllers.provisioning import build_nodeclaim
+from karpy.controllers.interfaces import Clock, Cluster
+from karpy.controllers.karpenter_metrics import Metrics
+from karpy.controllers.orchestration import InFlight, Orchestrator, Pending
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
     PoolTypesCache,
@@ -127,9 +82,7 @@ from karpy.disruption.consolidation import (
     any_consolidatable,
     decide_consolidation,
 )
-from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
-from karpy.logs import about
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
 log = logging.getLogger("karpy.disruption")
@@ -137,11 +90,7 @@ log = logging.getLogger("karpy.disruption")
 PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
-REPLACEMENT_BACKOFF_START = 60.0
-REPLACEMENT_BACKOFF_CAP = 600.0
 QUIET_PASS_TTL = 300.0
-DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
-PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
 # Reasons a node is not a consolidation candidate *yet*: not worth an Event.
 _TRANSIENT = (
     "node is being deleted",
@@ -185,67 +134,41 @@ class _QuietPass:
     until: float
 
 
-@dataclass(slots=True)
-class _Pending:
-    command: Command
-    validate_at: float
-
-
-@dataclass(slots=True)
-class _InFlight:
-    command: Command
-    replacement_names: list[str]
-
-
 class DisruptionController:
     name = "disruption"
 
     def __init__(
         self,
         cluster: Cluster,
+        cloud: CloudProvider | None,
         clock: Clock,
-        cloud: CloudProvider | None = None,
+        *,
+        rules: ConsolidationRules,
+        metrics: Metrics | None = None,
+        node_overhead_cost: float = DEFAULT_EXTRA_COST,
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
-        spot_to_spot: bool | None = None,
-        metrics: Metrics | None = None,
-        rules: ConsolidationRules | None = None,
         quiet_pass_ttl: float = QUIET_PASS_TTL,
-        extra_node_cost: float = DEFAULT_EXTRA_COST,
     ) -> None:
         self.cluster = cluster
         self.clock = clock
         self.cloud = cloud
         self.metrics = metrics if metrics is not None else Metrics()
-        self.poll_period = poll_period
-        self.validation_delay = validation_delay
+        # Carries out the commands this pass decides, and keeps their state.
+        self.orchestrator: Orchestrator[Command] = Orchestrator(
+            cluster, clock, self.metrics, poll_period=poll_period, validation_delay=validation_delay
+        )
         self.last = EmptinessDecision()
         self.blocked: dict[str, str] = {}
-        self.pending: _Pending | None = None
-        self.in_flight: _InFlight | None = None
-        self.executed: list[Command] = []
         self.unconsolidatable: dict[str, str] = {}
         # What each node consolidation holds back (do-not-disrupt, PDB, budget) would
         # save, $/h, with the reason it was worked out under: kept while that reason
         # stands, so a blocked node is simulated once, not on every pass.
         self._given_up: dict[str, tuple[str, float]] = {}
         self.consolidation_due: float | None = None
-        rules = rules if rules is not None else ConsolidationRules()
-        if spot_to_spot is not None:
-            rules = dataclasses.replace(rules, spot_to_spot=spot_to_spot)
         self.rules = rules
-        self._reported: dict[str, str] = {}
-        # Empty nodes past consolidateAfter, by NodeClaim name: (when it became due,
-        # the first pass that saw it due). Kept while the first stays the same.
-        self._watched_empty: dict[str, tuple[float, float]] = {}
-        # NodeClaims this controller deleted: marked for deletion even before the cache
-        # shows their deletionTimestamp.
-        self._deleted: set[str] = set()
-        # NodeClaims whose consolidation replacement failed: (consecutive failures,
-        # until when they are offered no replacement).
-        self._replacement_backoff: dict[str, tuple[int, float]] = {}
         # Nodes are priced as the provisioner prices them, per-node costs included.
-        self._pool_types = PoolTypesCache(extra_node_cost)
+        self._pool_types = PoolTypesCache(node_overhead_cost)
         # Evaluations that found nothing, kept while what they read stays (see EvaluationMemo);
         # None: every evaluation worked out afresh.
         self.evaluations: EvaluationMemo | None = EvaluationMemo()
@@ -258,13 +181,6 @@ class DisruptionController:
         # The NodeClaims the last consolidation plans to remove later; None when the pass
         # did not get as far as consolidation (an emptiness or drift command came first).
         self._planned: set[str] | None = None
-        # Replacements launched for a plan the budgets cut short, by name, with the plan's
-        # nodes still to go: where those nodes' pods are to land (see ``_landing_nodes``).
-        self._landing: dict[str, frozenset[str]] = {}
-
-    @property
-    def spot_to_spot(self) -> bool:
-        return self.rules.spot_to_spot
 
     def watches(self) -> list[Watch]:
         return [Watch("NodePool", self._start), Watch("NodeClaim", self._start)]
@@ -592,29 +508,17 @@ class DisruptionController:
         self.passes += 1
         now = self.clock.now()
         if self.in_flight is not None:
-            return self._follow(self.in_flight, now)
-        self._untaint_leftovers()
+            return self.orchestrator.follow(self.in_flight, now)
+        self.orchestrator.untaint_leftovers()
         command, emptiness, any_nodeclaims = self.decide()
         if self._planned is not None:
-            self._mark_planned(self._planned)
+            self.orchestrator.mark_planned(self._planned)
         self.last = emptiness
-        self._watch_empty(emptiness, now)
-        self._report_blocked()
-        if self.pending is not None:
-            pending = self.pending
-            if now < pending.validate_at:
-                return pending.validate_at - now
-            self.pending = None
-            if command is not None and set(command.candidates) == set(pending.command.candidates):
-                self._execute(command, now)
-                return 1.0 if self.in_flight else self.poll_period
-            log.info("disruption command no longer valid: %s", pending.command.description)
-        if command is not None:
-            if self._checked_while_waiting(command, now):
-                self._execute(command, now)
-                return 1.0 if self.in_flight else self.poll_period
-            self.pending = _Pending(command, now + self.validation_delay)
-            return self.validation_delay
+        self.orchestrator.watch_empty(emptiness, now)
+        self.orchestrator.report_blocked(self.blocked)
+        wait = self.orchestrator.carry_out(command, now)
+        if wait is not None:
+            return wait
         if not any_nodeclaims:
             return None  # nothing to watch over until a NodeClaim appears
         dues = [due for due in (emptiness.next_due, self.consolidation_due) if due is not None]
@@ -622,233 +526,47 @@ class DisruptionController:
             return max(0.0, min(self.poll_period, min(dues) - now))
         return self.poll_period
 
-    def _untaint_leftovers(self) -> None:
-        """Remove the disrupted taint from nodes no disruption is under way for.
-
-        The taint is put on when a command executes and stays until the node is
-        gone; with no command in flight, a node that has it while its NodeClaim
-        is not being deleted was left behind: by a replica that lost its
-        leadership (or crashed) mid-command, or by a rollback that failed. Left
-        alone, the node would take no new pods for ever. Karpenter clears such
-        taints on every disruption pass too.
-        """
-        existing: set[str] = set()
-        for nodeclaim in self.cluster.nodeclaims():
-            existing.add(nodeclaim.name)
-            if nodeclaim.metadata.deleting or nodeclaim.name in self._deleted:
-                continue
-            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
-            if node is not None and DISRUPTED_TAINT in node.taints:
-                log.info("removing a left-over disrupted taint", extra=about(nodeclaim, node))
-                self._taint(nodeclaim, add=False)
-        self._deleted &= existing
-
-    def _mark_planned(self, planned: set[str]) -> None:
-        """Taint the nodes of ``planned`` PLANNED_TAINT, and no other.
-
-        Why: when a budget lets consolidation remove one node per pass (10%
-        of a small pool), the pods of each node it drains are rescheduled by
-        kube-scheduler, whose default profile puts them on the least
-        allocated nodes: the emptiest, which are the ones consolidation
-        removes next, so the same pods are evicted again and again (92
-        evictions for 51 pods that had to move, scaling 300 pods down to 60).
-        kube-scheduler scores PreferNoSchedule taints (TaintToleration,
-        weight 3, against 1 for allocation), so with the nodes still to go
-        marked, the pods go to the nodes that stay. A preference, not a
-        fence: where nothing else fits the pods still land there, which is
-        why karpy's own scheduling ignores the taint. Marks follow the
-        latest plan; a plan that changes or ends takes them off.
-
-        A write refused because the Node changed meanwhile is left to the
-        next pass: the mark is a hint, and one pass late costs nothing.
-        """
-        for nodeclaim in self.cluster.nodeclaims():
-            if not nodeclaim.status.node_name:
-                continue
-            node = self.cluster.node(nodeclaim.status.node_name)
-            if node is None or node.metadata.deleting:
-                continue
-            changed = _with_taint(
-                node, PLANNED_TAINT, nodeclaim.name in planned and not nodeclaim.metadata.deleting
-            )
-            if changed is None:
-                continue
-            try:
-                self.cluster.update(changed)
-            except ConflictError:
-                continue
-
-    def _watch_empty(self, emptiness: EmptinessDecision, now: float) -> None:
-        """Note which empty nodes are due now, keeping when each was first seen due with this due time."""
-        watched: dict[str, tuple[float, float]] = {}
-        for name, due_at in emptiness.due_at.items():
-            previous = self._watched_empty.get(name)
-            watched[name] = previous if previous is not None and previous[0] == due_at else (due_at, now)
-        self._watched_empty = watched
-
-    def _checked_while_waiting(self, command: Command, now: float) -> bool:
-        """Whether an emptiness command's re-check has in effect been done already.
-
-        The re-check asks: is every candidate still empty and still due
-        ``validation_delay`` after it was first found so? A node the budget held
-        back was found so when it became due, and every pass that looked since
-        saw the same due time, which a pod landing on it (or leaving it) would
-        have moved on. Once that has lasted ``validation_delay``, a fresh
-        wait would only re-ask a question already answered. Karpenter waits
-        anew for every emptiness command, so with the default budget (one node
-        at a time in a small pool) karpy removes a set of empty nodes one
-        re-check earlier per node. Pending pods make it wait as usual: one of
-        them may be about to land on the node.
-        """
-        if command.reason != REASON_EMPTY:
-            return False
-        if any(pod.is_provisionable() for pod in self.cluster.pending_pods()):
-            return False
-        for name in command.candidates:
-            watched = self._watched_empty.get(name)
-            if watched is None or watched[1] + self.validation_delay > now:
-                return False
-        return True
-
-    def _report_blocked(self) -> None:
-        """One Event per NodeClaim and reason it is not disrupted for (not one per pass)."""
-        for name, reason in sorted(self.blocked.items()):
-            if self._reported.get(name) == reason:
-                continue
-            self._reported[name] = reason
-            nodeclaim = self.cluster.nodeclaim(name)
-            if nodeclaim is not None:
-                self.cluster.record_event(
-                    nodeclaim, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt NodeClaim: {reason}"
-                )
-                # And on its Node, where `kubectl describe node` shows it, as Karpenter does.
-                node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
-                if node is not None:
-                    self.cluster.record_event(
-                        node, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt Node: {reason}"
-                    )
-        for name in [name for name in self._reported if name not in self.blocked]:
-            del self._reported[name]
-
-    def _execute(self, command: Command, now: float) -> None:
-        log.info("disrupting (%s): %s", command.why, command.description)
-        for name in command.candidates:
-            nodeclaim = self.cluster.nodeclaim(name)
-            if nodeclaim is None:
-                continue
-            self._taint(nodeclaim, add=True)
-            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
-            message = f"Disrupting NodeClaim: {command.why}"
-            self.cluster.record_event(nodeclaim, EVENT_NORMAL, "DisruptionTerminating", message)
-            if node is not None:
-                self.cluster.record_event(
-                    node, EVENT_NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.why}"
-                )
-        if not command.replacements:
-            self._delete_candidates(command)
-            return
-        names: list[str] = []
-        for replacement in command.replacements:
-            nodepool = self.cluster.nodepool(replacement.nodepool)
-            if nodepool is None:
-                continue
-            created = self.cluster.create(build_nodeclaim(nodepool, replacement))
-            names.append(created.name)
-            self.metrics.nodeclaim_created(created, command.reason)
-            self.cluster.record_event(
-                created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.why}"
-            )
-        self.in_flight = _InFlight(command, names)
-        if command.planned:
-            for name in names:
-                self._landing[name] = frozenset(command.planned)
+    # -- the orchestration's state, as the decisions read it -----------------------
 
     def _landing_nodes(self) -> dict[str, frozenset[str]]:
-        """Replacements a consolidation plan launched, with its nodes still to go; forgets the rest.
-
-        A merge the budgets cut short launches the capacity for the whole group
-        and removes the rest of the group on later passes, once their pods fit
-        on it. Until then the new nodes are nearly empty, the most wasteful
-        nodes of the pool, and a merge search would start its next group with
-        them: disrupting the capacity just launched, launching more for the
-        same group, pass after pass, and never removing the rest (measured: a
-        20-node pool replaced 12 nodes every 5 minutes for an hour). So they are
-        no candidates while a node of their plan is still there; once the plan
-        is carried out (or its nodes are gone otherwise) they are nodes like
-        any other. Kept in memory: after a restart or a change of leader the
-        next plan is worked out afresh.
-        """
-        live = {claim.name for claim in self.cluster.nodeclaims() if not claim.metadata.deleting}
-        self._landing = {
-            name: planned & live for name, planned in self._landing.items() if name in live and planned & live
-        }
-        return dict(self._landing)
-
-    def _follow(self, in_flight: _InFlight, now: float) -> float | None:
-        """Wait for the replacements; delete the candidates once all are initialized."""
-        replacements = [self.cluster.nodeclaim(name) for name in in_flight.replacement_names]
-        if any(claim is None or claim.metadata.deleting for claim in replacements):
-            failed = [
-                name
-                for name, claim in zip(in_flight.replacement_names, replacements, strict=True)
-                if claim is None
-            ]
-            self._roll_back(in_flight.command, f"replacement {', '.join(failed) or 'NodeClaim'} failed")
-            self.in_flight = None
-            return self.poll_period
-        if all(claim is not None and claim.initialized for claim in replacements):
-            self._delete_candidates(in_flight.command)
-            self.in_flight = None
-            return self.poll_period
-        return 1.0
-
-    def _delete_candidates(self, command: Command) -> None:
-        for name in command.candidates:
-            nodeclaim = self.cluster.nodeclaim(name)
-            if nodeclaim is None or nodeclaim.metadata.deleting:
-                continue
-            try:
-                self.cluster.delete(nodeclaim)
-            except NotFoundError:
-                continue
-            self._deleted.add(name)
-            self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
-        self.executed.append(command)
+        """See :meth:`Orchestrator.landing_nodes`."""
+        return self.orchestrator.landing_nodes()
 
     def _backed_off(self, now: float) -> set[str]:
-        """NodeClaims offered no consolidation replacement now; forgets those that are gone."""
-        existing = {claim.name for claim in self.cluster.nodeclaims()}
-        self._replacement_backoff = {
-            name: entry for name, entry in self._replacement_backoff.items() if name in existing
-        }
-        return {name for name, (_, until) in self._replacement_backoff.items() if until > now}
+        """See :meth:`Orchestrator.backed_off`."""
+        return self.orchestrator.backed_off(now)
 
-    def _back_off(self, command: Command, now: float) -> None:
-        """Hold back a new replacement for the candidates of a consolidation that failed."""
-        if command.reason != REASON_UNDERUTILIZED or not command.replacements:
-            return
-        for name in command.candidates:
-            failures = self._replacement_backoff.get(name, (0, now))[0] + 1
-            wait = min(REPLACEMENT_BACKOFF_CAP, REPLACEMENT_BACKOFF_START * 2 ** (failures - 1))
-            self._replacement_backoff[name] = (failures, now + wait)
+    @property
+    def _replacement_backoff(self) -> dict[str, tuple[int, float]]:
+        return self.orchestrator.replacement_backoff
 
-    def _roll_back(self, command: Command, why: str) -> None:
-        log.warning("disruption rolled back (%s): %s", command.description, why)
-        self._back_off(command, self.clock.now())
-        for name in command.candidates:
-            nodeclaim = self.cluster.nodeclaim(name)
-            if nodeclaim is None:
-                continue
-            self._taint(nodeclaim, add=False)
-            self.cluster.record_event(
-                nodeclaim, EVENT_WARNING, "DisruptionFailed", f"Disruption rolled back: {why}; the node stays"
-            )
+    @property
+    def _deleted(self) -> set[str]:
+        return self.orchestrator.deleted
 
-    def _taint(self, nodeclaim: NodeClaim, *, add: bool) -> None:
-        node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
-        changed = _with_taint(node, DISRUPTED_TAINT, add) if node is not None else None
-        if changed is not None:
-            self.cluster.update(changed)
+    @property
+    def _landing(self) -> dict[str, frozenset[str]]:
+        return self.orchestrator.landing
+
+    @property
+    def pending(self) -> Pending[Command] | None:
+        return self.orchestrator.pending
+
+    @property
+    def in_flight(self) -> InFlight[Command] | None:
+        return self.orchestrator.in_flight
+
+    @property
+    def executed(self) -> list[Command]:
+        return self.orchestrator.executed
+
+    @property
+    def poll_period(self) -> float:
+        return self.orchestrator.poll_period
+
+    @property
+    def validation_delay(self) -> float:
+        return self.orchestrator.validation_delay
 
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""
@@ -858,108 +576,10 @@ class DisruptionController:
         return command is not None or emptiness.has_work or self.consolidation_due is not None
 
 
-class NodeClaimDisruptionConditions:
-    """Marks NodeClaims Drifted (or not) and deletes expired ones.
-
-    Karpenter's nodeclaim disruption controller: drift is a condition the
-    disruption pass reads; expiration in v1 is forceful, so an expired
-    NodeClaim is deleted here directly, budgets notwithstanding.
-    """
-
-    name = "nodeclaim.disruption"
-
-    def __init__(
-        self,
-        cluster: Cluster,
-        clock: Clock,
-        cloud: CloudProvider | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.cluster = cluster
-        self.clock = clock
-        self.cloud = cloud
-        self.metrics = metrics if metrics is not None else Metrics()
-
-    def watches(self) -> list[Watch]:
-        return [
-            Watch("NodeClaim", self._on_nodeclaim),
-            Watch("NodePool", self._on_nodepool),
-            Watch(EC2_KIND, self._on_node_class),
-            Watch(KWOK_KIND, self._on_node_class),
-        ]
-
-    def _on_node_class(self, old: object | None, new: object | None) -> Iterable[str]:
-        changed = new if new is not None else old
-        if not isinstance(changed, EC2NodeClass | KWOKNodeClass):
-            return []
-        return [
-            claim.name
-            for claim in self.cluster.nodeclaims()
-            if claim.spec.node_class_ref.kind == changed.kind
-            and claim.spec.node_class_ref.name == changed.name
-        ]
-
-    def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
-        # On creation (to schedule its expiry) and once initialized (drift is judged from then on).
-        if not isinstance(new, NodeClaim):
-            return []
-        became_initialized = new.initialized and not (isinstance(old, NodeClaim) and old.initialized)
-        return [new.name] if old is None or became_initialized else []
-
-    def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
-        pool = new if isinstance(new, NodePool) else None
-        if pool is None or status_only_change(old, new):
-            return []
-        return [claim.name for claim in self.cluster.nodeclaims() if claim.nodepool == pool.name]
-
-    def reconcile(self, key: str) -> float | None:
-        nodeclaim = self.cluster.nodeclaim(key)
-        if nodeclaim is None or nodeclaim.metadata.deleting:
-            return None
-        now = self.clock.now()
-        if is_expired(nodeclaim, now):
-            log.info("nodeclaim %s expired", nodeclaim.name, extra=about(nodeclaim, controller=self.name))
-            self.cluster.record_event(
-                nodeclaim, EVENT_NORMAL, "DisruptionTerminating", "Disrupting NodeClaim: Expired"
-            )
-            self.cluster.delete(nodeclaim)
-            self.metrics.nodeclaim_disrupted(nodeclaim, REASON_EXPIRED)
-            return None
-        nodepool = self.cluster.nodepool(nodeclaim.nodepool)
-        if nodepool is not None and nodeclaim.initialized:
-            provider = ""
-            if self.cloud is not None:
-                try:
-                    provider = self.cloud.is_drifted(nodeclaim)
-                except CloudProviderError:
-                    provider = ""
-            reason, message = drift_reason(nodeclaim, nodepool, provider)
-            # As Karpenter: Drifted is true with its reason, or not there at all (never a reasonless False).
-            conditions = (
-                set_condition(nodeclaim.status.conditions, CONDITION_DRIFTED, TRUE, now, reason, message)
-                if reason
-                else remove_condition(nodeclaim.status.conditions, CONDITION_DRIFTED)
-            )
-            if conditions != nodeclaim.status.conditions:
-                if reason:
-                    self.cluster.record_event(nodeclaim, EVENT_NORMAL, "Drifted", message)
-                self.cluster.update(nodeclaim.with_status(conditions=conditions))
-        deadline = expires_at(nodeclaim)
-        return None if deadline is None else max(0.0, deadline - now)
-
-
 def _few(names: Sequence[str], shown: int = 3) -> str:
     """Names as a sentence lists them: the first few, and how many more."""
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-__all__ = ["Command", "DisruptionController", "NodeClaimDisruptionConditions", "launched_price"]
-
-
-def _with_taint(node: Node, taint: Taint, wanted: bool) -> Node | None:
-    """``node`` with ``taint`` put on (``wanted``) or taken off; None when it already is so."""
-    if (taint in node.taints) == wanted:
-        return None
-    taints = (*node.taints, taint) if wanted else tuple(t for t in node.taints if t != taint)
-    return node.with_changes(taints=taints)
+__all__ = ["Command", "DisruptionController", "launched_price"]

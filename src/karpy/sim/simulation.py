@@ -51,7 +51,8 @@ from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
-from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.interruption import InterruptionController
 from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
@@ -170,11 +171,11 @@ class Simulation:
         self.provisioner.refusals.subscribe(self.runtime.on_change)
         self.disruption = DisruptionController(
             self.cluster,
-            self.clock,
             cloud_for("disruption"),
-            metrics=self.metrics,
+            self.clock,
             rules=self.settings.consolidation,
-            extra_node_cost=self.settings.provisioning.extra_node_cost,
+            metrics=self.metrics,
+            node_overhead_cost=self.settings.provisioning.extra_node_cost,
         )
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
@@ -192,7 +193,7 @@ class Simulation:
         deciders: tuple[Controller, ...] = (
             self.provisioner,
             NodeClaimDisruptionConditions(
-                self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
+                self.cluster, cloud_for("nodeclaim.disruption"), self.clock, metrics=self.metrics
             ),
             self.disruption,
         )

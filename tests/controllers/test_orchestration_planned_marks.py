@@ -7,7 +7,7 @@ emptiest nodes left: the next ones consolidation removed, so the same pods
 moved again (92 evictions where 51 pods had to move). The nodes a plan will
 remove later are now tainted ``karpy.dev/consolidation-planned:PreferNoSchedule``,
 which kube-scheduler (and the simulator's stand-in, see
-``test_kube_scheduler.py``) scores below the others.
+``tests/sim/test_kube_scheduler.py``) scores below the others.
 """
 
 from __future__ import annotations

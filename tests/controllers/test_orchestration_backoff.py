@@ -14,7 +14,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
-from karpy.controllers.disruption import REPLACEMENT_BACKOFF_CAP
+from karpy.controllers.orchestration import REPLACEMENT_BACKOFF_CAP
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 

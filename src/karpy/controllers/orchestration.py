@@ -1,0 +1,417 @@
+"""Disruption orchestration: carry out a disruption command safely (Karpenter's orchestration queue).
+
+The disruption pass (:mod:`karpy.controllers.disruption`) decides; this
+module acts. A command is not carried out at once: it is re-checked after
+15 s (the cluster may have changed: a pod landed on the empty node, a new pod
+needs the capacity), and dropped if it no longer holds. An empty node that a
+budget held back has been re-checked by then, pass after pass, so when the
+budget frees up it goes without a fresh wait (see
+``_checked_while_waiting``). Then the candidates are tainted
+``karpenter.sh/disrupted:NoSchedule`` so nothing new lands on them, the
+replacements are launched, and only when every replacement is initialized
+are the candidates deleted (the termination controller drains them). If a
+replacement fails (it never launches or registers and its NodeClaim is
+deleted), the command is rolled back: the taints come off and the old nodes
+keep serving.
+
+When the budgets let a consolidation plan remove only some of its nodes now,
+the others (``ConsolidationCommand.planned``) are tainted
+``karpy.dev/consolidation-planned:PreferNoSchedule`` until the plan changes
+or ends, so kube-scheduler puts the pods evicted meanwhile on the nodes that
+stay (see ``mark_planned``).
+
+A consolidation whose replacement failed is backed off: its candidates are
+not offered a replacement again for ``REPLACEMENT_BACKOFF_START`` (1 minute),
+doubled per consecutive failure up to ``REPLACEMENT_BACKOFF_CAP`` (10
+minutes). Why: a replacement fails mostly when the cloud refuses the offering
+it was priced on (insufficient capacity); until the refusal has been recorded
+as an unavailable offering (the cache keeps it a few minutes) the same
+cheapest offering is chosen again, launched, refused and rolled back, pass
+after pass, each time tainting the old node for nothing. One minute covers
+the usual lag before the refusal is known; doubling keeps a persistent
+refusal (a whole capacity type gone for half an hour) down to a handful of
+attempts; ten minutes bounds how long a real saving waits once capacity is
+back. Deletes are not backed off: they launch nothing, so they cannot fail
+for that reason. The pass reads the back-off (``backed_off``) to hold back
+only what failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from karpy.api.core import Node
+from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED
+from karpy.api.taints import (
+    CONSOLIDATION_PLANNED_TAINT_KEY,
+    DISRUPTED_TAINT_KEY,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    Taint,
+)
+from karpy.controllers.interfaces import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    Clock,
+    Cluster,
+    ConflictError,
+    NotFoundError,
+)
+from karpy.controllers.karpenter_metrics import Metrics
+from karpy.controllers.provisioning import build_nodeclaim
+from karpy.disruption.emptiness import EmptinessDecision
+from karpy.logs import about
+from karpy.scheduling.solver import NewNodeClaim
+
+# The disruption controller's logger: the sequence is part of its pass.
+log = logging.getLogger("karpy.disruption")
+
+REPLACEMENT_BACKOFF_START = 60.0
+REPLACEMENT_BACKOFF_CAP = 600.0
+DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
+PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
+
+
+class DisruptionCommand(Protocol):
+    """What the orchestration reads of a command: which NodeClaims go, why, and what is launched first."""
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def candidates(self) -> Sequence[str]: ...
+
+    @property
+    def replacements(self) -> Sequence[NewNodeClaim]: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def planned(self) -> Sequence[str]: ...
+
+    @property
+    def why(self) -> str: ...
+
+
+CommandT = TypeVar("CommandT", bound=DisruptionCommand)
+
+
+@dataclass(slots=True)
+class Pending(Generic[CommandT]):
+    """A command waiting for its re-check at ``validate_at``."""
+
+    command: CommandT
+    validate_at: float
+
+
+@dataclass(slots=True)
+class InFlight(Generic[CommandT]):
+    """A command whose candidates are tainted and whose replacements are launching."""
+
+    command: CommandT
+    replacement_names: list[str]
+
+
+@dataclass(slots=True)
+class Orchestrator(Generic[CommandT]):
+    """The taint, launch, wait, delete or roll back sequence of the disruption pass, and its state."""
+
+    cluster: Cluster
+    clock: Clock
+    metrics: Metrics
+    poll_period: float
+    validation_delay: float
+    pending: Pending[CommandT] | None = None
+    in_flight: InFlight[CommandT] | None = None
+    # Every command carried out, in order.
+    executed: list[CommandT] = field(default_factory=list)
+    # The reason each NodeClaim's DisruptionBlocked Event gave, so each is given once.
+    reported: dict[str, str] = field(default_factory=dict)
+    # Empty nodes past consolidateAfter, by NodeClaim name: (when it became due,
+    # the first pass that saw it due). Kept while the first stays the same.
+    watched_empty: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # NodeClaims this controller deleted: marked for deletion even before the cache
+    # shows their deletionTimestamp.
+    deleted: set[str] = field(default_factory=set)
+    # NodeClaims whose consolidation replacement failed: (consecutive failures,
+    # until when they are offered no replacement).
+    replacement_backoff: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # Replacements launched for a plan the budgets cut short, by name, with the plan's
+    # nodes still to go: where those nodes' pods are to land (see ``landing_nodes``).
+    landing: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def follow(self, in_flight: InFlight[CommandT], now: float) -> float | None:
+        """Wait for the replacements; delete the candidates once all are initialized."""
+        replacements = [self.cluster.nodeclaim(name) for name in in_flight.replacement_names]
+        if any(claim is None or claim.metadata.deleting for claim in replacements):
+            failed = [
+                name
+                for name, claim in zip(in_flight.replacement_names, replacements, strict=True)
+                if claim is None
+            ]
+            self._roll_back(in_flight.command, f"replacement {', '.join(failed) or 'NodeClaim'} failed")
+            self.in_flight = None
+            return self.poll_period
+        if all(claim is not None and claim.initialized for claim in replacements):
+            self._delete_candidates(in_flight.command)
+            self.in_flight = None
+            return self.poll_period
+        return 1.0
+
+    def carry_out(self, command: CommandT | None, now: float) -> float | None:
+        """Re-check the pending command, or carry ``command`` out, or hold it for its re-check.
+
+        Returns when to run the pass again, or None when there is no command,
+        pending or new (the pass then chooses).
+        """
+        if self.pending is not None:
+            pending = self.pending
+            if now < pending.validate_at:
+                return pending.validate_at - now
+            self.pending = None
+            if command is not None and set(command.candidates) == set(pending.command.candidates):
+                self._execute(command, now)
+                return 1.0 if self.in_flight else self.poll_period
+            log.info("disruption command no longer valid: %s", pending.command.description)
+        if command is not None:
+            if self._checked_while_waiting(command, now):
+                self._execute(command, now)
+                return 1.0 if self.in_flight else self.poll_period
+            self.pending = Pending(command, now + self.validation_delay)
+            return self.validation_delay
+        return None
+
+    def untaint_leftovers(self) -> None:
+        """Remove the disrupted taint from nodes no disruption is under way for.
+
+        The taint is put on when a command executes and stays until the node is
+        gone; with no command in flight, a node that has it while its NodeClaim
+        is not being deleted was left behind: by a replica that lost its
+        leadership (or crashed) mid-command, or by a rollback that failed. Left
+        alone, the node would take no new pods for ever. Karpenter clears such
+        taints on every disruption pass too.
+        """
+        existing: set[str] = set()
+        for nodeclaim in self.cluster.nodeclaims():
+            existing.add(nodeclaim.name)
+            if nodeclaim.metadata.deleting or nodeclaim.name in self.deleted:
+                continue
+            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+            if node is not None and DISRUPTED_TAINT in node.taints:
+                log.info("removing a left-over disrupted taint", extra=about(nodeclaim, node))
+                self._taint(nodeclaim, add=False)
+        self.deleted &= existing
+
+    def mark_planned(self, planned: set[str]) -> None:
+        """Taint the nodes of ``planned`` PLANNED_TAINT, and no other.
+
+        Why: when a budget lets consolidation remove one node per pass (10%
+        of a small pool), the pods of each node it drains are rescheduled by
+        kube-scheduler, whose default profile puts them on the least
+        allocated nodes: the emptiest, which are the ones consolidation
+        removes next, so the same pods are evicted again and again (92
+        evictions for 51 pods that had to move, scaling 300 pods down to 60).
+        kube-scheduler scores PreferNoSchedule taints (TaintToleration,
+        weight 3, against 1 for allocation), so with the nodes still to go
+        marked, the pods go to the nodes that stay. A preference, not a
+        fence: where nothing else fits the pods still land there, which is
+        why karpy's own scheduling ignores the taint. Marks follow the
+        latest plan; a plan that changes or ends takes them off.
+
+        A write refused because the Node changed meanwhile is left to the
+        next pass: the mark is a hint, and one pass late costs nothing.
+        """
+        for nodeclaim in self.cluster.nodeclaims():
+            if not nodeclaim.status.node_name:
+                continue
+            node = self.cluster.node(nodeclaim.status.node_name)
+            if node is None or node.metadata.deleting:
+                continue
+            changed = _with_taint(
+                node, PLANNED_TAINT, nodeclaim.name in planned and not nodeclaim.metadata.deleting
+            )
+            if changed is None:
+                continue
+            try:
+                self.cluster.update(changed)
+            except ConflictError:
+                continue
+
+    def watch_empty(self, emptiness: EmptinessDecision, now: float) -> None:
+        """Note which empty nodes are due now, keeping when each was first seen due with this due time."""
+        watched: dict[str, tuple[float, float]] = {}
+        for name, due_at in emptiness.due_at.items():
+            previous = self.watched_empty.get(name)
+            watched[name] = previous if previous is not None and previous[0] == due_at else (due_at, now)
+        self.watched_empty = watched
+
+    def _checked_while_waiting(self, command: CommandT, now: float) -> bool:
+        """Whether an emptiness command's re-check has in effect been done already.
+
+        The re-check asks: is every candidate still empty and still due
+        ``validation_delay`` after it was first found so? A node the budget held
+        back was found so when it became due, and every pass that looked since
+        saw the same due time, which a pod landing on it (or leaving it) would
+        have moved on. Once that has lasted ``validation_delay``, a fresh
+        wait would only re-ask a question already answered. Karpenter waits
+        anew for every emptiness command, so with the default budget (one node
+        at a time in a small pool) karpy removes a set of empty nodes one
+        re-check earlier per node. Pending pods make it wait as usual: one of
+        them may be about to land on the node.
+        """
+        if command.reason != REASON_EMPTY:
+            return False
+        if any(pod.is_provisionable() for pod in self.cluster.pending_pods()):
+            return False
+        for name in command.candidates:
+            watched = self.watched_empty.get(name)
+            if watched is None or watched[1] + self.validation_delay > now:
+                return False
+        return True
+
+    def report_blocked(self, blocked: Mapping[str, str]) -> None:
+        """One Event per NodeClaim and reason it is not disrupted for (not one per pass)."""
+        for name, reason in sorted(blocked.items()):
+            if self.reported.get(name) == reason:
+                continue
+            self.reported[name] = reason
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is not None:
+                self.cluster.record_event(
+                    nodeclaim, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt NodeClaim: {reason}"
+                )
+                # And on its Node, where `kubectl describe node` shows it, as Karpenter does.
+                node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+                if node is not None:
+                    self.cluster.record_event(
+                        node, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt Node: {reason}"
+                    )
+        for name in [name for name in self.reported if name not in blocked]:
+            del self.reported[name]
+
+    def _execute(self, command: CommandT, now: float) -> None:
+        log.info("disrupting (%s): %s", command.why, command.description)
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None:
+                continue
+            self._taint(nodeclaim, add=True)
+            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+            message = f"Disrupting NodeClaim: {command.why}"
+            self.cluster.record_event(nodeclaim, EVENT_NORMAL, "DisruptionTerminating", message)
+            if node is not None:
+                self.cluster.record_event(
+                    node, EVENT_NORMAL, "DisruptionTerminating", f"Disrupting Node: {command.why}"
+                )
+        if not command.replacements:
+            self._delete_candidates(command)
+            return
+        names: list[str] = []
+        for replacement in command.replacements:
+            nodepool = self.cluster.nodepool(replacement.nodepool)
+            if nodepool is None:
+                continue
+            created = self.cluster.create(build_nodeclaim(nodepool, replacement))
+            names.append(created.name)
+            self.metrics.nodeclaim_created(created, command.reason)
+            self.cluster.record_event(
+                created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.why}"
+            )
+        self.in_flight = InFlight(command, names)
+        if command.planned:
+            for name in names:
+                self.landing[name] = frozenset(command.planned)
+
+    def landing_nodes(self) -> dict[str, frozenset[str]]:
+        """Replacements a consolidation plan launched, with its nodes still to go; forgets the rest.
+
+        A merge the budgets cut short launches the capacity for the whole group
+        and removes the rest of the group on later passes, once their pods fit
+        on it. Until then the new nodes are nearly empty, the most wasteful
+        nodes of the pool, and a merge search would start its next group with
+        them: disrupting the capacity just launched, launching more for the
+        same group, pass after pass, and never removing the rest (measured: a
+        20-node pool replaced 12 nodes every 5 minutes for an hour). So they are
+        no candidates while a node of their plan is still there; once the plan
+        is carried out (or its nodes are gone otherwise) they are nodes like
+        any other. Kept in memory: after a restart or a change of leader the
+        next plan is worked out afresh.
+        """
+        live = {claim.name for claim in self.cluster.nodeclaims() if not claim.metadata.deleting}
+        self.landing = {
+            name: planned & live for name, planned in self.landing.items() if name in live and planned & live
+        }
+        return dict(self.landing)
+
+    def _delete_candidates(self, command: CommandT) -> None:
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None or nodeclaim.metadata.deleting:
+                continue
+            try:
+                self.cluster.delete(nodeclaim)
+            except NotFoundError:
+                continue
+            self.deleted.add(name)
+            self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
+        self.executed.append(command)
+
+    def backed_off(self, now: float) -> set[str]:
+        """NodeClaims offered no consolidation replacement now; forgets those that are gone."""
+        existing = {claim.name for claim in self.cluster.nodeclaims()}
+        self.replacement_backoff = {
+            name: entry for name, entry in self.replacement_backoff.items() if name in existing
+        }
+        return {name for name, (_, until) in self.replacement_backoff.items() if until > now}
+
+    def _back_off(self, command: CommandT, now: float) -> None:
+        """Hold back a new replacement for the candidates of a consolidation that failed."""
+        if command.reason != REASON_UNDERUTILIZED or not command.replacements:
+            return
+        for name in command.candidates:
+            failures = self.replacement_backoff.get(name, (0, now))[0] + 1
+            wait = min(REPLACEMENT_BACKOFF_CAP, REPLACEMENT_BACKOFF_START * 2 ** (failures - 1))
+            self.replacement_backoff[name] = (failures, now + wait)
+
+    def _roll_back(self, command: CommandT, why: str) -> None:
+        log.warning("disruption rolled back (%s): %s", command.description, why)
+        self._back_off(command, self.clock.now())
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None:
+                continue
+            self._taint(nodeclaim, add=False)
+            self.cluster.record_event(
+                nodeclaim, EVENT_WARNING, "DisruptionFailed", f"Disruption rolled back: {why}; the node stays"
+            )
+
+    def _taint(self, nodeclaim: NodeClaim, *, add: bool) -> None:
+        node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+        changed = _with_taint(node, DISRUPTED_TAINT, add) if node is not None else None
+        if changed is not None:
+            self.cluster.update(changed)
+
+
+def _with_taint(node: Node, taint: Taint, wanted: bool) -> Node | None:
+    """``node`` with ``taint`` put on (``wanted``) or taken off; None when it already is so."""
+    if (taint in node.taints) == wanted:
+        return None
+    taints = (*node.taints, taint) if wanted else tuple(t for t in node.taints if t != taint)
+    return node.with_changes(taints=taints)
+
+
+__all__ = [
+    "DISRUPTED_TAINT",
+    "PLANNED_TAINT",
+    "REPLACEMENT_BACKOFF_CAP",
+    "REPLACEMENT_BACKOFF_START",
+    "DisruptionCommand",
+    "InFlight",
+    "Orchestrator",
+    "Pending",
+]
