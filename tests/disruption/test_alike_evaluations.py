@@ -19,8 +19,9 @@ from tests.support import make_pod
 
 from karpy.api.core import Pod
 from karpy.disruption import consolidation as consolidation_module
-from karpy.disruption.consolidation import ConsolidationDecision, EvaluationMemo, decide_consolidation
+from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.emptiness import Candidate
+from karpy.disruption.memo import EvaluationMemo
 from karpy.scheduling.solver import NodePoolCapacity, TypeMemo
 
 AMD64_ONLY = "  nodeSelector: {kubernetes.io/arch: amd64}"

@@ -10,7 +10,7 @@ from tests.support import make_instance_type, make_nodepool, make_pod
 
 from karpy.api.conditions import Condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
-from karpy.api.instancetype import InstanceType
+from karpy.api.instancetype import InstanceType, worst_launch_price
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef, NodePool
@@ -23,22 +23,19 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.api.taints import Taint
-from karpy.disruption import consolidation as consolidation_module
+from karpy.disruption import simulator as simulator_module
+from karpy.disruption.candidates import consolidation_candidates, disruption_order
 from karpy.disruption.consolidation import (
     KARPENTER_RULES,
     KIND_WEIGHT,
     MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT,
-    ConsolidationDecision,
     ConsolidationRules,
-    RemovalSimulator,
-    consolidate_single,
-    consolidation_candidates,
-    decide_consolidation,
-    disruption_order,
-    merge_groups,
-    worst_launch_price,
 )
+from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.emptiness import Candidate, reschedulable
+from karpy.disruption.multi_node import merge_groups
+from karpy.disruption.simulator import RemovalSimulator
+from karpy.disruption.single_node import consolidate_single
 from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, solve
 
 NOW = 100_000.0
@@ -452,7 +449,7 @@ def test_a_node_just_launched_and_first_in_line_is_known_to_take_the_pods_withou
     cluster.add("node-0", LARGE, [], candidate=False, in_flight=True)
     simulated = cluster.decide()
     solves: list[object] = []
-    monkeypatch.setattr(consolidation_module, "solve", lambda *args, **kwargs: solves.append(args))
+    monkeypatch.setattr(simulator_module, "solve", lambda *args, **kwargs: solves.append(args))
     known = cluster.decide()
     assert solves == []
     assert known.command is None
@@ -497,7 +494,7 @@ def test_simulations_that_stop_at_a_node_not_initialized_answer_as_whole_ones(
         kwargs.pop("stop_at", None)
         return solve(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(consolidation_module, "solve", whole)
+    monkeypatch.setattr(simulator_module, "solve", whole)
     worked_out = cluster.decide()
     assert stopping.unconsolidatable == worked_out.unconsolidatable
     assert (stopping.command is None) == (worked_out.command is None)

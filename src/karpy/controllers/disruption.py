@@ -118,17 +118,13 @@ from karpy.controllers.state import (
     volume_terms,
 )
 from karpy.disruption.budgets import allowed_disruptions
-from karpy.disruption.consolidation import (
-    KIND_PRICE,
-    KIND_WEIGHT,
-    ConsolidationDecision,
-    ConsolidationRules,
-    EvaluationMemo,
-    any_consolidatable,
-    decide_consolidation,
-)
-from karpy.disruption.drift import drift_reason, expires_at, is_expired
+from karpy.disruption.candidates import any_consolidatable
+from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT, ConsolidationRules
+from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
+from karpy.disruption.drift import drift_reason
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
+from karpy.disruption.expiration import expires_at, is_expired
+from karpy.disruption.memo import EvaluationMemo
 from karpy.logs import about
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 

@@ -1,0 +1,58 @@
+"""Single-node consolidation: deleting or replacing one node at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from karpy.api.nodepool import REASON_UNDERUTILIZED
+from karpy.disruption.consolidation import KARPENTER_RULES, ConsolidationCommand, ConsolidationRules, evaluate
+from karpy.disruption.emptiness import Candidate, is_empty
+from karpy.disruption.method import MethodResult
+from karpy.disruption.simulator import RemovalSimulator
+
+
+def consolidate_single(
+    candidates: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    allowed: Mapping[str, int],
+    *,
+    spot_to_spot: bool = False,
+    rules: ConsolidationRules | None = None,
+) -> tuple[ConsolidationCommand | None, dict[str, str]]:
+    """The first candidate, in the given order, that can be deleted or replaced alone.
+
+    Returns the command (or None) and, for each candidate tried in vain, why.
+    """
+    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
+    unconsolidatable: dict[str, str] = {}
+    for candidate in candidates:
+        if allowed.get(candidate.nodepool.name, 0) <= 0 or is_empty(candidate):
+            continue
+        result = evaluate([candidate], simulator, prices, rules)
+        if isinstance(result, ConsolidationCommand):
+            return result, unconsolidatable
+        unconsolidatable[candidate.nodeclaim.name] = result
+    return None, unconsolidatable
+
+
+@dataclass(frozen=True, slots=True)
+class SingleNodeConsolidation:
+    """Karpenter's SingleNodeConsolidation: the first node that can go alone (a :class:`Method`)."""
+
+    simulator: RemovalSimulator
+    prices: Mapping[str, float]
+    rules: ConsolidationRules
+    reason: str = REASON_UNDERUTILIZED
+
+    def considers(self, candidate: Candidate) -> bool:
+        # Empty nodes are emptiness' business, under its own budget.
+        return not is_empty(candidate)
+
+    def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
+        command, rejected = consolidate_single(
+            candidates, self.simulator, self.prices, allowed, rules=self.rules
+        )
+        return MethodResult(command, rejected)
