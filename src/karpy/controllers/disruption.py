@@ -125,6 +125,7 @@ from karpy.disruption.drift import drift_reason
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.disruption.expiration import expires_at, is_expired
 from karpy.disruption.memo import EvaluationMemo
+from karpy.disruption.rejection import WAITING, Rejection
 from karpy.logs import about
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
@@ -139,12 +140,13 @@ QUIET_PASS_TTL = 300.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
 # Reasons a node is not a consolidation candidate *yet*: not worth an Event.
-_TRANSIENT = (
-    "node is being deleted",
-    "node is not initialized",
-    "consolidateAfter has not elapsed",
-    "NodePool ",
-)
+_NO_EVENT = WAITING
+
+
+def worth_an_event(reason: Rejection) -> bool:
+    """Whether a node consolidation leaves alone for this reason gets an Unconsolidatable Event
+    (chosen by the reason's kind, whatever its wording)."""
+    return reason.kind not in _NO_EVENT
 
 
 @dataclass(slots=True)
@@ -336,21 +338,20 @@ class DisruptionController:
         ]
         landing = self._landing_nodes()
         if landing:
-            self._note_waiting(
-                {
-                    name: "it is the capacity a consolidation launched for the pods of "
-                    f"{_few(sorted(waiting))}, still to go as the budgets allow"
-                    for name, waiting in landing.items()
-                    if any(c.nodeclaim.name == name for c in underused)
-                }
-            )
+            for name, waiting in landing.items():
+                if any(c.nodeclaim.name == name for c in underused):
+                    self.blocked.setdefault(
+                        name,
+                        "it is the capacity a consolidation launched for the pods of "
+                        f"{_few(sorted(waiting))}, still to go as the budgets allow",
+                    )
             underused = [c for c in underused if c.nodeclaim.name not in landing]
         if not underused:
             self._given_up = {}
             return None
         if not any_consolidatable(underused, now):
             # Only why each waits, and until when: no capacity to simulate removals against.
-            decision = decide_consolidation(underused, [], [], {}, {}, {}, now)
+            decision = decide_consolidation(underused, [], [], {}, {}, {}, now, rules=self.rules)
             self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
             self._note_waiting(decision.blocked)
             self.consolidation_due = decision.next_due
@@ -395,11 +396,10 @@ class DisruptionController:
                 allowed,
                 pdb_blocked,
                 now,
-                self.rules.spot_to_spot,
-                terms,
-                snapshot.namespace_labels,
-                savings_known=self._given_up.keys(),
                 rules=self.rules,
+                volume_terms=terms,
+                namespace_labels=snapshot.namespace_labels,
+                savings_known=self._given_up.keys(),
                 memo=self.evaluations,
             )
 
@@ -447,7 +447,7 @@ class DisruptionController:
         """$/h each node consolidation holds back would save if deleted or replaced alone."""
         return {name: saving for name, (_, saving) in self._given_up.items()}
 
-    def _keep_savings_given_up(self, blocked: dict[str, str], fresh: dict[str, float]) -> None:
+    def _keep_savings_given_up(self, blocked: dict[str, Rejection], fresh: dict[str, float]) -> None:
         """Keep a blocked node's figure while it is blocked for the same reason.
 
         A node whose reason changed is left without one for this pass and
@@ -456,17 +456,17 @@ class DisruptionController:
         kept: dict[str, tuple[str, float]] = {}
         for name, reason in blocked.items():
             known = self._given_up.get(name)
-            if known is not None and known[0] == reason:
+            if known is not None and known[0] == reason.message:
                 kept[name] = known
             elif name in fresh:
-                kept[name] = (reason, fresh[name])
+                kept[name] = (reason.message, fresh[name])
         self._given_up = kept
 
     def _conclude(self, decision: ConsolidationDecision) -> None:
         """Take in what a consolidation decision says of every node (the command aside)."""
         self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
         self._note_waiting(decision.blocked)
-        self.unconsolidatable = dict(decision.unconsolidatable)
+        self.unconsolidatable = {name: reason.message for name, reason in decision.unconsolidatable.items()}
         self.consolidation_due = decision.next_due
 
     def _consolidation_state(
@@ -522,10 +522,10 @@ class DisruptionController:
         """The savings held back that the next decision will not work out again, as a value."""
         return tuple(sorted(self._given_up.items()))
 
-    def _note_waiting(self, blocked: dict[str, str]) -> None:
+    def _note_waiting(self, blocked: dict[str, Rejection]) -> None:
         for name, reason in blocked.items():
-            if not reason.startswith(_TRANSIENT):
-                self.blocked.setdefault(name, reason)
+            if worth_an_event(reason):
+                self.blocked.setdefault(name, reason.message)
 
     def _blocking_pod(self, pods: Iterable[Pod]) -> str:
         for pod in pods:

@@ -11,6 +11,7 @@ from karpy.api.nodeclaim import CONDITION_INITIALIZED
 from karpy.api.nodepool import WHEN_EMPTY_OR_UNDERUTILIZED
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE
 from karpy.disruption.emptiness import Candidate, empty_since, reschedulable
+from karpy.disruption.rejection import Rejection, RejectionKind
 
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # Karpenter's per-pod eviction cost: 1 + priority / 2**25 + deletion cost / 2**27, clamped.
@@ -30,7 +31,7 @@ class CandidateSelection:
     eligible: list[Candidate] = field(default_factory=list)
     # The launched offering's hourly price of every eligible candidate, by NodeClaim name.
     prices: dict[str, float] = field(default_factory=dict)
-    blocked: dict[str, str] = field(default_factory=dict)
+    blocked: dict[str, Rejection] = field(default_factory=dict)
     # Blocked only by their pods or the node's annotation (priced, due): what they
     # would save is worth telling (see :func:`savings_given_up`).
     held_back: list[Candidate] = field(default_factory=list)
@@ -73,20 +74,30 @@ def disruption_order(candidates: Sequence[Candidate], now: float) -> list[Candid
     return sorted(candidates, key=lambda c: (disruption_cost(c, now), c.nodeclaim.name))
 
 
-def eviction_blocker(candidate: Candidate, pdb_blocked: Mapping[str, str]) -> str | None:
+def eviction_blocker(candidate: Candidate, pdb_blocked: Mapping[str, str]) -> Rejection | None:
     """Why the node's pods cannot be evicted, or None if they can."""
     if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
-        return f"node has {DO_NOT_DISRUPT_ANNOTATION}"
+        return Rejection(RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}")
     for pod in sorted(candidate.pods, key=lambda pod: pod.key):
         if not reschedulable(pod):
             continue
         if pod.do_not_disrupt:
-            return f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}"
+            return Rejection(
+                RejectionKind.POD_DO_NOT_DISRUPT,
+                f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}",
+                pods=(pod.key,),
+            )
         if pod.metadata.controller is None:
-            return f"pod {pod.key} has no controller owner to recreate it"
+            return Rejection(
+                RejectionKind.POD_WITHOUT_OWNER,
+                f"pod {pod.key} has no controller owner to recreate it",
+                pods=(pod.key,),
+            )
         pdb_reason = pdb_blocked.get(pod.key)
         if pdb_reason is not None:
-            return f"pod {pod.key}: {pdb_reason}"
+            return Rejection(
+                RejectionKind.POD_DISRUPTION_BUDGET, f"pod {pod.key}: {pdb_reason}", pods=(pod.key,)
+            )
     return None
 
 
@@ -96,23 +107,26 @@ def _price_table(candidates: Sequence[Candidate], price_of: PriceOf) -> dict[str
     return {c.nodeclaim.name: price_of(c) for c in candidates}
 
 
-def _waiting(candidate: Candidate, now: float) -> tuple[str, float | None]:
-    """Why consolidation must leave ``candidate`` alone for now ("" if it need not), and when
+def _waiting(candidate: Candidate, now: float) -> tuple[Rejection | None, float | None]:
+    """Why consolidation must leave ``candidate`` alone for now (None if it need not), and when
     it may look again if that is a matter of time (consolidateAfter)."""
     pool = candidate.nodepool
     disruption = pool.disruption
     if candidate.nodeclaim.metadata.deleting or candidate.node.metadata.deleting:
-        return "node is being deleted", None
+        return Rejection(RejectionKind.BEING_DELETED, "node is being deleted"), None
     if not candidate.nodeclaim.is_true(CONDITION_INITIALIZED):
-        return "node is not initialized yet", None
+        return Rejection(RejectionKind.NOT_INITIALIZED, "node is not initialized yet"), None
     if disruption.consolidate_after is None:
-        return f"NodePool {pool.name} has consolidation disabled (consolidateAfter: Never)", None
+        message = f"NodePool {pool.name} has consolidation disabled (consolidateAfter: Never)"
+        return Rejection(RejectionKind.CONSOLIDATION_DISABLED, message), None
     if disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
-        return f"NodePool {pool.name} consolidates only empty nodes ({disruption.consolidation_policy})", None
+        message = f"NodePool {pool.name} consolidates only empty nodes ({disruption.consolidation_policy})"
+        return Rejection(RejectionKind.EMPTY_ONLY, message), None
     due = empty_since(candidate) + disruption.consolidate_after
     if due > now:
-        return f"consolidateAfter has not elapsed (consolidatable in {due - now:.0f}s)", due
-    return "", None
+        message = f"consolidateAfter has not elapsed (consolidatable in {due - now:.0f}s)"
+        return Rejection(RejectionKind.NOT_DUE, message), due
+    return None, None
 
 
 def any_consolidatable(candidates: Sequence[Candidate], now: float) -> bool:
@@ -123,7 +137,7 @@ def any_consolidatable(candidates: Sequence[Candidate], now: float) -> bool:
     caller can skip building the cluster's capacity for it: during a
     scale-up every new node waits out consolidateAfter, pass after pass.
     """
-    return any(not _waiting(candidate, now)[0] for candidate in candidates)
+    return any(_waiting(candidate, now)[0] is None for candidate in candidates)
 
 
 def consolidation_candidates(
@@ -138,7 +152,7 @@ def consolidation_candidates(
     for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
         name = candidate.nodeclaim.name
         waiting, due = _waiting(candidate, now)
-        if waiting:
+        if waiting is not None:
             selection.blocked[name] = waiting
             if due is not None:
                 selection.next_due = due if selection.next_due is None else min(selection.next_due, due)
@@ -146,8 +160,9 @@ def consolidation_candidates(
         blocker = eviction_blocker(candidate, pdb_blocked)
         price = prices[name]
         if price is None or not math.isfinite(price):
-            selection.blocked[name] = blocker or (
-                f"the price of its offering ({offering_label(candidate)}) is unknown"
+            selection.blocked[name] = blocker or Rejection(
+                RejectionKind.PRICE_UNKNOWN,
+                f"the price of its offering ({offering_label(candidate)}) is unknown",
             )
             continue
         selection.prices[name] = price

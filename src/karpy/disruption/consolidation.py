@@ -281,6 +281,7 @@ from karpy.api.requirements import (
 )
 from karpy.disruption.candidates import capacity_type_of, instance_type_of
 from karpy.disruption.emptiness import Candidate
+from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.scheduling.solver import ExistingCapacity, NewNodeClaim, min_values_met
 
@@ -346,7 +347,7 @@ class ConsolidationCommand:
     description: str
     reason: str = REASON_UNDERUTILIZED
     # Candidates that were not considered, and why (NodeClaim name -> reason).
-    blocked: dict[str, str] = field(default_factory=dict)
+    blocked: dict[str, Rejection] = field(default_factory=dict)
     # KIND_PRICE, or KIND_WEIGHT for a move to a preferred NodePool.
     kind: str = KIND_PRICE
     # New NodeClaims beyond the first, when a merge replaces N nodes by M > 1.
@@ -385,7 +386,7 @@ def _cheaper_replacement(
     spot_to_spot: bool,
     *,
     single_spot_rule: bool = True,
-) -> NewNodeClaim | str:
+) -> NewNodeClaim | Rejection:
     """The replacement narrowed to options whose worst launch price is below ``ceiling``, or why not."""
     requirements = claim.requirements.copy()
     capacity_types = requirements.get(LABEL_CAPACITY_TYPE)
@@ -393,8 +394,9 @@ def _cheaper_replacement(
     spot_only = Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", (CAPACITY_TYPE_SPOT,))
     if all_spot and capacity_types.has(CAPACITY_TYPE_SPOT):
         if not spot_to_spot:
-            return (
-                "spot-to-spot consolidation is disabled: a spot node can be deleted but not replaced by spot"
+            return Rejection(
+                RejectionKind.SPOT_TO_SPOT_DISABLED,
+                "spot-to-spot consolidation is disabled: a spot node can be deleted but not replaced by spot",
             )
         requirements.add(spot_only)
         options = priced_below(claim.instance_types, requirements, ceiling)
@@ -414,15 +416,18 @@ def _cheaper_replacement(
     else:
         options = priced_below(claim.instance_types, requirements, ceiling)
     if not options:
-        return f"no replacement costs less than ${ceiling:.4f}/h"
+        return Rejection(RejectionKind.NOT_CHEAPER, f"no replacement costs less than ${ceiling:.4f}/h")
     if not min_values_met(requirements, options):
-        return "the cheaper replacement options do not satisfy minValues"
+        return Rejection(
+            RejectionKind.MIN_VALUES_UNMET, "the cheaper replacement options do not satisfy minValues"
+        )
     options.sort(key=lambda t: (cheapest_price(t, requirements), t.name))
     if single_spot_rule and all_spot and capacity_types.has(CAPACITY_TYPE_SPOT) and len(removed) == 1:
         if len(options) < MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT:
-            return (
+            return Rejection(
+                RejectionKind.TOO_FEW_SPOT_TYPES,
                 f"spot-to-spot consolidation needs {MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT} cheaper "
-                f"instance types, found {len(options)}"
+                f"instance types, found {len(options)}",
             )
         keep = max(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT, _fewest_meeting_min_values(requirements, options))
         options = options[:keep]
@@ -443,7 +448,7 @@ def _narrowed(claim: NewNodeClaim, requirements: Requirements, options: list[Ins
 
 def _without_same_types(
     claim: NewNodeClaim, removed: Sequence[Candidate], prices: Mapping[str, float]
-) -> NewNodeClaim | str:
+) -> NewNodeClaim | Rejection:
     """Karpenter's ``filterOutSameType`` for multi-node replacements.
 
     If the replacement may be a type one of the removed nodes already is,
@@ -460,7 +465,10 @@ def _without_same_types(
         return claim
     options = priced_below(claim.instance_types, claim.requirements, ceiling)
     if not options or not min_values_met(claim.requirements, options):
-        return "the replacement is no cheaper than one of the nodes it replaces"
+        return Rejection(
+            RejectionKind.SAME_TYPE_NOT_CHEAPER,
+            "the replacement is no cheaper than one of the nodes it replaces",
+        )
     return _narrowed(claim, claim.requirements.copy(), options)
 
 
@@ -474,12 +482,6 @@ def _describe_removed(candidates: Sequence[Candidate], total: float) -> str:
     if len(candidates) == 1:
         return f"{candidates[0].nodeclaim.name} ({instance_type_of(candidates[0])}, ${total:.2f}/h)"
     return f"{len(candidates)} nodes ({_names(candidates)}, ${total:.2f}/h)"
-
-
-class Infeasible(str):
-    """Why some nodes cannot go at all: their pods would not all find a place."""
-
-    __slots__ = ()
 
 
 def _worst_price(claim: NewNodeClaim) -> float:
@@ -498,6 +500,21 @@ def _moves_up_in_weight(
     return all(weights.get(claim.nodepool, 0) > highest_removed for claim in claims)
 
 
+def _needs_uninitialized(node: str) -> Rejection:
+    return Rejection(
+        RejectionKind.TARGET_NOT_INITIALIZED,
+        f"its pods would need node {node}, which is not initialized yet",
+        nodes=(node,),
+    )
+
+
+def _not_cheaper(rules: ConsolidationRules, total: float) -> Rejection:
+    return Rejection(
+        RejectionKind.NOT_CHEAPER,
+        f"no replacement is at least {rules.min_savings_fraction:.0%} cheaper than ${total:.4f}/h",
+    )
+
+
 def evaluate(
     removed: Sequence[Candidate],
     simulator: RemovalSimulator,
@@ -506,7 +523,7 @@ def evaluate(
     *,
     disrupt: Sequence[Candidate] | None = None,
     max_new: int = 1,
-) -> ConsolidationCommand | str:
+) -> ConsolidationCommand | Rejection:
     """:func:`_worked_out`, or its earlier answer when nothing it depends on changed."""
     inputs = simulator.inputs(removed)
     question = (rules, tuple(c.nodeclaim.name for c in (removed if disrupt is None else disrupt)), max_new)
@@ -526,11 +543,12 @@ def evaluate(
             if answer is not None:
                 return answer
     result = _worked_out(removed, inputs, simulator, prices, rules, disrupt=disrupt, max_new=max_new)
-    if isinstance(result, str):
+    if isinstance(result, Rejection):
         if key is not None:
             assert memo is not None
             memo.put(key, result)
-        if alike is not None and not any(pod.key in result for pod in inputs[0]):
+        # An answer that names a pod (one that would not schedule) is this node's alone.
+        if alike is not None and not result.pods:
             assert memo is not None
             memo.put(alike, result)
     return result
@@ -545,7 +563,7 @@ def _worked_out(
     *,
     disrupt: Sequence[Candidate] | None = None,
     max_new: int = 1,
-) -> ConsolidationCommand | str:
+) -> ConsolidationCommand | Rejection:
     """The command that removes ``removed``, or why there is none.
 
     ``removed`` is what the simulation takes away and what the saving is
@@ -563,25 +581,29 @@ def _worked_out(
     # to land there.
     first_target = simulator.certain_first_target(inputs)
     if first_target is not None:
-        return Infeasible(f"its pods would need node {first_target}, which is not initialized yet")
+        return _needs_uninitialized(first_target)
     if len(removed) > 1:
         # A group is no command if it needs as many new nodes as it has (or more than allowed).
         too_many = min(len(removed), max_new + 1)
         at_least = simulator.needs_new_nodes(removed, inputs, too_many)
         if at_least is not None:
-            return f"removing it needs at least {at_least} new nodes"
+            return Rejection(
+                RejectionKind.TOO_MANY_NEW_NODES, f"removing it needs at least {at_least} new nodes"
+            )
     plan = simulator.solve(inputs, removed)
     if plan.stopped_at is not None:
-        return Infeasible(f"its pods would need node {plan.stopped_at}, which is not initialized yet")
+        return _needs_uninitialized(plan.stopped_at)
     waiting = sorted({target for target in plan.existing.values() if target in simulator.uninitialized})
     if waiting:
-        return Infeasible(f"its pods would need node {waiting[0]}, which is not initialized yet")
+        return _needs_uninitialized(waiting[0])
     if plan.unschedulable:
         key = min(plan.unschedulable)
         more = len(plan.unschedulable) - 1
-        return Infeasible(
+        return Rejection(
+            RejectionKind.POD_UNSCHEDULABLE,
             f"pod {key} would not schedule: {plan.unschedulable[key]}"
-            + (f" (and {more} more)" if more else "")
+            + (f" (and {more} more)" if more else ""),
+            pods=tuple(sorted(plan.unschedulable)),
         )
     total = sum(prices[c.nodeclaim.name] for c in removed)
     claims = plan.new_nodeclaims
@@ -603,10 +625,12 @@ def _worked_out(
     # A split: one node whose pods the solver places more cheaply on several new ones.
     split = rules.split and len(removed) == 1 and 1 < len(claims) <= MAX_SPLIT_NODES
     if not split and (len(claims) > max_new or len(claims) >= len(removed) > 1):
-        return f"removing it needs {len(claims)} new nodes"
+        return Rejection(RejectionKind.TOO_MANY_NEW_NODES, f"removing it needs {len(claims)} new nodes")
     if not split and len(claims) > len(disrupted):
-        return (
-            f"the budgets let {len(disrupted)} of its {len(removed)} nodes go now, it needs {len(claims)} new"
+        return Rejection(
+            RejectionKind.BUDGET_TOO_SMALL,
+            f"the budgets let {len(disrupted)} of its {len(removed)} nodes go now, "
+            f"it needs {len(claims)} new",
         )
     weight_move = rules.weights and _moves_up_in_weight(claims, removed, simulator.weights)
     # A move to the preferred NodePool is not for price: it may cost as much as now, not more.
@@ -614,7 +638,7 @@ def _worked_out(
     ceiling = math.nextafter(total, math.inf) if weight_move else total * (1.0 - margin)
     cheapest = [_cheapest_worst_price(claim) for claim in claims]
     if any(math.isinf(price) for price in cheapest) or sum(cheapest) >= ceiling:
-        return f"no replacement is at least {rules.min_savings_fraction:.0%} cheaper than ${total:.4f}/h"
+        return _not_cheaper(rules, total)
     replacements: list[NewNodeClaim] = []
     for claim, floor in zip(claims, cheapest, strict=True):
         # Each new NodeClaim gets its share of the ceiling, so their worst prices add up below it.
@@ -624,13 +648,13 @@ def _worked_out(
         )
         if isinstance(narrowed, NewNodeClaim) and len(removed) > 1 and len(claims) == 1:
             narrowed = _without_same_types(narrowed, removed, prices)
-        if isinstance(narrowed, str):
+        if isinstance(narrowed, Rejection):
             return narrowed
         replacements.append(narrowed)
     worst = sum(_worst_price(claim) for claim in replacements)
     if not worst < ceiling:
         # Each option is below its share; this holds the sum to the ceiling whatever rounding did.
-        return f"no replacement is at least {rules.min_savings_fraction:.0%} cheaper than ${total:.4f}/h"
+        return _not_cheaper(rules, total)
     first = replacements[0].instance_types[0]
     others = len(replacements[0].instance_types) - 1
     if len(replacements) == 1:

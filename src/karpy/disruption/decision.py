@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -10,7 +9,6 @@ from karpy.api.nodepool import REASON_UNDERUTILIZED
 from karpy.api.requirements import Requirements
 from karpy.disruption.candidates import PriceOf, consolidation_candidates
 from karpy.disruption.consolidation import (
-    KARPENTER_RULES,
     ConsolidationCommand,
     ConsolidationRules,
     evaluate,
@@ -19,6 +17,7 @@ from karpy.disruption.emptiness import Candidate
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Method
 from karpy.disruption.multi_node import MultiNodeConsolidation
+from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
 from karpy.scheduling.constraints import NamespaceLabels
@@ -29,9 +28,9 @@ from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity
 class ConsolidationDecision:
     command: ConsolidationCommand | None = None
     # Nodes not considered, and why (policy, annotation, pods, budget, not due yet).
-    blocked: dict[str, str] = field(default_factory=dict)
+    blocked: dict[str, Rejection] = field(default_factory=dict)
     # Nodes single-node consolidation tried and could not remove, and why.
-    unconsolidatable: dict[str, str] = field(default_factory=dict)
+    unconsolidatable: dict[str, Rejection] = field(default_factory=dict)
     # $/h that deleting or replacing each node alone would save, for nodes held back
     # only by do-not-disrupt, a pod's PDB or owner, or a budget (see savings_given_up).
     savings_given_up: dict[str, float] = field(default_factory=dict)
@@ -43,8 +42,7 @@ def savings_given_up(
     simulator: RemovalSimulator,
     prices: Mapping[str, float],
     *,
-    spot_to_spot: bool = False,
-    rules: ConsolidationRules | None = None,
+    rules: ConsolidationRules,
 ) -> dict[str, float]:
     """What each held-back node would save ($/h) if it alone were deleted or replaced.
 
@@ -54,7 +52,6 @@ def savings_given_up(
     launch price for a replace. A node whose pods would not fit elsewhere, or
     that no cheaper replacement exists for, gives up nothing: 0.
     """
-    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
     given_up: dict[str, float] = {}
     for candidate in held_back:
         result = evaluate([candidate], simulator, prices, rules)
@@ -71,11 +68,11 @@ def decide_consolidation(
     allowed: Mapping[str, int],
     pdb_blocked: Mapping[str, str],
     now: float,
-    spot_to_spot: bool = False,
+    *,
+    rules: ConsolidationRules,
     volume_terms: Mapping[str, Sequence[Requirements]] | None = None,
     namespace_labels: NamespaceLabels | None = None,
     savings_known: Container[str] = frozenset(),
-    rules: ConsolidationRules | None = None,
     memo: EvaluationMemo | None = None,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
@@ -85,8 +82,7 @@ def decide_consolidation(
     the ones it removes; nodes already being disrupted must be left out by
     the caller). ``allowed`` is how many more nodes of each NodePool may be
     disrupted for Underutilized; a NodePool missing from it gets none.
-    ``rules`` are the rules to decide by; without them, Karpenter's with
-    ``spot_to_spot`` as given.
+    ``rules`` are the rules to decide by.
 
     The decision also says what the nodes held back by do-not-disrupt, a PDB
     or a budget would have saved (:func:`savings_given_up`), except for those
@@ -95,15 +91,15 @@ def decide_consolidation(
     one per pass (a budget of zero over a large pool would otherwise simulate
     every node on every pass for a figure nobody acts on).
     """
-    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
     selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
     decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
     held_back = list(selection.held_back)
     for candidate in selection.eligible:
         pool = candidate.nodepool.name
         if allowed.get(pool, 0) <= 0:
-            decision.blocked[candidate.nodeclaim.name] = (
-                f"disruption budget of NodePool {pool} allows no more {REASON_UNDERUTILIZED} disruptions now"
+            decision.blocked[candidate.nodeclaim.name] = Rejection(
+                RejectionKind.BUDGET,
+                f"disruption budget of NodePool {pool} allows no more {REASON_UNDERUTILIZED} disruptions now",
             )
             held_back.append(candidate)
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from karpy.api.core import Pod, PodSpec
+from karpy.disruption.rejection import Rejection
 from karpy.scheduling.solver import placement_bucket, same_placement_spec
 
 # Evaluations kept across passes (see EvaluationMemo).
@@ -29,7 +30,7 @@ class EvaluationMemo:
     """
 
     def __init__(self) -> None:
-        self._answers: dict[tuple[object, ...], str] = {}
+        self._answers: dict[tuple[object, ...], Rejection] = {}
         # Each node's key as a number, so that keys naming hundreds of nodes are tuples of
         # numbers (hashed and compared fast), not of nested tuples.
         self._numbers: dict[tuple[object, ...], int] = {}
@@ -48,7 +49,7 @@ class EvaluationMemo:
     def pin(self, item: object) -> None:
         self._pinned.setdefault(id(item), item)
 
-    def get(self, key: tuple[object, ...]) -> str | None:
+    def get(self, key: tuple[object, ...]) -> Rejection | None:
         answer = self._answers.get(key)
         if answer is None:
             self.misses += 1
@@ -91,7 +92,7 @@ class EvaluationMemo:
         self._signatures[(pod.key, version)] = number
         return number
 
-    def put(self, key: tuple[object, ...], answer: str) -> None:
+    def put(self, key: tuple[object, ...], answer: Rejection) -> None:
         if (
             len(self._answers) >= MAX_MEMO_ENTRIES
             or len(self._numbers) >= MAX_MEMO_NODE_KEYS

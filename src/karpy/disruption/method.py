@@ -18,6 +18,7 @@ from typing import Protocol
 
 from karpy.disruption.consolidation import ConsolidationCommand
 from karpy.disruption.emptiness import Candidate
+from karpy.disruption.rejection import Rejection
 
 
 @dataclass(slots=True)
@@ -26,7 +27,7 @@ class MethodResult:
 
     command: ConsolidationCommand | None = None
     # The candidates the method tried in vain, and why (NodeClaim name -> reason).
-    rejected: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, Rejection] = field(default_factory=dict)
 
 
 class Method(Protocol):

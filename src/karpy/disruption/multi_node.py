@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -10,15 +9,14 @@ from karpy.api.nodepool import REASON_UNDERUTILIZED
 from karpy.api.quantity import ResourceAmounts
 from karpy.disruption.candidates import capacity_type_of
 from karpy.disruption.consolidation import (
-    KARPENTER_RULES,
     MULTI_NODE_MERGE,
     ConsolidationCommand,
     ConsolidationRules,
-    Infeasible,
     evaluate,
 )
 from karpy.disruption.emptiness import Candidate, reschedulable
 from karpy.disruption.method import MethodResult
+from karpy.disruption.rejection import Rejection
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.scheduling.solver import pod_requests
 
@@ -48,15 +46,13 @@ def consolidate_multi(
     prices: Mapping[str, float],
     allowed: Mapping[str, int],
     *,
-    spot_to_spot: bool = False,
-    rules: ConsolidationRules | None = None,
+    rules: ConsolidationRules,
 ) -> ConsolidationCommand | None:
     """The largest prefix (2..100) of ``candidates`` that can be removed at once, by binary search.
 
     ``candidates`` in disruption order (see :func:`consolidation_candidates`);
     each NodePool contributes no more than ``allowed`` of them.
     """
-    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
     batchable = _within_budget(candidates, allowed)[:MAX_MULTI_NODE_CANDIDATES]
     best: ConsolidationCommand | None = None
     low, high = 2, len(batchable)
@@ -112,6 +108,7 @@ def consolidate_merge(
     simulator: RemovalSimulator,
     prices: Mapping[str, float],
     allowed: Mapping[str, int],
+    *,
     rules: ConsolidationRules,
 ) -> ConsolidationCommand | None:
     """Merge underused nodes: grow each group greedily, keep the command that saves the most.
@@ -136,11 +133,11 @@ def consolidate_merge(
             if not disrupt:
                 break
             result = evaluate(trial, simulator, prices, rules, disrupt=disrupt, max_new=len(trial) - 1)
-            if isinstance(result, Infeasible):
+            if isinstance(result, Rejection):
+                if not result.infeasible:
+                    members = trial
                 continue
             members = trial
-            if isinstance(result, str):
-                continue
             if best is None or _saves_more(result, best):
                 best = result
     return best
@@ -182,7 +179,7 @@ class MultiNodeConsolidation:
         if self.rules.multi_node == MULTI_NODE_MERGE:
             # Merging also keeps Karpenter's largest prefix (up to 100 nodes at once, where a
             # merge group stops at 20): whichever saves more.
-            merged = consolidate_merge(candidates, self.simulator, self.prices, allowed, self.rules)
+            merged = consolidate_merge(candidates, self.simulator, self.prices, allowed, rules=self.rules)
             if merged is not None and (command is None or merged.savings_per_hour > command.savings_per_hour):
                 command = merged
         return MethodResult(command)

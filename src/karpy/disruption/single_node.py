@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from karpy.api.nodepool import REASON_UNDERUTILIZED
-from karpy.disruption.consolidation import KARPENTER_RULES, ConsolidationCommand, ConsolidationRules, evaluate
+from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules, evaluate
 from karpy.disruption.emptiness import Candidate, is_empty
 from karpy.disruption.method import MethodResult
+from karpy.disruption.rejection import Rejection
 from karpy.disruption.simulator import RemovalSimulator
 
 
@@ -19,15 +19,13 @@ def consolidate_single(
     prices: Mapping[str, float],
     allowed: Mapping[str, int],
     *,
-    spot_to_spot: bool = False,
-    rules: ConsolidationRules | None = None,
-) -> tuple[ConsolidationCommand | None, dict[str, str]]:
+    rules: ConsolidationRules,
+) -> tuple[ConsolidationCommand | None, dict[str, Rejection]]:
     """The first candidate, in the given order, that can be deleted or replaced alone.
 
     Returns the command (or None) and, for each candidate tried in vain, why.
     """
-    rules = rules if rules is not None else dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot)
-    unconsolidatable: dict[str, str] = {}
+    unconsolidatable: dict[str, Rejection] = {}
     for candidate in candidates:
         if allowed.get(candidate.nodepool.name, 0) <= 0 or is_empty(candidate):
             continue
