@@ -1,71 +1,28 @@
-"""Disruption orchestration: carry out what the decision core decides, safely.
+"""The disruption controller: one command per pass from the decision core, carried out safely.
 
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
 known to become due) builds the candidates from the cluster and asks
-:mod:`karpy.disruption` for one command, trying the methods in Karpenter's
-order and stopping at the first that acts:
+:mod:`karpy.disruption` for one command, trying emptiness, drift and
+consolidation (multi-node, then single-node) in Karpenter's order, by the
+controller's :class:`~karpy.disruption.consolidation.ConsolidationRules`.
 
-1. **emptiness** — empty nodes past consolidateAfter are deleted;
-2. **drift** — a drifted node is replaced: the pods' new home is simulated
-   and launched first;
-3. **consolidation** — underused nodes are deleted or replaced by cheaper
-   NodeClaims (multi-node first, then single-node), by the controller's
-   :class:`~karpy.disruption.consolidation.ConsolidationRules` (karpy's by
-   default, or Karpenter's; docs/consolidation.md). A *weight
-   consolidation*, which moves pods to a preferred NodePool at no higher
-   price, says so in its Events and log line and counts against the
-   Underutilized budget.
+A command is re-checked after ``VALIDATION_DELAY`` and dropped if it no
+longer holds; then its nodes are tainted ``karpenter.sh/disrupted:NoSchedule``,
+the replacements are launched, and the nodes are deleted once every
+replacement is initialized (the termination controller drains them). A
+failed replacement rolls the command back and backs its nodes off
+(``REPLACEMENT_BACKOFF_START`` doubling up to ``REPLACEMENT_BACKOFF_CAP``).
+The nodes a plan removes in later passes are tainted
+``karpy.dev/consolidation-planned:PreferNoSchedule`` (``_mark_planned``). A
+consolidation that found nothing is answered again while nothing it reads has
+changed, for at most ``QUIET_PASS_TTL``.
 
-A command is not carried out at once: it is re-checked after 15 s (the
-cluster may have changed: a pod landed on the empty node, a new pod needs the
-capacity), and dropped if it no longer holds. An empty node that a budget
-held back has been re-checked by then, pass after pass, so when the budget
-frees up it goes without a fresh wait (see ``_checked_while_waiting``).
-Then the candidates are tainted ``karpenter.sh/disrupted:NoSchedule`` so
-nothing new lands on them, the replacements are launched, and only when every
-replacement is initialized are the candidates deleted (the termination
-controller drains them). If a
-replacement fails (it never launches or registers and its NodeClaim is
-deleted), the command is rolled back: the taints come off and the old nodes
-keep serving.
+A node left alone gets a ``DisruptionBlocked`` Event unless it is only
+waiting, chosen by the kind of the core's reason (:func:`worth_an_event`),
+never by its wording. :class:`NodeClaimDisruptionConditions` marks drift and
+deletes expired NodeClaims (forceful in Karpenter v1, budgets notwithstanding).
 
-When the budgets let a consolidation plan remove only some of its nodes now,
-the others (``ConsolidationCommand.planned``) are tainted
-``karpy.dev/consolidation-planned:PreferNoSchedule`` until the plan changes
-or ends, so kube-scheduler puts the pods evicted meanwhile on the nodes that
-stay (see ``_mark_planned``).
-
-A consolidation whose replacement failed is backed off: its candidates are
-not offered a replacement again for ``REPLACEMENT_BACKOFF_START`` (1 minute),
-doubled per consecutive failure up to ``REPLACEMENT_BACKOFF_CAP`` (10
-minutes). Why: a replacement fails mostly when the cloud refuses the offering
-it was priced on (insufficient capacity); until the refusal has been recorded
-as an unavailable offering (the cache keeps it a few minutes) the same
-cheapest offering is chosen again, launched, refused and rolled back, pass
-after pass, each time tainting the old node for nothing. One minute covers
-the usual lag before the refusal is known; doubling keeps a persistent
-refusal (a whole capacity type gone for half an hour) down to a handful of
-attempts; ten minutes bounds how long a real saving waits once capacity is
-back. Deletes are not backed off: they launch nothing, so they cannot fail
-for that reason. While a candidate is backed off, the pass first looks for a
-delete among all candidates (no new capacity offered) and then for any
-command among the others, so the back-off holds back only what failed.
-
-A consolidation that finds nothing to do is not worked out again while
-nothing it reads has changed: no object's resourceVersion (pods, nodes,
-NodeClaims, NodePools, DaemonSets, PDBs, Namespaces, node classes), no
-catalog the provider returns, no budget, back-off or known saving, and no
-node has become due (``next_due``). Karpenter does the same (its cluster
-state records that it is consolidated, and any change marks it not), and
-like Karpenter the answer is kept at most ``QUIET_PASS_TTL`` (5 minutes):
-the disruption order weighs a node's remaining lifetime, which moves with
-the clock alone. Why: on a cluster that is already as cheap as it gets, a
-pass simulates the removal of every node every 10 seconds for nothing; a
-quiet cluster (nights, idle virtual time in the simulator) spent nearly all
-its time there.
-
-Expiration is not here: in Karpenter v1 it is forceful and handled by the
-NodeClaim expiration controller, not subject to budgets.
+docs/consolidation.md says what each step does and why, and the rules.
 """
 
 from __future__ import annotations

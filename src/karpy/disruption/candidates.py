@@ -1,4 +1,15 @@
-"""Consolidation candidates: which nodes may be disrupted now, in what order, and why not the others."""
+"""Consolidation candidates: which nodes may be disrupted now, in what order, and why not the others.
+
+A node is a candidate when its NodeClaim is initialized and not being
+deleted, its NodePool consolidates underused nodes and its consolidateAfter
+has elapsed (Karpenter's ``Consolidatable``), nothing blocks evicting its
+pods, and the price of its offering is known. Every node left out gets a
+typed reason (:class:`~karpy.disruption.rejection.Rejection`); those held
+back only by do-not-disrupt or their pods are kept apart, so the caller can
+say what keeping them costs. Candidates come cheapest to disrupt first
+(Karpenter's disruption cost). docs/consolidation.md ("Candidates") has the
+rules.
+"""
 
 from __future__ import annotations
 

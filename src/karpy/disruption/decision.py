@@ -1,4 +1,13 @@
-"""The consolidation decision of one pass: candidates, then multi-node, then single-node."""
+"""The consolidation decision of one pass.
+
+:func:`decide_consolidation` selects the candidates
+(:mod:`~karpy.disruption.candidates`), holds back those whose budget is
+spent, works out what the held-back nodes would save
+(:func:`savings_given_up`), and runs the consolidation methods in
+Karpenter's order (multi-node, then single-node) until one gives a command.
+It decides and writes nothing: the controller carries the command out.
+docs/consolidation.md has the rules.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The memo of consolidation evaluations that found no command, kept across passes."""
+"""The memo of consolidation evaluations that found no command, kept across passes.
+
+See :class:`EvaluationMemo`; the removal simulator says what each answer
+depends on (:meth:`~karpy.disruption.simulator.RemovalSimulator.memo_key`),
+and docs/consolidation.md why it pays on a busy cluster.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,14 @@
-"""Multi-node consolidation: removing several nodes at once (Karpenter's prefix, karpy's merge)."""
+"""Multi-node consolidation: several nodes removed by one command (Karpenter's MultiNodeConsolidation).
+
+Karpenter's search (``MULTI_NODE_PREFIX``) takes the candidates the budgets
+allow, at most :data:`MAX_MULTI_NODE_CANDIDATES`, and binary-searches the
+largest prefix that can go at once with at most one cheaper new NodeClaim.
+karpy's (``MULTI_NODE_MERGE``) runs it too, and also grows groups of wasteful
+nodes greedily (:func:`consolidate_merge`) to replace N nodes by M < N new
+ones, in at most :data:`MAX_MERGE_SIMULATIONS` tries a pass; the command
+that saves more wins. docs/consolidation.md ("Merging fragments") has the
+rules and the bound.
+"""
 
 from __future__ import annotations
 
@@ -113,7 +123,7 @@ def consolidate_merge(
 ) -> ConsolidationCommand | None:
     """Merge underused nodes: grow each group greedily, keep the command that saves the most.
 
-    See the module docstring for the search and its bound. A group starts
+    See docs/consolidation.md for the search and its bound. A group starts
     with its most wasteful node; each next node joins if the pods of the
     group with it still all find a place (two half-full nodes may need a
     node no cheaper than both, where three would not), and is skipped

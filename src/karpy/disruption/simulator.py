@@ -1,4 +1,16 @@
-"""The removal simulator: where the pods of some nodes would go if those nodes went away."""
+"""The removal simulator: where the pods of some nodes would go if those nodes went away.
+
+Each consolidation evaluation asks it about one set of nodes: the pods that
+move, the capacity they are offered (every other node, and what each
+NodePool can launch) and the provisioning solver's plan for them. A pass asks
+hundreds of such questions of the same cluster, so the simulator works out
+once per pass what they share (the nodes offered to each set of pod shapes,
+where first-fit stops, each node's memo key) and settles some questions
+without solving (a first target not yet initialized, a merge that needs as
+many new nodes as it removes). None of it changes an answer, only the time
+it takes; docs/consolidation.md ("Simulating many removals") says what is
+shared and why that is safe.
+"""
 
 from __future__ import annotations
 
@@ -122,8 +134,9 @@ class RemovalSimulator:
     """Where the pods of some nodes would go if those nodes went away.
 
     Built once per decision from every node's capacity and the NodePools, then
-    asked about many sets of candidates; see the module docstring for what it
-    precomputes and why that leaves the solver's answer unchanged.
+    asked about many sets of candidates; docs/consolidation.md ("Simulating many
+    removals") says what it precomputes and why that leaves the solver's answer
+    unchanged.
     """
 
     def __init__(

@@ -1,4 +1,10 @@
-"""Single-node consolidation: deleting or replacing one node at a time."""
+"""Single-node consolidation: one node deleted or replaced alone (Karpenter's SingleNodeConsolidation).
+
+Tried once multi-node consolidation has found nothing: each non-empty
+candidate in disruption order, the first that can go is the command, and
+each that cannot says why. Under karpy's rules a node may be split into up
+to two new nodes (docs/consolidation.md, "Splitting a node").
+"""
 
 from __future__ import annotations
 
