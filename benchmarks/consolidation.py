@@ -27,7 +27,8 @@ import time
 from karpy.api.core import Deployment
 from karpy.api.manifest import parse_manifests
 from karpy.controllers.state import scheduling_snapshot
-from karpy.disruption.consolidation import KARPENTER_RULES, RemovalSimulator
+from karpy.disruption.consolidation import KARPENTER_RULES
+from karpy.disruption.simulator import RemovalSimulator
 from karpy.sim.simulation import Simulation
 
 MANIFESTS = """

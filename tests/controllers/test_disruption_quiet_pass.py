@@ -9,7 +9,7 @@ expire), replicas scaled in steps, replacements that fail and are backed
 off, fragments merged once spot is back.
 
 The same holds one evaluation at a time:
-:class:`~karpy.disruption.consolidation.EvaluationMemo` answers an
+:class:`~karpy.disruption.memo.EvaluationMemo` answers an
 evaluation (removing a node, or a group) again while nothing it read has
 changed (the candidates, the pods that would move, the nodes offered to
 them, the pools, the namespaces). Checked on the same scenario and where the

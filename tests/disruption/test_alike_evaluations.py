@@ -19,8 +19,10 @@ from tests.support import make_pod
 
 from karpy.api.core import Pod
 from karpy.disruption import consolidation as consolidation_module
-from karpy.disruption.consolidation import ConsolidationDecision, EvaluationMemo, decide_consolidation
+from karpy.disruption.consolidation import KARPENTER_RULES
+from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.emptiness import Candidate
+from karpy.disruption.memo import EvaluationMemo
 from karpy.scheduling.solver import NodePoolCapacity, TypeMemo
 
 AMD64_ONLY = "  nodeSelector: {kubernetes.io/arch: amd64}"
@@ -60,6 +62,7 @@ def decide(cluster: Cluster, memo: EvaluationMemo | None) -> ConsolidationDecisi
         {cluster.nodepool.name: 10},
         {},
         NOW,
+        rules=KARPENTER_RULES,
         memo=memo,
     )
 
@@ -140,8 +143,8 @@ def test_an_answer_naming_a_pod_is_kept_for_its_node_alone() -> None:
     cluster.types = []
     memo = EvaluationMemo()
     decision = decide(cluster, memo)
-    assert decision.unconsolidatable["node-a"].startswith("pod default/node-a-")
-    assert decision.unconsolidatable["node-b"].startswith("pod default/node-b-")
+    assert decision.unconsolidatable["node-a"].message.startswith("pod default/node-a-")
+    assert decision.unconsolidatable["node-b"].message.startswith("pod default/node-b-")
 
 
 def test_a_pod_without_a_resource_version_has_no_signature() -> None:

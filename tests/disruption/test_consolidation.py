@@ -10,7 +10,7 @@ from tests.support import make_instance_type, make_nodepool, make_pod
 
 from karpy.api.conditions import Condition
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
-from karpy.api.instancetype import InstanceType
+from karpy.api.instancetype import InstanceType, worst_launch_price
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef, NodePool
@@ -23,22 +23,20 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.api.taints import Taint
-from karpy.disruption import consolidation as consolidation_module
+from karpy.disruption import simulator as simulator_module
+from karpy.disruption.candidates import consolidation_candidates, disruption_order
 from karpy.disruption.consolidation import (
     KARPENTER_RULES,
     KIND_WEIGHT,
     MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT,
-    ConsolidationDecision,
     ConsolidationRules,
-    RemovalSimulator,
-    consolidate_single,
-    consolidation_candidates,
-    decide_consolidation,
-    disruption_order,
-    merge_groups,
-    worst_launch_price,
 )
+from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.emptiness import Candidate, reschedulable
+from karpy.disruption.multi_node import merge_groups
+from karpy.disruption.rejection import WAITING, RejectionKind
+from karpy.disruption.simulator import RemovalSimulator
+from karpy.disruption.single_node import consolidate_single
 from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity, solve
 
 NOW = 100_000.0
@@ -145,7 +143,7 @@ class Cluster:
             {self.nodepool.name: allowed},
             pdb_blocked or {},
             now,
-            spot_to_spot=spot_to_spot,
+            rules=dataclasses.replace(KARPENTER_RULES, spot_to_spot=spot_to_spot),
             savings_known=savings_known,
         )
 
@@ -199,7 +197,7 @@ def test_a_spot_node_is_not_replaced_by_spot_by_default() -> None:
     cluster.add("node-a", XLARGE, [app_pod("a1")], capacity_type="spot")
     decision = cluster.decide()
     assert decision.command is None
-    assert "spot-to-spot consolidation is disabled" in decision.unconsolidatable["node-a"]
+    assert "spot-to-spot consolidation is disabled" in decision.unconsolidatable["node-a"].message
 
 
 def test_a_spot_node_is_replaced_by_spot_with_the_setting_and_enough_cheaper_types() -> None:
@@ -218,7 +216,7 @@ def test_spot_to_spot_needs_fifteen_cheaper_types() -> None:
     cluster.add("node-a", XLARGE, [app_pod("a1")], capacity_type="spot")
     decision = cluster.decide(spot_to_spot=True)
     assert decision.command is None
-    assert "needs 15 cheaper instance types, found 14" in decision.unconsolidatable["node-a"]
+    assert "needs 15 cheaper instance types, found 14" in decision.unconsolidatable["node-a"].message
 
 
 def test_a_spot_node_whose_pods_fit_elsewhere_is_still_deleted() -> None:
@@ -273,30 +271,35 @@ def with_annotations(pod: Pod, annotations: dict[str, str]) -> Pod:
 
 
 @pytest.mark.parametrize(
-    ("pod", "pdb_blocked", "reason"),
+    ("pod", "pdb_blocked", "reason", "kind"),
     [
         (
             with_annotations(app_pod("web-1"), {DO_NOT_DISRUPT_ANNOTATION: "true"}),
             {},
             "pod default/web-1 has karpenter.sh/do-not-disrupt",
+            RejectionKind.POD_DO_NOT_DISRUPT,
         ),
-        (make_pod("web-1"), {}, "pod default/web-1 has no controller owner"),
+        (make_pod("web-1"), {}, "pod default/web-1 has no controller owner", RejectionKind.POD_WITHOUT_OWNER),
         (
             app_pod("web-1"),
             {"default/web-1": "PodDisruptionBudget default/web allows no disruption"},
             "pod default/web-1: PodDisruptionBudget default/web allows no disruption",
+            RejectionKind.POD_DISRUPTION_BUDGET,
         ),
     ],
 )
 def test_pods_that_cannot_be_evicted_block_the_node(
-    pod: Pod, pdb_blocked: dict[str, str], reason: str
+    pod: Pod, pdb_blocked: dict[str, str], reason: str, kind: RejectionKind
 ) -> None:
     cluster = Cluster()
     cluster.add("node-a", LARGE, [pod])
     cluster.add("node-b", LARGE, [], candidate=False)
     decision = cluster.decide(pdb_blocked=pdb_blocked)
     assert decision.command is None
-    assert decision.blocked["node-a"].startswith(reason)
+    assert decision.blocked["node-a"].message.startswith(reason)
+    # The pod is named by field, the reason told by kind: no caller parses the message.
+    assert decision.blocked["node-a"].kind is kind
+    assert decision.blocked["node-a"].pods == ("default/web-1",)
 
 
 def test_daemonset_and_finished_pods_do_not_block() -> None:
@@ -315,7 +318,9 @@ def test_a_do_not_disrupt_node_is_blocked() -> None:
     cluster.add("node-b", LARGE, [], candidate=False)
     decision = cluster.decide()
     assert decision.command is None
-    assert decision.blocked == {"node-a": "node has karpenter.sh/do-not-disrupt"}
+    assert {n: r.message for n, r in decision.blocked.items()} == {
+        "node-a": "node has karpenter.sh/do-not-disrupt"
+    }
 
 
 @pytest.mark.parametrize(
@@ -363,7 +368,9 @@ def test_a_held_back_node_whose_price_is_unknown_gets_no_figure() -> None:
     cluster.add("node-a", LARGE, [with_annotations(app_pod("a1"), {DO_NOT_DISRUPT_ANNOTATION: "true"})])
     del cluster.prices["node-a"]
     decision = cluster.decide()
-    assert decision.blocked == {"node-a": "pod default/a1 has karpenter.sh/do-not-disrupt"}
+    assert {n: r.message for n, r in decision.blocked.items()} == {
+        "node-a": "pod default/a1 has karpenter.sh/do-not-disrupt"
+    }
     assert decision.savings_given_up == {}
 
 
@@ -377,7 +384,9 @@ def test_a_node_is_not_a_candidate_before_consolidate_after_has_elapsed() -> Non
     cluster.add("node-b", LARGE, [], candidate=False)
     decision = cluster.decide()
     assert decision.command is None
-    assert decision.blocked["node-a"] == "consolidateAfter has not elapsed (consolidatable in 540s)"
+    assert decision.blocked["node-a"].message == "consolidateAfter has not elapsed (consolidatable in 540s)"
+    assert decision.blocked["node-a"].kind is RejectionKind.NOT_DUE
+    assert decision.blocked["node-a"].kind in WAITING
     assert decision.next_due == NOW + 540
     assert cluster.decide(now=NOW + 540).command is not None
 
@@ -394,7 +403,7 @@ def test_when_empty_and_never_policies_exclude_the_node() -> None:
         cluster.add("node-a", LARGE, [app_pod("a1")])
         decision = cluster.decide()
         assert decision.command is None
-        assert reason in decision.blocked["node-a"]
+        assert reason in decision.blocked["node-a"].message
 
 
 def test_a_budget_of_zero_allows_nothing() -> None:
@@ -404,7 +413,7 @@ def test_a_budget_of_zero_allows_nothing() -> None:
     decision = cluster.decide(allowed=0)
     assert decision.command is None
     assert set(decision.blocked) == {"node-a", "node-b"}
-    assert "disruption budget of NodePool default" in decision.blocked["node-a"]
+    assert "disruption budget of NodePool default" in decision.blocked["node-a"].message
 
 
 def test_a_budget_caps_how_many_nodes_multi_node_consolidation_takes() -> None:
@@ -424,7 +433,7 @@ def test_a_replacement_only_half_a_percent_cheaper_is_not_worth_it() -> None:
     cluster.add("node-a", current, [app_pod("a1", "3")])
     decision = cluster.decide()
     assert decision.command is None
-    assert "at least 1% cheaper" in decision.unconsolidatable["node-a"]
+    assert "at least 1% cheaper" in decision.unconsolidatable["node-a"].message
     # Two percent is enough.
     cheaper = make_instance_type("cheaper.4x", 4, 16, 0.098)
     cluster = Cluster(types=[current, cheaper])
@@ -438,7 +447,10 @@ def test_pods_are_not_moved_onto_a_node_that_is_not_initialized() -> None:
     cluster.add("node-b", LARGE, [], candidate=False, in_flight=True)
     decision = cluster.decide()
     assert decision.command is None
-    assert "node-b, which is not initialized yet" in decision.unconsolidatable["node-a"]
+    assert "node-b, which is not initialized yet" in decision.unconsolidatable["node-a"].message
+    rejection = decision.unconsolidatable["node-a"]
+    assert rejection.kind is RejectionKind.TARGET_NOT_INITIALIZED and rejection.infeasible
+    assert rejection.nodes == ("node-b",) and rejection.pods == ()
 
 
 def test_a_node_just_launched_and_first_in_line_is_known_to_take_the_pods_without_a_simulation(
@@ -452,12 +464,15 @@ def test_a_node_just_launched_and_first_in_line_is_known_to_take_the_pods_withou
     cluster.add("node-0", LARGE, [], candidate=False, in_flight=True)
     simulated = cluster.decide()
     solves: list[object] = []
-    monkeypatch.setattr(consolidation_module, "solve", lambda *args, **kwargs: solves.append(args))
+    monkeypatch.setattr(simulator_module, "solve", lambda *args, **kwargs: solves.append(args))
     known = cluster.decide()
     assert solves == []
     assert known.command is None
     assert known.unconsolidatable == simulated.unconsolidatable
-    assert known.unconsolidatable["node-a"] == "its pods would need node node-0, which is not initialized yet"
+    assert (
+        known.unconsolidatable["node-a"].message
+        == "its pods would need node node-0, which is not initialized yet"
+    )
 
 
 def test_a_simulation_that_needs_two_nodes_not_initialized_names_the_first_by_name() -> None:
@@ -469,7 +484,8 @@ def test_a_simulation_that_needs_two_nodes_not_initialized_names_the_first_by_na
     cluster.add("node-c", SMALL, [], candidate=False, in_flight=True)
     decision = cluster.decide()
     assert (
-        decision.unconsolidatable["node-a"] == "its pods would need node node-b, which is not initialized yet"
+        decision.unconsolidatable["node-a"].message
+        == "its pods would need node node-b, which is not initialized yet"
     )
 
 
@@ -497,7 +513,7 @@ def test_simulations_that_stop_at_a_node_not_initialized_answer_as_whole_ones(
         kwargs.pop("stop_at", None)
         return solve(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(consolidation_module, "solve", whole)
+    monkeypatch.setattr(simulator_module, "solve", whole)
     worked_out = cluster.decide()
     assert stopping.unconsolidatable == worked_out.unconsolidatable
     assert (stopping.command is None) == (worked_out.command is None)
@@ -524,7 +540,9 @@ def test_empty_nodes_are_left_to_emptiness_by_single_node_consolidation() -> Non
     cluster.add("node-a", LARGE, [])
     selection = consolidation_candidates(cluster.candidates, cluster.prices, {}, NOW)
     simulator = RemovalSimulator(cluster.capacity, cluster.pools())
-    command, reasons = consolidate_single(selection.eligible, simulator, selection.prices, {"default": 1})
+    command, reasons = consolidate_single(
+        selection.eligible, simulator, selection.prices, {"default": 1}, rules=KARPENTER_RULES
+    )
     assert command is None and reasons == {}
 
 
@@ -534,7 +552,7 @@ def test_an_unknown_price_blocks_the_node() -> None:
     del cluster.prices["node-a"]
     decision = cluster.decide()
     assert decision.command is None
-    assert "price of its offering" in decision.blocked["node-a"]
+    assert "price of its offering" in decision.blocked["node-a"].message
 
 
 def test_disruption_order_is_fewest_and_lowest_priority_pods_first_then_name() -> None:
@@ -697,7 +715,7 @@ def test_karpys_minimum_saving_leaves_a_node_that_a_slightly_cheaper_type_would_
     assert karpenter is not None and karpenter.replacement is not None
     karpy = decide_with(cluster, cluster.pools(), ConsolidationRules())
     assert karpy.command is None
-    assert "at least 10% cheaper" in karpy.unconsolidatable["node-a"]
+    assert "at least 10% cheaper" in karpy.unconsolidatable["node-a"].message
 
 
 BIG = make_instance_type("big.6x", 6, 24, 0.20)
@@ -767,7 +785,7 @@ def test_a_node_is_split_when_several_smaller_nodes_cost_less() -> None:
     cluster.add("node-x", XLARGE, [app_pod("x1", "3"), app_pod("x2", "3")])
     karpenter = decide_with(cluster, cluster.pools(), KARPENTER_RULES)
     assert karpenter.command is None
-    assert karpenter.unconsolidatable["node-x"] == "removing it needs 2 new nodes"
+    assert karpenter.unconsolidatable["node-x"].message == "removing it needs 2 new nodes"
     command = decide_with(cluster, cluster.pools(), ConsolidationRules()).command
     assert command is not None
     assert command.nodeclaim_names == ["node-x"]
@@ -783,7 +801,7 @@ def test_a_split_saves_the_margin_or_is_not_made() -> None:
     cluster.add("node-x", XLARGE, [app_pod("x1", "3"), app_pod("x2", "3")])
     decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
     assert decision.command is None
-    assert "at least 10% cheaper" in decision.unconsolidatable["node-x"]
+    assert "at least 10% cheaper" in decision.unconsolidatable["node-x"].message
 
 
 def test_a_node_is_split_in_two_at_most() -> None:
@@ -795,7 +813,7 @@ def test_a_node_is_split_in_two_at_most() -> None:
     cluster.add("node-b", big, [app_pod(f"b{index}", "3") for index in range(3)])
     decision = decide_with(cluster, cluster.pools(), ConsolidationRules())
     assert decision.command is None
-    assert decision.unconsolidatable["node-b"] == "removing it needs 3 new nodes"
+    assert decision.unconsolidatable["node-b"].message == "removing it needs 3 new nodes"
 
 
 def test_a_merge_cut_to_one_delete_by_the_budget_names_the_nodes_it_removes_later() -> None:
@@ -935,3 +953,25 @@ def test_the_bound_never_exceeds_what_the_simulation_needs_and_merges_decide_the
         assert with_bound.command.nodeclaim_names == without.command.nodeclaim_names
         assert with_bound.command.planned == without.command.planned
     assert with_bound.unconsolidatable == without.unconsolidatable
+
+
+def test_pods_that_would_not_schedule_are_named_by_field_every_one_of_them() -> None:
+    # Nothing but a large node elsewhere, and no pool type that holds a 5-CPU pod.
+    cluster = Cluster(types=[LARGE])
+    cluster.add("node-a", XLARGE, [app_pod("a1", "5"), app_pod("a2", "5"), app_pod("a3", "1")])
+    cluster.add("node-b", LARGE, [], candidate=False)
+    rejection = cluster.decide().unconsolidatable["node-a"]
+    assert rejection.kind is RejectionKind.POD_UNSCHEDULABLE and rejection.infeasible
+    # The message names the first and counts the others; the field names them all.
+    assert rejection.message.startswith("pod default/a1 would not schedule: ")
+    assert rejection.message.endswith(" (and 1 more)")
+    assert rejection.pods == ("default/a1", "default/a2")
+
+
+def test_a_budget_rejection_is_of_its_own_kind_and_not_waiting() -> None:
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [app_pod("a1")])
+    cluster.add("node-b", LARGE, [], candidate=False)
+    rejection = cluster.decide(allowed=0).blocked["node-a"]
+    assert rejection.kind is RejectionKind.BUDGET
+    assert rejection.kind not in WAITING and not rejection.infeasible

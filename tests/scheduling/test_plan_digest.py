@@ -42,7 +42,7 @@ from benchmarks.scheduling.workloads import (
 from tests.support import make_instance_type, make_nodepool, make_pod
 
 import karpy.controllers.state
-import karpy.disruption.consolidation
+import karpy.disruption.simulator
 from karpy.api.core import Pod
 from karpy.api.requirements import Requirement, Requirements
 from karpy.disruption.consolidation import KARPENTER_RULES
@@ -175,11 +175,11 @@ def seed_scenarios(monkeypatch: pytest.MonkeyPatch) -> list[Plan]:
         return plan
 
     monkeypatch.setattr(karpy.controllers.state, "solve", recording)
-    monkeypatch.setattr(karpy.disruption.consolidation, "solve", recording)
+    monkeypatch.setattr(karpy.disruption.simulator, "solve", recording)
     # Every removal simulated, even one whose answer is known without it (a pod sure to land
     # on a NodeClaim not yet initialized: the same answer, tests/disruption/test_consolidation.py).
     monkeypatch.setattr(
-        karpy.disruption.consolidation.RemovalSimulator, "certain_first_target", lambda self, inputs: None
+        karpy.disruption.simulator.RemovalSimulator, "certain_first_target", lambda self, inputs: None
     )
     for scenario_directory in sorted(SCENARIOS.iterdir()):
         scenario, problems = load_inputs([scenario_directory])

@@ -9,7 +9,7 @@ import pytest
 from tests.support import DATA
 
 from karpy.api.core import Pod
-from karpy.disruption import consolidation
+from karpy.disruption import decision
 from karpy.disruption.emptiness import Candidate
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
@@ -205,13 +205,13 @@ def test_a_blocked_nodes_saving_is_worked_out_once_while_it_stays_blocked(
     (name,) = simulation.disruption.savings_given_up
     saving = simulation.disruption.savings_given_up[name]
     simulated: list[str] = []
-    work_out = consolidation.savings_given_up
+    work_out = decision.savings_given_up
 
     def counting(held_back: list[Candidate], *args: Any, **kwargs: Any) -> dict[str, float]:
         simulated.extend(candidate.nodeclaim.name for candidate in held_back)
         return work_out(held_back, *args, **kwargs)
 
-    monkeypatch.setattr(consolidation, "savings_given_up", counting)
+    monkeypatch.setattr(decision, "savings_given_up", counting)
     simulation.disruption.decide()
     assert simulated == []
     assert simulation.disruption.savings_given_up == {name: saving}

@@ -15,10 +15,22 @@ pass falls back to another offering).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
-from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE, Requirements
+from karpy.api.requirements import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_ZONE,
+    Requirements,
+)
+
+# Launch precedence of capacity types, as in Karpenter's WorstLaunchPrice.
+_LAUNCH_PRECEDENCE = (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +92,29 @@ class InstanceType:
         if not offerings:
             return None
         return min(offerings, key=lambda offering: (offering.price, offering.capacity_type, offering.zone))
+
+
+def worst_launch_price(instance_type: InstanceType, requirements: Requirements) -> float:
+    """The most the type may cost when launched under ``requirements`` (inf if it cannot be).
+
+    As Karpenter: among available offerings the requirements admit, those of
+    the capacity type that would be launched (reserved, then spot, then
+    on-demand), and of those the most expensive.
+    """
+    offerings = instance_type.available_offerings(requirements)
+    for capacity_type in _LAUNCH_PRECEDENCE:
+        prices = [offering.price for offering in offerings if offering.capacity_type == capacity_type]
+        if prices:
+            return max(prices)
+    return math.inf
+
+
+def cheapest_price(instance_type: InstanceType, requirements: Requirements) -> float:
+    offering = instance_type.cheapest_offering(requirements)
+    return offering.price if offering is not None else math.inf
+
+
+def priced_below(
+    options: Sequence[InstanceType], requirements: Requirements, ceiling: float
+) -> list[InstanceType]:
+    return [t for t in options if worst_launch_price(t, requirements) < ceiling]

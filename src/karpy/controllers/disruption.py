@@ -2,42 +2,23 @@
 
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
 known to become due) builds the candidates from the cluster and asks
-:mod:`karpy.disruption` for one command, trying the methods in Karpenter's
-order and stopping at the first that acts:
-
-1. **emptiness** — empty nodes past consolidateAfter are deleted;
-2. **drift** — a drifted node is replaced: the pods' new home is simulated
-   and launched first;
-3. **consolidation** — underused nodes are deleted or replaced by cheaper
-   NodeClaims (multi-node first, then single-node), by the controller's
-   :class:`~karpy.disruption.consolidation.ConsolidationRules` (karpy's by
-   default, or Karpenter's; docs/consolidation.md). A *weight
-   consolidation*, which moves pods to a preferred NodePool at no higher
-   price, says so in its Events and log line and counts against the
-   Underutilized budget.
+:mod:`karpy.disruption` for one command, trying emptiness, drift and
+consolidation (multi-node, then single-node) in Karpenter's order, by the
+controller's :class:`~karpy.disruption.consolidation.ConsolidationRules`.
 
 A command is carried out by :class:`~karpy.controllers.orchestration.Orchestrator`
-(re-checked after 15 s, then taint, launch, wait for the replacements to
-initialize, delete or roll back), which also keeps the replacement back-off
-the pass reads: while a candidate is backed off, the pass first looks for a
-delete among all candidates (no new capacity offered) and then for any
-command among the others, so the back-off holds back only what failed.
+(re-checked after ``VALIDATION_DELAY``, then taint, launch, wait for the
+replacements to initialize, delete or roll back), which also keeps the
+replacement back-off the pass reads. A consolidation that found nothing is
+answered again while nothing it reads has changed, for at most
+``QUIET_PASS_TTL``.
 
-A consolidation that finds nothing to do is not worked out again while
-nothing it reads has changed: no object's resourceVersion (pods, nodes,
-NodeClaims, NodePools, DaemonSets, PDBs, Namespaces, node classes), no
-catalog the provider returns, no budget, back-off or known saving, and no
-node has become due (``next_due``). Karpenter does the same (its cluster
-state records that it is consolidated, and any change marks it not), and
-like Karpenter the answer is kept at most ``QUIET_PASS_TTL`` (5 minutes):
-the disruption order weighs a node's remaining lifetime, which moves with
-the clock alone. Why: on a cluster that is already as cheap as it gets, a
-pass simulates the removal of every node every 10 seconds for nothing; a
-quiet cluster (nights, idle virtual time in the simulator) spent nearly all
-its time there.
+A node left alone gets a ``DisruptionBlocked`` Event unless it is only
+waiting, chosen by the kind of the core's reason (:func:`worth_an_event`),
+never by its wording. Expiration is not here: in Karpenter v1 it is forceful
+(:mod:`karpy.controllers.disruption_conditions`).
 
-Expiration is not here: in Karpenter v1 it is forceful and handled by the
-NodeClaim expiration controller, not subject to budgets.
+docs/consolidation.md says what each step does and why, and the rules.
 """
 
 from __future__ import annotations
@@ -73,16 +54,12 @@ from karpy.controllers.state import (
     volume_terms,
 )
 from karpy.disruption.budgets import allowed_disruptions
-from karpy.disruption.consolidation import (
-    KIND_PRICE,
-    KIND_WEIGHT,
-    ConsolidationDecision,
-    ConsolidationRules,
-    EvaluationMemo,
-    any_consolidatable,
-    decide_consolidation,
-)
+from karpy.disruption.candidates import any_consolidatable
+from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT, ConsolidationRules
+from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
+from karpy.disruption.memo import EvaluationMemo
+from karpy.disruption.rejection import WAITING, Rejection
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
 log = logging.getLogger("karpy.disruption")
@@ -92,12 +69,13 @@ POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 QUIET_PASS_TTL = 300.0
 # Reasons a node is not a consolidation candidate *yet*: not worth an Event.
-_TRANSIENT = (
-    "node is being deleted",
-    "node is not initialized",
-    "consolidateAfter has not elapsed",
-    "NodePool ",
-)
+_NO_EVENT = WAITING
+
+
+def worth_an_event(reason: Rejection) -> bool:
+    """Whether a node consolidation leaves alone for this reason gets an Unconsolidatable Event
+    (chosen by the reason's kind, whatever its wording)."""
+    return reason.kind not in _NO_EVENT
 
 
 @dataclass(slots=True)
@@ -256,21 +234,20 @@ class DisruptionController:
         ]
         landing = self._landing_nodes()
         if landing:
-            self._note_waiting(
-                {
-                    name: "it is the capacity a consolidation launched for the pods of "
-                    f"{_few(sorted(waiting))}, still to go as the budgets allow"
-                    for name, waiting in landing.items()
-                    if any(c.nodeclaim.name == name for c in underused)
-                }
-            )
+            for name, waiting in landing.items():
+                if any(c.nodeclaim.name == name for c in underused):
+                    self.blocked.setdefault(
+                        name,
+                        "it is the capacity a consolidation launched for the pods of "
+                        f"{_few(sorted(waiting))}, still to go as the budgets allow",
+                    )
             underused = [c for c in underused if c.nodeclaim.name not in landing]
         if not underused:
             self._given_up = {}
             return None
         if not any_consolidatable(underused, now):
             # Only why each waits, and until when: no capacity to simulate removals against.
-            decision = decide_consolidation(underused, [], [], {}, {}, {}, now)
+            decision = decide_consolidation(underused, [], [], {}, {}, {}, now, rules=self.rules)
             self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
             self._note_waiting(decision.blocked)
             self.consolidation_due = decision.next_due
@@ -315,11 +292,10 @@ class DisruptionController:
                 allowed,
                 pdb_blocked,
                 now,
-                self.rules.spot_to_spot,
-                terms,
-                snapshot.namespace_labels,
-                savings_known=self._given_up.keys(),
                 rules=self.rules,
+                volume_terms=terms,
+                namespace_labels=snapshot.namespace_labels,
+                savings_known=self._given_up.keys(),
                 memo=self.evaluations,
             )
 
@@ -367,7 +343,7 @@ class DisruptionController:
         """$/h each node consolidation holds back would save if deleted or replaced alone."""
         return {name: saving for name, (_, saving) in self._given_up.items()}
 
-    def _keep_savings_given_up(self, blocked: dict[str, str], fresh: dict[str, float]) -> None:
+    def _keep_savings_given_up(self, blocked: dict[str, Rejection], fresh: dict[str, float]) -> None:
         """Keep a blocked node's figure while it is blocked for the same reason.
 
         A node whose reason changed is left without one for this pass and
@@ -376,17 +352,17 @@ class DisruptionController:
         kept: dict[str, tuple[str, float]] = {}
         for name, reason in blocked.items():
             known = self._given_up.get(name)
-            if known is not None and known[0] == reason:
+            if known is not None and known[0] == reason.message:
                 kept[name] = known
             elif name in fresh:
-                kept[name] = (reason, fresh[name])
+                kept[name] = (reason.message, fresh[name])
         self._given_up = kept
 
     def _conclude(self, decision: ConsolidationDecision) -> None:
         """Take in what a consolidation decision says of every node (the command aside)."""
         self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
         self._note_waiting(decision.blocked)
-        self.unconsolidatable = dict(decision.unconsolidatable)
+        self.unconsolidatable = {name: reason.message for name, reason in decision.unconsolidatable.items()}
         self.consolidation_due = decision.next_due
 
     def _consolidation_state(
@@ -442,10 +418,10 @@ class DisruptionController:
         """The savings held back that the next decision will not work out again, as a value."""
         return tuple(sorted(self._given_up.items()))
 
-    def _note_waiting(self, blocked: dict[str, str]) -> None:
+    def _note_waiting(self, blocked: dict[str, Rejection]) -> None:
         for name, reason in blocked.items():
-            if not reason.startswith(_TRANSIENT):
-                self.blocked.setdefault(name, reason)
+            if worth_an_event(reason):
+                self.blocked.setdefault(name, reason.message)
 
     def _blocking_pod(self, pods: Iterable[Pod]) -> str:
         for pod in pods:

@@ -18,7 +18,8 @@ from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import EVENT_NORMAL, Clock, Cluster
 from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
 from karpy.controllers.runtime import Watch
-from karpy.disruption.drift import drift_reason, expires_at, is_expired
+from karpy.disruption.drift import drift_reason
+from karpy.disruption.expiration import expires_at, is_expired
 from karpy.logs import about
 
 # The disruption controller's logger, as before this controller had its own module.

@@ -1,4 +1,4 @@
-"""Drift and expiration: when a node no longer is what its NodePool asks for, or is too old.
+"""Drift: when a node no longer is what its NodePool asks for.
 
 A NodeClaim is **drifted** (Karpenter v1) when:
 
@@ -12,11 +12,7 @@ A NodeClaim is **drifted** (Karpenter v1) when:
 - the cloud provider says its node class drifted (an AMI, subnet or security
   group change), passed in as ``provider_reason``.
 
-A NodeClaim is **expired** once it is older than ``expireAfter``; in v1
-expiration is forceful: the NodeClaim is deleted without waiting for a
-budget or a replacement, and ``terminationGracePeriod`` bounds the drain.
-
-Both are pure functions of the objects and the time.
+A pure function of the objects; expiration is :mod:`karpy.disruption.expiration`.
 """
 
 from __future__ import annotations
@@ -59,24 +55,9 @@ def drift_reason(nodeclaim: NodeClaim, nodepool: NodePool, provider_reason: str 
     return "", ""
 
 
-def expires_at(nodeclaim: NodeClaim) -> float | None:
-    """When the NodeClaim expires (its creation plus expireAfter), or None for Never."""
-    created = nodeclaim.metadata.creation_timestamp
-    if nodeclaim.spec.expire_after is None or created is None:
-        return None
-    return created + nodeclaim.spec.expire_after
-
-
-def is_expired(nodeclaim: NodeClaim, now: float) -> bool:
-    deadline = expires_at(nodeclaim)
-    return deadline is not None and now >= deadline
-
-
 __all__ = [
     "REASON_NODECLASS_DRIFTED",
     "REASON_NODEPOOL_DRIFTED",
     "REASON_REQUIREMENTS_DRIFTED",
     "drift_reason",
-    "expires_at",
-    "is_expired",
 ]

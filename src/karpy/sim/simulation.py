@@ -62,7 +62,7 @@ from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Controller, Runtime, Watch
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
-from karpy.disruption.drift import expires_at
+from karpy.disruption.expiration import expires_at
 from karpy.settings import FeatureGates
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings

@@ -1,0 +1,62 @@
+"""Single-node consolidation: one node deleted or replaced alone (Karpenter's SingleNodeConsolidation).
+
+Tried once multi-node consolidation has found nothing: each non-empty
+candidate in disruption order, the first that can go is the command, and
+each that cannot says why. Under karpy's rules a node may be split into up
+to two new nodes (docs/consolidation.md, "Splitting a node").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from karpy.api.nodepool import REASON_UNDERUTILIZED
+from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules, evaluate
+from karpy.disruption.emptiness import Candidate, is_empty
+from karpy.disruption.method import MethodResult
+from karpy.disruption.rejection import Rejection
+from karpy.disruption.simulator import RemovalSimulator
+
+
+def consolidate_single(
+    candidates: Sequence[Candidate],
+    simulator: RemovalSimulator,
+    prices: Mapping[str, float],
+    allowed: Mapping[str, int],
+    *,
+    rules: ConsolidationRules,
+) -> tuple[ConsolidationCommand | None, dict[str, Rejection]]:
+    """The first candidate, in the given order, that can be deleted or replaced alone.
+
+    Returns the command (or None) and, for each candidate tried in vain, why.
+    """
+    unconsolidatable: dict[str, Rejection] = {}
+    for candidate in candidates:
+        if allowed.get(candidate.nodepool.name, 0) <= 0 or is_empty(candidate):
+            continue
+        result = evaluate([candidate], simulator, prices, rules)
+        if isinstance(result, ConsolidationCommand):
+            return result, unconsolidatable
+        unconsolidatable[candidate.nodeclaim.name] = result
+    return None, unconsolidatable
+
+
+@dataclass(frozen=True, slots=True)
+class SingleNodeConsolidation:
+    """Karpenter's SingleNodeConsolidation: the first node that can go alone (a :class:`Method`)."""
+
+    simulator: RemovalSimulator
+    prices: Mapping[str, float]
+    rules: ConsolidationRules
+    reason: str = REASON_UNDERUTILIZED
+
+    def considers(self, candidate: Candidate) -> bool:
+        # Empty nodes are emptiness' business, under its own budget.
+        return not is_empty(candidate)
+
+    def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
+        command, rejected = consolidate_single(
+            candidates, self.simulator, self.prices, allowed, rules=self.rules
+        )
+        return MethodResult(command, rejected)
