@@ -102,18 +102,19 @@ from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
 from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
 from karpy.controllers.garbagecollection import GarbageCollector
-from karpy.controllers.interfaces import WallClock
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
+from karpy.controllers.metering import MeteredCloudProvider, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.runtime import Controller, Runtime
 from karpy.controllers.termination import Terminator
 from karpy.kube._http import ApiTransport
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
 from karpy.observability import ObservabilitySettings, RunObservability
+from karpy.operator.cluster import WallClock
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Controller, Runtime
 
 if TYPE_CHECKING:
     # Loaded only for --cloud-provider aws (AwsStack), so that a kwok run never imports boto3.
@@ -434,7 +435,7 @@ class AwsStack:
         import boto3
 
         from karpy.cloud.aws.interruption import SqsInterruptionQueue
-        from karpy.controllers.interruption import INTERRUPTION
+        from karpy.operator.interruption import INTERRUPTION
 
         if self.settings.interruption_queue and self.queue is None:
             self.queue = SqsInterruptionQueue(

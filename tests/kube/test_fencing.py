@@ -27,10 +27,10 @@ from karpy.api.core import Node
 from karpy.api.meta import ObjectMeta
 from karpy.cloud.aws.client import AwsClient
 from karpy.cloud.kwok.provider import KwokCloudProvider, KwokLaunch
-from karpy.controllers.interfaces import Cluster, NotLeaderError
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiTransport
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
+from karpy.operator.cluster import Cluster, NotLeaderError
 
 
 class Refusing:

@@ -98,17 +98,7 @@ from karpy.api.taints import (
     Taint,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.interfaces import (
-    EVENT_NORMAL,
-    EVENT_WARNING,
-    Clock,
-    Cluster,
-    ConflictError,
-    NotFoundError,
-)
-from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
 from karpy.controllers.provisioning import build_nodeclaim
-from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
     PoolTypesCache,
     invalid_nodepools,
@@ -130,6 +120,16 @@ from karpy.disruption.consolidation import (
 from karpy.disruption.drift import drift_reason, expires_at, is_expired
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.logs import about
+from karpy.operator.cluster import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    Clock,
+    Cluster,
+    ConflictError,
+    NotFoundError,
+)
+from karpy.operator.karpenter_metrics import REASON_EXPIRED, Metrics
+from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
 log = logging.getLogger("karpy.disruption")
