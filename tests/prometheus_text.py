@@ -1,7 +1,7 @@
 """A strict reader of the Prometheus text exposition format (0.0.4), for the tests.
 
 It is written from the format's description, independently of
-:mod:`karpy.controllers.metrics`, so that a test reading metrics back checks
+:mod:`karpy.operator.metrics`, so that a test reading metrics back checks
 what a Prometheus server would read, not the writer against itself. It
 rejects what Prometheus would reject: a sample before its family's TYPE line
 (for typed families), a malformed label set, an unknown escape, a value that

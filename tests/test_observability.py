@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from tests.prometheus_text import parse
 
-from karpy.controllers.metrics import Registry
 from karpy.observability import Endpoints, Health, ObservabilitySettings, RunObservability
+from karpy.operator.metrics import Registry
 
 
 class FakeClock:

@@ -5,7 +5,7 @@ question, and Karpenter answers each on a port of its own, so karpy does too:
 
 - **Prometheus** scrapes ``/metrics`` on the metrics port (``METRICS_PORT``,
   8080 by default, as in Karpenter): the registry of
-  :mod:`karpy.controllers.karpenter_metrics` in the text exposition format.
+  :mod:`karpy.operator.karpenter_metrics` in the text exposition format.
 - **The kubelet's liveness probe** asks ``/healthz`` on the health probe port
   (``HEALTH_PROBE_PORT``, 8081): is the process alive and its reconcile loop
   still turning? The loop reports each turn (:meth:`Health.beat`); if none
@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.metrics import CONTENT_TYPE, Registry
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.metrics import CONTENT_TYPE, Registry
 
 log = logging.getLogger("karpy.http")
 

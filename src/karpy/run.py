@@ -2,7 +2,7 @@
 
 The simulator and this module wire the very same controllers (provisioning,
 the NodeClaim lifecycle and pod events, disruption conditions, disruption,
-termination, NodePool and node class status) to a :class:`~karpy.controllers.runtime.Runtime`; what differs is
+termination, NodePool and node class status) to a :class:`~karpy.operator.runtime.Runtime`; what differs is
 what they are wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over
 the apiserver of a kubeconfig, the wall clock, and the
 :class:`~karpy.cloud.kwok.provider.KwokCloudProvider`, whose "instances" are
@@ -64,7 +64,7 @@ but GET; the elector alone keeps the unfenced transport, for the lease), the
 cloud's through :meth:`~karpy.cloud.aws.client.AwsClient.fence` (every EC2,
 SSM and IAM operation but Describe, Get and List). Past the renew deadline a
 reconcile stops at its next write with
-:class:`~karpy.controllers.interfaces.NotLeaderError`, which the Runtime lets
+:class:`~karpy.operator.cluster.NotLeaderError`, which the Runtime lets
 through to end the loop; a boot timer or a launch job leaves its result to
 the next leader, which adopts launched instances from the NodeClaims and the
 instances' tags. A write sent before the deadline may still land after it
@@ -103,12 +103,10 @@ from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
 from karpy.controllers.garbagecollection import GarbageCollector
-from karpy.controllers.interfaces import WallClock
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
+from karpy.controllers.metering import MeteredCloudProvider, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.runtime import Controller, Runtime
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
@@ -116,6 +114,9 @@ from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
 from karpy.observability import ObservabilitySettings, RunObservability
+from karpy.operator.cluster import WallClock
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Controller, Runtime
 
 if TYPE_CHECKING:
     # Loaded only for --cloud-provider aws (AwsStack), so that a kwok run never imports boto3.
@@ -440,7 +441,7 @@ class AwsStack:
         import boto3
 
         from karpy.cloud.aws.interruption import SqsInterruptionQueue
-        from karpy.controllers.interruption import INTERRUPTION
+        from karpy.operator.interruption import INTERRUPTION
 
         if self.settings.interruption_queue and self.queue is None:
             self.queue = SqsInterruptionQueue(

@@ -30,7 +30,7 @@ from karpy.controllers.garbagecollection import (
     REASON_GARBAGE_COLLECTED,
     GarbageCollector,
 )
-from karpy.controllers.karpenter_metrics import Metrics
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud
 from karpy.sim.simulation import Simulation

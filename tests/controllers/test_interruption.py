@@ -15,7 +15,8 @@ from tests.support import deployment_manifest, load_objects, spot_ec2_cluster
 
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.requirements import CAPACITY_TYPE_SPOT
-from karpy.controllers.interruption import (
+from karpy.controllers.interruption import InterruptionController
+from karpy.operator.interruption import (
     INTERRUPTION,
     KIND_INSTANCE_STOPPED,
     KIND_INSTANCE_TERMINATED,
@@ -23,13 +24,12 @@ from karpy.controllers.interruption import (
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
     KIND_SPOT_INTERRUPTION,
-    InterruptionController,
     InterruptionMessage,
     InterruptionMetrics,
     instance_id,
 )
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.runtime import Runtime
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Runtime
 from karpy.sim.simulation import Simulation
 
 

@@ -20,7 +20,8 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, reason_label
+from karpy.controllers.metering import MeteredCloudProvider
+from karpy.operator.karpenter_metrics import Metrics, reason_label
 from karpy.sim.cloud import CapacityFailure
 from karpy.sim.simulation import Simulation
 

@@ -20,8 +20,9 @@ from karpy.api.nodeclass import KWOKNodeClass, NodeClass
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import LABEL_INSTANCE_TYPE
 from karpy.cloud.provider import LAUNCH_FINISHED, LaunchInProgressError, NodeClassProblem, RepairPolicy
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics
+from karpy.controllers.metering import MeteredCloudProvider
 from karpy.controllers.nodeclaim import LAUNCH_TTL, NodeClaimLifecycle
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 

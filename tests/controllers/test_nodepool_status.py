@@ -23,16 +23,15 @@ from karpy.api.nodepool import (
 from karpy.cloud.kwok.provider import NOT_SERVED_MESSAGE, KwokCloudProvider
 from karpy.cloud.provider import REASON_NODECLASS_NOT_SERVED, NodeClassProblem
 from karpy.controllers.nodepool import (
-    REASON_UNHEALTHY_DEPENDENTS,
     REASON_VALIDATION_FAILED,
     NodePoolStatusController,
     node_class_status,
     nodepool_status,
     unreadable_nodepool_status,
-    with_ready,
 )
 from karpy.controllers.provisioning import Provisioner
 from karpy.controllers.state import REASON_NODECLASS_NOT_FOUND
+from karpy.operator.readiness import REASON_UNHEALTHY_DEPENDENTS, with_ready
 from karpy.sim.simulation import Simulation
 
 GIB = 1024**3

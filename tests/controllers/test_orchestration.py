@@ -25,13 +25,13 @@ from karpy.api.nodeclaim import (
 from karpy.api.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED, NodeClassRef
 from karpy.api.requirements import Requirements
 from karpy.controllers.disruption import Command
-from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.orchestration import (
     DISRUPTED_TAINT,
     PLANNED_TAINT,
     REPLACEMENT_BACKOFF_START,
     Orchestrator,
 )
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.scheduling.solver import NewNodeClaim
 from karpy.sim.clock import VirtualClock
 from karpy.sim.simulation import Simulation

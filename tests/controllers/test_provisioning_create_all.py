@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
-from karpy.controllers.interfaces import NotLeaderError
+from karpy.operator.cluster import NotLeaderError
 from karpy.sim.simulation import Simulation
 from karpy.sim.store import InMemoryCluster
 

@@ -22,8 +22,8 @@ from karpy.api.conditions import FALSE, TRUE, find_condition
 from karpy.api.core import Deployment
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import CONDITION_READY, CONDITION_VALIDATION_SUCCEEDED
-from karpy.controllers.interfaces import InvalidError
 from karpy.controllers.refusals import REFUSAL_RETRY, nodepool_field, refusal_message
+from karpy.operator.cluster import InvalidError
 from karpy.sim.simulation import Simulation
 
 LABEL = "example.com/team"

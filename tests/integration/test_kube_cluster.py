@@ -22,11 +22,11 @@ from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import Requirement
 from karpy.api.taints import Taint
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
-from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, EvictionRefusedError
 from karpy.controllers.state import namespace_labels
 from karpy.kube._http import ApiTransport
 from karpy.kube._resources import POD
 from karpy.kube.cluster import KubeCluster
+from karpy.operator.cluster import EVENT_NORMAL, ConflictError, EvictionRefusedError
 
 from .conftest import ControlPlane, wait_until
 

@@ -21,12 +21,12 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
-from karpy.controllers.interfaces import EVENT_NORMAL, ConflictError, InvalidError, KubeError
 from karpy.kube._encode import nodeclaim_to_dict
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiResponse, ApiTransport, status_error
 from karpy.kube._resources import NODECLAIM
 from karpy.kube.cluster import KubeCluster, NamespaceTerminatingError
+from karpy.operator.cluster import EVENT_NORMAL, ConflictError, InvalidError, KubeError
 
 TERMINATING = {
     "kind": "Status",

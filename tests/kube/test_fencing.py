@@ -5,7 +5,7 @@ GET refused before it is sent), the elector's check, the AWS SDK clients
 (every operation but Describe, Get and List), the event sender and the kwok
 boot timers (a refused write is dropped, not retried).
 The Runtime's part (a refusal ends the loop instead of being retried as one
-reconcile's failure) is in ``tests/controllers/test_runtime.py``; the whole,
+reconcile's failure) is in ``tests/operator/test_runtime.py``; the whole,
 with the API server stopped past the renew deadline, in
 ``tests/integration/test_leader_election.py``.
 """
@@ -27,10 +27,10 @@ from karpy.api.core import Node
 from karpy.api.meta import ObjectMeta
 from karpy.cloud.aws.client import AwsClient
 from karpy.cloud.kwok.provider import KwokCloudProvider, KwokLaunch
-from karpy.controllers.interfaces import Cluster, NotLeaderError
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiTransport
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
+from karpy.operator.cluster import Cluster, NotLeaderError
 
 
 class Refusing:

@@ -37,7 +37,6 @@ from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import NodeClassStatus
 from karpy.api.nodepool import NodeClassRef, NodePoolStatus
 from karpy.api.taints import Taint
-from karpy.controllers.interfaces import EVENT_NORMAL, ClusterWriter
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, ApiStatusError, ApiTransport
 from karpy.kube._resources import (
     EC2_NODE_CLASS,
@@ -62,6 +61,7 @@ from karpy.kube.permissions import (
     rules_for,
     watched_resources,
 )
+from karpy.operator.cluster import EVENT_NORMAL, ClusterWriter
 from karpy.run import kubernetes_version
 
 REPO = Path(__file__).resolve().parents[2]

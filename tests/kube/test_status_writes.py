@@ -17,10 +17,10 @@ from karpy.api.conditions import Condition
 from karpy.api.nodeclass import EC2NodeClass, NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, NodePoolStatus
 from karpy.cloud.kwok.provider import KwokCloudProvider
-from karpy.controllers.interfaces import WallClock
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.kube._encode import merged_owned_status
 from karpy.kube._resources import EC2_NODE_CLASS, NODEPOOL
+from karpy.operator.cluster import WallClock
 
 POOL_PATH = "/apis/karpenter.sh/v1/nodepools/default"
 

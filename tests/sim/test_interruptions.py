@@ -19,7 +19,7 @@ from tests.support import deployment_manifest, simulate_json, spot_ec2_cluster
 
 from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.requirements import CAPACITY_TYPE_SPOT
-from karpy.controllers.karpenter_metrics import Metrics
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.sim.cloud import SPOT_INTERRUPTION_NOTICE, Interruption, SimulatedCloudSettings
 from karpy.sim.report import render_text
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs

@@ -7,7 +7,7 @@ from tests.support import make_pod, parse_object
 
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta
-from karpy.controllers.interfaces import (
+from karpy.operator.cluster import (
     AlreadyExistsError,
     ConflictError,
     EvictionRefusedError,

@@ -6,20 +6,28 @@ object and the dotted field path (``spec.limits.cpu``). Every parser in
 ``karpy.api`` therefore reads through a :class:`FieldReader`, which carries the
 path it stands at and raises :class:`ManifestError` with that path. The parsers
 stay short (one line a field) and no parser has to format a message itself.
-A reader given a :class:`karpy.api.fields.ReadLog` also records which keys
-were asked for, so that a format its parser defines (the Scenario) can refuse
-the keys no one asked for.
+A reader given a :class:`KeyLog` (:class:`karpy.api.fields.ReadLog` is one)
+also records which keys were asked for, so that a format its parser defines
+(the Scenario) can refuse the keys no one asked for. The protocol keeps this
+module, which every parser imports, below the field checks that implement it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from karpy.api.fields import ReadLog
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class KeyLog(Protocol):
+    """Where a :class:`FieldReader` records the keys its parser asked each mapping for."""
+
+    def asked(self, data: Mapping[str, object], path: str, key: str) -> None:
+        """``key`` of the mapping ``data`` at ``path`` was asked for."""
+
+    def free_form(self, data: Mapping[str, object], path: str) -> None:
+        """Every key of the mapping ``data`` at ``path`` was read (a map of names to values)."""
 
 
 class ManifestError(ValueError):
@@ -56,14 +64,14 @@ class FieldReader:
 
     __slots__ = ("_data", "_log", "path")
 
-    def __init__(self, data: Mapping[str, object], path: str = "", log: ReadLog | None = None) -> None:
+    def __init__(self, data: Mapping[str, object], path: str = "", log: KeyLog | None = None) -> None:
         """``log``, when given, records the keys asked for here and in every reader below."""
         self._data = data
         self.path = path
         self._log = log
 
     @classmethod
-    def of(cls, value: object, path: str = "", log: ReadLog | None = None) -> FieldReader:
+    def of(cls, value: object, path: str = "", log: KeyLog | None = None) -> FieldReader:
         if not isinstance(value, Mapping):
             raise ManifestError(path, f"expected an object, got {_type_name(value)}")
         return cls(value, path, log)

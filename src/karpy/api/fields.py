@@ -71,6 +71,7 @@ from importlib import resources
 from typing import Any, TypeAlias
 
 from karpy.api._reader import ManifestError
+from karpy.api.crds import read_schemas
 from karpy.api.quantity import HUGEPAGES_PREFIX
 
 FieldTree: TypeAlias = "int | str | list[FieldTree] | dict[str, FieldTree]"
@@ -163,8 +164,6 @@ def _definitions() -> Mapping[str, FieldTree]:
 @cache
 def kind_trees() -> dict[tuple[str, str], FieldTree]:
     """The field tree of every kind karpy reads from files, by (apiVersion, kind)."""
-    from karpy.api.crds import read_schemas
-
     trees: dict[tuple[str, str], FieldTree] = {}
     for key, tree in kube_fields()["kinds"].items():
         api_version, kind = key.rsplit("/", 1)

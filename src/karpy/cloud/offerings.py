@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
-from karpy.cloud.cluster import Clock
+from karpy.operator.cluster import Clock
 
 UNAVAILABLE_OFFERING_TTL = 180.0
 

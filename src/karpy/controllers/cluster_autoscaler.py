@@ -59,9 +59,9 @@ from karpy.baselines.cluster_autoscaler import (
     unneeded_nodes,
 )
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.interfaces import Clock, Cluster, NotFoundError
-from karpy.controllers.runtime import Watch
 from karpy.controllers.state import admitted_daemonsets, pdb_blocked_pods
+from karpy.operator.cluster import Clock, Cluster, NotFoundError
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.cluster-autoscaler")
 

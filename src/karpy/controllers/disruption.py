@@ -41,10 +41,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.interfaces import Clock, Cluster
-from karpy.controllers.karpenter_metrics import Metrics
 from karpy.controllers.orchestration import InFlight, Orchestrator, Pending
-from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
     PoolTypesCache,
     invalid_nodepools,
@@ -60,6 +57,12 @@ from karpy.disruption.decision import ConsolidationDecision, decide_consolidatio
 from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.rejection import WAITING, Rejection
+from karpy.operator.cluster import (
+    Clock,
+    Cluster,
+)
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
 
 log = logging.getLogger("karpy.disruption")

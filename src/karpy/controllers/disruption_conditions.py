@@ -15,12 +15,12 @@ from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool, status_only_change
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.interfaces import EVENT_NORMAL, Clock, Cluster
-from karpy.controllers.karpenter_metrics import REASON_EXPIRED, Metrics
-from karpy.controllers.runtime import Watch
 from karpy.disruption.drift import drift_reason
 from karpy.disruption.expiration import expires_at, is_expired
 from karpy.logs import about
+from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster
+from karpy.operator.karpenter_metrics import REASON_EXPIRED, Metrics
+from karpy.operator.runtime import Watch
 
 # The disruption controller's logger, as before this controller had its own module.
 log = logging.getLogger("karpy.disruption")

@@ -86,11 +86,11 @@ from collections.abc import Iterable
 from karpy.api.core import Node
 from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
-from karpy.controllers.interfaces import EVENT_NORMAL, Clock, Cluster, NotFoundError
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.runtime import Watch
 from karpy.controllers.termination import remove_node
 from karpy.logs import FailureStreak, about
+from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, NotFoundError
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.garbagecollection")
 

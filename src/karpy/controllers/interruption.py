@@ -4,8 +4,9 @@ A cloud tells of what is about to happen to an instance: on AWS, EventBridge
 puts EC2 and AWS Health events on an SQS queue (``INTERRUPTION_QUEUE``), read
 by :class:`karpy.cloud.aws.interruption.SqsInterruptionQueue`; in the
 simulator, the simulated cloud sends the same records at a scenario's times.
-Either way a parsed :class:`InterruptionMessage` arrives as a change of kind
-:data:`INTERRUPTION` (the change's ``new`` is the message) and this controller
+Either way a parsed :class:`~karpy.operator.interruption.InterruptionMessage`
+arrives as a change of kind :data:`~karpy.operator.interruption.INTERRUPTION`
+(the change's ``new`` is the message) and this controller
 acts on it as Karpenter's interruption controller does:
 
 - **spot interruption warning** (the instance is reclaimed in two minutes):
@@ -45,7 +46,7 @@ unavailable all the same, as Karpenter does: a node that consolidation or a
 user is deleting is still reclaimed, and its pods, moving now, must not be
 sent to another instance of the same offering.
 
-Why an inbox: the :class:`~karpy.controllers.runtime.Runtime` reconciles
+Why an inbox: the :class:`~karpy.operator.runtime.Runtime` reconciles
 string keys, and a message is not an object in the cluster to be read back
 by key. The watch's mapper puts each message in ``_inbox`` under its id and
 returns the id as the key; the reconcile takes it out once handled. That is
@@ -59,53 +60,31 @@ inbox for the Runtime's retry.
 from __future__ import annotations
 
 import logging
-import weakref
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Iterable
 
 from karpy.api.core import Node
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.requirements import CAPACITY_TYPE_SPOT
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
-from karpy.controllers.karpenter_metrics import NAMESPACE, Metrics
-from karpy.controllers.metrics import Counter, Histogram, Registry
-from karpy.controllers.runtime import Watch
 from karpy.logs import about
+from karpy.operator.cluster import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
+from karpy.operator.interruption import (
+    ACTIONABLE_KINDS,
+    INTERRUPTION,
+    KIND_INSTANCE_STOPPED,
+    KIND_INSTANCE_TERMINATED,
+    KIND_NO_OP,
+    KIND_REBALANCE_RECOMMENDATION,
+    KIND_SCHEDULED_CHANGE,
+    KIND_SPOT_INTERRUPTION,
+    InterruptionMessage,
+    InterruptionMetrics,
+    instance_id,
+)
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.interruption")
-
-# The change kind a message arrives as; the change's ``new`` is the InterruptionMessage.
-INTERRUPTION = "Interruption"
-
-# Message kinds, as Karpenter labels them in karpenter_interruption_received_messages_total.
-KIND_SPOT_INTERRUPTION = "spot_interrupted"
-KIND_REBALANCE_RECOMMENDATION = "rebalance_recommendation"
-KIND_SCHEDULED_CHANGE = "scheduled_change"
-KIND_INSTANCE_STOPPED = "instance_stopped"
-KIND_INSTANCE_TERMINATED = "instance_terminated"
-KIND_NO_OP = "no_op"
-
-# Kinds whose NodeClaim is deleted (cordoned, drained and replaced); a rebalance recommendation is not.
-ACTIONABLE_KINDS = frozenset(
-    {KIND_SPOT_INTERRUPTION, KIND_SCHEDULED_CHANGE, KIND_INSTANCE_STOPPED, KIND_INSTANCE_TERMINATED}
-)
-
-# What an EC2 instance state change means; a state not named here (pending, running) is a no-op.
-_STATE_KINDS = {
-    "stopping": KIND_INSTANCE_STOPPED,
-    "stopped": KIND_INSTANCE_STOPPED,
-    "shutting-down": KIND_INSTANCE_TERMINATED,
-    "terminated": KIND_INSTANCE_TERMINATED,
-}
-STATES = tuple(_STATE_KINDS)
-
-
-def kind_of_state(state: str) -> str:
-    """The message kind of a change to EC2 instance state ``state``."""
-    return _STATE_KINDS.get(state.lower(), KIND_NO_OP)
-
 
 # (Event type, reason, message) per kind, as Karpenter words them.
 _EVENTS: dict[str, tuple[str, str, str]] = {
@@ -124,68 +103,6 @@ _EVENTS: dict[str, tuple[str, str, str]] = {
     KIND_INSTANCE_TERMINATED: (EVENT_WARNING, "InstanceTerminating", "Instance is terminating"),
 }
 REASON_TERMINATING_ON_INTERRUPTION = "TerminatingOnInterruption"
-
-
-def instance_id(provider_id: str) -> str:
-    """The instance part of a provider ID: ``aws:///us-east-1a/i-0abc`` -> ``i-0abc``."""
-    return provider_id.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _acknowledged() -> bool:
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class InterruptionMessage:
-    """One parsed message: what is about to happen to which instances, and how to acknowledge it."""
-
-    # The queue's id of the message; a redelivery carries the same id.
-    id: str
-    kind: str
-    # The instances it is about (a Health event may name several), by instance id.
-    instance_ids: tuple[str, ...]
-    # When the event happened (seconds since the epoch): the queue duration is measured from it.
-    time: float
-    # Deletes the message from its queue; True once done. It never raises (a failure is logged
-    # by the queue and the message comes again after its visibility timeout).
-    ack: Callable[[], bool] = _acknowledged
-    # What the message said, for logs (the instance's new state, the Health event type...).
-    detail: str = ""
-
-
-class InterruptionMetrics:
-    """Karpenter's interruption metrics, declared once per registry.
-
-    The controller counts what it handles and the SQS adapter the messages it
-    deletes unread (unparseable ones): both get the same families through
-    :meth:`of`, as a registry refuses a name declared twice.
-    """
-
-    _by_registry: ClassVar[weakref.WeakKeyDictionary[Registry, InterruptionMetrics]] = (
-        weakref.WeakKeyDictionary()
-    )
-
-    def __init__(self, registry: Registry) -> None:
-        self.received: Counter = registry.counter(
-            f"{NAMESPACE}_interruption_received_messages_total",
-            "Count of messages received from the SQS queue. Broken down by message type.",
-            ["message_type"],
-        )
-        self.deleted: Counter = registry.counter(
-            f"{NAMESPACE}_interruption_deleted_messages_total",
-            "Count of messages deleted from the SQS queue.",
-        )
-        self.queue_duration: Histogram = registry.histogram(
-            f"{NAMESPACE}_interruption_message_queue_duration_seconds",
-            "Amount of time an interruption message is on the queue before it is processed by karpy.",
-        )
-
-    @classmethod
-    def of(cls, metrics: Metrics) -> InterruptionMetrics:
-        found = cls._by_registry.get(metrics.registry)
-        if found is None:
-            found = cls._by_registry[metrics.registry] = cls(metrics.registry)
-        return found
 
 
 class InterruptionController:

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 
 from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.nodeclaim import NodeClaim
-from karpy.controllers.interfaces import EVENT_WARNING, Clock, Cluster
-from karpy.controllers.metrics import Counter
 from karpy.logs import about, doubled
+from karpy.operator.cluster import EVENT_WARNING, Clock, Cluster
+from karpy.operator.metrics import Counter
 
 log = logging.getLogger("karpy.provisioning")
 

@@ -51,15 +51,15 @@ from karpy.cloud.provider import (
     InsufficientCapacityError,
     LaunchInProgressError,
 )
-from karpy.controllers.interfaces import (
+from karpy.logs import about
+from karpy.operator.cluster import (
     EVENT_NORMAL,
     EVENT_WARNING,
     Clock,
     Cluster,
 )
-from karpy.controllers.karpenter_metrics import REASON_INSUFFICIENT_CAPACITY, REASON_LIVENESS, Metrics
-from karpy.controllers.runtime import Watch
-from karpy.logs import about
+from karpy.operator.karpenter_metrics import REASON_INSUFFICIENT_CAPACITY, REASON_LIVENESS, Metrics
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.nodeclaim")
 

@@ -40,7 +40,7 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
-from karpy.api.conditions import FALSE, TRUE, UNKNOWN, Condition, find_condition, set_condition
+from karpy.api.conditions import FALSE, TRUE, Condition, find_condition, set_condition
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass, NodeClass, NodeClassStatus
 from karpy.api.nodepool import (
@@ -54,47 +54,21 @@ from karpy.api.nodepool import (
 )
 from karpy.api.quantity import ResourceAmounts
 from karpy.cloud.provider import CloudProvider, NodeClassProblem
-from karpy.controllers.interfaces import EVENT_WARNING, Clock, Cluster
 from karpy.controllers.refusals import REFUSED_NODEPOOL, NodePoolRefusals
-from karpy.controllers.runtime import Watch
 from karpy.controllers.state import node_class_problem, nodepool_resources, nodepool_validation_problem
 from karpy.logs import about
+from karpy.operator.cluster import EVENT_WARNING, Clock, Cluster
+from karpy.operator.readiness import log_ready_change, with_ready
+from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import NODES_RESOURCE
 
 log = logging.getLogger("karpy.nodepool")
 
 REASON_VALIDATION_FAILED = "NodePoolValidationFailed"
-REASON_UNHEALTHY_DEPENDENTS = "UnhealthyDependents"
-REASON_AWAITING_RECONCILIATION = "AwaitingReconciliation"
 # The conditions a NodePool's Ready summarizes, in the order its message names them.
 NODEPOOL_DEPENDENTS = (CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODECLASS_READY)
 
 NODEPOOL_KEY = "NodePool/"
-
-
-def with_ready(
-    conditions: tuple[Condition, ...], dependents: Iterable[str], now: float
-) -> tuple[Condition, ...]:
-    """``conditions`` with ``Ready`` summarizing ``dependents``: true when all are.
-
-    False when any is false (the message names them, ``NodeClassReady=False``),
-    Unknown while any is still unknown or unset.
-    """
-    states = {
-        kind: (found.status if (found := find_condition(conditions, kind)) else UNKNOWN)
-        for kind in dependents
-    }
-    failing = [f"{kind}={status}" for kind, status in states.items() if status == FALSE]
-    if failing:
-        return set_condition(
-            conditions, CONDITION_READY, FALSE, now, REASON_UNHEALTHY_DEPENDENTS, ", ".join(failing)
-        )
-    waiting = [f"{kind}={status}" for kind, status in states.items() if status != TRUE]
-    if waiting:
-        return set_condition(
-            conditions, CONDITION_READY, UNKNOWN, now, REASON_AWAITING_RECONCILIATION, ", ".join(waiting)
-        )
-    return set_condition(conditions, CONDITION_READY, TRUE, now)
 
 
 def nodepool_status(
@@ -348,22 +322,3 @@ class NodePoolStatusController:
                 after.message,
                 extra=about(pool, controller=self.name),
             )
-
-
-def log_ready_change(
-    obj: NodePool | NodeClass,
-    before: tuple[Condition, ...],
-    after: tuple[Condition, ...],
-    controller: str = "nodepool.status",
-) -> None:
-    """One log line when an object's Ready condition changes status or message."""
-    old, new = find_condition(before, CONDITION_READY), find_condition(after, CONDITION_READY)
-    if new is None or (old is not None and (old.status, old.message) == (new.status, new.message)):
-        return
-    log.info(
-        "%s %s is %s",
-        obj.kind.lower(),
-        obj.metadata.name,
-        "ready" if new.is_true else f"not ready: {new.message}",
-        extra=about(obj, controller=controller),
-    )

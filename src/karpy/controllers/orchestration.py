@@ -53,7 +53,10 @@ from karpy.api.taints import (
     PREFER_NO_SCHEDULE,
     Taint,
 )
-from karpy.controllers.interfaces import (
+from karpy.controllers.provisioning import build_nodeclaim
+from karpy.disruption.emptiness import EmptinessDecision
+from karpy.logs import about
+from karpy.operator.cluster import (
     EVENT_NORMAL,
     EVENT_WARNING,
     Clock,
@@ -61,10 +64,7 @@ from karpy.controllers.interfaces import (
     ConflictError,
     NotFoundError,
 )
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.provisioning import build_nodeclaim
-from karpy.disruption.emptiness import EmptinessDecision
-from karpy.logs import about
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.scheduling.solver import NewNodeClaim
 
 # The disruption controller's logger: the sequence is part of its pass.

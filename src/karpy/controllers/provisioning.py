@@ -35,7 +35,11 @@ from karpy.api.nodepool import (
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.interfaces import (
+from karpy.controllers.launchloop import LaunchLoopGuard
+from karpy.controllers.refusals import NodePoolRefusals, refusal_message
+from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
+from karpy.logs import about, named
+from karpy.operator.cluster import (
     EVENT_NORMAL,
     EVENT_WARNING,
     Clock,
@@ -43,12 +47,8 @@ from karpy.controllers.interfaces import (
     InvalidError,
     NotLeaderError,
 )
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.launchloop import LaunchLoopGuard
-from karpy.controllers.refusals import NodePoolRefusals, refusal_message
-from karpy.controllers.runtime import Watch
-from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
-from karpy.logs import about, named
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import NewNodeClaim, Plan
 
 log = logging.getLogger("karpy.provisioning")

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from karpy.api.nodepool import NodeClaimTemplate, NodePool
-from karpy.controllers.interfaces import InvalidError
 from karpy.logs import doubled
+from karpy.operator.cluster import InvalidError
 
 # The kind under which a change of a pool's refusal is announced.
 REFUSED_NODEPOOL = "RefusedNodePool"

@@ -51,7 +51,7 @@ from karpy.api.taints import (
     untolerated,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClassProblem
-from karpy.controllers.interfaces import ClusterReader
+from karpy.operator.cluster import ClusterReader
 from karpy.scheduling.solver import (
     NODES_RESOURCE,
     POD_RESOURCE,

@@ -50,7 +50,8 @@ from karpy.api.core import Node, Pod
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
-from karpy.controllers.interfaces import (
+from karpy.logs import about
+from karpy.operator.cluster import (
     EVENT_NORMAL,
     EVENT_WARNING,
     Clock,
@@ -58,9 +59,8 @@ from karpy.controllers.interfaces import (
     EvictionRefusedError,
     NotFoundError,
 )
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.runtime import Watch
-from karpy.logs import about
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.termination")
 

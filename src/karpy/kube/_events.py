@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from karpy.controllers.interfaces import NotLeaderError
+from karpy.operator.cluster import NotLeaderError
 
 log = logging.getLogger("karpy.kube.events")
 

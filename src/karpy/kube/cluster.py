@@ -2,7 +2,7 @@
 
 ``karpy simulate`` runs the controllers against ``InMemoryCluster``; ``karpy
 run`` runs the same controllers against this class. Both implement
-:class:`karpy.controllers.interfaces.Cluster` and raise the same typed errors,
+:class:`karpy.operator.cluster.Cluster` and raise the same typed errors,
 and both announce every change to subscribers as ``(kind, old, new)``, so a
 controller cannot tell them apart except by timing.
 
@@ -18,7 +18,7 @@ appeared, changed or vanished during the gap are announced like any other change
 
 **Writes go over HTTP, checked against the caller's resourceVersion.** A
 caller's stale object gets a 409 from the server and a
-:class:`~karpy.controllers.interfaces.ConflictError` here, exactly as the
+:class:`~karpy.operator.cluster.ConflictError` here, exactly as the
 in-memory store raises it. A write returns the object the server answered
 with (its resourceVersion is fresh); the cache is *not* updated from the
 answer but from the watch event that follows, so the cache never goes back in
@@ -66,7 +66,7 @@ reconcile never waits for one; :meth:`KubeCluster.stop` sends what is queued.
 Change notifications are delivered from the informer threads, one at a time
 (a dispatch lock serializes them across kinds), never while the cache lock is
 held, so a listener may read the cluster. A listener that drives a
-:class:`karpy.controllers.runtime.Runtime` from another thread must hand the
+:class:`karpy.operator.runtime.Runtime` from another thread must hand the
 notification over (a queue), since the Runtime is not thread-safe.
 """
 
@@ -94,19 +94,6 @@ from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeC
 from karpy.api.nodeclass import NodeClassStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNodePool
 from karpy.api.structural import manifest_errors
-from karpy.controllers.cache import NodeClaimIndex, TypedReads
-from karpy.controllers.cache import object_meta as _meta_of
-from karpy.controllers.interfaces import (
-    EVENT_WARNING,
-    AlreadyExistsError,
-    Clock,
-    ConflictError,
-    EvictionRefusedError,
-    InvalidError,
-    KubeError,
-    NotFoundError,
-    WallClock,
-)
 from karpy.kube._encode import (
     merged_metadata,
     merged_nodeclaim_status,
@@ -134,6 +121,19 @@ from karpy.kube._http import (
 )
 from karpy.kube._informer import EVENT_DELETED, Informer
 from karpy.kube._resources import EVENT, NODECLAIM, NODEPOOL, POD, TYPES_BY_KIND, WATCHED_TYPES, ResourceType
+from karpy.operator.cluster import (
+    EVENT_WARNING,
+    AlreadyExistsError,
+    Clock,
+    ConflictError,
+    EvictionRefusedError,
+    InvalidError,
+    KubeError,
+    NotFoundError,
+    WallClock,
+)
+from karpy.operator.reads import NodeClaimIndex, TypedReads
+from karpy.operator.reads import object_meta as _meta_of
 
 log = logging.getLogger("karpy.kube.cluster")
 
@@ -204,7 +204,7 @@ REASON_UNREADABLE = "FailedToRead"
 
 
 class KubeCluster(TypedReads):
-    """Implements karpy.controllers.interfaces.Cluster over a kube-apiserver."""
+    """Implements karpy.operator.cluster.Cluster over a kube-apiserver."""
 
     def __init__(
         self,

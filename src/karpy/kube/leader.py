@@ -78,10 +78,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from karpy.controllers.interfaces import NotLeaderError
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, JSON, ApiResponse, ApiStatusError
 from karpy.kube._resources import ResourceType
 from karpy.logs import doubled
+from karpy.operator.cluster import NotLeaderError
 from karpy.settings import parse_bool
 
 log = logging.getLogger("karpy.kube.leader")

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -44,10 +43,8 @@ from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_NODEPOOL, Requirement, Requirements
 from karpy.api.taints import Taint
+from karpy.scheduling._matrix import PoolMatrix
 from karpy.scheduling._patterns import Pattern
-
-if TYPE_CHECKING:
-    from karpy.scheduling._options import PoolMatrix
 
 POD_RESOURCE = "pods"
 NODES_RESOURCE = "nodes"

@@ -8,13 +8,11 @@ and with room for the summed requests plus the DaemonSets that would run on
 that type. A pod joins a bin if at least one option survives the join, so a
 bin's options only ever drop out as pods join.
 
-A bin's options are rows of its pool's :class:`PoolMatrix`, one row per
-instance type and one column per resource, valued allocatable less
-DaemonSets. Whether a bin's summed requests still fit each of its options,
-and how many more alike pods each takes, are then one vectorised
-comparison over all options instead of a Python loop over them, which is
-where a solver for thousands of pods and hundreds of instance types spends
-its time.
+A bin's options are rows of its pool's matrix
+(:class:`~karpy.scheduling._matrix.PoolMatrix`), one row per instance type
+and one column per resource, valued allocatable less DaemonSets, so whether
+a bin's summed requests still fit each of its options, and how many more
+alike pods each takes, are one vectorised comparison over all options.
 
 Why the quick answers are safe: a bin's ``headroom`` is the most any option
 had for pods when the bin opened, and options only drop out later, so a pod
@@ -26,7 +24,6 @@ never needs a limit check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,68 +35,6 @@ from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import Requirements
 from karpy.api.taints import Taint
 from karpy.scheduling._model import NodePoolCapacity, max_capacity
-
-
-class PoolMatrix:
-    """One NodePool's instance types as a matrix of what each has for pods.
-
-    Row i is instance type i, column j a resource; the value is allocatable
-    less the DaemonSets that would run there. Whether a bin's summed requests
-    still fit each of its options, and how many more alike pods each option
-    takes, are then one vectorised comparison over all options instead of a
-    Python loop over them, which is where a solver for thousands of pods and
-    hundreds of instance types spends its time.
-    """
-
-    def __init__(self, pool: NodePoolCapacity, resources: Sequence[str], requirements: Requirements) -> None:
-        self.columns = {resource: index for index, resource in enumerate(resources)}
-        # The cheapest offering each type has under the pool's requirements (inf: none).
-        self.price = np.array(
-            [
-                min((o.price for o in t.available_offerings(requirements)), default=np.inf)
-                for t in pool.instance_types
-            ]
-            or [np.inf],
-            dtype=np.float64,
-        )
-        self.row_of = {id(instance_type): row for row, instance_type in enumerate(pool.instance_types)}
-        net = np.zeros((max(1, len(pool.instance_types)), len(resources)), dtype=np.int64)
-        for row, instance_type in enumerate(pool.instance_types):
-            overhead = pool.overhead(instance_type)
-            for resource, amount in instance_type.allocatable.items():
-                column = self.columns.get(resource)
-                if column is not None:
-                    net[row, column] = amount - overhead.get(resource, 0)
-        self.net = net
-        self.cpu_column = self.columns.get("cpu")
-        self.memory_column = self.columns.get("memory")
-
-    def vector(self, amounts: Mapping[str, int]) -> npt.NDArray[np.int64]:
-        vector = np.zeros(len(self.columns), dtype=np.int64)
-        for resource, amount in amounts.items():
-            vector[self.columns[resource]] = amount
-        return vector
-
-    def rows(self, options: Sequence[InstanceType]) -> npt.NDArray[np.intp]:
-        return np.fromiter((self.row_of[id(t)] for t in options), dtype=np.intp, count=len(options))
-
-    def cost_alone(self, rows: npt.NDArray[np.intp], requests: npt.NDArray[np.int64], count: int) -> float:
-        """What ``count`` pods of ``requests`` cost on fresh nodes of one of ``rows``, at best.
-
-        For each type: as many nodes as it takes to hold them all, times its
-        price; the cheapest type wins (inf if no type holds even one).
-        """
-        if len(rows) == 0:
-            return float("inf")
-        used = requests > 0
-        if not used.any():
-            return 0.0
-        per_node = (np.maximum(self.net[rows][:, used], 0) // requests[used]).min(axis=1)
-        holds = per_node > 0
-        if not holds.any():
-            return float("inf")
-        nodes = -(-count // per_node[holds])
-        return float((nodes * self.price[rows][holds]).min())
 
 
 @dataclass(slots=True)

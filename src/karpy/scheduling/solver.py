@@ -109,6 +109,7 @@ from karpy.scheduling._groups import (
     same_placement_spec,
     topology_signature,
 )
+from karpy.scheduling._matrix import PoolMatrix
 from karpy.scheduling._model import (
     NODES_RESOURCE,
     POD_RESOURCE,
@@ -125,7 +126,7 @@ from karpy.scheduling._model import (
     pod_requests,
     pool_requirements,
 )
-from karpy.scheduling._options import Opening, PoolMatrix, Target
+from karpy.scheduling._options import Opening, Target
 from karpy.scheduling._patterns import CHUNK_DIVISORS, pack
 from karpy.scheduling._pricing import MAX_INSTANCE_TYPES, Prices, finish
 from karpy.scheduling._rooms import UNBOUNDED_ROOM, RoomIndex, room_asked_by, room_free_on
@@ -1108,7 +1109,7 @@ class _Scheduler:
             key = (tuple(self.resources), requirements.identity())
             matrix = pool.memo.matrices.get(key) if pool.memo is not None else None
             if matrix is None:
-                matrix = PoolMatrix(pool, self.resources, requirements)
+                matrix = PoolMatrix(pool.instance_types, pool.overhead, self.resources, requirements)
                 if pool.memo is not None:
                     pool.memo.matrices[key] = matrix
             self._matrices[id(pool)] = matrix

@@ -53,7 +53,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
-from karpy.controllers.interfaces import Clock, ClusterReader
+from karpy.operator.cluster import Clock, ClusterReader
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,8 +62,8 @@ from karpy.api.hpa import (
     ScalingRules,
 )
 from karpy.api.quantity import ResourceAmounts
-from karpy.controllers.interfaces import Clock
-from karpy.controllers.runtime import Watch
+from karpy.operator.cluster import Clock
+from karpy.operator.runtime import Watch
 from karpy.sim.load import GIB, WorkloadLoad
 from karpy.sim.store import InMemoryCluster
 

@@ -2,10 +2,10 @@
 
 On AWS, EventBridge puts EC2's warnings on an SQS queue and ``karpy run``
 hands each parsed message to the interruption controller as a change of kind
-:data:`~karpy.controllers.interruption.INTERRUPTION`. Here, at each
+:data:`~karpy.operator.interruption.INTERRUPTION`. Here, at each
 :class:`~karpy.sim.cloud.Interruption`'s time, the simulated cloud's
 instances it selects get one message each, fed through the simulator's
-:class:`~karpy.controllers.runtime.Runtime` the same way: the controller that
+:class:`~karpy.operator.runtime.Runtime` the same way: the controller that
 acts on them is the very one ``karpy run`` uses, so what a scenario shows is
 what karpy does.
 
@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from karpy.api.core import POD_RUNNING, NodeCondition
-from karpy.controllers.interfaces import Clock
-from karpy.controllers.interruption import (
+from karpy.operator.cluster import Clock
+from karpy.operator.interruption import (
     ACTIONABLE_KINDS,
     INTERRUPTION,
     KIND_REBALANCE_RECOMMENDATION,
@@ -44,7 +44,7 @@ from karpy.controllers.interruption import (
     instance_id,
     kind_of_state,
 )
-from karpy.controllers.runtime import Runtime, Watch
+from karpy.operator.runtime import Runtime, Watch
 from karpy.sim.cloud import (
     REBALANCE,
     SCHEDULED_CHANGE,

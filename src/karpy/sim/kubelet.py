@@ -25,8 +25,8 @@ from karpy.api.core import POD_PENDING, POD_RUNNING, POD_SUCCEEDED, Node, NodeCo
 from karpy.api.meta import ObjectMeta
 from karpy.api.requirements import LABEL_HOSTNAME
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
-from karpy.controllers.interfaces import Clock, NotFoundError
-from karpy.controllers.runtime import Runtime, Watch
+from karpy.operator.cluster import Clock, NotFoundError
+from karpy.operator.runtime import Runtime, Watch
 from karpy.sim.cloud import Instance, SimulatedCloud
 from karpy.sim.store import InMemoryCluster
 

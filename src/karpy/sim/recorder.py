@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from karpy.api.conditions import find_condition
 from karpy.api.core import POD_RUNNING, POD_SUCCEEDED, Pod
 from karpy.api.nodeclaim import CONDITION_READY, NodeClaim
-from karpy.controllers.interfaces import Clock
+from karpy.operator.cluster import Clock
 
 if TYPE_CHECKING:
     from karpy.sim.cloud import SimulatedCloud

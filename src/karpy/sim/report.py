@@ -13,8 +13,8 @@ from typing import Any
 from karpy.api.duration import format_age
 from karpy.api.meta import format_timestamp
 from karpy.api.quantity import format_amount
-from karpy.controllers.interfaces import EVENT_WARNING
-from karpy.controllers.interruption import ACTIONABLE_KINDS
+from karpy.operator.cluster import EVENT_WARNING
+from karpy.operator.interruption import ACTIONABLE_KINDS
 from karpy.sim.simulation import Simulation
 
 SCHEMA_VERSION = "karpy.dev/simulate/v1alpha1"

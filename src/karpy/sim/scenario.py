@@ -84,7 +84,7 @@ from karpy.baselines.cluster_autoscaler import (
     NodeGroup,
 )
 from karpy.cloud.aws_catalog import load_catalog
-from karpy.controllers.interruption import STATES
+from karpy.operator.interruption import STATES
 from karpy.settings import FeatureGates, parse_feature_gates, parse_node_cost
 from karpy.sim.cloud import (
     INTERRUPTION_KINDS,

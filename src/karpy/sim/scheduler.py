@@ -45,8 +45,8 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
 from karpy.api.requirements import LABEL_ZONE, Requirements
 from karpy.api.taints import untolerated, untolerated_preferences
-from karpy.controllers.runtime import Watch
 from karpy.controllers.state import namespace_labels, used_on, volume_terms
+from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import pod_requests
 from karpy.sim._interpod import BoundPods, allowed_nodes, has_inter_pod_terms
 from karpy.sim.store import InMemoryCluster

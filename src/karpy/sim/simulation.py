@@ -49,20 +49,21 @@ from karpy.api.nodepool import NodePool
 from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
 from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
-from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.interruption import InterruptionController
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
+from karpy.controllers.metering import MeteredCloudProvider, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.runtime import Controller, Runtime, Watch
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.expiration import expires_at
+from karpy.operator.cluster import NotFoundError
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.reads import object_key, object_kind, object_meta
+from karpy.operator.runtime import Controller, Runtime, Watch
 from karpy.settings import FeatureGates
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings

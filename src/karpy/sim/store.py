@@ -48,8 +48,7 @@ from karpy.api.core import (
     StatefulSet,
 )
 from karpy.api.meta import ObjectMeta
-from karpy.controllers.cache import NodeClaimIndex, TypedReads, object_key, object_kind, object_meta
-from karpy.controllers.interfaces import (
+from karpy.operator.cluster import (
     AlreadyExistsError,
     Clock,
     ConflictError,
@@ -57,6 +56,7 @@ from karpy.controllers.interfaces import (
     KubeError,
     NotFoundError,
 )
+from karpy.operator.reads import NodeClaimIndex, TypedReads, object_key, object_kind, object_meta
 from karpy.sim.budget import MAX_SIMULATED_PODS
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ def _with_meta(obj: T, meta: ObjectMeta) -> T:
 
 
 class InMemoryCluster(TypedReads):
-    """Implements karpy.controllers.interfaces.Cluster over dictionaries."""
+    """Implements karpy.operator.cluster.Cluster over dictionaries."""
 
     def __init__(self, clock: Clock, max_pods: int = MAX_SIMULATED_PODS) -> None:
         self.clock = clock

@@ -63,8 +63,8 @@ from karpy.api.core import (
 from karpy.api.cron import CronSchedule
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.taints import Taint, Toleration, untolerated
-from karpy.controllers.interfaces import EVENT_NORMAL, EVENT_WARNING, AlreadyExistsError, Clock, NotFoundError
-from karpy.controllers.runtime import Watch
+from karpy.operator.cluster import EVENT_NORMAL, EVENT_WARNING, AlreadyExistsError, Clock, NotFoundError
+from karpy.operator.runtime import Watch
 from karpy.sim.store import AdmissionError, InMemoryCluster
 
 TEMPLATE_HASH_LABEL = "pod-template-hash"

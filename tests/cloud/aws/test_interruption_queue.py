@@ -25,7 +25,8 @@ from tests.aws.world import QUEUE, REGION, AwsWorld
 from tests.support import deployment_manifest, load_objects, spot_ec2_cluster
 
 from karpy.cloud.aws.interruption import SqsInterruptionQueue, UnparseableMessageError, parse_event
-from karpy.controllers.interruption import (
+from karpy.controllers.interruption import InterruptionController
+from karpy.operator.interruption import (
     INTERRUPTION,
     KIND_INSTANCE_STOPPED,
     KIND_INSTANCE_TERMINATED,
@@ -33,13 +34,12 @@ from karpy.controllers.interruption import (
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
     KIND_SPOT_INTERRUPTION,
-    InterruptionController,
     InterruptionMessage,
     InterruptionMetrics,
     instance_id,
 )
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.runtime import Runtime
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Runtime
 from karpy.sim.simulation import Simulation
 
 EVENT_TIME = "2026-12-03T16:00:00Z"

@@ -50,7 +50,7 @@ from karpy.cloud.provider import (
 )
 from karpy.controllers.garbagecollection import INSTANCE_GRACE, INTERVAL, PASS_KEY, GarbageCollector
 from karpy.controllers.nodeclaim import NodeClaimLifecycle
-from karpy.controllers.runtime import Runtime
+from karpy.operator.runtime import Runtime
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 

@@ -41,9 +41,10 @@ from karpy.cloud.aws.resolution import (
 from karpy.cloud.aws.selectors import Filter, Subnet
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.provider import NodeClassProblem
-from karpy.controllers.nodepool import REASON_UNHEALTHY_DEPENDENTS, NodePoolStatusController
+from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner
-from karpy.controllers.runtime import Runtime
+from karpy.operator.readiness import REASON_UNHEALTHY_DEPENDENTS
+from karpy.operator.runtime import Runtime
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud
 from karpy.sim.store import InMemoryCluster

@@ -36,7 +36,7 @@ from karpy.cloud.aws.pricing import (
     PricingRefresher,
 )
 from karpy.cloud.aws_catalog import load_catalog
-from karpy.controllers.karpenter_metrics import Metrics
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.sim.clock import VirtualClock
 
 CATALOG = load_catalog()

@@ -63,7 +63,8 @@ from typing import TYPE_CHECKING
 import boto3
 
 from karpy.cloud.aws.client import _RETRIES, AwsApiError, _translated
-from karpy.controllers.interruption import (
+from karpy.logs import FailureStreak
+from karpy.operator.interruption import (
     KIND_NO_OP,
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
@@ -72,8 +73,7 @@ from karpy.controllers.interruption import (
     InterruptionMetrics,
     kind_of_state,
 )
-from karpy.controllers.karpenter_metrics import Metrics
-from karpy.logs import FailureStreak
+from karpy.operator.karpenter_metrics import Metrics
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

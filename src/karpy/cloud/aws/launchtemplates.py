@@ -64,9 +64,9 @@ from karpy.cloud.aws.client import AwsApiError, AwsClient, InstanceProfile
 from karpy.cloud.aws.fleet import LAUNCH_TEMPLATE_NOT_FOUND_CODES, TAG_NODECLASS, cluster_tag
 from karpy.cloud.aws.resolution import TAG_MANAGED_BY
 from karpy.cloud.aws.settings import AwsSettings
-from karpy.cloud.cluster import ClusterReader
-from karpy.controllers.runtime import ChangeMapper, Watch
 from karpy.logs import FailureStreak, about
+from karpy.operator.cluster import ClusterReader
+from karpy.operator.runtime import ChangeMapper, Watch
 
 log = logging.getLogger("karpy.cloud.aws")
 

@@ -50,10 +50,10 @@ from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass
 from karpy.cloud.aws.client import AwsApiError, AwsClient
 from karpy.cloud.aws.resolution import ready_naming_causes, resolve_node_class
 from karpy.cloud.aws.settings import AwsSettings
-from karpy.cloud.cluster import Clock, Cluster
-from karpy.controllers.nodepool import log_ready_change
-from karpy.controllers.runtime import Watch
 from karpy.logs import FailureStreak, about
+from karpy.operator.cluster import Clock, Cluster
+from karpy.operator.readiness import log_ready_change
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.aws.nodeclass")
 

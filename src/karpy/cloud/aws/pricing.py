@@ -66,10 +66,10 @@ from typing import Protocol, TypeVar
 from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
 from karpy.cloud.aws.client import AwsApiError, AwsClient
 from karpy.cloud.aws_catalog import Catalog, load_catalog
-from karpy.cloud.cluster import Clock
-from karpy.controllers.karpenter_metrics import NAMESPACE, Metrics
-from karpy.controllers.runtime import Watch
 from karpy.logs import FailureStreak, about
+from karpy.operator.cluster import Clock
+from karpy.operator.karpenter_metrics import NAMESPACE, Metrics
+from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.aws.pricing")
 

@@ -106,7 +106,6 @@ from karpy.cloud.aws_catalog import (
     instance_type_from_entry,
     load_catalog,
 )
-from karpy.cloud.cluster import Clock, ClusterReader
 from karpy.cloud.offerings import UnavailableOfferings
 from karpy.cloud.provider import (
     REASON_NODECLASS_NOT_SERVED,
@@ -117,6 +116,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
+from karpy.operator.cluster import Clock, ClusterReader
 
 log = logging.getLogger("karpy.cloud.aws")
 

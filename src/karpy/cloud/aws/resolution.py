@@ -68,7 +68,7 @@ from karpy.cloud.aws.selectors import (
     subnet_filters,
 )
 from karpy.cloud.provider import NodeClassProblem
-from karpy.controllers.nodepool import with_ready
+from karpy.operator.readiness import with_ready
 
 CONDITION_SUBNETS_READY = "SubnetsReady"
 CONDITION_SECURITY_GROUPS_READY = "SecurityGroupsReady"

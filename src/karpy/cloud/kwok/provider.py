@@ -79,7 +79,6 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
-from karpy.cloud.cluster import AlreadyExistsError, Clock, Cluster, NotFoundError, NotLeaderError, WallClock
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
@@ -89,6 +88,14 @@ from karpy.cloud.provider import (
     NodeClassNotReadyError,
     NodeClassProblem,
     RepairPolicy,
+)
+from karpy.operator.cluster import (
+    AlreadyExistsError,
+    Clock,
+    Cluster,
+    NotFoundError,
+    NotLeaderError,
+    WallClock,
 )
 
 log = logging.getLogger("karpy.cloud.kwok")

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from karpy.controllers.interfaces import ConflictError, NotLeaderError
-from karpy.controllers.runtime import LivelockError, Runtime, Watch
+from karpy.operator.cluster import ConflictError, NotLeaderError
+from karpy.operator.runtime import LivelockError, Runtime, Watch
 from karpy.sim.clock import VirtualClock
 
 

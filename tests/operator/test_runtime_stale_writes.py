@@ -7,8 +7,8 @@ from itertools import pairwise
 
 import pytest
 
-from karpy.controllers.interfaces import ConflictError, KubeError, NotFoundError
-from karpy.controllers.runtime import (
+from karpy.operator.cluster import ConflictError, KubeError, NotFoundError
+from karpy.operator.runtime import (
     STALE_RETRY,
     STALE_RETRY_MAX,
     STALE_WRITES_WORTH_A_WARNING,

@@ -16,14 +16,14 @@ sleeps until ``next_due()`` or a change notification, whichever comes first;
 the simulator jumps its virtual clock to ``next_due()`` instead.
 
 A reconcile that raises is logged as an error and retried a second later,
-except for a stale write: a :class:`~karpy.controllers.interfaces.ConflictError`
+except for a stale write: a :class:`~karpy.operator.cluster.ConflictError`
 (409: it wrote an object that changed since its cache saw it) or a
-:class:`~karpy.controllers.interfaces.NotFoundError` (404: the object went
+:class:`~karpy.operator.cluster.NotFoundError` (404: the object went
 meanwhile, say a NodeClaim whose last finalizer another reconcile already
 lifted). That is the ordinary price of optimistic concurrency against caches
 that trail the server, not a failure: it is logged at debug level and retried
 from fresh state shortly after (a warning only when one key keeps at it).
-A :class:`~karpy.controllers.interfaces.NotLeaderError` (the process no
+A :class:`~karpy.operator.cluster.NotLeaderError` (the process no
 longer leads: ``karpy run``'s write fence refused the write) is nobody's
 failure either, but it ends the loop: it passes through :meth:`Runtime.run_due`.
 """
@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from karpy.controllers.interfaces import Clock, ConflictError, NotFoundError, NotLeaderError
 from karpy.logs import about
+from karpy.operator.cluster import Clock, ConflictError, NotFoundError, NotLeaderError
 
 log = logging.getLogger("karpy.runtime")
 

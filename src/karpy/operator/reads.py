@@ -1,6 +1,6 @@
 """Typed reads over a cache of Kubernetes objects kept by kind and key.
 
-Both implementations of :class:`~karpy.controllers.interfaces.ClusterReader`
+Both implementations of :class:`~karpy.operator.cluster.ClusterReader`
 (the simulator's in-memory store and the real cluster's informer caches)
 hold their objects the same way: by kind, then by ``namespace/name`` (or
 ``name`` for cluster-scoped kinds). The typed accessors the controllers call

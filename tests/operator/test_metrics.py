@@ -8,7 +8,7 @@ import threading
 import pytest
 from tests.prometheus_text import ExpositionError, parse
 
-from karpy.controllers.metrics import (
+from karpy.operator.metrics import (
     CONTENT_TYPE,
     MetricError,
     Registry,

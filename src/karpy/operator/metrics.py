@@ -1,7 +1,7 @@
 """A small Prometheus metrics registry: counters, gauges, histograms and summaries.
 
 ``karpy run`` serves its metrics on ``/metrics`` for Prometheus to scrape, under
-Karpenter's names (:mod:`karpy.controllers.karpenter_metrics` declares them).
+Karpenter's names (:mod:`karpy.operator.karpenter_metrics` declares them).
 The controllers record into a :class:`Registry`; the HTTP thread renders it in
 the Prometheus text exposition format, version 0.0.4. That is the whole
 contract with Prometheus, so this module implements it directly instead of

@@ -1,12 +1,16 @@
-"""Karpenter's metrics, recorded by karpy's controllers under Karpenter's names.
+"""Karpenter's metric families, recorded by karpy's controllers and providers under Karpenter's names.
 
 Dashboards and alerts written for Karpenter query names such as
 ``karpenter_nodeclaims_created_total`` with labels such as ``nodepool``; karpy
 publishes the same names, types and labels, so they work unchanged.
-:class:`Metrics` declares them on a :class:`~karpy.controllers.metrics.Registry`
+:class:`Metrics` declares them on a :class:`~karpy.operator.metrics.Registry`
 and gives the controllers one-line calls for what they record. Every
 controller takes a ``metrics`` argument; left out, it gets a private
 :class:`Metrics` nobody reads, which is what the simulator and most tests want.
+It lives below the controllers and the cloud providers because both record
+into it (the AWS price refresh and interruption queue do too); the controllers
+that only record metrics, and :class:`~karpy.controllers.metering.MeteredCloudProvider`,
+are in :mod:`karpy.controllers.metering`.
 
 What is measured, and where:
 
@@ -40,7 +44,8 @@ What is measured, and where:
   units, resource names in lower case with ``_`` for ``-``.
 - ``karpenter_cloudprovider_errors_total{controller,method,provider,error}``
   and ``karpenter_cloudprovider_duration_seconds{controller,method,provider}``:
-  every cloud provider call, through :class:`MeteredCloudProvider`. ``error``
+  every cloud provider call, through
+  :class:`~karpy.controllers.metering.MeteredCloudProvider`. ``error``
   is the type for the well-known errors (``InsufficientCapacityError``,
   ``NodeClaimNotFoundError``, ``NodeClassNotReadyError``) and empty otherwise.
 - ``karpenter_cluster_state_synced`` (1 once the caches have listed; ``karpy
@@ -57,35 +62,15 @@ The label values for ``controller`` are karpy's controller names
 
 from __future__ import annotations
 
-import builtins
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TypeVar
 
 from karpy import __version__
-from karpy.api.core import POD_PENDING, POD_RUNNING, Pod
-from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
-from karpy.cloud.provider import (
-    CloudProvider,
-    InsufficientCapacityError,
-    LaunchInProgressError,
-    NodeClaimNotFoundError,
-    NodeClassNotReadyError,
-    NodeClassProblem,
-    RepairPolicy,
-)
-from karpy.controllers.interfaces import Clock, ClusterReader
-from karpy.controllers.metrics import Gauge, Registry
-from karpy.controllers.runtime import Watch
-from karpy.controllers.state import nodepool_resources
-
-T = TypeVar("T")
+from karpy.operator.metrics import Gauge, Registry
 
 NAMESPACE = "karpenter"
 
@@ -284,177 +269,11 @@ class Metrics:
 
     # -- NodePools -------------------------------------------------------------
 
-    def nodepool_observed(self, nodepool: NodePool, nodeclaims: Iterable[NodeClaim]) -> None:
-        set_per_resource(self.nodepools_usage, nodepool.name, nodepool_resources(nodeclaims))
+    def nodepool_observed(self, nodepool: NodePool, usage: ResourceAmounts) -> None:
+        """Record a NodePool's usage (its NodeClaims' capacity and count) and its limits."""
+        set_per_resource(self.nodepools_usage, nodepool.name, usage)
         set_per_resource(self.nodepools_limit, nodepool.name, nodepool.limits)
 
     def nodepool_gone(self, name: str) -> None:
         self.nodepools_usage.remove_matching(nodepool=name)
         self.nodepools_limit.remove_matching(nodepool=name)
-
-
-def cloud_error_label(error: Exception) -> str:
-    for known in (InsufficientCapacityError, NodeClaimNotFoundError, NodeClassNotReadyError):
-        if isinstance(error, known):
-            return known.__name__
-    return ""
-
-
-class MeteredCloudProvider:
-    """A cloud provider that counts the errors and times the calls of one controller.
-
-    Karpenter decorates its cloud provider the same way; the controller label
-    comes from a context there and from the decorator's own field here, so
-    each controller gets its own decorator over the shared provider.
-    """
-
-    def __init__(self, cloud: CloudProvider, metrics: Metrics, controller: str) -> None:
-        self.cloud = cloud
-        self.metrics = metrics
-        self.controller = controller
-        self.name = cloud.name
-
-    def _call(self, method: str, call: Callable[[], T]) -> T:
-        started = time.perf_counter()
-        try:
-            return call()
-        except LaunchInProgressError:
-            raise  # a launch running in the background, not an error
-        except Exception as error:
-            self.metrics.cloudprovider_errors.labels(
-                controller=self.controller, method=method, provider=self.name, error=cloud_error_label(error)
-            ).inc()
-            raise
-        finally:
-            self.metrics.cloudprovider_duration.labels(
-                controller=self.controller, method=method, provider=self.name
-            ).observe(time.perf_counter() - started)
-
-    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
-        return self._call("Create", lambda: self.cloud.create(nodeclaim))
-
-    def delete(self, nodeclaim: NodeClaim) -> None:
-        self._call("Delete", lambda: self.cloud.delete(nodeclaim))
-
-    def get(self, provider_id: str) -> NodeClaim:
-        return self._call("Get", lambda: self.cloud.get(provider_id))
-
-    def list(self) -> builtins.list[NodeClaim]:
-        return self._call("List", self.cloud.list)
-
-    def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
-        return self._call("GetInstanceTypes", lambda: self.cloud.get_instance_types(nodepool))
-
-    def is_drifted(self, nodeclaim: NodeClaim) -> str:
-        return self._call("IsDrifted", lambda: self.cloud.is_drifted(nodeclaim))
-
-    def repair_policies(self) -> builtins.list[RepairPolicy]:
-        return self._call("RepairPolicies", self.cloud.repair_policies)
-
-    def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
-        # Not a call to the cloud (Karpenter reads the node class' Ready condition): not metered.
-        return self.cloud.node_class_problem(node_class)
-
-    def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
-        # Bookkeeping inside the provider, not a call to the cloud: not metered.
-        self.cloud.mark_offering_unavailable(instance_type, zone, capacity_type)
-
-
-# -- controllers that only record metrics ---------------------------------------
-
-
-@dataclass(slots=True)
-class PodMetrics:
-    """Pod start-up and binding durations, from the pod changes the runtime hands out.
-
-    It measures in the change mappers, which see every transition (a reconcile
-    would read the cache later and could miss a pod that went Pending, bound
-    and Running between two reconciles). Only transitions seen happening
-    count: a pod already Running when karpy starts says nothing about karpy.
-    """
-
-    clock: Clock
-    metrics: Metrics
-    name: str = "metrics.pod"
-
-    def watches(self) -> list[Watch]:
-        return [Watch("Pod", self._on_pod)]
-
-    def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
-        if not isinstance(old, Pod) or not isinstance(new, Pod):
-            return ()
-        created = new.metadata.creation_timestamp
-        if created is None:
-            return ()
-        elapsed = max(0.0, self.clock.now() - created)
-        if not old.node_name and new.node_name:
-            self.metrics.pods_bound_duration.observe(elapsed)
-        if old.phase == POD_PENDING and new.phase == POD_RUNNING:
-            self.metrics.pods_startup_duration.observe(elapsed)
-        return ()
-
-    def reconcile(self, key: str) -> float | None:
-        return None
-
-
-@dataclass(slots=True)
-class NodePoolMetrics:
-    """``karpenter_nodepools_usage`` and ``_limit``, per NodePool, kept up to date on changes."""
-
-    cluster: ClusterReader
-    metrics: Metrics
-    name: str = "metrics.nodepool"
-
-    def watches(self) -> list[Watch]:
-        return [Watch("NodePool", self._pool_of), Watch("NodeClaim", self._pool_of)]
-
-    @staticmethod
-    def _pool_of(old: object | None, new: object | None) -> Iterable[str]:
-        names = set()
-        for obj in (old, new):
-            if isinstance(obj, NodePool):
-                names.add(obj.name)
-            elif isinstance(obj, NodeClaim) and obj.nodepool:
-                names.add(obj.nodepool)
-        return sorted(names)
-
-    def reconcile(self, key: str) -> float | None:
-        nodepool = self.cluster.nodepool(key)
-        if nodepool is None:
-            self.metrics.nodepool_gone(key)
-            return None
-        claims = [claim for claim in self.cluster.nodeclaims() if claim.nodepool == key]
-        self.metrics.nodepool_observed(nodepool, claims)
-        return None
-
-
-@dataclass(slots=True)
-class ClusterStateMetrics:
-    """``karpenter_cluster_state_node_count``: the Nodes in the cluster cache."""
-
-    cluster: ClusterReader
-    metrics: Metrics
-    name: str = "metrics.cluster"
-
-    def watches(self) -> list[Watch]:
-        return [Watch("Node", self._on_node)]
-
-    @staticmethod
-    def _on_node(old: object | None, new: object | None) -> Iterable[str]:
-        # Only arrivals and departures change the count.
-        return ["nodes"] if old is None or new is None else ()
-
-    def reconcile(self, key: str) -> float | None:
-        self.metrics.cluster_state_node_count.set(sum(1 for _ in self.cluster.nodes()))
-        return None
-
-
-def metrics_controllers(
-    cluster: ClusterReader, clock: Clock, metrics: Metrics
-) -> list[PodMetrics | NodePoolMetrics | ClusterStateMetrics]:
-    """The controllers that only record metrics, for a runtime to register."""
-    return [
-        PodMetrics(clock, metrics),
-        NodePoolMetrics(cluster, metrics),
-        ClusterStateMetrics(cluster, metrics),
-    ]

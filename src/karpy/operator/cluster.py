@@ -14,13 +14,13 @@ checked against the resourceVersion it was read at (optimistic concurrency):
 a stale write raises :class:`ConflictError` and the controller retries from
 fresh state on its next reconcile.
 
-They live here, below the controllers, because a cloud provider needs them
-too: the kwok provider's instances are Node objects it creates and deletes
-through a :class:`Cluster`, and a provider reads node classes and keeps time
-by the same :class:`Clock` as the controllers that call it. Providers must not
-import controllers (an import-linter contract says so), and controllers,
-``karpy.kube`` and ``karpy.sim`` keep importing these from
-:mod:`karpy.controllers.interfaces`, which re-exports them.
+They live in :mod:`karpy.operator`, below the controllers and the cloud
+providers, because a cloud provider needs them too: the kwok provider's
+instances are Node objects it creates and deletes through a :class:`Cluster`,
+and a provider reads node classes and keeps time by the same :class:`Clock`
+as the controllers that call it. Providers must not import controllers (an
+import-linter contract says so); ``karpy.kube`` and ``karpy.sim`` implement
+these protocols.
 """
 
 from __future__ import annotations
