@@ -1,9 +1,10 @@
 """``karpy run``: the controllers against a real cluster, with kwok nodes.
 
-The simulator and this module wire the very same controllers (provisioning,
+The simulator and this module register the very same controllers (provisioning,
 the NodeClaim lifecycle and pod events, disruption conditions, disruption,
-termination, NodePool and node class status) to a :class:`~karpy.controllers.runtime.Runtime`; what differs is
-what they are wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over
+termination, NodePool status), built by one function
+(:func:`karpy.controllers.core.core_controllers`), with a
+:class:`~karpy.controllers.runtime.Runtime`; what differs is what they are wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over
 the apiserver of a kubeconfig, the wall clock, and the
 :class:`~karpy.cloud.kwok.provider.KwokCloudProvider`, whose "instances" are
 Node objects kept Ready by kwok or karpy's fake kubelet. The real
@@ -99,16 +100,14 @@ from typing import TYPE_CHECKING
 
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
-from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.core import core_controllers
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
 from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.interfaces import WallClock
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
-from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
-from karpy.controllers.nodepool import NodePoolStatusController
-from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics
+from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.controllers.runtime import Controller, Runtime
-from karpy.controllers.termination import Terminator
+from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
@@ -232,32 +231,19 @@ class Runner:
             # Each controller's calls are counted under its name (karpenter_cloudprovider_*).
             return MeteredCloudProvider(self.cloud, metrics, controller)
 
-        provisioner = Provisioner(
-            self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics
+        core = core_controllers(
+            self.cluster,
+            cloud,
+            self.clock,
+            provisioning=self.settings.provisioning,
+            rules=dataclasses.replace(
+                ConsolidationRules(), spot_to_spot=self.settings.spot_to_spot_consolidation
+            ),
+            metrics=metrics,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
-        provisioner.refusals.subscribe(self.runtime.on_change)
-        for controller in (
-            provisioner,
-            NodeClaimLifecycle(self.cluster, cloud("nodeclaim.lifecycle"), self.clock, metrics),
-            NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud("termination"), self.clock, metrics),
-            NodeClaimDisruptionConditions(self.cluster, self.clock, cloud("nodeclaim.disruption"), metrics),
-            DisruptionController(
-                self.cluster,
-                self.clock,
-                cloud("disruption"),
-                spot_to_spot=self.settings.spot_to_spot_consolidation,
-                metrics=metrics,
-                extra_node_cost=self.settings.provisioning.extra_node_cost,
-            ),
-            NodePoolStatusController(
-                self.cluster, cloud(NodePoolStatusController.name), self.clock, provisioner.refusals
-            ),
-            GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, metrics),
-            *metrics_controllers(self.cluster, self.clock, metrics),
-            *(self.aws.controllers(cloud) if self.aws is not None else ()),
-        ):
+        core.provisioner.refusals.subscribe(self.runtime.on_change)
+        for controller in (*core.controllers, *(self.aws.controllers(cloud) if self.aws is not None else ())):
             self.runtime.register(controller)
 
     def _election_refused(self) -> str:
@@ -414,7 +400,7 @@ class AwsStack:
         if self.settings.interruption_queue:
             controllers.append(
                 InterruptionController(
-                    self.cluster, cloud(InterruptionController.name), self.clock, self.metrics
+                    self.cluster, cloud(InterruptionController.name), self.clock, metrics=self.metrics
                 )
             )
         return controllers

@@ -179,6 +179,7 @@ class NodePoolStatusController:
         cluster: Cluster,
         cloud: CloudProvider,
         clock: Clock,
+        *,
         refusals: NodePoolRefusals | None = None,
     ) -> None:
         self.cluster = cluster

@@ -82,6 +82,7 @@ class Provisioner:
         cluster: Cluster,
         cloud: CloudProvider,
         clock: Clock,
+        *,
         settings: ProvisioningSettings | None = None,
         metrics: Metrics | None = None,
         refusals: NodePoolRefusals | None = None,

@@ -51,15 +51,12 @@ from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cache import object_key, object_kind, object_meta
 from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
-from karpy.controllers.disruption import DisruptionController, NodeClaimDisruptionConditions
+from karpy.controllers.core import core_controllers
 from karpy.controllers.interfaces import NotFoundError
 from karpy.controllers.interruption import InterruptionController
-from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics, metrics_controllers
-from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
-from karpy.controllers.nodepool import NodePoolStatusController
-from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.runtime import Controller, Runtime, Watch
-from karpy.controllers.termination import Terminator
+from karpy.controllers.karpenter_metrics import MeteredCloudProvider, Metrics
+from karpy.controllers.provisioning import ProvisioningSettings
+from karpy.controllers.runtime import Runtime, Watch
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.drift import expires_at
 from karpy.settings import FeatureGates
@@ -164,18 +161,23 @@ class Simulation:
                 self.cloud if metrics is None else MeteredCloudProvider(self.cloud, self.metrics, controller)
             )
 
-        self.provisioner = Provisioner(
-            self.cluster, cloud_for("provisioning"), self.clock, self.settings.provisioning, self.metrics
-        )
-        self.provisioner.refusals.subscribe(self.runtime.on_change)
-        self.disruption = DisruptionController(
+        # The controllers karpy run has, built by the same function (karpy.controllers.core). The
+        # garbage collector is left out: nothing leaks here (karpy.run), and its periodic pass stops
+        # the virtual clock where the disruption passes would wait (see run), which moves results,
+        # not only reconcile counts (tests/data/scenarios/convergence/ice-fragments ends 7 s later).
+        core = core_controllers(
             self.cluster,
+            cloud_for,
             self.clock,
-            cloud_for("disruption"),
-            metrics=self.metrics,
+            provisioning=self.settings.provisioning,
             rules=self.settings.consolidation,
-            extra_node_cost=self.settings.provisioning.extra_node_cost,
+            metrics=self.metrics,
+            garbage_collection=False,
+            record_metrics=metrics is not None,
         )
+        self.provisioner = core.provisioner
+        self.provisioner.refusals.subscribe(self.runtime.on_change)
+        self.disruption = core.disruption
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
         )
@@ -189,19 +191,13 @@ class Simulation:
         # With the Cluster Autoscaler baseline, it takes the place of karpy's provisioner and
         # disruption controllers (built all the same, unregistered, so views of them read empty).
         self.cluster_autoscaler: ClusterAutoscaler | None = None
-        deciders: tuple[Controller, ...] = (
-            self.provisioner,
-            NodeClaimDisruptionConditions(
-                self.cluster, self.clock, cloud_for("nodeclaim.disruption"), self.metrics
-            ),
-            self.disruption,
-        )
+        deciders = core.deciders
         if self.settings.autoscaler == "cluster-autoscaler":
             self.cluster_autoscaler = ClusterAutoscaler(
                 self.cluster,
                 cloud_for(ClusterAutoscaler.name),
                 self.clock,
-                self.settings.cluster_autoscaler,
+                flags=self.settings.cluster_autoscaler,
                 note=self.recorder.note,
             )
             deciders = (self.cluster_autoscaler,)
@@ -210,19 +206,14 @@ class Simulation:
             raise ValueError(f"autoscaler: one of {', '.join(AUTOSCALERS)}, not {self.settings.autoscaler!r}")
         for controller in (
             *deciders,
-            NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
-            NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud_for("termination"), self.clock, self.metrics),
+            *core.rest,
+            # What the simulated cloud and cluster add: the interruption warnings (and the controller
+            # that acts on them, as karpy run's AWS provider has), kube-scheduler, the kubelets, the
+            # workload controllers and the HPA.
             InterruptionController(
-                self.cluster, cloud_for(InterruptionController.name), self.clock, self.metrics
+                self.cluster, cloud_for(InterruptionController.name), self.clock, metrics=self.metrics
             ),
             self.interruptions,
-            NodePoolStatusController(
-                self.cluster,
-                cloud_for(NodePoolStatusController.name),
-                self.clock,
-                refusals=self.provisioner.refusals,
-            ),
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
@@ -231,8 +222,6 @@ class Simulation:
         ):
             self.runtime.register(controller)
         if metrics is not None:
-            for recorder in metrics_controllers(self.cluster, self.clock, self.metrics):
-                self.runtime.register(recorder)
             self.metrics.cluster_state_synced.set(1)  # the in-memory store is its own cache
         self.driver: ScenarioDriver | None = None
         # Objects the API server refused to create when applied (a pod naming a missing PriorityClass):
