@@ -130,7 +130,7 @@ def test_docs_list_every_setting_with_its_flag_and_default() -> None:
 
 
 def test_the_aws_provider_is_chosen_and_configured_by_karpenters_names() -> None:
-    from karpy.cli import aws_settings
+    from karpy.providers import aws_settings
 
     environ = {
         "KARPY_CLOUD_PROVIDER": "aws",

@@ -43,9 +43,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from karpy import __version__
 from karpy.api.convert import ConvertedDocument, convert_manifests
@@ -56,7 +55,6 @@ from karpy.api.manifest import LoadResult
 from karpy.api.nodecost import DEFAULT_EXTRA_COST
 from karpy.logs import configure as configure_logging
 from karpy.settings import (
-    RunOptions,
     SettingsError,
     add_run_options,
     parse_feature_gates,
@@ -71,9 +69,6 @@ from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, man
 from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
 from karpy.sim.timeseries import run_series
 from karpy.sim.validation import priority_class_names, validate_priority_classes, validate_references
-
-if TYPE_CHECKING:
-    from karpy.cloud.aws.settings import AwsSettings
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
@@ -381,27 +376,13 @@ def convert(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if unreadable.errors or errors else EXIT_OK
 
 
-def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings:
-    """The AWS provider's settings; the region is the SDK's (AWS_REGION, else AWS_DEFAULT_REGION)."""
-    from karpy.cloud.aws.settings import AwsSettings
-
-    return AwsSettings(
-        cluster_name=options.cluster_name,
-        region=environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip(),
-        interruption_queue=options.interruption_queue,
-        ssm_prefix=options.aws_ssm_prefix,
-        cluster_endpoint=options.cluster_endpoint,
-        cluster_ca_bundle=options.cluster_ca_bundle,
-        launch_concurrency=options.aws_launch_concurrency,
-    )
-
-
 def run_against_cluster(args: argparse.Namespace) -> int:
     # The real-cluster stack is loaded only when it runs.
     from karpy.controllers.provisioning import ProvisioningSettings
     from karpy.kube._http import KubeconfigError, kubeconfig_namespace
     from karpy.kube.leader import LeadershipLostError, election_config
     from karpy.observability import ObservabilitySettings
+    from karpy.providers import PROVIDERS
     from karpy.run import RunSettings, run
 
     try:
@@ -435,12 +416,11 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             provisioning=ProvisioningSettings(
                 options.batch_idle_duration, options.batch_max_duration, options.node_overhead_cost
             ),
-            registration_delay=options.registration_delay,
             leader_election=election,
             observability=ObservabilitySettings(options.metrics_port, options.health_probe_port),
             cluster_name=options.cluster_name,
             tune_gc=True,
-            aws=aws_settings(options, os.environ) if options.cloud_provider == "aws" else None,
+            cloud=PROVIDERS[options.cloud_provider].settings(options, os.environ),
             spot_to_spot_consolidation=options.feature_gates.spot_to_spot_consolidation,
         )
         run(args.kubeconfig, settings=settings)
