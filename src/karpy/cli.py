@@ -53,6 +53,7 @@ from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.controllers.core import consolidation_rules
 from karpy.logs import configure as configure_logging
 from karpy.settings import (
     SettingsError,
@@ -66,7 +67,7 @@ from karpy.sim.files import UnreadableFileError, os_error_reason, path_kind
 from karpy.sim.html_report import ReportUnavailableError, figures_table, text_table, write_report
 from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
-from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
+from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings
 from karpy.sim.timeseries import run_series
 from karpy.sim.validation import priority_class_names, validate_priority_classes, validate_references
 
@@ -414,14 +415,18 @@ def run_against_cluster(args: argparse.Namespace) -> int:
     try:
         settings = RunSettings(
             provisioning=ProvisioningSettings(
-                options.batch_idle_duration, options.batch_max_duration, options.node_overhead_cost
+                batch_idle=options.batch_idle_duration,
+                batch_max=options.batch_max_duration,
+                extra_node_cost=options.node_overhead_cost,
             ),
+            consolidation=consolidation_rules(options.feature_gates),
             leader_election=election,
-            observability=ObservabilitySettings(options.metrics_port, options.health_probe_port),
+            observability=ObservabilitySettings(
+                metrics_port=options.metrics_port, health_probe_port=options.health_probe_port
+            ),
             cluster_name=options.cluster_name,
             tune_gc=True,
             cloud=PROVIDERS[options.cloud_provider].settings(options, os.environ),
-            spot_to_spot_consolidation=options.feature_gates.spot_to_spot_consolidation,
         )
         run(args.kubeconfig, settings=settings)
     except LeadershipLostError as lost:

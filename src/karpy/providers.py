@@ -45,8 +45,8 @@ class KwokSettings:
     """The kwok provider's settings: its "instances" are Node objects, Ready by kwok or the fake kubelet."""
 
     provider: ClassVar[str] = "kwok"
-    # KARPY_REGISTRATION_DELAY: seconds between a launch and its Node's creation (0: at once).
     registration_delay: float = 0.0
+    """KARPY_REGISTRATION_DELAY: seconds between a launch and its Node's creation (0: at once)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,6 @@ a second later; one failing reconcile never stops the others.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import logging
 import queue
@@ -131,22 +130,32 @@ Change = tuple[str, object | None, object | None]
 
 @dataclass(slots=True)
 class RunSettings:
+    """The settings of :class:`Runner`, one group per part of karpy (``karpy`` fills them from its flags)."""
+
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
-    # How long to wait for the informers' first lists before giving up.
-    sync_timeout: float = 60.0
-    # The Lease to hold before reconciling; None: this is the only replica (no election).
-    leader_election: LeaderElectionConfig | None = None
-    # /metrics, /healthz and /readyz (none unless ports are given; ``karpy run`` gives 8080 and 8081).
-    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
-    # The cluster's name (CLUSTER_NAME), for the logs.
-    cluster_name: str = ""
-    # Tune the garbage collector for a cache-sized heap (``tune_gc``): the whole
-    # process's setting, so only ``karpy run`` itself asks for it.
-    tune_gc: bool = False
-    # The cloud provider's settings (karpy.providers): KwokSettings (the default) or AwsSettings.
+    """The provisioner's batching, and the per-node overhead cost nodes are priced with."""
+
+    consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
+    """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
+
     cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
-    # Consolidation may replace spot nodes by cheaper spot nodes (the SpotToSpotConsolidation gate).
-    spot_to_spot_consolidation: bool = True
+    """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
+
+    leader_election: LeaderElectionConfig | None = None
+    """The Lease to hold before reconciling; None: this is the only replica (no election)."""
+
+    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
+    """/metrics, /healthz and /readyz (none unless ports are given; ``karpy run`` gives 8080 and 8081)."""
+
+    sync_timeout: float = 60.0
+    """Seconds to wait for the informers' first lists before giving up."""
+
+    cluster_name: str = ""
+    """The cluster's name (CLUSTER_NAME), for the logs."""
+
+    tune_gc: bool = False
+    """Tune the garbage collector for a cache-sized heap (:func:`tune_gc`): the whole process's setting,
+    so only ``karpy run`` itself asks for it."""
 
 
 # The cyclic collector's first-generation threshold while karpy runs (CPython's is 700).
@@ -228,9 +237,7 @@ class Runner:
             cloud,
             self.clock,
             provisioning=self.settings.provisioning,
-            rules=dataclasses.replace(
-                ConsolidationRules(), spot_to_spot=self.settings.spot_to_spot_consolidation
-            ),
+            rules=self.settings.consolidation,
             metrics=metrics,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.

@@ -16,6 +16,7 @@ simulator's output depends on it, so it is kept as it was.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.runtime import Controller
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
+from karpy.settings import FeatureGates
 
 # The cloud each controller calls, given the controller's name (``karpy run`` counts each one's calls
 # under its name, karpenter_cloudprovider_*).
@@ -52,6 +54,11 @@ class CoreControllers:
     @property
     def controllers(self) -> tuple[Controller, ...]:
         return (*self.deciders, *self.rest)
+
+
+def consolidation_rules(gates: FeatureGates) -> ConsolidationRules:
+    """karpy's consolidation rules with what the feature gates turn on or off (run and simulate)."""
+    return dataclasses.replace(ConsolidationRules(), spot_to_spot=gates.spot_to_spot_consolidation)
 
 
 def core_controllers(

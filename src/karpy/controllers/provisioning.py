@@ -58,11 +58,17 @@ BATCH_KEY = "batch"
 
 @dataclass(frozen=True, slots=True)
 class ProvisioningSettings:
+    """The provisioner's settings, and the per-node cost the disruption controller prices nodes with too."""
+
     batch_idle: float = 1.0
+    """Seconds without a new pending pod after which the batch closes (BATCH_IDLE_DURATION)."""
+
     batch_max: float = 10.0
-    # $/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST);
-    # the disruption controller prices nodes with the same figure (karpy.api.nodecost).
+    """Seconds after which the batch of pending pods closes at most (BATCH_MAX_DURATION)."""
+
     extra_node_cost: float = DEFAULT_EXTRA_COST
+    """$/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST); the
+    disruption controller prices nodes with the same figure (:mod:`karpy.api.nodecost`)."""
 
 
 @dataclass(slots=True)

@@ -59,7 +59,6 @@ from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.controllers.runtime import Runtime, Watch
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.drift import expires_at
-from karpy.settings import FeatureGates
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
 from karpy.sim.hpa import HorizontalPodAutoscalerController
@@ -77,22 +76,29 @@ INFINITY = float("inf")
 
 @dataclass(slots=True)
 class SimulationSettings:
+    """The settings of :class:`Simulation`, one group per part (a Scenario's ``spec.settings`` fill them)."""
+
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
-    cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
-    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    """The provisioner's batching, and the per-node overhead cost nodes are priced with."""
+
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
-    # Which autoscaler runs the cluster: karpy (its provisioner and disruption controllers),
-    # or the Cluster Autoscaler baseline in their place (everything else the same).
+    """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
+
+    cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
+    """The simulated cloud: its catalog, prices, delays and failures."""
+
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    """The simulated kubelets: how long pods take to start and Jobs to finish."""
+
     autoscaler: str = "karpy"
+    """Which autoscaler runs the cluster (:data:`AUTOSCALERS`): karpy (its provisioner and disruption
+    controllers), or the Cluster Autoscaler baseline in their place (everything else the same)."""
+
     cluster_autoscaler: ClusterAutoscalerFlags = field(default_factory=ClusterAutoscalerFlags)
+    """The Cluster Autoscaler baseline's flags (used only with ``autoscaler="cluster-autoscaler"``)."""
 
 
 AUTOSCALERS = ("karpy", "cluster-autoscaler")
-
-
-def consolidation_rules(gates: FeatureGates) -> ConsolidationRules:
-    """karpy's consolidation rules with what the feature gates turn on or off."""
-    return dataclasses.replace(ConsolidationRules(), spot_to_spot=gates.spot_to_spot_consolidation)
 
 
 class ScenarioDriver:
