@@ -52,14 +52,14 @@ from karpy.api.convert import render_yaml as render_converted
 from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.manifest import LoadResult
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.controllers.core import consolidation_rules
 from karpy.logs import configure as configure_logging
 from karpy.settings import (
     SettingsError,
     add_run_options,
     parse_feature_gates,
-    parse_node_cost,
+    parse_node_overhead_cost,
     run_options,
 )
 from karpy.sim.budget import Heartbeat, MemoryBudgetError, RunWatch, pod_budget_problem, requested_pods
@@ -102,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
         "--node-overhead-cost",
         metavar="DOLLARS",
         help="$/h each node costs beyond its instance, volumes and address, as karpy run's"
-        f" KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost; default {DEFAULT_EXTRA_COST:g})",
+        " KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost;"
+        f" default {DEFAULT_NODE_OVERHEAD_COST:g})",
     )
     simulate.add_argument(
         "--report", type=Path, metavar="FILE", help="write an HTML report with plots (a self-contained file)"
@@ -235,10 +236,10 @@ def simulate(args: argparse.Namespace) -> int:
         for step in scenario.steps:
             for note in step.objects.notes:
                 print(f"note: {note}", file=sys.stderr)
-    node_cost = scenario.node_overhead_cost
+    node_overhead_cost = scenario.node_overhead_cost
     if args.node_overhead_cost is not None:
         try:
-            node_cost = parse_node_cost(args.node_overhead_cost)
+            node_overhead_cost = parse_node_overhead_cost(args.node_overhead_cost)
         except ValueError as problem:
             print(f"karpy: --node-overhead-cost: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -264,8 +265,10 @@ def simulate(args: argparse.Namespace) -> int:
         settings = SimulationSettings(autoscaler=autoscaler)
         if gates is not None:
             settings.consolidation = consolidation_rules(gates)
-        if node_cost is not None:
-            settings.provisioning = dataclasses.replace(settings.provisioning, extra_node_cost=node_cost)
+        if node_overhead_cost is not None:
+            settings.provisioning = dataclasses.replace(
+                settings.provisioning, node_overhead_cost=node_overhead_cost
+            )
         simulation = Simulation(settings)
         simulation.watch = RunWatch(simulation.progress_line)
         STATUS.describe = simulation.progress_line
@@ -417,7 +420,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             provisioning=ProvisioningSettings(
                 batch_idle=options.batch_idle_duration,
                 batch_max=options.batch_max_duration,
-                extra_node_cost=options.node_overhead_cost,
+                node_overhead_cost=options.node_overhead_cost,
             ),
             consolidation=consolidation_rules(options.feature_gates),
             leader_election=election,

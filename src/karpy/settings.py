@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from karpy.api.duration import DurationError, parse_duration
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.logs import LOG_FORMATS, parse_level
 
 T = TypeVar("T")
@@ -121,7 +121,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "KARPY_NODE_OVERHEAD_COST",
-        f"{DEFAULT_EXTRA_COST:g}",
+        f"{DEFAULT_NODE_OVERHEAD_COST:g}",
         "$/h every node costs beyond its instance, volumes and public IPv4 (per-host licences):"
         " the solver adds it to each node's price, so fewer, larger nodes win when they save it",
     ),
@@ -164,7 +164,7 @@ class RunOptions:
     """BATCH_IDLE_DURATION, in seconds."""
     batch_max_duration: float = 10.0
     """BATCH_MAX_DURATION, in seconds."""
-    node_overhead_cost: float = DEFAULT_EXTRA_COST
+    node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
     """KARPY_NODE_OVERHEAD_COST, in $/h."""
     feature_gates: FeatureGates = FeatureGates()
     """FEATURE_GATES."""
@@ -246,8 +246,8 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
     return FeatureGates(spot_to_spot_consolidation=gates["SpotToSpotConsolidation"])
 
 
-def parse_node_cost(text: str | float) -> float:
-    """A per-node cost in $/h: a number, not negative and finite ("0.02", "0")."""
+def parse_node_overhead_cost(text: str | float) -> float:
+    """A node overhead cost in $/h: a number, not negative and finite ("0.02", "0")."""
     try:
         cost = float(str(text).strip().removeprefix("$"))
     except ValueError:
@@ -353,5 +353,5 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         aws_ssm_prefix=source("KARPY_AWS_SSM_PREFIX")[0].strip().rstrip("/"),
         aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
         feature_gates=read("FEATURE_GATES", parse_feature_gates),
-        node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_cost),
+        node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_overhead_cost),
     )

@@ -89,7 +89,7 @@ def core_controllers(
         cloud_for(DisruptionController.name),
         metrics=metrics,
         rules=rules,
-        extra_node_cost=provisioning.extra_node_cost,
+        extra_node_cost=provisioning.node_overhead_cost,  # orch: node_overhead_cost=
     )
     # orch: NodeClaimDisruptionConditions(cluster, cloud, clock, *, metrics=...)
     conditions = NodeClaimDisruptionConditions(

@@ -22,7 +22,7 @@ from karpy.api.conditions import find_condition
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     API_VERSION_V1,
     CONDITION_READY,
@@ -66,7 +66,7 @@ class ProvisioningSettings:
     batch_max: float = 10.0
     """Seconds after which the batch of pending pods closes at most (BATCH_MAX_DURATION)."""
 
-    extra_node_cost: float = DEFAULT_EXTRA_COST
+    node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
     """$/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST); the
     disruption controller prices nodes with the same figure (:mod:`karpy.api.nodecost`)."""
 
@@ -103,7 +103,7 @@ class Provisioner:
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self.last = ProvisioningResult()
-        self._pool_types = PoolTypesCache(self.settings.extra_node_cost)
+        self._pool_types = PoolTypesCache(self.settings.node_overhead_cost)
         self.passes = 0
         # Stops launching for pods the nodes launched for them keep not taking.
         self.loop_guard = LaunchLoopGuard(cluster, clock, self.metrics.launch_loops)

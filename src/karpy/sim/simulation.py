@@ -532,7 +532,7 @@ class Simulation:
             return 0.0
         ref = pool.template.node_class_ref
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
-        return node_cost(node_class, self.settings.provisioning.extra_node_cost).total
+        return node_cost(node_class, self.settings.provisioning.node_overhead_cost).total
 
     def pods(self) -> list[Pod]:
         return sorted(self.cluster.pods(), key=lambda pod: pod.key)
