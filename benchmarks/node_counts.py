@@ -44,7 +44,7 @@ import numpy.typing as npt
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.manifest import parse_manifests
-from karpy.api.nodecost import DEFAULT_EXTRA_COST, node_cost
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST, node_cost
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
 from karpy.scheduling.solver import NodePoolCapacity, pool_requirements
 from karpy.sim.simulation import Simulation
@@ -221,11 +221,14 @@ def measure(workload: str, node_class: str) -> dict[str, PlanFigures]:
     cluster, cloud = simulation.cluster, simulation.cloud
     pool = next(iter(cluster.nodepools()))
     ref = pool.template.node_class_ref
-    cost = node_cost(cluster.node_class(ref.group, ref.kind, ref.name), DEFAULT_EXTRA_COST).total
+    cost = node_cost(cluster.node_class(ref.group, ref.kind, ref.name), DEFAULT_NODE_OVERHEAD_COST).total
     figures: dict[str, PlanFigures] = {}
-    for label, extra in (("karpy, extra cost 0", 0.0), ("karpy, default", DEFAULT_EXTRA_COST)):
-        snapshot = scheduling_snapshot(cluster, cloud, pool_types=PoolTypesCache(extra))
-        charged = node_cost(cluster.node_class(ref.group, ref.kind, ref.name), extra).total
+    for label, node_overhead_cost in (
+        ("karpy, extra cost 0", 0.0),
+        ("karpy, default", DEFAULT_NODE_OVERHEAD_COST),
+    ):
+        snapshot = scheduling_snapshot(cluster, cloud, pool_types=PoolTypesCache(node_overhead_cost))
+        charged = node_cost(cluster.node_class(ref.group, ref.kind, ref.name), node_overhead_cost).total
         plan = snapshot.solve(pods)
         counts: dict[str, int] = {}
         for claim in plan.new_nodeclaims:
@@ -298,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
         print(json.dumps(document, indent=2))
     else:
-        print(f"per-node cost at the default: volumes + public IPv4 + {DEFAULT_EXTRA_COST:g} $/h")
+        print(f"per-node cost at the default: volumes + public IPv4 + {DEFAULT_NODE_OVERHEAD_COST:g} $/h")
         print(table(results))
     return 0
 

@@ -130,7 +130,7 @@ def test_docs_list_every_setting_with_its_flag_and_default() -> None:
 
 
 def test_the_aws_provider_is_chosen_and_configured_by_karpenters_names() -> None:
-    from karpy.cli import aws_settings
+    from karpy.providers import aws_settings
 
     environ = {
         "KARPY_CLOUD_PROVIDER": "aws",
@@ -216,6 +216,7 @@ def test_an_unknown_feature_gate_stops_karpy_run_with_exit_status_2(
 
 def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: pytest.MonkeyPatch) -> None:
     from karpy.cli import EXIT_OK, main
+    from karpy.controllers.core import consolidation_rules
     from karpy.controllers.disruption import DisruptionController
     from karpy.kube._http import ApiTransport
     from karpy.run import Runner, RunSettings
@@ -226,10 +227,11 @@ def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: py
         flags = ["run", "--disable-leader-election", "--feature-gates", "SpotToSpotConsolidation=false"]
         assert main(flags) == EXIT_OK
     (settings,) = given
-    assert not settings.spot_to_spot_consolidation
+    assert not settings.consolidation.spot_to_spot
     for gate_on in (True, False):
         # The runner is only built, never run: no request reaches the transport.
-        runner = Runner(cast(ApiTransport, object()), RunSettings(spot_to_spot_consolidation=gate_on))
+        rules = consolidation_rules(FeatureGates(spot_to_spot_consolidation=gate_on))
+        runner = Runner(cast(ApiTransport, object()), RunSettings(consolidation=rules))
         disruption = runner.runtime._controllers[DisruptionController.name]
         assert isinstance(disruption, DisruptionController)
         assert disruption.rules.spot_to_spot is gate_on

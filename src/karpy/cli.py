@@ -43,9 +43,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from karpy import __version__
 from karpy.api.convert import ConvertedDocument, convert_manifests
@@ -53,14 +52,14 @@ from karpy.api.convert import render_yaml as render_converted
 from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.manifest import LoadResult
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
+from karpy.controllers.core import consolidation_rules
 from karpy.logs import configure as configure_logging
 from karpy.settings import (
-    RunOptions,
     SettingsError,
     add_run_options,
     parse_feature_gates,
-    parse_node_cost,
+    parse_node_overhead_cost,
     run_options,
 )
 from karpy.sim.budget import Heartbeat, MemoryBudgetError, RunWatch, pod_budget_problem, requested_pods
@@ -68,12 +67,9 @@ from karpy.sim.files import UnreadableFileError, os_error_reason, path_kind
 from karpy.sim.html_report import ReportUnavailableError, figures_table, text_table, write_report
 from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
-from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings, consolidation_rules
+from karpy.sim.simulation import AUTOSCALERS, Simulation, SimulationSettings
 from karpy.sim.timeseries import run_series
 from karpy.sim.validation import priority_class_names, validate_priority_classes, validate_references
-
-if TYPE_CHECKING:
-    from karpy.cloud.aws.settings import AwsSettings
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
@@ -106,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
         "--node-overhead-cost",
         metavar="DOLLARS",
         help="$/h each node costs beyond its instance, volumes and address, as karpy run's"
-        f" KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost; default {DEFAULT_EXTRA_COST:g})",
+        " KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost;"
+        f" default {DEFAULT_NODE_OVERHEAD_COST:g})",
     )
     simulate.add_argument(
         "--report", type=Path, metavar="FILE", help="write an HTML report with plots (a self-contained file)"
@@ -239,10 +236,10 @@ def simulate(args: argparse.Namespace) -> int:
         for step in scenario.steps:
             for note in step.objects.notes:
                 print(f"note: {note}", file=sys.stderr)
-    node_cost = scenario.node_overhead_cost
+    node_overhead_cost = scenario.node_overhead_cost
     if args.node_overhead_cost is not None:
         try:
-            node_cost = parse_node_cost(args.node_overhead_cost)
+            node_overhead_cost = parse_node_overhead_cost(args.node_overhead_cost)
         except ValueError as problem:
             print(f"karpy: --node-overhead-cost: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -268,8 +265,10 @@ def simulate(args: argparse.Namespace) -> int:
         settings = SimulationSettings(autoscaler=autoscaler)
         if gates is not None:
             settings.consolidation = consolidation_rules(gates)
-        if node_cost is not None:
-            settings.provisioning = dataclasses.replace(settings.provisioning, extra_node_cost=node_cost)
+        if node_overhead_cost is not None:
+            settings.provisioning = dataclasses.replace(
+                settings.provisioning, node_overhead_cost=node_overhead_cost
+            )
         simulation = Simulation(settings)
         simulation.watch = RunWatch(simulation.progress_line)
         STATUS.describe = simulation.progress_line
@@ -381,27 +380,13 @@ def convert(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if unreadable.errors or errors else EXIT_OK
 
 
-def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings:
-    """The AWS provider's settings; the region is the SDK's (AWS_REGION, else AWS_DEFAULT_REGION)."""
-    from karpy.cloud.aws.settings import AwsSettings
-
-    return AwsSettings(
-        cluster_name=options.cluster_name,
-        region=environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip(),
-        interruption_queue=options.interruption_queue,
-        ssm_prefix=options.aws_ssm_prefix,
-        cluster_endpoint=options.cluster_endpoint,
-        cluster_ca_bundle=options.cluster_ca_bundle,
-        launch_concurrency=options.aws_launch_concurrency,
-    )
-
-
 def run_against_cluster(args: argparse.Namespace) -> int:
     # The real-cluster stack is loaded only when it runs.
     from karpy.controllers.provisioning import ProvisioningSettings
     from karpy.kube._http import KubeconfigError, kubeconfig_namespace
     from karpy.kube.leader import LeadershipLostError, election_config
     from karpy.observability import ObservabilitySettings
+    from karpy.providers import PROVIDERS
     from karpy.run import RunSettings, run
 
     try:
@@ -433,15 +418,18 @@ def run_against_cluster(args: argparse.Namespace) -> int:
     try:
         settings = RunSettings(
             provisioning=ProvisioningSettings(
-                options.batch_idle_duration, options.batch_max_duration, options.node_overhead_cost
+                batch_idle=options.batch_idle_duration,
+                batch_max=options.batch_max_duration,
+                node_overhead_cost=options.node_overhead_cost,
             ),
-            registration_delay=options.registration_delay,
+            consolidation=consolidation_rules(options.feature_gates),
             leader_election=election,
-            observability=ObservabilitySettings(options.metrics_port, options.health_probe_port),
+            observability=ObservabilitySettings(
+                metrics_port=options.metrics_port, health_probe_port=options.health_probe_port
+            ),
             cluster_name=options.cluster_name,
             tune_gc=True,
-            aws=aws_settings(options, os.environ) if options.cloud_provider == "aws" else None,
-            spot_to_spot_consolidation=options.feature_gates.spot_to_spot_consolidation,
+            cloud=PROVIDERS[options.cloud_provider].settings(options, os.environ),
         )
         run(args.kubeconfig, settings=settings)
     except LeadershipLostError as lost:

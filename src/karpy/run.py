@@ -1,12 +1,16 @@
 """``karpy run``: the controllers against a real cluster, with kwok nodes.
 
-The simulator and this module wire the very same controllers (provisioning,
+The simulator and this module register the very same controllers (provisioning,
 the NodeClaim lifecycle and pod events, disruption conditions, disruption,
-termination, NodePool and node class status) to a :class:`~karpy.operator.runtime.Runtime`; what differs is
-what they are wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over
-the apiserver of a kubeconfig, the wall clock, and the
-:class:`~karpy.cloud.kwok.provider.KwokCloudProvider`, whose "instances" are
-Node objects kept Ready by kwok or karpy's fake kubelet. The real
+termination, NodePool status), built by one function
+(:func:`karpy.controllers.core.core_controllers`), with a
+:class:`~karpy.operator.runtime.Runtime`; what differs is what they are
+wired to: here a :class:`~karpy.kube.cluster.KubeCluster` over the apiserver
+of a kubeconfig, the wall clock, and the cloud provider of
+:data:`karpy.providers.PROVIDERS` the settings name (with the controllers it
+adds): by default :class:`~karpy.cloud.kwok.provider.KwokCloudProvider`,
+whose "instances" are Node objects kept Ready by kwok or karpy's fake
+kubelet. The real
 kube-scheduler binds the pods and the real workload controllers make them, so
 nothing of the simulator's stand-ins runs here. Garbage collection
 (:mod:`karpy.controllers.garbagecollection`) runs here for every provider, and
@@ -84,30 +88,24 @@ a second later; one failing reconcile never stops the others.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import logging
 import queue
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from karpy.cloud.kwok.provider import KwokCloudProvider
-from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
-from karpy.controllers.disruption import DisruptionController
-from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
+from karpy.cloud.provider import CloudProvider
+from karpy.controllers.core import core_controllers
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
 from karpy.controllers.garbagecollection import GarbageCollector
-from karpy.controllers.metering import MeteredCloudProvider, metrics_controllers
-from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
-from karpy.controllers.nodepool import NodePoolStatusController
-from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.termination import Terminator
+from karpy.controllers.metering import MeteredCloudProvider
+from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
 from karpy.kube.cluster import KubeCluster
@@ -115,12 +113,11 @@ from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLos
 from karpy.logs import about
 from karpy.observability import ObservabilitySettings, RunObservability
 from karpy.operator.cluster import WallClock
-from karpy.operator.karpenter_metrics import Metrics
-from karpy.operator.runtime import Controller, Runtime
+from karpy.operator.runtime import Runtime
+from karpy.providers import KwokSettings, ProviderContext, provider_of
 
 if TYPE_CHECKING:
-    # Loaded only for --cloud-provider aws (AwsStack), so that a kwok run never imports boto3.
-    from karpy.cloud.aws.interruption import SqsInterruptionQueue
+    # Loaded only for --cloud-provider aws (karpy.providers), so that a kwok run never imports boto3.
     from karpy.cloud.aws.settings import AwsSettings
 
 log = logging.getLogger("karpy.run")
@@ -133,24 +130,32 @@ Change = tuple[str, object | None, object | None]
 
 @dataclass(slots=True)
 class RunSettings:
+    """The settings of :class:`Runner`, one group per part of karpy (``karpy`` fills them from its flags)."""
+
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
-    # Seconds between a kwok launch and its Node's creation (0: at once).
-    registration_delay: float = 0.0
-    # How long to wait for the informers' first lists before giving up.
-    sync_timeout: float = 60.0
-    # The Lease to hold before reconciling; None: this is the only replica (no election).
+    """The provisioner's batching, and the per-node overhead cost nodes are priced with."""
+
+    consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
+    """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
+
+    cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
+    """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
+
     leader_election: LeaderElectionConfig | None = None
-    # /metrics, /healthz and /readyz (none unless ports are given; ``karpy run`` gives 8080 and 8081).
+    """The Lease to hold before reconciling; None: this is the only replica (no election)."""
+
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
-    # The cluster's name (CLUSTER_NAME), for the logs.
+    """/metrics, /healthz and /readyz (none unless ports are given; ``karpy run`` gives 8080 and 8081)."""
+
+    sync_timeout: float = 60.0
+    """Seconds to wait for the informers' first lists before giving up."""
+
     cluster_name: str = ""
-    # Tune the garbage collector for a cache-sized heap (``tune_gc``): the whole
-    # process's setting, so only ``karpy run`` itself asks for it.
+    """The cluster's name (CLUSTER_NAME), for the logs."""
+
     tune_gc: bool = False
-    # The AWS provider's settings; None: the kwok provider (the default).
-    aws: AwsSettings | None = None
-    # Consolidation may replace spot nodes by cheaper spot nodes (the SpotToSpotConsolidation gate).
-    spot_to_spot_consolidation: bool = True
+    """Tune the garbage collector for a cache-sized heap (:func:`tune_gc`): the whole process's setting,
+    so only ``karpy run`` itself asks for it."""
 
 
 # The cyclic collector's first-generation threshold while karpy runs (CPython's is 700).
@@ -214,57 +219,30 @@ class Runner:
         )
         metrics = self.observability.metrics
         self.runtime = Runtime(self.clock, observer=metrics.reconciled)
-        self.aws: AwsStack | None = None
-        self.kwok: KwokCloudProvider | None = None
-        self.cloud: CloudProvider
-        if self.settings.aws is not None:
-            self.aws = AwsStack(self.settings.aws, self.cluster, self.clock, metrics, fenced, self._hand_over)
-            if self.elector is not None:
-                self.aws.client.fence(self.elector.check_leading)
-            self.cloud = self.aws.provider
-        else:
-            self.kwok = KwokCloudProvider(
-                self.cluster,
-                registration_delay=self.settings.registration_delay,
-                clock=self.clock,
-            )
-            self.cloud = self.kwok
+        # The cloud provider the settings name (karpy.providers), with the controllers it adds.
+        self.provider = provider_of(self.settings.cloud).build(
+            self.settings.cloud, ProviderContext(self.cluster, self.clock, metrics, fenced, self._hand_over)
+        )
+        if self.elector is not None:
+            self.provider.fence(self.elector.check_leading)
+        self.cloud: CloudProvider = self.provider.cloud
         self.cluster.subscribe(self._hand_over)
 
         def cloud(controller: str) -> CloudProvider:
             # Each controller's calls are counted under its name (karpenter_cloudprovider_*).
             return MeteredCloudProvider(self.cloud, metrics, controller)
 
-        provisioner = Provisioner(
-            self.cluster, cloud("provisioning"), self.clock, self.settings.provisioning, metrics
+        core = core_controllers(
+            self.cluster,
+            cloud,
+            self.clock,
+            provisioning=self.settings.provisioning,
+            rules=self.settings.consolidation,
+            metrics=metrics,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
-        provisioner.refusals.subscribe(self.runtime.on_change)
-        for controller in (
-            provisioner,
-            NodeClaimLifecycle(self.cluster, cloud("nodeclaim.lifecycle"), self.clock, metrics),
-            NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud("termination"), self.clock, metrics),
-            NodeClaimDisruptionConditions(
-                self.cluster, cloud("nodeclaim.disruption"), self.clock, metrics=metrics
-            ),
-            DisruptionController(
-                self.cluster,
-                cloud("disruption"),
-                self.clock,
-                rules=dataclasses.replace(
-                    ConsolidationRules(), spot_to_spot=self.settings.spot_to_spot_consolidation
-                ),
-                metrics=metrics,
-                node_overhead_cost=self.settings.provisioning.extra_node_cost,
-            ),
-            NodePoolStatusController(
-                self.cluster, cloud(NodePoolStatusController.name), self.clock, provisioner.refusals
-            ),
-            GarbageCollector(self.cluster, cloud(GarbageCollector.name), self.clock, metrics),
-            *metrics_controllers(self.cluster, self.clock, metrics),
-            *(self.aws.controllers(cloud) if self.aws is not None else ()),
-        ):
+        core.provisioner.refusals.subscribe(self.runtime.on_change)
+        for controller in (*core.controllers, *self.provider.controllers(cloud)):
             self.runtime.register(controller)
 
     def _election_refused(self) -> str:
@@ -286,15 +264,11 @@ class Runner:
             if not self._wait_for_sync(stop) or not self._wait_for_leadership(stop):
                 return
             log.info("controllers running")
-            if self.kwok is not None:
-                # Instances a previous leader launched and left booting get their Nodes.
-                self.kwok.resume_boots()
+            self.provider.start()  # e.g. the interruption queue: only the leader reads it
             # Even an empty cluster may hold instances that leaked.
             self.runtime.enqueue(GarbageCollector.name, GC_PASS_KEY)
-            if self.aws is not None:
-                self.aws.start()  # only the leader reads the interruption queue
-                for controller, key in self.aws.first_keys():
-                    self.runtime.enqueue(controller, key)
+            for controller, key in self.provider.first_keys():
+                self.runtime.enqueue(controller, key)
             if started is not None:
                 started.set()
             while not stop.is_set():
@@ -303,8 +277,7 @@ class Runner:
                 self.runtime.run_round()
                 self._wait(self._idle_seconds())
         finally:
-            if self.aws is not None:
-                self.aws.stop()
+            self.provider.stop()
             if self.elector is not None:
                 self.elector.stop()  # releases the lease if held, so a standby takes over at once
             self.cluster.stop()
@@ -365,107 +338,6 @@ class Runner:
         except queue.Empty:
             return
         self.runtime.on_change(kind, old, new)
-
-
-class AwsStack:
-    """The AWS provider and what comes with it: node class status, pricing, cleanup, interruption.
-
-    Built only for ``--cloud-provider aws``, so a kwok run never imports
-    boto3. The provider's background launches and the interruption queue's
-    messages reach the reconcile loop as changes put on the Runner's queue
-    (``hand_over``), like the informers' notifications: one thread still owns
-    the Runtime.
-    """
-
-    def __init__(
-        self,
-        settings: AwsSettings,
-        cluster: KubeCluster,
-        clock: WallClock,
-        metrics: Metrics,
-        transport: ApiTransport,
-        hand_over: Callable[[str, object | None, object | None], None],
-    ) -> None:
-        from karpy.cloud.aws.client import AwsClient
-        from karpy.cloud.aws.provider import AwsCloudProvider
-
-        if not settings.kubernetes_version:
-            settings = dataclasses.replace(settings, kubernetes_version=kubernetes_version(transport))
-        self.settings = settings
-        self.cluster = cluster
-        self.clock = clock
-        self.metrics = metrics
-        self.hand_over = hand_over
-        self.client = AwsClient.for_region(settings.region)
-        self.provider = AwsCloudProvider(
-            cluster,
-            self.client,
-            settings,
-            clock,
-            wake=lambda name: hand_over(LAUNCH_FINISHED, None, name),
-        )
-        self.queue: SqsInterruptionQueue | None = None
-
-    def controllers(self, cloud: Callable[[str], CloudProvider]) -> list[Controller]:
-        from karpy.cloud.aws.launchtemplates import InstanceProfileCleanup, LaunchTemplateCleanup
-        from karpy.cloud.aws.nodeclass_status import EC2NodeClassStatusController
-        from karpy.cloud.aws.pricing import PricingRefresher
-        from karpy.controllers.interruption import InterruptionController
-
-        controllers: list[Controller] = [
-            EC2NodeClassStatusController(self.cluster, self.client, self.settings, self.clock),
-            LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
-            InstanceProfileCleanup(self.cluster, self.client, self.settings),
-            PricingRefresher(self.client, self.provider, self.clock, self.metrics),
-        ]
-        if self.settings.interruption_queue:
-            controllers.append(
-                InterruptionController(
-                    self.cluster, cloud(InterruptionController.name), self.clock, self.metrics
-                )
-            )
-        return controllers
-
-    def first_keys(self) -> list[tuple[str, str]]:
-        """The reconciles due at start even in an empty cluster: prices, leftover templates, profiles."""
-        from karpy.cloud.aws.launchtemplates import InstanceProfileCleanup, LaunchTemplateCleanup
-        from karpy.cloud.aws.pricing import REFRESH_KEY, PricingRefresher
-
-        return [
-            (PricingRefresher.name, REFRESH_KEY),
-            (LaunchTemplateCleanup.name, LaunchTemplateCleanup.KEY),
-            (InstanceProfileCleanup.name, InstanceProfileCleanup.KEY),
-        ]
-
-    def start(self) -> None:
-        import boto3
-
-        from karpy.cloud.aws.interruption import SqsInterruptionQueue
-        from karpy.operator.interruption import INTERRUPTION
-
-        if self.settings.interruption_queue and self.queue is None:
-            self.queue = SqsInterruptionQueue(
-                self.settings.interruption_queue,
-                lambda message: self.hand_over(INTERRUPTION, None, message),
-                session=boto3.session.Session(region_name=self.settings.region or None),
-                metrics=self.metrics,
-            )
-            self.queue.start()
-
-    def stop(self) -> None:
-        if self.queue is not None:
-            self.queue.stop()
-        self.provider.close()
-
-
-def kubernetes_version(transport: ApiTransport) -> str:
-    """The API server's major.minor (``/version``), as the EKS AMI aliases are per version."""
-    info = transport.request("GET", "/version").body
-    if not isinstance(info, dict):
-        return ""
-    major = str(info.get("major", "")).rstrip("+")
-    minor = str(info.get("minor", "")).rstrip("+")
-    return f"{major}.{minor}" if major and minor else ""
 
 
 def run(

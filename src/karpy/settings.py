@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from karpy.api.duration import DurationError, parse_duration
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.logs import LOG_FORMATS, parse_level
 
 T = TypeVar("T")
@@ -121,7 +121,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "KARPY_NODE_OVERHEAD_COST",
-        f"{DEFAULT_EXTRA_COST:g}",
+        f"{DEFAULT_NODE_OVERHEAD_COST:g}",
         "$/h every node costs beyond its instance, volumes and public IPv4 (per-host licences):"
         " the solver adds it to each node's price, so fewer, larger nodes win when they save it",
     ),
@@ -147,26 +147,55 @@ class FeatureGates:
     """The gates of :data:`FEATURE_GATES`, each on or off."""
 
     spot_to_spot_consolidation: bool = FEATURE_GATES["SpotToSpotConsolidation"]
+    """SpotToSpotConsolidation: consolidation may replace a spot node by a cheaper spot node."""
 
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
+    """The values of :data:`SETTINGS`, one field a setting, as :func:`run_options` read them.
+
+    Flat, as the flags and variables are; ``karpy`` groups them per part of
+    karpy into :class:`karpy.run.RunSettings` (the provider's through
+    :data:`karpy.providers.PROVIDERS`).
+    """
+
+    # Provisioning and disruption.
     batch_idle_duration: float = 1.0
+    """BATCH_IDLE_DURATION, in seconds."""
     batch_max_duration: float = 10.0
-    cluster_name: str = ""
-    log_level: int = logging.INFO
-    log_format: str = "json"
-    metrics_port: int = DEFAULT_METRICS_PORT
-    health_probe_port: int = DEFAULT_HEALTH_PROBE_PORT
-    registration_delay: float = 0.0
-    cloud_provider: str = "kwok"
-    interruption_queue: str = ""
-    cluster_endpoint: str = ""
-    cluster_ca_bundle: str = ""
-    aws_ssm_prefix: str = ""
-    aws_launch_concurrency: int = DEFAULT_LAUNCH_CONCURRENCY
+    """BATCH_MAX_DURATION, in seconds."""
+    node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
+    """KARPY_NODE_OVERHEAD_COST, in $/h."""
     feature_gates: FeatureGates = FeatureGates()
-    node_overhead_cost: float = DEFAULT_EXTRA_COST
+    """FEATURE_GATES."""
+
+    # The cloud provider.
+    cloud_provider: str = "kwok"
+    """KARPY_CLOUD_PROVIDER: a name of :data:`CLOUD_PROVIDERS`."""
+    cluster_name: str = ""
+    """CLUSTER_NAME: for the logs, and on AWS for the tags."""
+    registration_delay: float = 0.0
+    """KARPY_REGISTRATION_DELAY (kwok), in seconds."""
+    interruption_queue: str = ""
+    """INTERRUPTION_QUEUE (AWS)."""
+    cluster_endpoint: str = ""
+    """CLUSTER_ENDPOINT (AWS)."""
+    cluster_ca_bundle: str = ""
+    """CLUSTER_CA_BUNDLE (AWS)."""
+    aws_ssm_prefix: str = ""
+    """KARPY_AWS_SSM_PREFIX (AWS), without a trailing slash."""
+    aws_launch_concurrency: int = DEFAULT_LAUNCH_CONCURRENCY
+    """KARPY_AWS_LAUNCH_CONCURRENCY (AWS)."""
+
+    # Logs and observability.
+    log_level: int = logging.INFO
+    """LOG_LEVEL, as a :mod:`logging` level."""
+    log_format: str = "json"
+    """KARPY_LOG_FORMAT: json or text."""
+    metrics_port: int = DEFAULT_METRICS_PORT
+    """METRICS_PORT."""
+    health_probe_port: int = DEFAULT_HEALTH_PROBE_PORT
+    """HEALTH_PROBE_PORT."""
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -217,8 +246,8 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
     return FeatureGates(spot_to_spot_consolidation=gates["SpotToSpotConsolidation"])
 
 
-def parse_node_cost(text: str | float) -> float:
-    """A per-node cost in $/h: a number, not negative and finite ("0.02", "0")."""
+def parse_node_overhead_cost(text: str | float) -> float:
+    """A node overhead cost in $/h: a number, not negative and finite ("0.02", "0")."""
     try:
         cost = float(str(text).strip().removeprefix("$"))
     except ValueError:
@@ -324,5 +353,5 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         aws_ssm_prefix=source("KARPY_AWS_SSM_PREFIX")[0].strip().rstrip("/"),
         aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
         feature_gates=read("FEATURE_GATES", parse_feature_gates),
-        node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_cost),
+        node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_overhead_cost),
     )

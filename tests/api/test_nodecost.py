@@ -6,7 +6,7 @@ import pytest
 
 from karpy.api.manifest import parse_manifests
 from karpy.api.nodeclass import EC2NodeClass
-from karpy.api.nodecost import DEFAULT_EXTRA_COST, PUBLIC_IPV4_HOUR, node_cost
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST, PUBLIC_IPV4_HOUR, node_cost
 
 HOURS = 730.0
 CLASS = """
@@ -33,7 +33,7 @@ def test_a_kwok_or_missing_class_costs_karpenters_default_volume_and_the_default
     cost = node_cost(None)
     assert cost.volumes == pytest.approx(20 * 0.08 / HOURS)
     assert cost.public_ipv4 == 0.0
-    assert cost.extra == DEFAULT_EXTRA_COST == 0.02
+    assert cost.node_overhead_cost == DEFAULT_NODE_OVERHEAD_COST == 0.02
     assert cost.total == pytest.approx(0.0222, abs=1e-4)
     assert node_cost(None, 0.0).total == pytest.approx(20 * 0.08 / HOURS)
 

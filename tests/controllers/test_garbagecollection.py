@@ -53,7 +53,7 @@ def simulation_with_gc(replicas: int = 0) -> tuple[Simulation, Metrics]:
     metrics = Metrics()
     simulation = Simulation(metrics=metrics)
     simulation.runtime.register(
-        GarbageCollector(simulation.cluster, simulation.cloud, simulation.clock, metrics)
+        GarbageCollector(simulation.cluster, simulation.cloud, simulation.clock, metrics=metrics)
     )
     manifests = [KWOK_NODE_CLASS, kwok_nodepool()]
     if replicas:

@@ -55,7 +55,7 @@ class World:
         self.sim.run(3600)
         self.metrics = Metrics()
         self.controller = InterruptionController(
-            self.sim.cluster, self.sim.cloud, self.sim.clock, self.metrics
+            self.sim.cluster, self.sim.cloud, self.sim.clock, metrics=self.metrics
         )
         self.runtime = Runtime(self.sim.clock)
         self.runtime.register(self.controller)

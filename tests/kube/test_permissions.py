@@ -62,7 +62,7 @@ from karpy.kube.permissions import (
     watched_resources,
 )
 from karpy.operator.cluster import EVENT_NORMAL, ClusterWriter
-from karpy.run import kubernetes_version
+from karpy.providers import kubernetes_version
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "charts" / "karpy" / "templates" / "rbac.yaml"

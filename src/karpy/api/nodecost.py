@@ -16,11 +16,12 @@ instance price does not show, and each is paid per node whatever its size:
   node class says ``associatePublicIPAddress: true``. Unset, the subnet
   decides and karpy does not know; EKS's recommended layout (nodes in private
   subnets) assigns none, so none is charged;
-* **what is priced per host** (the extra cost, ``KARPY_NODE_OVERHEAD_COST``):
+* **what is priced per host** (the node overhead cost, ``node_overhead_cost``, set by
+  ``KARPY_NODE_OVERHEAD_COST``, ``--node-overhead-cost`` or a Scenario's ``nodeOverheadCost``):
   monitoring, logging and security agents are commonly licensed per host,
   from about $15 a host-month ($0.02 an hour) up; each node is also one more
   to patch, drain and watch, with its own kubelet, CNI and kube-proxy load on
-  the API server. :data:`DEFAULT_EXTRA_COST` is that $0.02, a conservative
+  the API server. :data:`DEFAULT_NODE_OVERHEAD_COST` is that $0.02, a conservative
   figure a team without such licences can set to 0.
 
 DaemonSets' requests are a per-node cost too, but in resources, not money:
@@ -69,8 +70,8 @@ DEFAULT_VOLUMES_GIB = {
     "Windows2022": (50.0,),
     AMI_FAMILY_CUSTOM: (20.0,),
 }
-# The extra cost per node and hour when none is configured (see the module docstring).
-DEFAULT_EXTRA_COST = 0.02
+# The node overhead cost, $ per node and hour, when none is configured (see the module docstring).
+DEFAULT_NODE_OVERHEAD_COST = 0.02
 _GIB = 2**30
 
 
@@ -80,11 +81,12 @@ class NodeCost:
 
     volumes: float = 0.0
     public_ipv4: float = 0.0
-    extra: float = 0.0
+    # What is priced per host (KARPY_NODE_OVERHEAD_COST).
+    node_overhead_cost: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.volumes + self.public_ipv4 + self.extra
+        return self.volumes + self.public_ipv4 + self.node_overhead_cost
 
 
 def _gib(size: str) -> float:
@@ -117,7 +119,9 @@ def volumes_cost(node_class: EC2NodeClass | None) -> float:
     )
 
 
-def node_cost(node_class: NodeClass | None, extra: float = DEFAULT_EXTRA_COST) -> NodeCost:
+def node_cost(
+    node_class: NodeClass | None, node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
+) -> NodeCost:
     """What every node launched with ``node_class`` costs per hour beyond its instance.
 
     A KWOK node class stands for an EC2 node with Karpenter's default volume
@@ -125,11 +129,15 @@ def node_cost(node_class: NodeClass | None, extra: float = DEFAULT_EXTRA_COST) -
     """
     ec2 = node_class if isinstance(node_class, EC2NodeClass) else None
     public = ec2 is not None and ec2.associate_public_ip_address is True
-    return NodeCost(volumes=volumes_cost(ec2), public_ipv4=PUBLIC_IPV4_HOUR if public else 0.0, extra=extra)
+    return NodeCost(
+        volumes=volumes_cost(ec2),
+        public_ipv4=PUBLIC_IPV4_HOUR if public else 0.0,
+        node_overhead_cost=node_overhead_cost,
+    )
 
 
 __all__ = [
-    "DEFAULT_EXTRA_COST",
+    "DEFAULT_NODE_OVERHEAD_COST",
     "EBS_GIB_MONTH",
     "HOURS_PER_MONTH",
     "PUBLIC_IPV4_HOUR",

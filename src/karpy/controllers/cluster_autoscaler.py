@@ -122,6 +122,7 @@ class ClusterAutoscaler:
         cluster: Cluster,
         cloud: CloudProvider,
         clock: Clock,
+        *,
         flags: ClusterAutoscalerFlags | None = None,
         groups: Sequence[NodeGroup] | None = None,
         note: Callable[[str], None] | None = None,

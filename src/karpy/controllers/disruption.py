@@ -32,7 +32,7 @@ from typing import Protocol
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_DRIFTED
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     REASON_DRIFTED,
     REASON_EMPTY,
@@ -126,7 +126,7 @@ class DisruptionController:
         *,
         rules: ConsolidationRules,
         metrics: Metrics | None = None,
-        node_overhead_cost: float = DEFAULT_EXTRA_COST,
+        node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST,
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
         quiet_pass_ttl: float = QUIET_PASS_TTL,

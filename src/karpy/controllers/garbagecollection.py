@@ -115,7 +115,7 @@ class GarbageCollector:
     name = "garbagecollection"
 
     def __init__(
-        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, metrics: Metrics | None = None
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, *, metrics: Metrics | None = None
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud

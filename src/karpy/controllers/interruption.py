@@ -109,7 +109,7 @@ class InterruptionController:
     name = "interruption"
 
     def __init__(
-        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, metrics: Metrics | None = None
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, *, metrics: Metrics | None = None
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud

@@ -83,7 +83,7 @@ class NodeClaimLifecycle:
     name = "nodeclaim.lifecycle"
 
     def __init__(
-        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, metrics: Metrics | None = None
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, *, metrics: Metrics | None = None
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud

@@ -153,6 +153,7 @@ class NodePoolStatusController:
         cluster: Cluster,
         cloud: CloudProvider,
         clock: Clock,
+        *,
         refusals: NodePoolRefusals | None = None,
     ) -> None:
         self.cluster = cluster

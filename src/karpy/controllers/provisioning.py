@@ -22,7 +22,7 @@ from karpy.api.conditions import find_condition
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
-from karpy.api.nodecost import DEFAULT_EXTRA_COST
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     API_VERSION_V1,
     CONDITION_READY,
@@ -58,11 +58,17 @@ BATCH_KEY = "batch"
 
 @dataclass(frozen=True, slots=True)
 class ProvisioningSettings:
+    """The provisioner's settings, and the per-node cost the disruption controller prices nodes with too."""
+
     batch_idle: float = 1.0
+    """Seconds without a new pending pod after which the batch closes (BATCH_IDLE_DURATION)."""
+
     batch_max: float = 10.0
-    # $/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST);
-    # the disruption controller prices nodes with the same figure (karpy.api.nodecost).
-    extra_node_cost: float = DEFAULT_EXTRA_COST
+    """Seconds after which the batch of pending pods closes at most (BATCH_MAX_DURATION)."""
+
+    node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
+    """$/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST); the
+    disruption controller prices nodes with the same figure (:mod:`karpy.api.nodecost`)."""
 
 
 @dataclass(slots=True)
@@ -82,6 +88,7 @@ class Provisioner:
         cluster: Cluster,
         cloud: CloudProvider,
         clock: Clock,
+        *,
         settings: ProvisioningSettings | None = None,
         metrics: Metrics | None = None,
         refusals: NodePoolRefusals | None = None,
@@ -96,7 +103,7 @@ class Provisioner:
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self.last = ProvisioningResult()
-        self._pool_types = PoolTypesCache(self.settings.extra_node_cost)
+        self._pool_types = PoolTypesCache(self.settings.node_overhead_cost)
         self.passes = 0
         # Stops launching for pods the nodes launched for them keep not taking.
         self.loop_guard = LaunchLoopGuard(cluster, clock, self.metrics.launch_loops)

@@ -28,7 +28,7 @@ from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
-from karpy.api.nodecost import DEFAULT_EXTRA_COST, node_cost
+from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST, node_cost
 from karpy.api.nodepool import CONDITION_VALIDATION_SUCCEEDED, NodeClaimTemplate, NodeClassRef, NodePool
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import (
@@ -408,8 +408,9 @@ class PoolTypesCache:
     holds it, so its identity cannot be reused by another list).
     """
 
-    def __init__(self, extra_node_cost: float = DEFAULT_EXTRA_COST) -> None:
-        self.extra_node_cost = extra_node_cost
+    def __init__(self, node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST) -> None:
+        # $/h every node costs beyond its instance, volumes and address (karpy.api.nodecost).
+        self.node_overhead_cost = node_overhead_cost
         self._entries: dict[
             str, tuple[Sequence[InstanceType], NodeClaimTemplate, tuple[DaemonSet, ...], PoolTypes]
         ] = {}
@@ -444,7 +445,7 @@ class PoolTypesCache:
         offering without a known price (0 or not finite) keeps it: the cost
         must not make an unknown price look known.
         """
-        cost = node_cost(node_class, self.extra_node_cost).total
+        cost = node_cost(node_class, self.node_overhead_cost).total
         entry = self._priced.get(cost)
         if entry is not None and entry[0] is catalog:
             return entry[1]

@@ -108,7 +108,7 @@ class Terminator:
     name = "termination"
 
     def __init__(
-        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, metrics: Metrics | None = None
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, *, metrics: Metrics | None = None
     ) -> None:
         self.cluster = cluster
         self.cloud = cloud

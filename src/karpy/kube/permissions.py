@@ -226,7 +226,7 @@ RULES: tuple[Rule, ...] = (
         ("get",),
         Scope.CLUSTER,
         Provider.AWS,
-        "the Kubernetes version picks the EKS AMI alias when none is configured (run.py)",
+        "the Kubernetes version picks the EKS AMI alias when none is configured (providers.py)",
     ),
     Rule(
         "coordination.k8s.io",

@@ -85,7 +85,7 @@ from karpy.baselines.cluster_autoscaler import (
 )
 from karpy.cloud.aws_catalog import load_catalog
 from karpy.operator.interruption import STATES
-from karpy.settings import FeatureGates, parse_feature_gates, parse_node_cost
+from karpy.settings import FeatureGates, parse_feature_gates, parse_node_overhead_cost
 from karpy.sim.cloud import (
     INTERRUPTION_KINDS,
     SPOT_INTERRUPTION,
@@ -753,7 +753,7 @@ def parse_scenario(
             errors.add(settings.error("featureGates", str(error)))
     if settings.has("nodeOverheadCost"):
         try:
-            scenario.node_overhead_cost = parse_node_cost(str(settings.raw("nodeOverheadCost")))
+            scenario.node_overhead_cost = parse_node_overhead_cost(str(settings.raw("nodeOverheadCost")))
         except ValueError as error:
             errors.add(settings.error("nodeOverheadCost", str(error)))
 

@@ -50,21 +50,16 @@ from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
-from karpy.controllers.disruption import DisruptionController
-from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
+from karpy.controllers.core import core_controllers
 from karpy.controllers.interruption import InterruptionController
-from karpy.controllers.metering import MeteredCloudProvider, metrics_controllers
-from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
-from karpy.controllers.nodepool import NodePoolStatusController
-from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
-from karpy.controllers.termination import Terminator
+from karpy.controllers.metering import MeteredCloudProvider
+from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.disruption.expiration import expires_at
 from karpy.operator.cluster import NotFoundError
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.reads import object_key, object_kind, object_meta
-from karpy.operator.runtime import Controller, Runtime, Watch
-from karpy.settings import FeatureGates
+from karpy.operator.runtime import Runtime, Watch
 from karpy.sim.clock import VirtualClock
 from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
 from karpy.sim.hpa import HorizontalPodAutoscalerController
@@ -82,22 +77,29 @@ INFINITY = float("inf")
 
 @dataclass(slots=True)
 class SimulationSettings:
+    """The settings of :class:`Simulation`, one group per part (a Scenario's ``spec.settings`` fill them)."""
+
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
-    cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
-    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    """The provisioner's batching, and the per-node overhead cost nodes are priced with."""
+
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
-    # Which autoscaler runs the cluster: karpy (its provisioner and disruption controllers),
-    # or the Cluster Autoscaler baseline in their place (everything else the same).
+    """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
+
+    cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
+    """The simulated cloud: its catalog, prices, delays and failures."""
+
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    """The simulated kubelets: how long pods take to start and Jobs to finish."""
+
     autoscaler: str = "karpy"
+    """Which autoscaler runs the cluster (:data:`AUTOSCALERS`): karpy (its provisioner and disruption
+    controllers), or the Cluster Autoscaler baseline in their place (everything else the same)."""
+
     cluster_autoscaler: ClusterAutoscalerFlags = field(default_factory=ClusterAutoscalerFlags)
+    """The Cluster Autoscaler baseline's flags (used only with ``autoscaler="cluster-autoscaler"``)."""
 
 
 AUTOSCALERS = ("karpy", "cluster-autoscaler")
-
-
-def consolidation_rules(gates: FeatureGates) -> ConsolidationRules:
-    """karpy's consolidation rules with what the feature gates turn on or off."""
-    return dataclasses.replace(ConsolidationRules(), spot_to_spot=gates.spot_to_spot_consolidation)
 
 
 class ScenarioDriver:
@@ -166,18 +168,23 @@ class Simulation:
                 self.cloud if metrics is None else MeteredCloudProvider(self.cloud, self.metrics, controller)
             )
 
-        self.provisioner = Provisioner(
-            self.cluster, cloud_for("provisioning"), self.clock, self.settings.provisioning, self.metrics
-        )
-        self.provisioner.refusals.subscribe(self.runtime.on_change)
-        self.disruption = DisruptionController(
+        # The controllers karpy run has, built by the same function (karpy.controllers.core). The
+        # garbage collector is left out: nothing leaks here (karpy.run), and its periodic pass stops
+        # the virtual clock where the disruption passes would wait (see run), which moves results,
+        # not only reconcile counts (tests/data/scenarios/convergence/ice-fragments ends 7 s later).
+        core = core_controllers(
             self.cluster,
-            cloud_for("disruption"),
+            cloud_for,
             self.clock,
+            provisioning=self.settings.provisioning,
             rules=self.settings.consolidation,
             metrics=self.metrics,
-            node_overhead_cost=self.settings.provisioning.extra_node_cost,
+            garbage_collection=False,
+            record_metrics=metrics is not None,
         )
+        self.provisioner = core.provisioner
+        self.provisioner.refusals.subscribe(self.runtime.on_change)
+        self.disruption = core.disruption
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
         )
@@ -191,19 +198,13 @@ class Simulation:
         # With the Cluster Autoscaler baseline, it takes the place of karpy's provisioner and
         # disruption controllers (built all the same, unregistered, so views of them read empty).
         self.cluster_autoscaler: ClusterAutoscaler | None = None
-        deciders: tuple[Controller, ...] = (
-            self.provisioner,
-            NodeClaimDisruptionConditions(
-                self.cluster, cloud_for("nodeclaim.disruption"), self.clock, metrics=self.metrics
-            ),
-            self.disruption,
-        )
+        deciders = core.deciders
         if self.settings.autoscaler == "cluster-autoscaler":
             self.cluster_autoscaler = ClusterAutoscaler(
                 self.cluster,
                 cloud_for(ClusterAutoscaler.name),
                 self.clock,
-                self.settings.cluster_autoscaler,
+                flags=self.settings.cluster_autoscaler,
                 note=self.recorder.note,
             )
             deciders = (self.cluster_autoscaler,)
@@ -212,19 +213,14 @@ class Simulation:
             raise ValueError(f"autoscaler: one of {', '.join(AUTOSCALERS)}, not {self.settings.autoscaler!r}")
         for controller in (
             *deciders,
-            NodeClaimLifecycle(self.cluster, cloud_for("nodeclaim.lifecycle"), self.clock, self.metrics),
-            NodeClaimPodEvents(self.cluster, self.clock),
-            Terminator(self.cluster, cloud_for("termination"), self.clock, self.metrics),
+            *core.rest,
+            # What the simulated cloud and cluster add: the interruption warnings (and the controller
+            # that acts on them, as karpy run's AWS provider has), kube-scheduler, the kubelets, the
+            # workload controllers and the HPA.
             InterruptionController(
-                self.cluster, cloud_for(InterruptionController.name), self.clock, self.metrics
+                self.cluster, cloud_for(InterruptionController.name), self.clock, metrics=self.metrics
             ),
             self.interruptions,
-            NodePoolStatusController(
-                self.cluster,
-                cloud_for(NodePoolStatusController.name),
-                self.clock,
-                refusals=self.provisioner.refusals,
-            ),
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
@@ -233,8 +229,6 @@ class Simulation:
         ):
             self.runtime.register(controller)
         if metrics is not None:
-            for recorder in metrics_controllers(self.cluster, self.clock, self.metrics):
-                self.runtime.register(recorder)
             self.metrics.cluster_state_synced.set(1)  # the in-memory store is its own cache
         self.driver: ScenarioDriver | None = None
         # Objects the API server refused to create when applied (a pod naming a missing PriorityClass):
@@ -539,7 +533,7 @@ class Simulation:
             return 0.0
         ref = pool.template.node_class_ref
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
-        return node_cost(node_class, self.settings.provisioning.extra_node_cost).total
+        return node_cost(node_class, self.settings.provisioning.node_overhead_cost).total
 
     def pods(self) -> list[Pod]:
         return sorted(self.cluster.pods(), key=lambda pod: pod.key)

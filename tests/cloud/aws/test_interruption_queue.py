@@ -345,7 +345,9 @@ def test_a_spot_warning_on_the_queue_deletes_the_nodeclaim_and_then_the_message(
     simulation.run(3600)
     claim = simulation.nodeclaims()[0]
     metrics = Metrics()
-    controller = InterruptionController(simulation.cluster, simulation.cloud, simulation.clock, metrics)
+    controller = InterruptionController(
+        simulation.cluster, simulation.cloud, simulation.clock, metrics=metrics
+    )
     runtime = Runtime(simulation.clock)
     runtime.register(controller)
     changes: queue.Queue[InterruptionMessage] = queue.Queue()

@@ -13,6 +13,7 @@ a path a mirror or a test endpoint may have to serve under a prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from karpy.cloud.aws.resolution import ResolutionSettings
 from karpy.settings import DEFAULT_LAUNCH_CONCURRENCY
@@ -20,6 +21,8 @@ from karpy.settings import DEFAULT_LAUNCH_CONCURRENCY
 
 @dataclass(frozen=True, slots=True)
 class AwsSettings:
+    # Its entry in karpy.providers.PROVIDERS.
+    provider: ClassVar[str] = "aws"
     # CLUSTER_NAME: tags every instance, launch template and instance profile; required on AWS.
     cluster_name: str
     # AWS_REGION; empty: the SDK's default chain decides.

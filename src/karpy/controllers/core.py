@@ -1,0 +1,115 @@
+"""The core controllers, built in one place for ``karpy run`` and ``karpy simulate``.
+
+Karpenter builds its controllers in one function (``controllers.NewControllers``)
+and the cloud provider adds its own; karpy does the same, so that the simulator
+runs exactly the controllers a real cluster gets, in the same order, with the
+same settings. Each caller adds only what is its own: ``karpy run`` the
+provider's controllers (:mod:`karpy.cloud.providers`) and its leader and
+readiness machinery, ``karpy simulate`` the stand-ins for the rest of a cluster
+(kube-scheduler, kubelets, workload controllers) and, for its Cluster Autoscaler
+baseline, a replacement for the deciders.
+
+The order of the list is the order of registration, which is the order in which a
+change's keys are queued and so the order reconciles run at one instant: the
+simulator's output depends on it, so it is kept as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from karpy.cloud.provider import CloudProvider
+from karpy.controllers.disruption import DisruptionController
+from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
+from karpy.controllers.garbagecollection import GarbageCollector
+from karpy.controllers.metering import metrics_controllers
+from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.nodepool import NodePoolStatusController
+from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.termination import Terminator
+from karpy.disruption.consolidation import ConsolidationRules
+from karpy.operator.cluster import Clock, Cluster
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.runtime import Controller
+from karpy.settings import FeatureGates
+
+# The cloud each controller calls, given the controller's name (``karpy run`` counts each one's calls
+# under its name, karpenter_cloudprovider_*).
+CloudFor = Callable[[str], CloudProvider]
+
+
+@dataclass(frozen=True, slots=True)
+class CoreControllers:
+    """The core controllers, in registration order: :attr:`deciders`, then :attr:`rest`."""
+
+    provisioner: Provisioner
+    disruption: DisruptionController
+    # Provisioning, disruption conditions and disruption: what decides which nodes come and go (the
+    # simulator's Cluster Autoscaler baseline takes their place, and everything else stays).
+    deciders: tuple[Controller, ...]
+    # NodeClaim lifecycle and pod events, termination, NodePool status, garbage collection (if asked),
+    # and the metrics recorders (if asked).
+    rest: tuple[Controller, ...]
+
+    @property
+    def controllers(self) -> tuple[Controller, ...]:
+        return (*self.deciders, *self.rest)
+
+
+def consolidation_rules(gates: FeatureGates) -> ConsolidationRules:
+    """karpy's consolidation rules with what the feature gates turn on or off (run and simulate)."""
+    return dataclasses.replace(ConsolidationRules(), spot_to_spot=gates.spot_to_spot_consolidation)
+
+
+def core_controllers(
+    cluster: Cluster,
+    cloud_for: CloudFor,
+    clock: Clock,
+    *,
+    provisioning: ProvisioningSettings,
+    rules: ConsolidationRules,
+    metrics: Metrics,
+    garbage_collection: bool = True,
+    record_metrics: bool = True,
+) -> CoreControllers:
+    """Build the core controllers over ``cluster``; nothing is registered yet.
+
+    ``garbage_collection`` False leaves the garbage collector out (the
+    simulator, whose instances cannot leak: see :mod:`karpy.run`);
+    ``record_metrics`` False leaves out the controllers that only record
+    metrics (the simulator, unless its caller reads them).
+    """
+    provisioner = Provisioner(
+        cluster, cloud_for(Provisioner.name), clock, settings=provisioning, metrics=metrics
+    )
+    disruption = DisruptionController(
+        cluster,
+        cloud_for(DisruptionController.name),
+        clock,
+        rules=rules,
+        metrics=metrics,
+        node_overhead_cost=provisioning.node_overhead_cost,
+    )
+    conditions = NodeClaimDisruptionConditions(
+        cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics
+    )
+    rest: list[Controller] = [
+        NodeClaimLifecycle(cluster, cloud_for(NodeClaimLifecycle.name), clock, metrics=metrics),
+        NodeClaimPodEvents(cluster, clock),
+        Terminator(cluster, cloud_for(Terminator.name), clock, metrics=metrics),
+        NodePoolStatusController(
+            cluster, cloud_for(NodePoolStatusController.name), clock, refusals=provisioner.refusals
+        ),
+    ]
+    if garbage_collection:
+        rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
+    if record_metrics:
+        rest += metrics_controllers(cluster, clock, metrics)
+    return CoreControllers(
+        provisioner=provisioner,
+        disruption=disruption,
+        deciders=(provisioner, conditions, disruption),
+        rest=tuple(rest),
+    )
