@@ -40,7 +40,7 @@ from karpy.api.nodepool import REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.interfaces import Clock, Cluster
 from karpy.controllers.karpenter_metrics import Metrics
-from karpy.controllers.orchestration import InFlight, Orchestrator, Pending
+from karpy.controllers.orchestration import Orchestrator
 from karpy.controllers.runtime import Watch
 from karpy.controllers.state import (
     PoolTypesCache,
@@ -479,48 +479,6 @@ class DisruptionController:
         if dues:
             return max(0.0, min(self.orchestrator.poll_period, min(dues) - now))
         return self.orchestrator.poll_period
-
-    # -- the orchestration's state, as the decisions read it -----------------------
-
-    def _landing_nodes(self) -> dict[str, frozenset[str]]:
-        """See :meth:`Orchestrator.landing_nodes`."""
-        return self.orchestrator.landing_nodes()
-
-    def _backed_off(self, now: float) -> set[str]:
-        """See :meth:`Orchestrator.backed_off`."""
-        return self.orchestrator.backed_off(now)
-
-    @property
-    def _replacement_backoff(self) -> dict[str, tuple[int, float]]:
-        return self.orchestrator.replacement_backoff
-
-    @property
-    def _deleted(self) -> set[str]:
-        return self.orchestrator.deleted
-
-    @property
-    def _landing(self) -> dict[str, frozenset[str]]:
-        return self.orchestrator.landing
-
-    @property
-    def pending(self) -> Pending[Command] | None:
-        return self.orchestrator.pending
-
-    @property
-    def in_flight(self) -> InFlight[Command] | None:
-        return self.orchestrator.in_flight
-
-    @property
-    def executed(self) -> list[Command]:
-        return self.orchestrator.executed
-
-    @property
-    def poll_period(self) -> float:
-        return self.orchestrator.poll_period
-
-    @property
-    def validation_delay(self) -> float:
-        return self.orchestrator.validation_delay
 
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""
