@@ -65,7 +65,7 @@ def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
     scenario.run_until_steady = False
     simulation = Simulation(SimulationSettings(consolidation=rules))
     simulation.run_scenario(scenario)
-    replaced = [command for command in simulation.disruption.executed if command.replacements]
+    replaced = [command for command in simulation.disruption.orchestrator.executed if command.replacements]
     fleet = sorted(
         (claim.nodepool, claim.instance_type, claim.capacity_type)
         for claim in simulation.nodeclaims()
@@ -76,7 +76,7 @@ def run_case(name: str, rules: ConsolidationRules) -> CaseResult:
         fleet_cost(simulation)[0],
         fresh_plan(simulation)[0],
         sum(len(command.replacements) for command in replaced),
-        sum(len(command.candidates) for command in simulation.disruption.executed),
+        sum(len(command.candidates) for command in simulation.disruption.orchestrator.executed),
         fleet,
         simulation,
     )

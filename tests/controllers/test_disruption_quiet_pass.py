@@ -87,8 +87,8 @@ def test_answering_a_quiet_pass_again_decides_exactly_as_working_it_out() -> Non
     assert worked_out.disruption.quiet_passes == 0
     assert history(kept) == history(worked_out)
     assert fleet(kept) == fleet(worked_out)
-    assert [c.description for c in kept.disruption.executed] == [
-        c.description for c in worked_out.disruption.executed
+    assert [c.description for c in kept.disruption.orchestrator.executed] == [
+        c.description for c in worked_out.disruption.orchestrator.executed
     ]
 
 
@@ -105,10 +105,10 @@ def test_hpas_resizing_every_15_seconds_get_the_same_decisions_with_evaluations_
     worked_out = run(busy, quiet_pass_ttl=None, memo=False)
     assert history(kept) == history(worked_out)
     assert fleet(kept) == fleet(worked_out)
-    assert [c.description for c in kept.disruption.executed] == [
-        c.description for c in worked_out.disruption.executed
+    assert [c.description for c in kept.disruption.orchestrator.executed] == [
+        c.description for c in worked_out.disruption.orchestrator.executed
     ]
-    assert kept.disruption.executed
+    assert kept.disruption.orchestrator.executed
     memo = kept.disruption.evaluations
     assert memo is not None and memo.hits > 0 and memo.misses > 0
 

@@ -112,7 +112,7 @@ def test_a_node_whose_due_time_moves_waits_a_whole_recheck_again() -> None:
     # All three are due and watched; the first command is waiting its re-check.
     simulation.run(CONSOLIDATE_AFTER + 5, until_steady=False)
     assert len(simulation.nodeclaims()) == 3
-    assert simulation.disruption.pending is not None
+    assert simulation.disruption.orchestrator.pending is not None
     # A pod comes and goes on the last node: its lastPodEventTime moves on, as
     # NodeClaimPodEvents records it.
     last = simulation.nodeclaims()[-1]

@@ -21,8 +21,8 @@ from karpy.api.core import Pod
 from karpy.disruption import consolidation as consolidation_module
 from karpy.disruption.consolidation import KARPENTER_RULES
 from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
-from karpy.disruption.emptiness import Candidate
 from karpy.disruption.memo import EvaluationMemo
+from karpy.disruption.method import Candidate
 from karpy.scheduling.solver import NodePoolCapacity, TypeMemo
 
 AMD64_ONLY = "  nodeSelector: {kubernetes.io/arch: amd64}"

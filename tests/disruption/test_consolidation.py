@@ -32,7 +32,8 @@ from karpy.disruption.consolidation import (
     ConsolidationRules,
 )
 from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
-from karpy.disruption.emptiness import Candidate, reschedulable
+from karpy.disruption.emptiness import reschedulable
+from karpy.disruption.method import Candidate
 from karpy.disruption.multi_node import merge_groups
 from karpy.disruption.rejection import WAITING, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator

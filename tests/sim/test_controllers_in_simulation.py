@@ -10,6 +10,7 @@ from tests.support import kwok_nodepool as nodepool
 from tests.support import load_objects
 
 from karpy.api.nodeclaim import NodeClaim
+from karpy.disruption.rejection import RejectionKind
 from karpy.sim.cloud import CapacityFailure, LaunchError
 from karpy.sim.simulation import Simulation
 
@@ -98,7 +99,9 @@ def test_a_do_not_disrupt_node_is_not_consolidated() -> None:
     simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
     simulation.run(3600)
     assert len(claims(simulation)) == 1
-    assert "do-not-disrupt" in simulation.disruption.last.blocked[claims(simulation)[0].name]
+    reason = simulation.disruption.last.rejected[claims(simulation)[0].name]
+    assert reason.kind is RejectionKind.NODE_DO_NOT_DISRUPT
+    assert "do-not-disrupt" in reason.message
 
 
 def test_a_zero_budget_blocks_emptiness() -> None:
@@ -109,7 +112,9 @@ def test_a_zero_budget_blocks_emptiness() -> None:
     simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
     simulation.run(600, until_steady=False)
     assert len(claims(simulation)) == 1
-    assert "budget" in simulation.disruption.last.blocked[claims(simulation)[0].name]
+    reason = simulation.disruption.last.rejected[claims(simulation)[0].name]
+    assert reason.kind is RejectionKind.BUDGET
+    assert "budget" in reason.message
 
 
 def test_spot_capacity_errors_fall_back_to_on_demand_and_the_pods_run() -> None:

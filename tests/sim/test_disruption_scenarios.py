@@ -10,7 +10,7 @@ from tests.support import DATA
 
 from karpy.api.core import Pod
 from karpy.disruption import decision
-from karpy.disruption.emptiness import Candidate
+from karpy.disruption.method import Candidate
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -141,7 +141,7 @@ def test_do_not_disrupt_pods_are_never_evicted_and_a_drain_never_breaks_a_pdb() 
     # The web node is still the original, drifted one: blocked, not replaced.
     web_claim = claims[next(iter(web_node))]
     assert web_claim.is_true("Drifted")
-    assert "do-not-disrupt" in simulation.disruption.blocked[web_claim.name]
+    assert "do-not-disrupt" in simulation.disruption.blocked[web_claim.name].message
     # The api node was replaced.
     api_nodes = {p.node_name for p in simulation.pods() if p.metadata.labels.get("app") == "api"}
     assert all(claims[name].metadata.labels.get("generation") == "2" for name in api_nodes)
@@ -188,7 +188,7 @@ def test_consolidation_never_evicts_a_do_not_disrupt_pod() -> None:
     records = list(simulation.recorder.nodeclaims.values())
     assert len(records) == 1 and records[0].deleted_at is None
     name = records[0].name
-    assert "do-not-disrupt" in simulation.disruption.blocked[name]
+    assert "do-not-disrupt" in simulation.disruption.blocked[name].message
     blocked = {
         event.kind
         for event in simulation.cluster.events

@@ -1,10 +1,14 @@
 """The disruption pass: what to disrupt now, asked of the decision core, handed over to be carried out.
 
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
-known to become due) builds the candidates from the cluster and asks
-:mod:`karpy.disruption` for one command, trying emptiness, drift and
-consolidation (multi-node, then single-node) in Karpenter's order, by the
-controller's :class:`~karpy.disruption.consolidation.ConsolidationRules`.
+known to become due) builds the candidates from the cluster and runs the
+disruption methods of :mod:`karpy.disruption` (:class:`~karpy.disruption.method.Method`)
+in Karpenter's order, emptiness, drift, then consolidation (multi-node, then
+single-node, by the controller's
+:class:`~karpy.disruption.consolidation.ConsolidationRules`), each within the
+budgets of its reason, until one gives a command. What a method needs of the
+cluster or the cloud it is handed: drift, where a node's pods would go
+(``_place_elsewhere``); consolidation, its snapshot (``_consolidate``).
 
 A command is carried out by :class:`~karpy.controllers.orchestration.Orchestrator`
 (re-checked after ``VALIDATION_DELAY``, then taint, launch, wait for the
@@ -25,23 +29,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import CONDITION_DRIFTED
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
-    REASON_DRIFTED,
-    REASON_EMPTY,
     REASON_UNDERUTILIZED,
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.orchestration import InFlight, Orchestrator, Pending
+from karpy.controllers.orchestration import Orchestrator
 from karpy.controllers.state import (
     PoolTypesCache,
     invalid_nodepools,
@@ -52,18 +53,17 @@ from karpy.controllers.state import (
 )
 from karpy.disruption.budgets import allowed_disruptions
 from karpy.disruption.candidates import any_consolidatable
-from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT, ConsolidationRules
+from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT, ConsolidationCommand, ConsolidationRules
 from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
-from karpy.disruption.emptiness import Candidate, EmptinessDecision, decide_emptiness, reschedulable
+from karpy.disruption.drift import Drift
+from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulable
 from karpy.disruption.memo import EvaluationMemo
-from karpy.disruption.rejection import WAITING, Rejection
-from karpy.operator.cluster import (
-    Clock,
-    Cluster,
-)
+from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
+from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
+from karpy.operator.cluster import Clock, Cluster
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
-from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity
+from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan
 
 log = logging.getLogger("karpy.disruption")
 
@@ -140,8 +140,10 @@ class DisruptionController:
             cluster, clock, self.metrics, poll_period=poll_period, validation_delay=validation_delay
         )
         self.last = EmptinessDecision()
-        self.blocked: dict[str, str] = {}
-        self.unconsolidatable: dict[str, str] = {}
+        # Why the last pass left each node alone, and why consolidation could not remove
+        # the nodes it tried (NodeClaim name -> reason); Events and logs say the message.
+        self.blocked: dict[str, Rejection] = {}
+        self.unconsolidatable: dict[str, Rejection] = {}
         # What each node consolidation holds back (do-not-disrupt, PDB, budget) would
         # save, $/h, with the reason it was worked out under: kept while that reason
         # stands, so a blocked node is simulated once, not on every pass.
@@ -168,7 +170,7 @@ class DisruptionController:
 
     def _start(self, old: object | None, new: object | None) -> Iterable[str]:
         # The pass keeps itself going by requeueing; a change only makes sure it runs.
-        if old is None or new is None or self.in_flight is not None:
+        if old is None or new is None or self.orchestrator.in_flight is not None:
             return [PASS_KEY]
         return []
 
@@ -178,7 +180,8 @@ class DisruptionController:
         candidates: list[Candidate] = []
         pool_sizes: dict[str, int] = {}
         disrupting: dict[str, int] = {}
-        tainted = set(self.in_flight.command.candidates) if self.in_flight else set()
+        in_flight = self.orchestrator.in_flight
+        tainted = set(in_flight.command.candidates) if in_flight else set()
         for nodeclaim in self.cluster.nodeclaims():
             pool_name = nodeclaim.nodepool
             pool_sizes[pool_name] = pool_sizes.get(pool_name, 0) + 1
@@ -202,47 +205,88 @@ class DisruptionController:
         now = self.clock.now()
         self._planned = None
         candidates, pool_sizes, disrupting = self.candidates()
-        emptiness = decide_emptiness(candidates, pool_sizes, disrupting, now)
-        self.blocked = dict(emptiness.blocked)
-        if emptiness.delete:
-            names = [candidate.nodeclaim.name for candidate in emptiness.delete]
-            return (
-                Command(REASON_EMPTY, names, description=f"delete empty {', '.join(names)}"),
-                emptiness,
-                True,
+        self.blocked = {}
+        emptiness = EmptinessDecision()
+        # Karpenter's order; the first method with a command ends the pass.
+        methods: tuple[Method, ...] = (
+            Emptiness(now),
+            Drift(self._place_elsewhere if self.cloud is not None else None),
+            _Consolidation(self, now),
+        )
+        for method in methods:
+            considered = [c for c in candidates if method.considers(c)]
+            allowed = self._allowed(method.reason, pool_sizes, disrupting, now) if considered else {}
+            result = method.compute(considered, allowed)
+            if isinstance(result, EmptinessDecision):
+                emptiness = result
+            # A later method's reason for a node replaces an earlier one's (consolidation's
+            # step only adds reasons for nodes left without one: see _consolidate).
+            self.blocked.update({name: why for name, why in result.rejected.items() if worth_an_event(why)})
+            if result.command is not None:
+                return self._command(result.command), emptiness, bool(pool_sizes)
+        return None, emptiness, bool(pool_sizes)
+
+    def _allowed(
+        self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float
+    ) -> dict[str, int]:
+        """How many more nodes of each NodePool the budgets let go now for ``reason``."""
+        return {
+            pool.name: allowed_disruptions(
+                pool, reason, pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0), now
             )
-        command = self._drift(candidates, pool_sizes, disrupting, now)
-        if command is None:
-            command = self._consolidate(candidates, pool_sizes, disrupting, now)
-        return command, emptiness, bool(pool_sizes)
+            for pool in self.cluster.nodepools()
+        }
+
+    def _command(self, command: MethodCommand) -> Command:
+        """The orchestration's command for a method's."""
+        if not isinstance(command, ConsolidationCommand):
+            return Command(command.reason, command.nodeclaim_names, command.replacements, command.description)
+        planned = [c.nodeclaim.name for c in command.planned] if self.rules.mark_planned else []
+        return Command(
+            command.reason,
+            command.nodeclaim_names,
+            command.replacements,
+            command.description,
+            command.kind,
+            planned,
+        )
+
+    def _place_elsewhere(self, candidate: Candidate, pods: Sequence[Pod]) -> Plan:
+        """Where ``pods`` would go were ``candidate``'s node gone (drift's question of the cluster)."""
+        assert self.cloud is not None
+        snapshot = scheduling_snapshot(
+            self.cluster,
+            self.cloud,
+            frozenset((candidate.nodeclaim.name,)),
+            self._pool_types,
+            unavailable=invalid_nodepools(self.cluster),
+        )
+        return snapshot.solve(pods)
 
     def _consolidate(
-        self,
-        candidates: list[Candidate],
-        pool_sizes: dict[str, int],
-        disrupting: dict[str, int],
-        now: float,
-    ) -> Command | None:
+        self, underused: list[Candidate], allowed: dict[str, int], now: float
+    ) -> ConsolidationCommand | None:
+        """Multi-node, then single-node consolidation (:func:`decide_consolidation`) of
+        ``underused``, answered from the last pass that found nothing while nothing it reads
+        changed, and worked out again without the replacements of candidates backed off."""
         self.unconsolidatable = {}
         self.consolidation_due = None
         self._planned = set()
         if self.cloud is None:
             self._given_up = {}
             return None
-        underused = [
-            c
-            for c in candidates
-            if c.nodepool.disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
-            and c.nodepool.disruption.consolidate_after is not None
-        ]
-        landing = self._landing_nodes()
+        landing = self.orchestrator.landing_nodes()
         if landing:
             for name, waiting in landing.items():
                 if any(c.nodeclaim.name == name for c in underused):
                     self.blocked.setdefault(
                         name,
-                        "it is the capacity a consolidation launched for the pods of "
-                        f"{_few(sorted(waiting))}, still to go as the budgets allow",
+                        Rejection(
+                            RejectionKind.LANDING_CAPACITY,
+                            "it is the capacity a consolidation launched for the pods of "
+                            f"{_few(sorted(waiting))}, still to go as the budgets allow",
+                            nodes=tuple(sorted(waiting)),
+                        ),
                     )
             underused = [c for c in underused if c.nodeclaim.name not in landing]
         if not underused:
@@ -255,14 +299,10 @@ class DisruptionController:
             self._note_waiting(decision.blocked)
             self.consolidation_due = decision.next_due
             return None
-        backed_off = self._backed_off(now)
+        backed_off = self.orchestrator.backed_off(now)
+        # Nodes of a NodePool being deleted are not consolidated: their budget is none.
         nodepools = [pool for pool in self.cluster.nodepools() if not pool.metadata.deleting]
-        allowed = {
-            pool.name: allowed_disruptions(
-                pool, REASON_UNDERUTILIZED, pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0), now
-            )
-            for pool in nodepools
-        }
+        allowed = {pool.name: allowed[pool.name] for pool in nodepools}
         state = self._consolidation_state(nodepools, allowed, backed_off)
         quiet = self._quiet
         if (
@@ -314,7 +354,7 @@ class DisruptionController:
                 others = [c for c in underused if c.nodeclaim.name not in backed_off]
                 decision = consolidation(others, snapshot.pools)
         if backed_off:
-            until = min(self._replacement_backoff[name][1] for name in backed_off)
+            until = min(self.orchestrator.replacement_backoff[name][1] for name in backed_off)
             due = decision.next_due
             decision = dataclasses.replace(decision, next_due=until if due is None else min(due, until))
         self._conclude(decision)
@@ -330,16 +370,9 @@ class DisruptionController:
                 self._quiet = _QuietPass((state, self._savings_known()), decision, until)
             return None
         self._quiet = None
-        planned = [c.nodeclaim.name for c in command.planned] if self.rules.mark_planned else []
-        self._planned = set(planned)
-        return Command(
-            REASON_UNDERUTILIZED,
-            command.nodeclaim_names,
-            command.replacements,
-            command.description,
-            command.kind,
-            planned,
-        )
+        if self.rules.mark_planned:
+            self._planned = {c.nodeclaim.name for c in command.planned}
+        return command
 
     @property
     def savings_given_up(self) -> dict[str, float]:
@@ -365,7 +398,7 @@ class DisruptionController:
         """Take in what a consolidation decision says of every node (the command aside)."""
         self._keep_savings_given_up(decision.blocked, decision.savings_given_up)
         self._note_waiting(decision.blocked)
-        self.unconsolidatable = {name: reason.message for name, reason in decision.unconsolidatable.items()}
+        self.unconsolidatable = dict(decision.unconsolidatable)
         self.consolidation_due = decision.next_due
 
     def _consolidation_state(
@@ -414,7 +447,7 @@ class DisruptionController:
             tuple(catalogs),
             tuple(sorted(allowed.items())),
             frozenset(backed_off),
-            frozenset(self._deleted),
+            frozenset(self.orchestrator.deleted),
         )
 
     def _savings_known(self) -> tuple[tuple[str, tuple[str, float]], ...]:
@@ -424,77 +457,23 @@ class DisruptionController:
     def _note_waiting(self, blocked: dict[str, Rejection]) -> None:
         for name, reason in blocked.items():
             if worth_an_event(reason):
-                self.blocked.setdefault(name, reason.message)
-
-    def _blocking_pod(self, pods: Iterable[Pod]) -> str:
-        for pod in pods:
-            if reschedulable(pod) and pod.do_not_disrupt:
-                return f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}"
-        return ""
-
-    def _drift(
-        self,
-        candidates: list[Candidate],
-        pool_sizes: dict[str, int],
-        disrupting: dict[str, int],
-        now: float,
-    ) -> Command | None:
-        drifted = [c for c in candidates if c.nodeclaim.is_true(CONDITION_DRIFTED)]
-        for candidate in sorted(drifted, key=lambda c: c.nodeclaim.name):
-            name = candidate.nodeclaim.name
-            if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
-                self.blocked[name] = f"node has {DO_NOT_DISRUPT_ANNOTATION}"
-                continue
-            blocker = self._blocking_pod(candidate.pods)
-            if blocker:
-                self.blocked[name] = blocker
-                continue
-            pool = candidate.nodepool
-            allowed = allowed_disruptions(
-                pool, REASON_DRIFTED, pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0), now
-            )
-            if allowed <= 0:
-                self.blocked[name] = (
-                    f"disruption budget of NodePool {pool.name} allows no more Drifted disruptions now"
-                )
-                continue
-            if self.cloud is None:
-                continue
-            pods = [pod for pod in candidate.pods if reschedulable(pod)]
-            snapshot = scheduling_snapshot(
-                self.cluster,
-                self.cloud,
-                frozenset((name,)),
-                self._pool_types,
-                unavailable=invalid_nodepools(self.cluster),
-            )
-            plan = snapshot.solve(pods)
-            if plan.unschedulable:
-                key, reason = next(iter(sorted(plan.unschedulable.items())))
-                self.blocked[name] = f"pod {key} would not schedule elsewhere: {reason}"
-                continue
-            return Command(
-                REASON_DRIFTED,
-                [name],
-                list(plan.new_nodeclaims),
-                f"replace drifted {name} with {len(plan.new_nodeclaims)} new NodeClaims",
-            )
-        return None
+                self.blocked.setdefault(name, reason)
 
     # -- the pass --------------------------------------------------------------
 
     def reconcile(self, key: str) -> float | None:
         self.passes += 1
         now = self.clock.now()
-        if self.in_flight is not None:
-            return self.orchestrator.follow(self.in_flight, now)
+        in_flight = self.orchestrator.in_flight
+        if in_flight is not None:
+            return self.orchestrator.follow(in_flight, now)
         self.orchestrator.untaint_leftovers()
         command, emptiness, any_nodeclaims = self.decide()
         if self._planned is not None:
             self.orchestrator.mark_planned(self._planned)
         self.last = emptiness
         self.orchestrator.watch_empty(emptiness, now)
-        self.orchestrator.report_blocked(self.blocked)
+        self.orchestrator.report_blocked({name: reason.message for name, reason in self.blocked.items()})
         wait = self.orchestrator.carry_out(command, now)
         if wait is not None:
             return wait
@@ -502,57 +481,42 @@ class DisruptionController:
             return None  # nothing to watch over until a NodeClaim appears
         dues = [due for due in (emptiness.next_due, self.consolidation_due) if due is not None]
         if dues:
-            return max(0.0, min(self.poll_period, min(dues) - now))
-        return self.poll_period
-
-    # -- the orchestration's state, as the decisions read it -----------------------
-
-    def _landing_nodes(self) -> dict[str, frozenset[str]]:
-        """See :meth:`Orchestrator.landing_nodes`."""
-        return self.orchestrator.landing_nodes()
-
-    def _backed_off(self, now: float) -> set[str]:
-        """See :meth:`Orchestrator.backed_off`."""
-        return self.orchestrator.backed_off(now)
-
-    @property
-    def _replacement_backoff(self) -> dict[str, tuple[int, float]]:
-        return self.orchestrator.replacement_backoff
-
-    @property
-    def _deleted(self) -> set[str]:
-        return self.orchestrator.deleted
-
-    @property
-    def _landing(self) -> dict[str, frozenset[str]]:
-        return self.orchestrator.landing
-
-    @property
-    def pending(self) -> Pending[Command] | None:
-        return self.orchestrator.pending
-
-    @property
-    def in_flight(self) -> InFlight[Command] | None:
-        return self.orchestrator.in_flight
-
-    @property
-    def executed(self) -> list[Command]:
-        return self.orchestrator.executed
-
-    @property
-    def poll_period(self) -> float:
+            return max(0.0, min(self.orchestrator.poll_period, min(dues) - now))
         return self.orchestrator.poll_period
-
-    @property
-    def validation_delay(self) -> float:
-        return self.orchestrator.validation_delay
 
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""
-        if self.pending is not None or self.in_flight is not None:
+        if self.orchestrator.pending is not None or self.orchestrator.in_flight is not None:
             return True
         command, emptiness, _ = self.decide()
         return command is not None or emptiness.has_work or self.consolidation_due is not None
+
+
+@dataclass(frozen=True, slots=True)
+class _Consolidation:
+    """Consolidation as the pass runs it (a :class:`~karpy.disruption.method.Method`).
+
+    Multi-node, then single-node (the core's
+    :func:`~karpy.disruption.decision.decide_consolidation`), with what needs
+    the controller's state: the quiet-pass cache, the landing nodes, the
+    replacement back-off and the savings given up. Why it leaves nodes alone
+    goes to the controller's bookkeeping directly (the quiet pass replays it),
+    adding a reason only for a node the earlier methods gave none.
+    """
+
+    controller: DisruptionController
+    now: float
+    reason: str = REASON_UNDERUTILIZED
+
+    def considers(self, candidate: Candidate) -> bool:
+        disruption = candidate.nodepool.disruption
+        return (
+            disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
+            and disruption.consolidate_after is not None
+        )
+
+    def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
+        return MethodResult(self.controller._consolidate(list(candidates), dict(allowed), self.now))
 
 
 def _few(names: Sequence[str], shown: int = 3) -> str:

@@ -21,7 +21,8 @@ from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.nodeclaim import CONDITION_INITIALIZED
 from karpy.api.nodepool import WHEN_EMPTY_OR_UNDERUTILIZED
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE
-from karpy.disruption.emptiness import Candidate, empty_since, reschedulable
+from karpy.disruption.emptiness import empty_since, reschedulable
+from karpy.disruption.method import Candidate
 from karpy.disruption.rejection import Rejection, RejectionKind
 
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"

@@ -38,7 +38,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.disruption.candidates import capacity_type_of, instance_type_of
-from karpy.disruption.emptiness import Candidate
+from karpy.disruption.method import Candidate
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.scheduling.solver import ExistingCapacity, NewNodeClaim, min_values_met

@@ -22,9 +22,8 @@ from karpy.disruption.consolidation import (
     ConsolidationRules,
     evaluate,
 )
-from karpy.disruption.emptiness import Candidate
 from karpy.disruption.memo import EvaluationMemo
-from karpy.disruption.method import Method
+from karpy.disruption.method import Candidate, Method
 from karpy.disruption.multi_node import MultiNodeConsolidation
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
@@ -129,8 +128,9 @@ def decide_consolidation(
     command = None
     for method in methods:
         result = method.compute([c for c in eligible if method.considers(c)], allowed)
-        command, decision.unconsolidatable = result.command, result.rejected
-        if command is not None:
+        decision.unconsolidatable = result.rejected
+        if isinstance(result.command, ConsolidationCommand):
+            command = result.command
             break
     if command is not None:
         command.blocked = dict(decision.blocked)

@@ -12,18 +12,33 @@ A NodeClaim is **drifted** (Karpenter v1) when:
 - the cloud provider says its node class drifted (an AMI, subnet or security
   group change), passed in as ``provider_reason``.
 
-A pure function of the objects; expiration is :mod:`karpy.disruption.expiration`.
+:func:`drift_reason` is the rule the NodeClaim disruption controller marks
+``Drifted`` by. :class:`Drift` is the disruption method (Karpenter's Drift):
+each drifted node in name order, unless do-not-disrupt (on the node or a
+pod) or the ``Drifted`` budget holds it back, is replaced by what its pods
+need elsewhere, worked out by the controller's ``place_elsewhere`` (a solve
+on a snapshot without the node). Pure; expiration is
+:mod:`karpy.disruption.expiration`.
 """
 
 from __future__ import annotations
 
-from karpy.api.nodeclaim import NodeClaim
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
 from karpy.api.nodepool import (
     NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION,
     NODEPOOL_HASH_VERSION_ANNOTATION,
+    REASON_DRIFTED,
     NodePool,
 )
+from karpy.disruption.emptiness import reschedulable
+from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
+from karpy.disruption.rejection import Rejection, RejectionKind
+from karpy.scheduling.solver import Plan
 
 REASON_NODEPOOL_DRIFTED = "NodePoolDrifted"
 REASON_REQUIREMENTS_DRIFTED = "RequirementsDrifted"
@@ -55,9 +70,84 @@ def drift_reason(nodeclaim: NodeClaim, nodepool: NodePool, provider_reason: str 
     return "", ""
 
 
+# Where a drifted node's pods would go were the node gone: the new NodeClaims to launch,
+# and the pods that would find no place (the controller solves on a snapshot without it).
+PlaceElsewhere = Callable[[Candidate, Sequence[Pod]], Plan]
+
+
+def blocking_pod(pods: Sequence[Pod]) -> Rejection | None:
+    """The first pod (in the node's order) that do-not-disrupt keeps where it is, if any."""
+    for pod in pods:
+        if reschedulable(pod) and pod.do_not_disrupt:
+            return Rejection(
+                RejectionKind.POD_DO_NOT_DISRUPT,
+                f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}",
+                pods=(pod.key,),
+            )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """Karpenter's Drift: replace the first drifted node that may go (a :class:`Method`).
+
+    ``place_elsewhere`` is None when there is no cloud to launch from: then
+    drifted nodes are only checked for what holds them back.
+    """
+
+    place_elsewhere: PlaceElsewhere | None
+    reason: str = REASON_DRIFTED
+
+    def considers(self, candidate: Candidate) -> bool:
+        return candidate.nodeclaim.is_true(CONDITION_DRIFTED)
+
+    def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
+        result = MethodResult()
+        for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
+            name = candidate.nodeclaim.name
+            if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+                result.rejected[name] = Rejection(
+                    RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}"
+                )
+                continue
+            blocker = blocking_pod(candidate.pods)
+            if blocker is not None:
+                result.rejected[name] = blocker
+                continue
+            pool = candidate.nodepool.name
+            if allowed.get(pool, 0) <= 0:
+                result.rejected[name] = Rejection(
+                    RejectionKind.BUDGET,
+                    f"disruption budget of NodePool {pool} allows no more {REASON_DRIFTED} disruptions now",
+                )
+                continue
+            if self.place_elsewhere is None:
+                continue
+            plan = self.place_elsewhere(candidate, [pod for pod in candidate.pods if reschedulable(pod)])
+            if plan.unschedulable:
+                key, why = next(iter(sorted(plan.unschedulable.items())))
+                result.rejected[name] = Rejection(
+                    RejectionKind.POD_UNSCHEDULABLE,
+                    f"pod {key} would not schedule elsewhere: {why}",
+                    pods=(key,),
+                )
+                continue
+            result.command = RemovalCommand(
+                REASON_DRIFTED,
+                [candidate],
+                list(plan.new_nodeclaims),
+                f"replace drifted {name} with {len(plan.new_nodeclaims)} new NodeClaims",
+            )
+            return result
+        return result
+
+
 __all__ = [
     "REASON_NODECLASS_DRIFTED",
     "REASON_NODEPOOL_DRIFTED",
     "REASON_REQUIREMENTS_DRIFTED",
+    "Drift",
+    "PlaceElsewhere",
+    "blocking_pod",
     "drift_reason",
 ]

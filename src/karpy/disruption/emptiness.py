@@ -1,40 +1,34 @@
-"""Emptiness: the first and cheapest disruption method.
+"""Emptiness: the first and cheapest disruption method (Karpenter's Emptiness).
 
 A node is empty when nothing but DaemonSet pods (and finished pods) run on
 it. Under either consolidation policy an empty node is deleted once it has
 been empty for ``consolidateAfter``, measured from the later of its
 initialization and its last pod event, so a node that a Deployment keeps
 scaling pods on and off is not torn down between two waves. ``Never``
-disables it. Budgets cap how many go at once, and
+disables it. Budgets (the ``Empty`` reason) cap how many go at once, and
 ``karpenter.sh/do-not-disrupt`` on the node blocks it.
 
-This is a pure function of the candidates and the time: the controller
-supplies the snapshot and carries out the decision.
+This is a pure function of the candidates, the budgets and the time: the
+controller supplies the snapshot and carries out the decision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, Pod
-from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
-from karpy.api.nodepool import REASON_EMPTY, NodePool
-from karpy.disruption.budgets import allowed_disruptions
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    nodeclaim: NodeClaim
-    node: Node
-    nodepool: NodePool
-    pods: Sequence[Pod]
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.nodeclaim import CONDITION_INITIALIZED
+from karpy.api.nodepool import REASON_EMPTY
+from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
+from karpy.disruption.rejection import Rejection, RejectionKind
 
 
 @dataclass(slots=True)
-class EmptinessDecision:
-    delete: list[Candidate] = field(default_factory=list)
-    blocked: dict[str, str] = field(default_factory=dict)
+class EmptinessDecision(MethodResult):
+    """The emptiness method's result: the empty nodes to delete now (``command``), those it
+    leaves alone and why (``rejected``), and when to look again."""
+
     # Due but held back by a budget: they go on a later pass.
     deferred: list[str] = field(default_factory=list)
     # Every due candidate (to delete now or deferred): when it became due, that is,
@@ -45,7 +39,7 @@ class EmptinessDecision:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.delete or self.deferred) or self.next_due is not None
+        return self.command is not None or bool(self.deferred) or self.next_due is not None
 
 
 def reschedulable(pod: Pod) -> bool:
@@ -66,13 +60,19 @@ def empty_since(candidate: Candidate) -> float:
     return since
 
 
+def considered(candidate: Candidate) -> bool:
+    """Whether emptiness looks at the node: empty, in a NodePool that consolidates at all."""
+    return candidate.nodepool.disruption.consolidate_after is not None and is_empty(candidate)
+
+
 def decide_emptiness(
-    candidates: Sequence[Candidate],
-    pool_sizes: dict[str, int],
-    disrupting: dict[str, int],
-    now: float,
+    candidates: Sequence[Candidate], allowed: Mapping[str, int], now: float
 ) -> EmptinessDecision:
-    """Which empty nodes to delete now, which are blocked and why, and when to look again."""
+    """Which empty nodes to delete now, which are left alone and why, and when to look again.
+
+    ``allowed`` is how many more nodes of each NodePool may be disrupted for
+    ``Empty``; a NodePool missing from it gets none.
+    """
     decision = EmptinessDecision()
     due: dict[str, list[Candidate]] = {}
     for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
@@ -81,7 +81,9 @@ def decide_emptiness(
         if after is None or not is_empty(candidate):
             continue
         if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
-            decision.blocked[name] = f"node has {DO_NOT_DISRUPT_ANNOTATION}"
+            decision.rejected[name] = Rejection(
+                RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}"
+            )
             continue
         when = empty_since(candidate) + after
         if when > now:
@@ -89,15 +91,44 @@ def decide_emptiness(
             continue
         decision.due_at[name] = when
         due.setdefault(candidate.nodepool.name, []).append(candidate)
+    delete: list[Candidate] = []
     for pool_name, pool_candidates in sorted(due.items()):
-        pool = pool_candidates[0].nodepool
-        allowed = allowed_disruptions(
-            pool, REASON_EMPTY, pool_sizes.get(pool_name, 0), disrupting.get(pool_name, 0), now
-        )
-        decision.delete.extend(pool_candidates[:allowed])
-        for candidate in pool_candidates[allowed:]:
+        pool_allowed = allowed.get(pool_name, 0)
+        delete.extend(pool_candidates[:pool_allowed])
+        for candidate in pool_candidates[pool_allowed:]:
             decision.deferred.append(candidate.nodeclaim.name)
-            decision.blocked[candidate.nodeclaim.name] = (
-                f"disruption budget of NodePool {pool_name} allows {allowed} more now"
+            decision.rejected[candidate.nodeclaim.name] = Rejection(
+                RejectionKind.BUDGET,
+                f"disruption budget of NodePool {pool_name} allows {pool_allowed} more now",
             )
+    if delete:
+        names = [candidate.nodeclaim.name for candidate in delete]
+        decision.command = RemovalCommand(
+            REASON_EMPTY, delete, description=f"delete empty {', '.join(names)}"
+        )
     return decision
+
+
+@dataclass(frozen=True, slots=True)
+class Emptiness:
+    """Karpenter's Emptiness: delete the nodes empty for consolidateAfter (a :class:`Method`)."""
+
+    now: float
+    reason: str = REASON_EMPTY
+
+    def considers(self, candidate: Candidate) -> bool:
+        return considered(candidate)
+
+    def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> EmptinessDecision:
+        return decide_emptiness(candidates, allowed, self.now)
+
+
+__all__ = [
+    "Emptiness",
+    "EmptinessDecision",
+    "considered",
+    "decide_emptiness",
+    "empty_since",
+    "is_empty",
+    "reschedulable",
+]

@@ -24,8 +24,8 @@ from karpy.disruption.consolidation import (
     ConsolidationRules,
     evaluate,
 )
-from karpy.disruption.emptiness import Candidate, reschedulable
-from karpy.disruption.method import MethodResult
+from karpy.disruption.emptiness import reschedulable
+from karpy.disruption.method import Candidate, MethodResult
 from karpy.disruption.rejection import Rejection
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.scheduling.solver import pod_requests

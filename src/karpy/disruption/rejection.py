@@ -1,7 +1,8 @@
 """Why the disruption core leaves a node alone: a typed value, not a sentence to parse.
 
-Every reason consolidation gives for not disrupting a node (it waits, its
-pods or a budget hold it back, or removing it gives no command) is a
+Every reason a disruption method gives for not disrupting a node (it waits,
+the node, its pods or a budget hold it back, its pods would not schedule
+elsewhere, or removing it gives no command) is a
 :class:`Rejection`: its :class:`RejectionKind`, the message shown to users
 (Events, logs, the simulator's report; the wording is free to change), and
 the pods and other nodes it names. Callers decide by the kind and read the
@@ -30,6 +31,8 @@ class RejectionKind(enum.Enum):
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
     PRICE_UNKNOWN = "PriceUnknown"
     BUDGET = "Budget"
+    # A consolidation's replacement, kept while the nodes whose pods it is for still go.
+    LANDING_CAPACITY = "LandingCapacity"
     # Evaluated: removing it gives no command. The first two are infeasible: its pods
     # would not all find a place they can count on.
     TARGET_NOT_INITIALIZED = "TargetNotInitialized"

@@ -25,8 +25,9 @@ from karpy.api.quantity import ResourceAmounts, add_amounts, fits
 from karpy.api.requirements import Requirements
 from karpy.api.taints import UNREGISTERED_TAINT_KEY, untolerated, untolerated_preferences
 from karpy.disruption.candidates import capacity_type_of
-from karpy.disruption.emptiness import Candidate, reschedulable
+from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.memo import EvaluationMemo
+from karpy.disruption.method import Candidate
 from karpy.scheduling.constraints import NamespaceLabels
 from karpy.scheduling.solver import (
     NODES_RESOURCE,

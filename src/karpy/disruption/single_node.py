@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from karpy.api.nodepool import REASON_UNDERUTILIZED
 from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules, evaluate
-from karpy.disruption.emptiness import Candidate, is_empty
-from karpy.disruption.method import MethodResult
+from karpy.disruption.emptiness import is_empty
+from karpy.disruption.method import Candidate, MethodResult
 from karpy.disruption.rejection import Rejection
 from karpy.disruption.simulator import RemovalSimulator
 

@@ -196,12 +196,12 @@ def disruption_holds(simulation: Simulation) -> tuple[dict[str, str], dict[str, 
     """Why each NodeClaim still there at the end is not disrupted, and why each other one
     that consolidation tried is not consolidated (NodeClaim name -> reason)."""
     blocked = {
-        name: reason
+        name: reason.message
         for name, reason in simulation.disruption.blocked.items()
         if simulation.cluster.nodeclaim(name) is not None
     }
     kept = {
-        name: reason
+        name: reason.message
         for name, reason in simulation.disruption.unconsolidatable.items()
         if simulation.cluster.nodeclaim(name) is not None and name not in blocked
     }
