@@ -82,6 +82,16 @@ What a solve is given and what it returns (:class:`ExistingCapacity`,
 in :mod:`karpy.scheduling._model` with the arithmetic callers share
 (:func:`pod_requests`, :func:`max_capacity`, :func:`min_values_met`); this
 module re-exports them, and code outside the package imports them from here.
+
+Why this module stays large (about 1,700 lines) when the rest of the package
+is split into small ones: what is left here is the one loop of steps 1 to 5
+and the state it threads through a solve (the open NodeClaims, the room
+indexes, the topology counts, the limits left, the resumption points), which
+every step reads and writes. Cut into modules, that state would travel as
+arguments or a shared object through every call of the hottest path, which
+the benchmark pays for, and each part would be readable only with the others
+open. What stands alone with a contract of its own is already apart (the
+private modules above); what remains is read top to bottom as one algorithm.
 """
 
 from __future__ import annotations
