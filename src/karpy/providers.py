@@ -156,10 +156,10 @@ class AwsStack:
         from karpy.controllers.interruption import InterruptionController
 
         controllers: list[Controller] = [
-            EC2NodeClassStatusController(self.cluster, self.client, self.settings, self.clock),
+            EC2NodeClassStatusController(self.cluster, self.client, self.clock, settings=self.settings),
             LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
             InstanceProfileCleanup(self.cluster, self.client, self.settings),
-            PricingRefresher(self.client, self.provider, self.clock, self.metrics),
+            PricingRefresher(self.client, self.provider, self.clock, metrics=self.metrics),
         ]
         if self.settings.interruption_queue:
             controllers.append(

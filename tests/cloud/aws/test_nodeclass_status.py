@@ -109,7 +109,9 @@ class World:
         self.cluster.subscribe(self.runtime.on_change)
         self.cloud = StatusReadingCloud(self.cluster, self.clock)
         self.client = client or AwsClient.for_region(REGION)
-        self.controller = EC2NodeClassStatusController(self.cluster, self.client, SETTINGS, self.clock)
+        self.controller = EC2NodeClassStatusController(
+            self.cluster, self.client, self.clock, settings=SETTINGS
+        )
         self.runtime.register(self.controller)
         self.runtime.register(NodePoolStatusController(self.cluster, self.cloud, self.clock))
         for item in load_objects(NODE_CLASS.replace("SUBNET_TAG", subnet_tag), NODEPOOL, PENDING_POD):

@@ -54,7 +54,7 @@ class RecordingSink:
 
 def refresher(client: AwsClient) -> tuple[PricingRefresher, RecordingSink, Metrics]:
     sink, metrics = RecordingSink(), Metrics()
-    return PricingRefresher(client, sink, VirtualClock(), metrics), sink, metrics
+    return PricingRefresher(client, sink, VirtualClock(), metrics=metrics), sink, metrics
 
 
 def refresh(pricing: PricingRefresher) -> float | None:
@@ -239,7 +239,7 @@ def test_a_streak_of_failures_warns_once_and_a_success_ends_it(caplog: pytest.Lo
     for answer in (None, None, on_demand, None):
         with answering(answer, spot) as client:
             if pricing is None:
-                pricing = PricingRefresher(client, sink, clock, metrics)
+                pricing = PricingRefresher(client, sink, clock, metrics=metrics)
             pricing.client = client
             refresh(pricing)
     assert pricing is not None

@@ -73,7 +73,7 @@ class EC2NodeClassStatusController:
 
     name = "ec2nodeclass.status"
 
-    def __init__(self, cluster: Cluster, client: AwsClient, settings: AwsSettings, clock: Clock) -> None:
+    def __init__(self, cluster: Cluster, client: AwsClient, clock: Clock, *, settings: AwsSettings) -> None:
         self.cluster = cluster
         self.client = client
         self.settings = settings

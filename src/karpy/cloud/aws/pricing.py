@@ -167,6 +167,7 @@ class PricingRefresher:
         client: AwsClient,
         sink: PriceSink,
         clock: Clock,
+        *,
         metrics: Metrics | None = None,
         interval: float = REFRESH_INTERVAL,
         catalog: Catalog | None = None,
