@@ -36,11 +36,6 @@ def all_running_after_first_ready(report: dict[str, object]) -> float:
     return float(max(running) - first_ready)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the last 117 pods run 68 s after the first nodes are Ready: their second round of"
-    " NodeClaims waits for a consolidation to reopen a batch",
-)
 def test_basic_shape_runs_every_pod_within_30s_of_the_first_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(BASIC), "-o", "json", "--duration", "2m"]) == EXIT_OK
     report = json.loads(capsys.readouterr().out)
