@@ -8,7 +8,9 @@ frees room. Its launch therefore opens a batch when pods are pending.
 Nor must a pod wait when kube-scheduler binds another pod into the room a pass
 planned for it (it spreads by least allocation, not as the plan packed): that
 bind opens a batch, so the next pass sees the room as it is. A pod bound where
-it was planned, or where no pending pod was planned, opens none.
+it was planned, or where no pending pod was planned, opens none. Likewise a
+NodeClaim that initializes while pods planned for it are still pending opens a
+batch (when they do not fit it, the pass sees why); one with none opens none.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import dataclasses
 
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
+from karpy.api.conditions import TRUE, Condition
 from karpy.api.core import Pod
-from karpy.api.nodeclaim import NodeClaim
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
 from karpy.controllers.provisioning import BATCH_KEY
 from karpy.sim.simulation import Simulation
 
@@ -101,3 +104,28 @@ def test_a_pod_bound_where_no_pending_pod_was_planned_opens_no_batch() -> None:
     simulation, nominated = _planned_pods()
     first, _ = sorted(nominated)
     assert _bind(simulation, first, "elsewhere") == []
+
+
+def _initialize(simulation: Simulation, claim_name: str) -> list[str]:
+    claim = simulation.cluster.nodeclaim(claim_name)
+    assert isinstance(claim, NodeClaim) and not claim.initialized
+    initialized = claim.with_status(
+        node_name=claim_name,
+        conditions=(*claim.status.conditions, Condition(CONDITION_INITIALIZED, TRUE, "Initialized")),
+    )
+    assert isinstance(initialized, NodeClaim) and initialized.initialized
+    (watch,) = [w for w in simulation.provisioner.watches() if w.kind == "NodeClaim"]
+    return list(watch.mapper(claim, initialized))
+
+
+def test_a_nodeclaim_initialized_under_pods_planned_for_it_opens_a_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, _ = sorted(nominated)
+    assert _initialize(simulation, nominated[first]) == [BATCH_KEY]
+
+
+def test_a_nodeclaim_initialized_after_its_pods_were_bound_opens_no_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, _ = sorted(nominated)
+    assert _bind(simulation, first, nominated[first]) == []
+    assert _initialize(simulation, nominated[first]) == []

@@ -11,7 +11,8 @@ The pass is idempotent: the next one sees the NodeClaims it created as
 in-flight capacity, so pods that are still pending (the nodes have not
 registered yet) fit there and no second NodeClaim is launched for them.
 
-A batch opens when a pod becomes pending, when capacity goes away, and when
+A batch opens when a pod becomes pending, when capacity goes away, when a
+NodeClaim initializes with pods planned for it still pending, and when
 kube-scheduler binds a pod into room a pass planned for pods still pending:
 kube-scheduler spreads pods by least allocation, not as the plan packed them,
 so the pods it then cannot place would otherwise wait, nominated to capacity
@@ -183,7 +184,20 @@ class Provisioner:
             return self.trigger()
         if self._launch_freed_limit(old, new) and self.cluster.pending_pods():
             return self.trigger()
+        if self._initialized_under_planned_pods(old, new):
+            return self.trigger()
         return ()
+
+    def _initialized_under_planned_pods(self, old: object | None, new: object | None) -> bool:
+        """Whether a NodeClaim the last pass planned pods for has just initialized with them still pending.
+
+        kube-scheduler binds them within moments when they fit; when they do not (the node came
+        up smaller than its type, or with room taken), the next pass sees its real room."""
+        if not isinstance(new, NodeClaim) or not new.initialized:
+            return False
+        if isinstance(old, NodeClaim) and old.initialized:
+            return False
+        return bool(self._planned_on.get(new.name) or self._planned_on.get(new.status.node_name))
 
     def _launch_freed_limit(self, old: object | None, new: object | None) -> bool:
         """Whether a NodeClaim of a pool with limits has just launched.
