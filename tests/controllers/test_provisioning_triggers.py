@@ -4,6 +4,13 @@ A pod refused at a NodePool's limit must not wait for an unrelated change:
 an in-flight NodeClaim counts against the limit at the largest type it lists
 until it launches, and the type the cloud launches is often smaller, which
 frees room. Its launch therefore opens a batch when pods are pending.
+
+Nor must a pod wait when kube-scheduler binds another pod into the room a pass
+planned for it (it spreads by least allocation, not as the plan packed): that
+bind opens a batch, so the next pass sees the room as it is. A pod bound where
+it was planned, or where no pending pod was planned, opens none. Likewise a
+NodeClaim that initializes while pods planned for it are still pending opens a
+batch (when they do not fit it, the pass sees why); one with none opens none.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ import dataclasses
 
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
-from karpy.api.nodeclaim import NodeClaim
+from karpy.api.conditions import TRUE, Condition
+from karpy.api.core import Pod
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
 from karpy.controllers.provisioning import BATCH_KEY
 from karpy.sim.simulation import Simulation
 
@@ -50,3 +59,73 @@ def test_a_launch_in_a_pool_with_limits_opens_a_batch_for_pending_pods() -> None
 
 def test_a_launch_in_a_pool_without_limits_changes_nothing_for_pending_pods() -> None:
     assert _launch_handler_result("") == []
+
+
+def _planned_pods() -> tuple[Simulation, dict[str, str]]:
+    """Two pods, each planned for a NodeClaim of its own that has not registered yet, by pod name."""
+    simulation = Simulation()
+    simulation.apply(
+        load_objects(
+            KWOK_NODE_CLASS, kwok_nodepool(instance_types=("c5.large",)), deployment_manifest(replicas=2)
+        )
+    )
+    simulation.run(2, until_steady=False)
+    nominated = {
+        event.name: event.message.rsplit("/", 1)[1]
+        for event in simulation.cluster.events
+        if event.reason == "Nominated"
+    }
+    assert len(nominated) == 2 and len(set(nominated.values())) == 2
+    assert len(simulation.cluster.pending_pods()) == 2
+    return simulation, nominated
+
+
+def _bind(simulation: Simulation, pod_name: str, node_name: str) -> list[str]:
+    (pod,) = [pod for pod in simulation.cluster.pending_pods() if pod.metadata.name == pod_name]
+    bound = pod.with_changes(spec=dataclasses.replace(pod.spec, node_name=node_name))
+    assert isinstance(bound, Pod)
+    (watch,) = [w for w in simulation.provisioner.watches() if w.kind == "Pod"]
+    return list(watch.mapper(pod, bound))
+
+
+def test_a_pod_bound_into_room_planned_for_a_pending_pod_opens_a_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, second = sorted(nominated)
+    assert _bind(simulation, first, nominated[second]) == [BATCH_KEY]
+
+
+def test_a_pod_bound_where_it_was_planned_opens_no_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, _ = sorted(nominated)
+    assert _bind(simulation, first, nominated[first]) == []
+
+
+def test_a_pod_bound_where_no_pending_pod_was_planned_opens_no_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, _ = sorted(nominated)
+    assert _bind(simulation, first, "elsewhere") == []
+
+
+def _initialize(simulation: Simulation, claim_name: str) -> list[str]:
+    claim = simulation.cluster.nodeclaim(claim_name)
+    assert isinstance(claim, NodeClaim) and not claim.initialized
+    initialized = claim.with_status(
+        node_name=claim_name,
+        conditions=(*claim.status.conditions, Condition(CONDITION_INITIALIZED, TRUE, "Initialized")),
+    )
+    assert isinstance(initialized, NodeClaim) and initialized.initialized
+    (watch,) = [w for w in simulation.provisioner.watches() if w.kind == "NodeClaim"]
+    return list(watch.mapper(claim, initialized))
+
+
+def test_a_nodeclaim_initialized_under_pods_planned_for_it_opens_a_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, _ = sorted(nominated)
+    assert _initialize(simulation, nominated[first]) == [BATCH_KEY]
+
+
+def test_a_nodeclaim_initialized_after_its_pods_were_bound_opens_no_batch() -> None:
+    simulation, nominated = _planned_pods()
+    first, _ = sorted(nominated)
+    assert _bind(simulation, first, nominated[first]) == []
+    assert _initialize(simulation, nominated[first]) == []

@@ -10,6 +10,17 @@ NodeClaim per new bin, nominating the pods that bin is for.
 The pass is idempotent: the next one sees the NodeClaims it created as
 in-flight capacity, so pods that are still pending (the nodes have not
 registered yet) fit there and no second NodeClaim is launched for them.
+
+A batch opens when a pod becomes pending, when capacity goes away, when a
+NodeClaim initializes with pods planned for it still pending, and when
+kube-scheduler binds a pod into room a pass planned for pods still pending:
+kube-scheduler spreads pods by least allocation, not as the plan packed them,
+so the pods it then cannot place would otherwise wait, nominated to capacity
+that is full, until something unrelated happens. The pass after such a bind
+sees the room as it really is; pods that merely are not bound yet still fit
+where they were planned, and nothing is launched for them. (Karpenter's pod
+controller re-triggers on every update of a pending pod, kube-scheduler's
+Unschedulable condition included, to the same end.)
 """
 
 from __future__ import annotations
@@ -107,6 +118,10 @@ class Provisioner:
         self.passes = 0
         # Stops launching for pods the nodes launched for them keep not taking.
         self.loop_guard = LaunchLoopGuard(cluster, clock, self.metrics.launch_loops)
+        # The capacity (a NodeClaim's or a Node's name) the last pass planned each pending pod
+        # for, and the other way round: a bind into room planned for others reopens a batch.
+        self._planned_for: dict[str, str] = {}
+        self._planned_on: dict[str, set[str]] = {}
 
     # -- triggers ----------------------------------------------------------
 
@@ -130,7 +145,37 @@ class Provisioner:
         newly_pending = isinstance(new, Pod) and new.is_provisionable()
         if newly_pending and not (isinstance(old, Pod) and old.is_provisionable()):
             return self.trigger()
+        if not isinstance(new, Pod) or new.is_terminal:
+            if isinstance(old, Pod):
+                self._forget_plan(old.key)  # gone: no room is planned for it any more
+            return ()
+        just_bound = bool(new.spec.node_name) and not (isinstance(old, Pod) and old.spec.node_name)
+        if just_bound and self._took_planned_room(new):
+            return self.trigger()
         return ()
+
+    def _took_planned_room(self, pod: Pod) -> bool:
+        """Whether ``pod``, just bound, landed in capacity the last pass planned for pods still pending
+        (and not for itself): those may no longer fit there."""
+        planned = self._forget_plan(pod.key)
+        node_name = pod.spec.node_name
+        capacity = {node_name, *(claim.name for claim in self.cluster.nodeclaims_on_node(node_name))}
+        if planned in capacity:
+            return False
+        return any(self._planned_on.get(name) for name in capacity)
+
+    def _plan_for(self, pod_key: str, capacity: str) -> None:
+        self._planned_for[pod_key] = capacity
+        self._planned_on.setdefault(capacity, set()).add(pod_key)
+
+    def _forget_plan(self, pod_key: str) -> str | None:
+        capacity = self._planned_for.pop(pod_key, None)
+        if capacity is not None:
+            pods = self._planned_on[capacity]
+            pods.discard(pod_key)
+            if not pods:
+                del self._planned_on[capacity]
+        return capacity
 
     def _on_capacity_change(self, old: object | None, new: object | None) -> Iterable[str]:
         self.loop_guard.on_nodeclaim(old, new)
@@ -139,7 +184,20 @@ class Provisioner:
             return self.trigger()
         if self._launch_freed_limit(old, new) and self.cluster.pending_pods():
             return self.trigger()
+        if self._initialized_under_planned_pods(old, new):
+            return self.trigger()
         return ()
+
+    def _initialized_under_planned_pods(self, old: object | None, new: object | None) -> bool:
+        """Whether a NodeClaim the last pass planned pods for has just initialized with them still pending.
+
+        kube-scheduler binds them within moments when they fit; when they do not (the node came
+        up smaller than its type, or with room taken), the next pass sees its real room."""
+        if not isinstance(new, NodeClaim) or not new.initialized:
+            return False
+        if isinstance(old, NodeClaim) and old.initialized:
+            return False
+        return bool(self._planned_on.get(new.name) or self._planned_on.get(new.status.node_name))
 
     def _launch_freed_limit(self, old: object | None, new: object | None) -> bool:
         """Whether a NodeClaim of a pool with limits has just launched.
@@ -231,9 +289,15 @@ class Provisioner:
             if isinstance(outcome, Exception) and not isinstance(outcome, InvalidError)
         ]
         self._account_refusals(plan.new_nodeclaims, created, nodepools)
+        self._planned_for.clear()
+        self._planned_on.clear()
+        for pod_key, capacity in plan.existing.items():
+            self._plan_for(pod_key, capacity)
         for new, nodeclaim in zip(plan.new_nodeclaims, created, strict=True):
             if not isinstance(nodeclaim, NodeClaim):
                 continue
+            for pod in new.pods:
+                self._plan_for(pod.key, nodeclaim.name)
             result.created.append(nodeclaim.name)
             self.loop_guard.record(nodeclaim, new.pods)
             self.metrics.nodeclaim_created(nodeclaim)
