@@ -119,3 +119,63 @@ def test_kwok_runs_karpys_nodes_and_their_pods(crds: ControlPlane, namespace: st
         print(
             f"Deployment deleted -> NodeClaims and Nodes gone under kwok: {time.monotonic() - deleted:.1f}s"
         )
+
+
+def test_a_standalone_nodeclaim_naming_a_karpenter_kwok_type_gets_that_node(crds: ControlPlane) -> None:
+    """As Karpenter's StandaloneNodeClaim specs: a KWOKNodeClass offering Karpenter's types."""
+    plane = crds
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=as_yaml(
+            {
+                **node_class("it-karpenter-types"),
+                "metadata": {
+                    "name": "it-karpenter-types",
+                    "annotations": {"karpy.dev/kwok-instance-types": "karpenter"},
+                },
+            },
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {"name": "it-standalone", "labels": {"app": "standalone"}},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "it-karpenter-types",
+                    },
+                    "requirements": [requirement("node.kubernetes.io/instance-type", "c-16x-amd64-linux")],
+                },
+            },
+        ),
+    )
+    with running_karpy(plane):
+
+        def ready() -> dict[str, Any] | None:
+            claims = get_items(plane, "nodeclaims")
+            claim = next((c for c in claims if c["metadata"]["name"] == "it-standalone"), None)
+            return claim if claim and condition(claim, "Ready").get("status") == "True" else None
+
+        claim = wait_until(ready, timeout=60, what="the standalone NodeClaim Ready")
+        node = next(
+            n for n in get_items(plane, "nodes") if n["metadata"]["name"] == claim["status"]["nodeName"]
+        )
+        labels = node["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "c-16x-amd64-linux"
+        assert labels["karpenter.kwok.sh/instance-family"] == "c"
+        assert labels["karpenter.kwok.sh/instance-cpu"] == "16"
+        assert labels["karpenter.kwok.sh/instance-memory"] == "32Gi"
+        assert labels["topology.kubernetes.io/zone"].startswith("test-zone-")
+        assert node["status"]["capacity"]["cpu"] == "16"
+        assert condition(node, "Ready").get("status") == "True"
+        plane.kubectl("delete", "nodeclaim", "it-standalone", "--wait=false")
+        wait_until(
+            lambda: (
+                not [c for c in get_items(plane, "nodeclaims") if c["metadata"]["name"] == "it-standalone"]
+            ),
+            timeout=60,
+            what="the standalone NodeClaim gone",
+        )
+    plane.kubectl("delete", "kwoknodeclass", "it-karpenter-types")
