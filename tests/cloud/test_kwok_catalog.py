@@ -227,3 +227,21 @@ def test_karpy_run_takes_the_default_from_its_flag_or_environment() -> None:
     assert chosen("--kwok-instance-types", "karpenter", environ={}) is KwokInstanceTypes.KARPENTER
     with pytest.raises(SettingsError, match="unknown kwok instance types"):
         chosen(environ={"KARPY_KWOK_INSTANCE_TYPES": "gcp"})
+
+
+def test_pods_and_pools_select_by_the_karpenter_kwok_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The four labels are well known, as Karpenter's kwok provider registers them: a pod may require one
+    its NodePool does not mention, and a pool may bound them."""
+    path = _scenario(tmp_path, annotations={}, cloud={"kwokInstanceTypes": "karpenter"})
+    scenario = yaml.safe_load(path.read_text())
+    _, nodepool, pod = scenario["spec"]["steps"][0]["apply"]["objects"]
+    pod["spec"]["nodeSelector"] = {f"{KWOK_LABEL}/instance-family": "m", f"{KWOK_LABEL}/instance-cpu": "4"}
+    nodepool["spec"]["template"]["spec"]["requirements"] = [
+        {"key": f"{KWOK_LABEL}/instance-size", "operator": "Gt", "values": ["2"]}
+    ]
+    path.write_text(yaml.safe_dump(scenario))
+    code, result, err = simulate_json(capsys, str(path))
+    assert code == 0, err
+    assert [claim["instanceType"] for claim in result["nodeclaims"]] == ["m-4x-amd64-linux"]
