@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane bench trials image image-test clean
+.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane kwok bench trials image image-test clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -41,6 +41,10 @@ contracts: .venv/.synced
 control-plane: .venv/.synced
 	scripts/control-plane build
 
+# The real kwok controller (cached), which tests/integration/test_run_real_kwok.py runs the nodes with.
+kwok:
+	scripts/kwok build
+
 # Both suites run on two pytest-xdist workers, the machine's two cores.
 WORKERS ?= 2
 
@@ -51,7 +55,7 @@ unit: .venv/.synced
 # The tests against a real control plane (tests/integration), built first if not cached. Each
 # worker starts a control plane of its own and takes whole files (their module fixtures share a
 # karpy run or a NodePool); the tests mostly wait in real time, so two halve the wall time.
-integration: .venv/.synced control-plane
+integration: .venv/.synced control-plane kwok
 	$(RUN) pytest -q -m integration -n $(WORKERS) --dist loadfile --durations=12
 
 # The whole chaos matrix (tests/chaos; make test runs a three-round subset): about 45 minutes.

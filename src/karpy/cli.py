@@ -147,6 +147,12 @@ def _parser() -> argparse.ArgumentParser:
         " (default: $KARPY_REGISTRATION_DELAY, else 0s)",
     )
     run_command.add_argument(
+        "--kwok-instance-types",
+        help="what a KWOKNodeClass without the karpy.dev/kwok-instance-types annotation offers: aws"
+        " (the bundled AWS catalog) or karpenter (Karpenter's kwok types)"
+        " (default: $KARPY_KWOK_INSTANCE_TYPES, else aws)",
+    )
+    run_command.add_argument(
         "--disable-leader-election",
         nargs="?",
         const="true",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.cloud.kwok_catalog import KwokInstanceTypes
 from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
 from karpy.controllers.core import CloudFor
 from karpy.kube._http import ApiTransport
@@ -47,6 +48,8 @@ class KwokSettings:
     provider: ClassVar[str] = "kwok"
     registration_delay: float = 0.0
     """KARPY_REGISTRATION_DELAY: seconds between a launch and its Node's creation (0: at once)."""
+    instance_types: KwokInstanceTypes = KwokInstanceTypes.AWS
+    """KARPY_KWOK_INSTANCE_TYPES: what a KWOKNodeClass offers unless its annotation says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,10 @@ class KwokStack:
 
     def __init__(self, settings: KwokSettings, context: ProviderContext) -> None:
         self.provider = KwokCloudProvider(
-            context.cluster, registration_delay=settings.registration_delay, clock=context.clock
+            context.cluster,
+            registration_delay=settings.registration_delay,
+            clock=context.clock,
+            default_instance_types=settings.instance_types,
         )
 
     @property
@@ -216,7 +222,10 @@ def kubernetes_version(transport: ApiTransport) -> str:
 
 
 def kwok_settings(options: RunOptions, environ: Mapping[str, str]) -> KwokSettings:
-    return KwokSettings(registration_delay=options.registration_delay)
+    return KwokSettings(
+        registration_delay=options.registration_delay,
+        instance_types=KwokInstanceTypes(options.kwok_instance_types),
+    )
 
 
 def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings:

@@ -47,6 +47,9 @@ T = TypeVar("T")
 DEFAULT_METRICS_PORT = 8080
 DEFAULT_LAUNCH_CONCURRENCY = 16
 CLOUD_PROVIDERS = ("kwok", "aws")
+# What a KWOKNodeClass offers (karpy.cloud.kwok_catalog.KwokInstanceTypes): the bundled AWS
+# catalog, or Karpenter's kwok provider's types.
+KWOK_INSTANCE_TYPES = ("aws", "karpenter")
 DEFAULT_HEALTH_PROBE_PORT = 8081
 # The feature gates karpy honours, with their defaults.
 FEATURE_GATES: dict[str, bool] = {
@@ -138,6 +141,12 @@ SETTINGS: tuple[Setting, ...] = (
         "0s",
         "time between a kwok launch and its Node's creation, as an instance's boot would take",
     ),
+    Setting(
+        "KARPY_KWOK_INSTANCE_TYPES",
+        "aws",
+        "what a KWOKNodeClass without the karpy.dev/kwok-instance-types annotation offers:"
+        " aws (the bundled AWS catalog) or karpenter (Karpenter's kwok types, c-16x-amd64-linux...)",
+    ),
 )
 _BY_ENV = {setting.env: setting for setting in SETTINGS}
 
@@ -176,6 +185,8 @@ class RunOptions:
     """CLUSTER_NAME: for the logs, and on AWS for the tags."""
     registration_delay: float = 0.0
     """KARPY_REGISTRATION_DELAY (kwok), in seconds."""
+    kwok_instance_types: str = "aws"
+    """KARPY_KWOK_INSTANCE_TYPES (kwok): a name of :data:`KWOK_INSTANCE_TYPES`."""
     interruption_queue: str = ""
     """INTERRUPTION_QUEUE (AWS)."""
     cluster_endpoint: str = ""
@@ -201,7 +212,7 @@ class RunOptions:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Declare a flag for every setting; each defaults to None, meaning "see the environment"."""
     for setting in SETTINGS:
-        if setting.env == "KARPY_REGISTRATION_DELAY":
+        if setting.env in ("KARPY_REGISTRATION_DELAY", "KARPY_KWOK_INSTANCE_TYPES"):
             continue  # declared with ``karpy run``'s other kwok flags; its value is read here all the same
         default = f"${setting.env}, else {setting.default}" if setting.default else f"${setting.env}"
         parser.add_argument(setting.flag, dest=setting.dest, help=f"{setting.help} (default: {default})")
@@ -281,6 +292,13 @@ def _cloud_provider(text: str) -> str:
     return value
 
 
+def _kwok_instance_types(text: str) -> str:
+    value = text.strip().lower()
+    if value not in KWOK_INSTANCE_TYPES:
+        raise SettingsError(f"unknown kwok instance types {text!r} (expected aws or karpenter)")
+    return value
+
+
 def _positive_integer(text: str) -> int:
     try:
         number = int(text.strip())
@@ -346,6 +364,7 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         metrics_port=read("METRICS_PORT", _port),
         health_probe_port=read("HEALTH_PROBE_PORT", _port),
         registration_delay=read("KARPY_REGISTRATION_DELAY", _duration),
+        kwok_instance_types=read("KARPY_KWOK_INSTANCE_TYPES", _kwok_instance_types),
         cloud_provider=cloud_provider,
         interruption_queue=source("INTERRUPTION_QUEUE")[0].strip(),
         cluster_endpoint=source("CLUSTER_ENDPOINT")[0].strip(),

@@ -2,11 +2,13 @@
 
 ``scripts/control-plane build`` (a no-op once the binaries are cached) and ``up``
 start etcd, kube-apiserver, kube-scheduler and kube-controller-manager on
-127.0.0.1 in a state dir of their own; the fake kubelet
-(``python -m karpy.cloud.kwok.fake_kubelet``) runs beside them. At the end, the
-fake kubelet is stopped and ``down`` stops exactly the processes ``up`` started.
-Should this test process die before its teardown, the watchdog that ``up`` starts
-(``KARPY_CONTROL_PLANE_OWNER``) stops everything, the fake kubelet included.
+127.0.0.1 in a state dir of their own; a node agent runs beside them and keeps
+kwok Nodes Ready: the fake kubelet (``python -m karpy.cloud.kwok.fake_kubelet``),
+or, for a module that overrides ``control_plane`` with :data:`KWOK_AGENT`, the real
+kwok (``scripts/kwok``). At the end, the agent is stopped and ``down`` stops exactly
+the processes ``up`` started. Should this test process die before its teardown,
+the watchdog that ``up`` starts (``KARPY_CONTROL_PLANE_OWNER``) stops everything,
+the agent included.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from karpy.api.crds import all_crds, render_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "control-plane"
+KWOK_SCRIPT = REPO / "scripts" / "kwok"
 FAKE_KUBELET_MODULE = "karpy.cloud.kwok.fake_kubelet"
+# What kwok logs once it has read its stages and starts watching the Nodes it manages.
+KWOK_STARTED = "Watch nodes"
 
 T = TypeVar("T")
 
@@ -112,12 +117,37 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 10) -> None:
             process.wait(timeout)
 
 
-def _wait_started(process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
-    """Wait for the fake kubelet's "started" line; fail with its log if it exits first."""
+@dataclass(frozen=True)
+class NodeAgent:
+    """What keeps the kwok Nodes Ready and runs their pods: its command, and its "started" log line."""
+
+    name: str
+    command: Callable[[Path], list[str]]  # given the kubeconfig
+    started: str
+    pid_tag: str  # what `down` checks the recorded pid's command line for
+
+
+FAKE_KUBELET_AGENT = NodeAgent(
+    name="fake-kubelet",
+    command=lambda kubeconfig: [sys.executable, "-m", FAKE_KUBELET_MODULE, "--kubeconfig", str(kubeconfig)],
+    started="fake kubelet started",
+    pid_tag=FAKE_KUBELET_MODULE,
+)
+KWOK_AGENT = NodeAgent(
+    name="kwok",
+    # `scripts/kwok run` execs the cached binary with karpy's node selector.
+    command=lambda kubeconfig: ["env", f"KUBECONFIG={kubeconfig}", str(KWOK_SCRIPT), "run"],
+    started=KWOK_STARTED,
+    pid_tag="kwok",
+)
+
+
+def _wait_started(agent: NodeAgent, process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+    """Wait for the agent's "started" line; fail with its log if it exits first."""
     deadline = time.monotonic() + timeout
-    while "fake kubelet started" not in log.read_text(errors="replace"):
+    while agent.started not in log.read_text(errors="replace"):
         if process.poll() is not None or time.monotonic() >= deadline:
-            pytest.fail(f"the fake kubelet did not start:\n{log.read_text(errors='replace')}")
+            pytest.fail(f"{agent.name} did not start:\n{log.read_text(errors='replace')}")
         time.sleep(0.1)
 
 
@@ -132,11 +162,31 @@ def _build(config: pytest.Config) -> None:
         pytest.fail("scripts/control-plane build failed (see its output above)")
 
 
+def _build_kwok(config: pytest.Config) -> None:
+    if subprocess.run([str(KWOK_SCRIPT), "built"], check=False).returncode == 0:
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        build = subprocess.run([str(KWOK_SCRIPT), "build"], check=False)
+    if build.returncode != 0:
+        pytest.fail("scripts/kwok build failed (see its output above)")
+
+
 @pytest.fixture(scope="session")
 def control_plane(
     tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Iterator[ControlPlane]:
+    with running_control_plane(tmp_path_factory, pytestconfig, FAKE_KUBELET_AGENT) as plane:
+        yield plane
+
+
+@contextlib.contextmanager
+def running_control_plane(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config, agent: NodeAgent
+) -> Iterator[ControlPlane]:
     _build(pytestconfig)
+    if agent is KWOK_AGENT:
+        _build_kwok(pytestconfig)
 
     state_dir = tmp_path_factory.mktemp("control-plane")
     logs_dir = tmp_path_factory.mktemp("control-plane-logs")
@@ -145,7 +195,7 @@ def control_plane(
         "KARPY_CONTROL_PLANE_DIR": str(state_dir),
         "KARPY_CONTROL_PLANE_OWNER": str(os.getpid()),
     }
-    fake_kubelet: subprocess.Popen[bytes] | None = None
+    node_agent: subprocess.Popen[bytes] | None = None
     try:
         up = _script("up", env, timeout=300)
         if up.returncode != 0:
@@ -160,21 +210,22 @@ def control_plane(
         plane_env = _parse_env(_script("env", env, timeout=30).stdout)
         plane = ControlPlane(state_dir=state_dir, env=plane_env, kubectl_path=_kubectl_path())
 
-        with (state_dir / "logs" / "fake-kubelet.log").open("wb") as log:
-            fake_kubelet = subprocess.Popen(
-                [sys.executable, "-m", FAKE_KUBELET_MODULE, "--kubeconfig", str(plane.kubeconfig)],
+        agent_log = state_dir / "logs" / f"{agent.name}.log"
+        with agent_log.open("wb") as log:
+            node_agent = subprocess.Popen(
+                agent.command(plane.kubeconfig),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
             )
         # `down` (and the watchdog) stop every process recorded in pids/.
-        (state_dir / "pids" / "fake-kubelet").write_text(f"{fake_kubelet.pid} {FAKE_KUBELET_MODULE}\n")
-        _wait_started(fake_kubelet, state_dir / "logs" / "fake-kubelet.log")
+        (state_dir / "pids" / agent.name).write_text(f"{node_agent.pid} {agent.pid_tag}\n")
+        _wait_started(agent, node_agent, agent_log)
         yield plane
     finally:
-        if fake_kubelet is not None:
-            _stop(fake_kubelet)
+        if node_agent is not None:
+            _stop(node_agent)
         if (state_dir / "logs").is_dir():
             shutil.copytree(state_dir / "logs", logs_dir, dirs_exist_ok=True)
         down = _script("down", env, timeout=120)

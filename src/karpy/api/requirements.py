@@ -168,7 +168,23 @@ AWS_WELL_KNOWN_LABELS: frozenset[str] = frozenset(
 )
 """The labels the AWS provider adds to Karpenter's well-known set."""
 
-WELL_KNOWN_LABELS: frozenset[str] = CORE_WELL_KNOWN_LABELS | AWS_WELL_KNOWN_LABELS
+# Karpenter's kwok provider's instance-type labels (a KWOKNodeClass may offer its types).
+KWOK_LABEL_INSTANCE_SIZE = "karpenter.kwok.sh/instance-size"
+KWOK_LABEL_INSTANCE_FAMILY = "karpenter.kwok.sh/instance-family"
+KWOK_LABEL_INSTANCE_CPU = "karpenter.kwok.sh/instance-cpu"
+KWOK_LABEL_INSTANCE_MEMORY = "karpenter.kwok.sh/instance-memory"
+
+KWOK_WELL_KNOWN_LABELS: frozenset[str] = frozenset(
+    {
+        KWOK_LABEL_INSTANCE_SIZE,
+        KWOK_LABEL_INSTANCE_FAMILY,
+        KWOK_LABEL_INSTANCE_CPU,
+        KWOK_LABEL_INSTANCE_MEMORY,
+    }
+)
+"""The labels Karpenter's kwok provider adds to the well-known set (its ``labels.go``)."""
+
+WELL_KNOWN_LABELS: frozenset[str] = CORE_WELL_KNOWN_LABELS | AWS_WELL_KNOWN_LABELS | KWOK_WELL_KNOWN_LABELS
 """Labels Karpenter knows the values of (from instance types and offerings).
 
 A pod may require one of these even when a NodePool does not mention it: the

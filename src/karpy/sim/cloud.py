@@ -44,6 +44,7 @@ from karpy.api.requirements import (
     Requirements,
 )
 from karpy.cloud.aws_catalog import Catalog, ephemeral_storage_bytes, instance_type_from_entry, load_catalog
+from karpy.cloud.kwok_catalog import KwokInstanceTypes, instance_types_of, load_kwok_catalog
 from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
     CloudProviderError,
@@ -155,6 +156,8 @@ class Interruption:
 @dataclass(slots=True)
 class SimulatedCloudSettings:
     registration_delay: float = 30.0
+    # What a KWOKNodeClass without the karpy.dev/kwok-instance-types annotation offers.
+    kwok_instance_types: KwokInstanceTypes = KwokInstanceTypes.AWS
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
@@ -216,7 +219,17 @@ class SimulatedCloud:
         """Both kinds of node class are served, and ready as soon as they exist."""
         return None
 
+    def offers_karpenter_types(self, node_class: NodeClass) -> bool:
+        """Whether a KWOKNodeClass offers Karpenter's kwok types rather than the AWS catalog."""
+        return (
+            isinstance(node_class, KWOKNodeClass)
+            and instance_types_of(node_class, self.settings.kwok_instance_types)
+            is KwokInstanceTypes.KARPENTER
+        )
+
     def zones_for(self, node_class: NodeClass) -> tuple[str, ...]:
+        if self.offers_karpenter_types(node_class):
+            return load_kwok_catalog().zones
         if isinstance(node_class, KWOKNodeClass):
             return self.catalog.zones
         zones: set[str] = set()
@@ -237,11 +250,17 @@ class SimulatedCloud:
         cached = self._cache.get(key)
         if cached is None:
             kubelet = ec2_class.kubelet if ec2_class is not None else None
-            cached = [
-                instance_type_from_entry(entry, self.catalog.region, zones, kubelet, unavailable, root_volume)
-                for entry in self.catalog.entries
-                if any(zone in zones for zone in entry.zones)
-            ]
+            if self.offers_karpenter_types(node_class):
+                # Karpenter's kwok types, in its test zones (the key's zones tell them apart).
+                cached = load_kwok_catalog().instance_types(unavailable)
+            else:
+                cached = [
+                    instance_type_from_entry(
+                        entry, self.catalog.region, zones, kubelet, unavailable, root_volume
+                    )
+                    for entry in self.catalog.entries
+                    if any(zone in zones for zone in entry.zones)
+                ]
             if len(self._cache) > 64:
                 self._cache.clear()
             self._cache[key] = cached

@@ -84,6 +84,7 @@ from karpy.baselines.cluster_autoscaler import (
     NodeGroup,
 )
 from karpy.cloud.aws_catalog import load_catalog
+from karpy.cloud.kwok_catalog import KwokInstanceTypes, parse_kwok_instance_types
 from karpy.operator.interruption import STATES
 from karpy.settings import FeatureGates, parse_feature_gates, parse_node_overhead_cost
 from karpy.sim.cloud import (
@@ -160,6 +161,8 @@ class Scenario:
     duration: float = DEFAULT_DURATION
     steps: list[Step] = field(default_factory=list)
     registration_delay: float | None = None
+    # spec.cloud.kwokInstanceTypes: what a KWOKNodeClass offers unless its annotation says.
+    kwok_instance_types: KwokInstanceTypes | None = None
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
@@ -197,6 +200,14 @@ def _duration(reader: FieldReader, key: str, default: float | None = None) -> fl
     if value < 0:
         raise reader.error(key, "must not be negative")
     return value
+
+
+def _kwok_instance_types(reader: FieldReader, key: str) -> KwokInstanceTypes:
+    text = reader.scalar_str(key) or ""
+    try:
+        return parse_kwok_instance_types(text)
+    except ValueError as error:
+        raise reader.error(key, str(error)) from error
 
 
 def _display(path: Path) -> str:
@@ -731,6 +742,10 @@ def parse_scenario(
     cloud = errors.read(spec, lambda: spec.obj("cloud"), FieldReader({}, "spec.cloud"))
     if cloud.has("registrationDelay"):
         scenario.registration_delay = errors.read(cloud, lambda: _duration(cloud, "registrationDelay"), None)
+    if cloud.has("kwokInstanceTypes"):
+        scenario.kwok_instance_types = errors.read(
+            cloud, lambda: _kwok_instance_types(cloud, "kwokInstanceTypes"), None
+        )
     scenario.capacity_failures = errors.items(
         cloud, "capacityFailures", lambda item: _parse_failure(errors, item, end_of_run)
     )

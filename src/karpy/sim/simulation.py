@@ -462,6 +462,8 @@ class Simulation:
     def run_scenario(self, scenario: Scenario) -> None:
         if scenario.registration_delay is not None:
             self.cloud.settings.registration_delay = scenario.registration_delay
+        if scenario.kwok_instance_types is not None:
+            self.cloud.settings.kwok_instance_types = scenario.kwok_instance_types
         self.cloud.settings.capacity_failures.extend(scenario.capacity_failures)
         self.cloud.settings.launch_errors.extend(scenario.launch_errors)
         self.cloud.settings.registration_failures.extend(scenario.registration_failures)

@@ -49,17 +49,21 @@ from karpy.api.core import (
 from karpy.api.instancetype import InstanceType
 from karpy.api.kubevalidation import missing_priority_class
 from karpy.api.manifest import LoadedObject, LoadResult
-from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
+from karpy.api.nodeclass import KWOK_KIND, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import Operator, Requirement, Requirements
 from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
+from karpy.cloud.kwok_catalog import load_kwok_catalog
 from karpy.scheduling.solver import min_values_shortfall
 
 _FIELD = "spec.template.spec"
 
 
 @cache
-def catalog_instance_types() -> tuple[InstanceType, ...]:
+def catalog_instance_types(karpenter_kwok: bool = False) -> tuple[InstanceType, ...]:
+    """The AWS catalog's types, or Karpenter's kwok types (which a KWOKNodeClass may offer instead)."""
+    if karpenter_kwok:
+        return tuple(load_kwok_catalog().instance_types())
     catalog = load_catalog()
     return tuple(instance_type_from_entry(entry, catalog.region) for entry in catalog.entries)
 
@@ -73,14 +77,25 @@ def missing_node_class(nodepool: NodePool, node_classes: set[tuple[str, str, str
 
 
 def nodepool_problem(nodepool: NodePool) -> str | None:
-    """Why the NodePool's requirements could never launch a node, or None."""
+    """Why the NodePool's requirements could never launch a node, or None.
+
+    A KWOKNodeClass offers the AWS catalog or Karpenter's kwok types (its annotation or the
+    process' default chooses, which the pool does not say): either one satisfying will do.
+    """
     template = nodepool.template
-    return _requirements_problem(tuple(sorted(template.labels.items())), template.requirements)
+    labels = tuple(sorted(template.labels.items()))
+    problem = _requirements_problem(labels, template.requirements)
+    kwok = template.node_class_ref.kind == KWOK_KIND
+    if problem is not None and kwok and _requirements_problem(labels, template.requirements, True) is None:
+        return None
+    return problem
 
 
 @lru_cache(maxsize=4096)
 def _requirements_problem(
-    labels: tuple[tuple[str, str], ...], written_requirements: tuple[Requirement, ...]
+    labels: tuple[tuple[str, str], ...],
+    written_requirements: tuple[Requirement, ...],
+    karpenter_kwok: bool = False,
 ) -> str | None:
     """:func:`nodepool_problem` of a template's labels and requirements: many pools share them,
     and each answer reads the whole catalog."""
@@ -97,7 +112,7 @@ def _requirements_problem(
             return f"{_FIELD}.requirements: {requirement.key} can never be satisfied ({requirement})"
     satisfying = [
         instance_type
-        for instance_type in catalog_instance_types()
+        for instance_type in catalog_instance_types(karpenter_kwok)
         if instance_type.requirements.intersects(requirements) is None
         and instance_type.available_offerings(requirements)
     ]

@@ -19,8 +19,11 @@ It serves ``KWOKNodeClass`` only: ``node_class_problem`` says so of any other
 class (an EC2NodeClass), which marks the NodePools using it
 ``NodeClassReady=False`` and tells their pods why they stay pending.
 
-What it offers is the bundled AWS catalog (every type, every zone), so plans and
-prices match what the simulator and Karpenter on AWS would produce. ``create``
+What a KWOKNodeClass offers is the bundled AWS catalog (every type, every zone),
+so plans and prices match what the simulator and Karpenter on AWS would produce,
+or Karpenter's own kwok types (``c-16x-amd64-linux``...), so Karpenter's manifests
+and suites apply unchanged: the class' ``karpy.dev/kwok-instance-types``
+annotation chooses, else the provider's default (:mod:`karpy.cloud.kwok_catalog`). ``create``
 chooses the way the simulated cloud does: spot whenever the NodeClaim allows it
 and a spot offering is available, on-demand otherwise, and within that capacity
 type the cheapest offering (ties broken by type name, then zone).
@@ -80,6 +83,7 @@ from karpy.api.requirements import (
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws_catalog import Catalog, instance_type_from_entry, load_catalog
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
+from karpy.cloud.kwok_catalog import KwokInstanceTypes, instance_types_of, load_kwok_catalog
 from karpy.cloud.offerings import UnavailableOfferings, launch_capacity_type
 from karpy.cloud.provider import (
     REASON_NODECLASS_NOT_SERVED,
@@ -138,6 +142,7 @@ class KwokCloudProvider:
         registration_delay: float = 0.0,
         catalog: Catalog | None = None,
         clock: Clock | None = None,
+        default_instance_types: KwokInstanceTypes = KwokInstanceTypes.AWS,
     ) -> None:
         self.cluster = cluster
         self.registration_delay = registration_delay
@@ -146,13 +151,23 @@ class KwokCloudProvider:
             instance_type_from_entry(entry, self.catalog.region, self.catalog.zones)
             for entry in self.catalog.entries
         ]
-        self._types_by_name = {instance_type.name: instance_type for instance_type in self.instance_types}
+        self.default_instance_types = default_instance_types
+        self.karpenter_catalog = load_kwok_catalog()
+        self.karpenter_instance_types = self.karpenter_catalog.instance_types()
+        # The two catalogs' names do not overlap (``c5.large``, ``c-2x-amd64-linux``).
+        self._types_by_name = {
+            instance_type.name: instance_type
+            for instance_type in (*self.instance_types, *self.karpenter_instance_types)
+        }
         self.unavailable = UnavailableOfferings(clock or WallClock())
-        # The instance types for the last set of unavailable offerings, rebuilt only when it changes.
-        self._types_for: tuple[frozenset[tuple[str, str, str]], builtins.list[InstanceType]] = (
-            frozenset(),
-            self.instance_types,
-        )
+        # Per catalog, the instance types for the last set of unavailable offerings, rebuilt only
+        # when it changes.
+        self._types_for: dict[
+            KwokInstanceTypes, tuple[frozenset[tuple[str, str, str]], builtins.list[InstanceType]]
+        ] = {
+            KwokInstanceTypes.AWS: (frozenset(), self.instance_types),
+            KwokInstanceTypes.KARPENTER: (frozenset(), self.karpenter_instance_types),
+        }
         self._lock = threading.Lock()
         # Boots not done yet, with what cancels each (a delayed boot's timer, a pool job).
         self._pending: dict[str, tuple[KwokLaunch, _Cancellable]] = {}
@@ -165,32 +180,36 @@ class KwokCloudProvider:
             return None
         return NodeClassProblem(REASON_NODECLASS_NOT_SERVED, NOT_SERVED_MESSAGE)
 
-    def _check_node_class(self, ref: NodeClassRef) -> None:
+    def _check_node_class(self, ref: NodeClassRef) -> KwokInstanceTypes:
+        """Which catalog the referenced class offers; NodeClassNotReadyError if it is not served."""
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
         if node_class is None:
             raise NodeClassNotReadyError(f"{ref.kind} {ref.name!r} ({ref.group}) not found")
         problem = self.node_class_problem(node_class)
-        if problem is not None:
-            raise NodeClassNotReadyError(f"{ref}: {problem.message}")
+        if problem is not None or not isinstance(node_class, KWOKNodeClass):
+            raise NodeClassNotReadyError(f"{ref}: {problem.message if problem else NOT_SERVED_MESSAGE}")
+        return instance_types_of(node_class, self.default_instance_types)
 
     # -- CloudProvider -----------------------------------------------------
 
     def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
-        self._check_node_class(nodepool.template.node_class_ref)
-        return self._current_types()
+        return self._current_types(self._check_node_class(nodepool.template.node_class_ref))
 
-    def _current_types(self) -> builtins.list[InstanceType]:
+    def _current_types(self, offered: KwokInstanceTypes) -> builtins.list[InstanceType]:
         """The catalog's types, with the offerings marked unavailable reported so."""
         unavailable = self.unavailable.now()
-        if not unavailable:
-            return self.instance_types
-        if unavailable != self._types_for[0]:
+        cached_for, types = self._types_for[offered]
+        if unavailable == cached_for:
+            return types
+        if offered is KwokInstanceTypes.KARPENTER:
+            types = self.karpenter_catalog.instance_types(unavailable)
+        else:
             types = [
                 instance_type_from_entry(entry, self.catalog.region, self.catalog.zones, None, unavailable)
                 for entry in self.catalog.entries
             ]
-            self._types_for = (unavailable, types)
-        return self._types_for[1]
+        self._types_for[offered] = (unavailable, types)
+        return types
 
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         """kwok has no capacity to run out of: an offering is unavailable only when marked."""
@@ -205,8 +224,8 @@ class KwokCloudProvider:
         existing = self.cluster.node(name)
         if existing is not None and existing.provider_id == provider_id_for(name):
             return self._hydrate_node(existing, nodeclaim.spec)
-        self._check_node_class(nodeclaim.spec.node_class_ref)
-        launch = self._choose(nodeclaim)
+        offered = self._check_node_class(nodeclaim.spec.node_class_ref)
+        launch = self._choose(nodeclaim, offered)
         self._boot(name, launch, self.registration_delay)
         return self._hydrate(name, nodeclaim.spec, launch)
 
@@ -265,11 +284,11 @@ class KwokCloudProvider:
         self._boot(name, launch, left)
         return True
 
-    def _choose(self, nodeclaim: NodeClaim) -> KwokLaunch:
+    def _choose(self, nodeclaim: NodeClaim, offered: KwokInstanceTypes) -> KwokLaunch:
         requirements = nodeclaim.requirement_set()
         offerings = [
             (offering.price, instance_type.name, offering.zone, instance_type, offering.capacity_type)
-            for instance_type in self._current_types()
+            for instance_type in self._current_types(offered)
             if instance_type.requirements.intersects(requirements) is None
             for offering in instance_type.available_offerings(requirements)
         ]
