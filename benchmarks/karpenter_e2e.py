@@ -5,7 +5,8 @@
 Prints one row per spec (spec, result, reason): passed; failed with the first
 line of its failure; not applicable or deferred (skipped by scripts/karpenter-e2e
 with the reason from not-applicable.txt or deferred.txt); skipped by the suite
-itself with its message; not run (left out by a focus). Then the counts. Exit status 0; the table is the result.
+itself with its message; not run (left out by a focus). Then the counts.
+Exit status 0: the table is the result.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def test_each_spec_gets_its_result_and_reason() -> None:
         {
             "SpecReports": [
                 spec(["Integration", "CRD Hash"], "should have NodePool hash", "passed"),
-                spec(["NodeClaim", "StandaloneNodeClaim"], "should create", "failed", "Timed out after 600s.\nmore"),
+                spec(["NodeClaim", "Standalone"], "should create", "failed", "Timed out after 600s.\nmore"),
                 spec(["TerminateFirst"], "should terminate first", "skipped"),
                 spec(["CapacityBuffer", "Lifecycle"], "should provision", "skipped"),
                 spec(["Other"], "skips itself", "skipped", "cluster lacks X"),
@@ -40,7 +40,7 @@ def test_each_spec_gets_its_result_and_reason() -> None:
     table = rows(report)
     assert [(text, result) for text, result, _ in table] == [
         ("Integration CRD Hash should have NodePool hash", "passed"),
-        ("NodeClaim StandaloneNodeClaim should create", "failed"),
+        ("NodeClaim Standalone should create", "failed"),
         ("TerminateFirst should terminate first", "not applicable"),
         ("CapacityBuffer Lifecycle should provision", "deferred"),
         ("Other skips itself", "skipped"),
