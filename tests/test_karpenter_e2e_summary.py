@@ -1,0 +1,52 @@
+"""The per-spec table of a Ginkgo JSON report (benchmarks/karpenter_e2e.py).
+
+Passed and failed specs keep their state (a failure its message); a spec the
+script skipped for one of the two lists gets that list's result and reason;
+containers (Describe, BeforeEach) are not specs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.karpenter_e2e import rows
+
+
+def spec(containers: list[str], leaf: str, state: str, message: str = "", kind: str = "It") -> dict[str, Any]:
+    failure = {"Message": message} if message else None
+    return {
+        "ContainerHierarchyTexts": containers,
+        "LeafNodeText": leaf,
+        "LeafNodeType": kind,
+        "State": state,
+        "Failure": failure,
+    }
+
+
+def test_each_spec_gets_its_result_and_reason() -> None:
+    report = [
+        {
+            "SpecReports": [
+                spec(["Integration", "CRD Hash"], "should have NodePool hash", "passed"),
+                spec(["NodeClaim", "Standalone"], "should create", "failed", "Timed out after 600s.\nmore"),
+                spec(["TerminateFirst"], "should terminate first", "skipped"),
+                spec(["CapacityBuffer", "Lifecycle"], "should provision", "skipped"),
+                spec(["Other"], "skips itself", "skipped", "cluster lacks X"),
+                spec(["Other"], "left out", "skipped"),
+                spec([], "", "passed", kind="SynchronizedBeforeSuite"),
+            ]
+        }
+    ]
+    table = rows(report)
+    assert [(text, result) for text, result, _ in table] == [
+        ("Integration CRD Hash should have NodePool hash", "passed"),
+        ("NodeClaim Standalone should create", "failed"),
+        ("TerminateFirst should terminate first", "not applicable"),
+        ("CapacityBuffer Lifecycle should provision", "deferred"),
+        ("Other skips itself", "skipped"),
+        ("Other left out", "not run"),
+    ]
+    assert table[1][2] == "failed: Timed out after 600s. more"
+    assert "FEATURE_GATES" in table[2][2]
+    assert "CapacityBuffer" in table[3][2]
+    assert table[4][2] == "cluster lacks X"
