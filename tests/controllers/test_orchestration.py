@@ -24,11 +24,11 @@ from karpy.api.nodeclaim import (
 )
 from karpy.api.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED, NodeClassRef
 from karpy.api.requirements import Requirements
-from karpy.controllers.disruption import Command
 from karpy.controllers.orchestration import (
     DISRUPTED_TAINT,
     PLANNED_TAINT,
     REPLACEMENT_BACKOFF_START,
+    Command,
     Orchestrator,
 )
 from karpy.operator.karpenter_metrics import Metrics
@@ -42,7 +42,7 @@ VALIDATION_DELAY = 15.0
 KWOK_CLASS = NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default")
 
 
-def world(*names: str) -> tuple[VirtualClock, InMemoryCluster, Orchestrator[Command]]:
+def world(*names: str) -> tuple[VirtualClock, InMemoryCluster, Orchestrator]:
     """A NodePool and, for each name, a NodeClaim of that name on a Node ``node-<name>``."""
     clock = VirtualClock()
     cluster = InMemoryCluster(clock)
@@ -56,7 +56,7 @@ def world(*names: str) -> tuple[VirtualClock, InMemoryCluster, Orchestrator[Comm
                 status=NodeClaimStatus(node_name=f"node-{name}"),
             )
         )
-    orchestrator: Orchestrator[Command] = Orchestrator(
+    orchestrator: Orchestrator = Orchestrator(
         cluster, clock, Metrics(), poll_period=POLL_PERIOD, validation_delay=VALIDATION_DELAY
     )
     return clock, cluster, orchestrator
@@ -85,7 +85,7 @@ def gone(cluster: InMemoryCluster, name: str) -> bool:
     return claim is None or claim.metadata.deleting
 
 
-def carried_out(clock: VirtualClock, orchestrator: Orchestrator[Command], command: Command) -> None:
+def carried_out(clock: VirtualClock, orchestrator: Orchestrator, command: Command) -> None:
     """Hand ``command`` over, and again once its re-check is due: it is then carried out."""
     assert orchestrator.carry_out(command, clock.now()) == VALIDATION_DELAY
     assert orchestrator.pending is not None
@@ -94,7 +94,7 @@ def carried_out(clock: VirtualClock, orchestrator: Orchestrator[Command], comman
     assert orchestrator.pending is None
 
 
-def launched(cluster: InMemoryCluster, orchestrator: Orchestrator[Command]) -> NodeClaim:
+def launched(cluster: InMemoryCluster, orchestrator: Orchestrator) -> NodeClaim:
     assert orchestrator.in_flight is not None
     [name] = orchestrator.in_flight.replacement_names
     claim = cluster.nodeclaim(name)

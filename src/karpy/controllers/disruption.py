@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from karpy.api.core import Pod
@@ -42,7 +42,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
-from karpy.controllers.orchestration import Orchestrator
+from karpy.controllers.orchestration import Command, Orchestrator
 from karpy.controllers.state import (
     PoolTypesCache,
     invalid_nodepools,
@@ -53,7 +53,7 @@ from karpy.controllers.state import (
 )
 from karpy.disruption.budgets import allowed_disruptions
 from karpy.disruption.candidates import any_consolidatable
-from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT, ConsolidationCommand, ConsolidationRules
+from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules
 from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.drift import Drift
 from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulable
@@ -63,7 +63,7 @@ from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
 from karpy.operator.cluster import Clock, Cluster
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
-from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan
+from karpy.scheduling.solver import NodePoolCapacity, Plan
 
 log = logging.getLogger("karpy.disruption")
 
@@ -71,34 +71,12 @@ PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 QUIET_PASS_TTL = 300.0
-# Reasons a node is not a consolidation candidate *yet*: not worth an Event.
-_NO_EVENT = WAITING
 
 
 def worth_an_event(reason: Rejection) -> bool:
-    """Whether a node consolidation leaves alone for this reason gets an Unconsolidatable Event
-    (chosen by the reason's kind, whatever its wording)."""
-    return reason.kind not in _NO_EVENT
-
-
-@dataclass(slots=True)
-class Command:
-    """One disruption: which NodeClaims go, why, and what is launched first."""
-
-    reason: str
-    candidates: list[str]
-    replacements: list[NewNodeClaim] = field(default_factory=list)
-    description: str = ""
-    # For Underutilized: KIND_PRICE, or KIND_WEIGHT when the pods move to a preferred NodePool
-    # (counted against the Underutilized budget: budgets know no other reason for it).
-    kind: str = KIND_PRICE
-    # NodeClaims the consolidation plan removes in later passes (budgets), to be marked.
-    planned: list[str] = field(default_factory=list)
-
-    @property
-    def why(self) -> str:
-        """The reason as Events say it: a weight consolidation says so."""
-        return f"{self.reason} (weight consolidation)" if self.kind == KIND_WEIGHT else self.reason
+    """Whether a node left alone for this reason gets a DisruptionBlocked Event: chosen by the
+    reason's kind, whatever its wording; a node only waiting to be a candidate gets none."""
+    return reason.kind not in WAITING
 
 
 class _Versioned(Protocol):
@@ -136,7 +114,7 @@ class DisruptionController:
         self.cloud = cloud
         self.metrics = metrics if metrics is not None else Metrics()
         # Carries out the commands this pass decides, and keeps their state.
-        self.orchestrator: Orchestrator[Command] = Orchestrator(
+        self.orchestrator = Orchestrator(
             cluster, clock, self.metrics, poll_period=poll_period, validation_delay=validation_delay
         )
         self.last = EmptinessDecision()
@@ -525,4 +503,4 @@ def _few(names: Sequence[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-__all__ = ["Command", "DisruptionController", "launched_price"]
+__all__ = ["DisruptionController", "launched_price"]

@@ -39,9 +39,8 @@ only what failed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
 
 from karpy.api.core import Node
 from karpy.api.nodeclaim import NodeClaim
@@ -54,6 +53,7 @@ from karpy.api.taints import (
     Taint,
 )
 from karpy.controllers.provisioning import build_nodeclaim
+from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT
 from karpy.disruption.emptiness import EmptinessDecision
 from karpy.logs import about
 from karpy.operator.cluster import (
@@ -76,49 +76,44 @@ DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
 
 
-class DisruptionCommand(Protocol):
-    """What the orchestration reads of a command: which NodeClaims go, why, and what is launched first."""
+@dataclass(slots=True)
+class Command:
+    """One disruption: which NodeClaims go, why, and what is launched first."""
+
+    reason: str
+    candidates: list[str]
+    replacements: list[NewNodeClaim] = field(default_factory=list)
+    description: str = ""
+    # For Underutilized: KIND_PRICE, or KIND_WEIGHT when the pods move to a preferred NodePool
+    # (counted against the Underutilized budget: budgets know no other reason for it).
+    kind: str = KIND_PRICE
+    # NodeClaims the consolidation plan removes in later passes (budgets), to be marked.
+    planned: list[str] = field(default_factory=list)
 
     @property
-    def reason(self) -> str: ...
-
-    @property
-    def candidates(self) -> Sequence[str]: ...
-
-    @property
-    def replacements(self) -> Sequence[NewNodeClaim]: ...
-
-    @property
-    def description(self) -> str: ...
-
-    @property
-    def planned(self) -> Sequence[str]: ...
-
-    @property
-    def why(self) -> str: ...
-
-
-CommandT = TypeVar("CommandT", bound=DisruptionCommand)
+    def why(self) -> str:
+        """The reason as Events say it: a weight consolidation says so."""
+        return f"{self.reason} (weight consolidation)" if self.kind == KIND_WEIGHT else self.reason
 
 
 @dataclass(slots=True)
-class Pending(Generic[CommandT]):
+class Pending:
     """A command waiting for its re-check at ``validate_at``."""
 
-    command: CommandT
+    command: Command
     validate_at: float
 
 
 @dataclass(slots=True)
-class InFlight(Generic[CommandT]):
+class InFlight:
     """A command whose candidates are tainted and whose replacements are launching."""
 
-    command: CommandT
+    command: Command
     replacement_names: list[str]
 
 
 @dataclass(slots=True)
-class Orchestrator(Generic[CommandT]):
+class Orchestrator:
     """The taint, launch, wait, delete or roll back sequence of the disruption pass, and its state."""
 
     cluster: Cluster
@@ -126,10 +121,10 @@ class Orchestrator(Generic[CommandT]):
     metrics: Metrics
     poll_period: float
     validation_delay: float
-    pending: Pending[CommandT] | None = None
-    in_flight: InFlight[CommandT] | None = None
+    pending: Pending | None = None
+    in_flight: InFlight | None = None
     # Every command carried out, in order.
-    executed: list[CommandT] = field(default_factory=list)
+    executed: list[Command] = field(default_factory=list)
     # The reason each NodeClaim's DisruptionBlocked Event gave, so each is given once.
     reported: dict[str, str] = field(default_factory=dict)
     # Empty nodes past consolidateAfter, by NodeClaim name: (when it became due,
@@ -145,7 +140,7 @@ class Orchestrator(Generic[CommandT]):
     # nodes still to go: where those nodes' pods are to land (see ``landing_nodes``).
     landing: dict[str, frozenset[str]] = field(default_factory=dict)
 
-    def follow(self, in_flight: InFlight[CommandT], now: float) -> float | None:
+    def follow(self, in_flight: InFlight, now: float) -> float | None:
         """Wait for the replacements; delete the candidates once all are initialized."""
         replacements = [self.cluster.nodeclaim(name) for name in in_flight.replacement_names]
         if any(claim is None or claim.metadata.deleting for claim in replacements):
@@ -163,7 +158,7 @@ class Orchestrator(Generic[CommandT]):
             return self.poll_period
         return 1.0
 
-    def carry_out(self, command: CommandT | None, now: float) -> float | None:
+    def carry_out(self, command: Command | None, now: float) -> float | None:
         """Re-check the pending command, or carry ``command`` out, or hold it for its re-check.
 
         Returns when to run the pass again, or None when there is no command,
@@ -250,7 +245,7 @@ class Orchestrator(Generic[CommandT]):
             watched[name] = previous if previous is not None and previous[0] == due_at else (due_at, now)
         self.watched_empty = watched
 
-    def _checked_while_waiting(self, command: CommandT, now: float) -> bool:
+    def _checked_while_waiting(self, command: Command, now: float) -> bool:
         """Whether an emptiness command's re-check has in effect been done already.
 
         The re-check asks: is every candidate still empty and still due
@@ -294,7 +289,7 @@ class Orchestrator(Generic[CommandT]):
         for name in [name for name in self.reported if name not in blocked]:
             del self.reported[name]
 
-    def _execute(self, command: CommandT, now: float) -> None:
+    def _execute(self, command: Command, now: float) -> None:
         log.info("disrupting (%s): %s", command.why, command.description)
         for name in command.candidates:
             nodeclaim = self.cluster.nodeclaim(name)
@@ -348,7 +343,7 @@ class Orchestrator(Generic[CommandT]):
         }
         return dict(self.landing)
 
-    def _delete_candidates(self, command: CommandT) -> None:
+    def _delete_candidates(self, command: Command) -> None:
         for name in command.candidates:
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is None or nodeclaim.metadata.deleting:
@@ -369,7 +364,7 @@ class Orchestrator(Generic[CommandT]):
         }
         return {name for name, (_, until) in self.replacement_backoff.items() if until > now}
 
-    def _back_off(self, command: CommandT, now: float) -> None:
+    def _back_off(self, command: Command, now: float) -> None:
         """Hold back a new replacement for the candidates of a consolidation that failed."""
         if command.reason != REASON_UNDERUTILIZED or not command.replacements:
             return
@@ -378,7 +373,7 @@ class Orchestrator(Generic[CommandT]):
             wait = min(REPLACEMENT_BACKOFF_CAP, REPLACEMENT_BACKOFF_START * 2 ** (failures - 1))
             self.replacement_backoff[name] = (failures, now + wait)
 
-    def _roll_back(self, command: CommandT, why: str) -> None:
+    def _roll_back(self, command: Command, why: str) -> None:
         log.warning("disruption rolled back (%s): %s", command.description, why)
         self._back_off(command, self.clock.now())
         for name in command.candidates:
@@ -410,7 +405,7 @@ __all__ = [
     "PLANNED_TAINT",
     "REPLACEMENT_BACKOFF_CAP",
     "REPLACEMENT_BACKOFF_START",
-    "DisruptionCommand",
+    "Command",
     "InFlight",
     "Orchestrator",
     "Pending",
