@@ -19,6 +19,7 @@ from karpy.api.quantity import (
     exceeded_resources,
     fits,
     format_amount,
+    how_many_fit,
     max_amounts,
     parse_resource_list,
     subtract_amounts,
@@ -508,3 +509,12 @@ def test_any_written_quantity_is_canonicalised_stably(text: str) -> None:
     if quantity.value >= 0:
         assert quantity.milli() >= quantity.value * 1000 > quantity.milli() - 1
         assert quantity.ceil() >= quantity.value > quantity.ceil() - 1
+
+
+def test_how_many_fit_counts_by_the_scarcest_resource() -> None:
+    assert how_many_fit({"cpu": 1000, "memory": 2**30}, {"cpu": 3500, "memory": 5 * 2**30}) == 3
+    # A resource the room lacks, or has run below zero of, fits none.
+    assert how_many_fit({"nvidia.com/gpu": 1}, {"cpu": 4000}) == 0
+    assert how_many_fit({"cpu": 100}, {"cpu": -50}) == 0
+    # Nothing requested fits without bound.
+    assert how_many_fit({"cpu": 0}, {}) == 1 << 30

@@ -458,6 +458,18 @@ def max_amounts(a: Mapping[str, int], b: Mapping[str, int]) -> ResourceAmounts:
     return result
 
 
+def how_many_fit(request: Mapping[str, int], room: Mapping[str, int]) -> int:
+    """How many of ``request`` fit in ``room`` at once (a large number if nothing is requested).
+
+    A resource absent from ``room`` counts as zero, as in :func:`fits`; negative room as none.
+    """
+    count = 1 << 30
+    for resource_name, amount in request.items():
+        if amount > 0:
+            count = min(count, max(0, room.get(resource_name, 0)) // amount)
+    return count
+
+
 def fits(request: Mapping[str, int], available: Mapping[str, int]) -> bool:
     """Whether every requested resource is within what is available.
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
-from karpy.api.quantity import ResourceAmounts, add_amounts, fits
+from karpy.api.quantity import ResourceAmounts, add_amounts, fits, how_many_fit
 from karpy.api.requirements import Requirements
 from karpy.api.taints import UNREGISTERED_TAINT_KEY, untolerated, untolerated_preferences
 from karpy.disruption.candidates import capacity_type_of
@@ -254,7 +254,7 @@ class RemovalSimulator:
                 return None
             if not any(first.requirements.compatible(option) is None for option in spec.node_requirements()):
                 return None
-            if _how_many(pod_requests(pod), first.available) < 1:
+            if how_many_fit(pod_requests(pod), first.available) < 1:
                 return None
         return first.name
 
@@ -314,13 +314,13 @@ class RemovalSimulator:
             if most is None:
                 most = self._most_per_node[key] = max(
                     (
-                        _how_many(shape, _net_room(pool, instance_type))
+                        how_many_fit(shape, _net_room(pool, instance_type))
                         for pool in self.pools
                         for instance_type in pool.instance_types
                     ),
                     default=0,
                 )
-            left = len(pods) - sum(_how_many(shape, item.available) for item in existing)
+            left = len(pods) - sum(how_many_fit(shape, item.available) for item in existing)
             return -(-left // most) if left > 0 and most > 0 else 0
         requested: ResourceAmounts = {}
         for pod in pods:
@@ -622,7 +622,7 @@ class RemovalSimulator:
         key = tuple(sorted(largest.items()))
         holds = self._holds.get(key)
         if holds is None:
-            holds = [0 if item.taints else _how_many(largest, item.available) for item, _ in self._lean]
+            holds = [0 if item.taints else how_many_fit(largest, item.available) for item, _ in self._lean]
             self._holds[key] = holds
         return holds
 
@@ -666,12 +666,3 @@ def _net_room(pool: NodePoolCapacity, instance_type: InstanceType) -> ResourceAm
     return {
         resource: amount - overhead.get(resource, 0) for resource, amount in instance_type.allocatable.items()
     }
-
-
-def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
-    """How many pods of ``requests`` fit in ``room`` (a large number if nothing is requested)."""
-    count = 1 << 30
-    for resource, amount in requests.items():
-        if amount > 0:
-            count = min(count, max(0, room.get(resource, 0)) // amount)
-    return count

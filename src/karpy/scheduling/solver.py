@@ -106,7 +106,14 @@ import numpy.typing as npt
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
-from karpy.api.quantity import ResourceAmounts, add_amounts, exceeded_resources, fits, format_amount
+from karpy.api.quantity import (
+    ResourceAmounts,
+    add_amounts,
+    exceeded_resources,
+    fits,
+    format_amount,
+    how_many_fit,
+)
 from karpy.api.requirements import LABEL_HOSTNAME, Requirement, Requirements
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.scheduling._bins import DomainsKey, OpenBins, walk_resumes_at, walk_skips_existing
@@ -717,7 +724,7 @@ class _Scheduler:
             return 0
         if not any(target.requirements.compatible(option) is None for option in constraints.node_options()):
             return 0
-        return min(wanted, _how_many(requests, target.available))
+        return min(wanted, how_many_fit(requests, target.available))
 
     def _fill_bin(
         self,
@@ -1562,15 +1569,6 @@ def _describe(requirements: Requirements) -> str:
 def _format_resources(requests: Mapping[str, int], names: Sequence[str]) -> str:
     shown = names or sorted(requests)
     return "(" + ", ".join(f"{name} {format_amount(name, requests.get(name, 0))}" for name in shown) + ")"
-
-
-def _how_many(requests: Mapping[str, int], room: Mapping[str, int]) -> int:
-    """How many pods of ``requests`` fit in ``room`` (a large number if nothing is requested)."""
-    count = 1 << 30
-    for resource, amount in requests.items():
-        if amount > 0:
-            count = min(count, max(0, room.get(resource, 0)) // amount)
-    return count
 
 
 def _offered_values(
