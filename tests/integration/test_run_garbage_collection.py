@@ -82,7 +82,7 @@ def test_the_node_of_a_nodeclaim_deleted_without_its_finalizer_is_collected(
 
     def collected_and_replaced() -> bool:
         pods = running_pods(plane, namespace, app)
-        owned = {claim["status"].get("nodeName") for claim in pool_claims(plane, POOL).values()}
+        owned = {claim.get("status", {}).get("nodeName") for claim in pool_claims(plane, POOL).values()}
         return (
             orphan not in _node_names(plane)
             and len(pods) == 1
