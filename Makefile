@@ -70,7 +70,7 @@ soak: .venv/.synced control-plane
 # Karpenter's own e2e suites against karpy run on a control plane of their own (scripts/karpenter-e2e,
 # benchmarks/karpenter-e2e/README.md): hours while specs fail (a failure waits out a 10-minute
 # Eventually), so not part of test; tests/integration/test_karpenter_e2e_subset.py is its CI subset.
-karpenter-e2e: .venv/.synced control-plane
+karpenter-e2e: .venv/.synced control-plane kwok
 	scripts/karpenter-e2e all $(KARPENTER_E2E_SUITES)
 
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -695,6 +698,36 @@ def test_pod_reads_unschedulable_message_namespace_and_do_not_disrupt() -> None:
 @pytest.mark.parametrize("value", ["false", "yes", ""])
 def test_do_not_disrupt_needs_the_annotation_value_true(value: str) -> None:
     assert not pod(metadata=f"annotations: {{karpenter.sh/do-not-disrupt: '{value}'}}").do_not_disrupt
+
+
+@pytest.mark.parametrize(
+    ("value", "started", "until"),
+    [
+        ("true", None, math.inf),
+        ("true", 100.0, math.inf),
+        ("1m", 100.0, 160.0),  # counted from the pod's start, as Karpenter v1.12+ does
+        ("1h30m", 0.0, 5400.0),
+        ("1m", None, math.inf),  # not started yet: protected, as Karpenter fails safe
+        ("0s", 100.0, None),  # neither "true" nor a positive duration: as if absent
+        ("-1m", 100.0, None),
+        ("soon", 100.0, None),
+    ],
+)
+def test_do_not_disrupt_with_a_duration_protects_the_pod_from_its_start_for_that_long(
+    value: str, started: float | None, until: float | None
+) -> None:
+    parsed = pod(metadata=f"annotations: {{karpenter.sh/do-not-disrupt: '{value}'}}")
+    parsed = dataclasses.replace(parsed, start_time=started)
+    assert parsed.do_not_disrupt_until() == until
+    if until is not None and until < math.inf:
+        assert parsed.do_not_disrupt_at(until - 1)
+        assert not parsed.do_not_disrupt_at(until)
+
+
+def test_pod_reads_its_start_time() -> None:
+    parsed = pod(status="startTime: '2026-12-07T10:00:00Z'")
+    assert parsed.start_time == datetime(2026, 12, 7, 10, tzinfo=UTC).timestamp()
+    assert pod().start_time is None
 
 
 def test_pod_without_name_or_generate_name_is_rejected() -> None:

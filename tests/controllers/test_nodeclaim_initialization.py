@@ -67,3 +67,28 @@ def test_other_taints_do_not_hold_initialization_back() -> None:
     store, lifecycle = registered_claim_and_node((Taint("dedicated", NO_SCHEDULE, "gpu"),))
     lifecycle.reconcile(NAME)
     assert initialized(store)
+
+
+def test_registration_copies_the_nodeclaims_labels_and_annotations_onto_its_node() -> None:
+    # As Karpenter's registration: a NodeClaim's own annotations reach its Node (a standalone
+    # NodeClaim's metadata is how a user puts them there), each over a value the Node had.
+    store = cluster()
+    claim = nodeclaim(NAME, provider_id=f"kwok://{NAME}")
+    store.create(
+        claim.with_metadata(
+            labels={**claim.metadata.labels, "custom-label": "custom-value"},
+            annotations={"custom-annotation": "custom-value", "shared": "from-claim"},
+        ).with_status(
+            allocatable=dict(INSTANCE_TYPE.allocatable),
+            conditions=(Condition(CONDITION_LAUNCHED, "True"),),
+        )
+    )
+    joined = node(NAME, registered=False)
+    annotated = joined.metadata.with_changes(annotations={"shared": "from-node"})
+    store.create(joined.with_changes(metadata=annotated))
+    NodeClaimLifecycle(store, KwokCloudProvider(store), store.clock).reconcile(NAME)
+    registered = store.node(NAME)
+    assert registered is not None
+    assert registered.metadata.labels["custom-label"] == "custom-value"
+    assert registered.metadata.annotations["custom-annotation"] == "custom-value"
+    assert registered.metadata.annotations["shared"] == "from-claim"

@@ -83,3 +83,23 @@ def test_a_do_not_disrupt_pod_is_not_evicted_until_the_grace_period_runs_out() -
     terminator.reconcile(claim.name)
     gone = cluster.pod("default", "batch")
     assert gone is None or gone.metadata.deleting
+
+
+def test_a_pod_with_a_timed_do_not_disrupt_is_drained_once_it_lapses() -> None:
+    """Karpenter v1.12+: "1m" keeps the pod from the drain for a minute from its start, then no longer."""
+    timed = make_pod("batch")
+    timed = dataclasses.replace(
+        timed,
+        metadata=timed.metadata.with_changes(annotations={DO_NOT_DISRUPT_ANNOTATION: "1m"}),
+        start_time=VirtualClock().now(),  # the clock's start: the pod started as the test begins
+    )
+    clock, cluster, terminator, claim = deleted_claim_with_a_pod(timed)
+    started = clock.now()
+    clock.advance_to(started + 30)
+    assert terminator.reconcile(claim.name) is not None
+    waiting = cluster.pod("default", "batch")
+    assert waiting is not None and not waiting.metadata.deleting, "evicted while still protected"
+    clock.advance_to(started + 60)
+    terminator.reconcile(claim.name)
+    evicted = cluster.pod("default", "batch")
+    assert evicted is None or evicted.metadata.deleting

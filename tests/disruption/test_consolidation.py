@@ -324,6 +324,23 @@ def test_a_do_not_disrupt_node_is_blocked() -> None:
     }
 
 
+def test_a_pod_with_a_timed_do_not_disrupt_holds_its_node_only_until_it_lapses() -> None:
+    # Karpenter v1.12+: "karpenter.sh/do-not-disrupt: 1m" protects the pod for a minute from its start.
+    started = NOW - 30
+    timed = with_annotations(app_pod("a1"), {DO_NOT_DISRUPT_ANNOTATION: "1m"})
+    pod = dataclasses.replace(timed, start_time=started)
+    cluster = Cluster()
+    cluster.add("node-a", LARGE, [pod])
+    cluster.add("node-b", LARGE, [], candidate=False)
+    held = cluster.decide(now=NOW)
+    assert held.command is None
+    assert held.blocked["node-a"].kind is RejectionKind.POD_DO_NOT_DISRUPT
+    assert held.blocked["node-a"].message == "pod default/a1 has karpenter.sh/do-not-disrupt for another 30s"
+    assert held.next_due == started + 60, "the pass looks again when the protection lapses"
+    lapsed = cluster.decide(now=started + 60)
+    assert lapsed.command is not None and lapsed.command.nodeclaim_names == ["node-a"]
+
+
 @pytest.mark.parametrize(
     ("pods", "pdb_blocked", "node_annotations", "allowed"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from tests.support import make_nodepool, make_pod
@@ -70,7 +71,7 @@ def compute(method: Method, candidates: list[Candidate], allowed: dict[str, int]
 
 
 def test_it_counts_against_the_drifted_budget_and_looks_only_at_drifted_nodes() -> None:
-    method = Drift(Placer())
+    method = Drift(Placer(), 0.0)
     assert method.reason == REASON_DRIFTED
     assert method.considers(candidate("old"))
     assert not method.considers(candidate("current", drifted=False))
@@ -79,7 +80,7 @@ def test_it_counts_against_the_drifted_budget_and_looks_only_at_drifted_nodes() 
 def test_the_first_drifted_node_by_name_is_replaced_by_what_its_pods_need() -> None:
     placer = Placer()
     result = compute(
-        Drift(placer),
+        Drift(placer, 0.0),
         [candidate("b", [make_pod("app-y")]), candidate("a", [make_pod("app-x")])],
         {"default": 1},
     )
@@ -94,7 +95,7 @@ def test_the_first_drifted_node_by_name_is_replaced_by_what_its_pods_need() -> N
 
 def test_a_spent_drifted_budget_is_a_budget_rejection_and_nothing_is_solved() -> None:
     placer = Placer()
-    result = compute(Drift(placer), [candidate("a", [make_pod("app-x")])], {"default": 0})
+    result = compute(Drift(placer, 0.0), [candidate("a", [make_pod("app-x")])], {"default": 0})
     assert result.command is None
     assert result.rejected["a"].kind is RejectionKind.BUDGET
     assert "Drifted" in result.rejected["a"].message
@@ -108,7 +109,7 @@ def test_do_not_disrupt_on_the_node_or_a_pod_is_a_rejection_of_its_kind() -> Non
         candidate("b", [pinned(make_pod("app-y"))]),
         candidate("c", [make_pod("app-z")]),
     ]
-    result = compute(Drift(placer), nodes, {"default": 3})
+    result = compute(Drift(placer, 0.0), nodes, {"default": 3})
     assert result.rejected["a"].kind is RejectionKind.NODE_DO_NOT_DISRUPT
     assert result.rejected["b"].kind is RejectionKind.POD_DO_NOT_DISRUPT
     assert result.rejected["b"].pods == ("default/app-y",)
@@ -117,7 +118,7 @@ def test_do_not_disrupt_on_the_node_or_a_pod_is_a_rejection_of_its_kind() -> Non
 
 def test_a_pod_that_would_not_schedule_elsewhere_keeps_the_node() -> None:
     placer = Placer(unschedulable={"default/app-x": "no instance type fits"})
-    result = compute(Drift(placer), [candidate("a", [make_pod("app-x")])], {"default": 1})
+    result = compute(Drift(placer, 0.0), [candidate("a", [make_pod("app-x")])], {"default": 1})
     assert result.command is None
     rejection = result.rejected["a"]
     assert rejection.kind is RejectionKind.POD_UNSCHEDULABLE
@@ -127,9 +128,23 @@ def test_a_pod_that_would_not_schedule_elsewhere_keeps_the_node() -> None:
 
 def test_without_a_cloud_drifted_nodes_are_only_checked_for_what_holds_them_back() -> None:
     result = compute(
-        Drift(None), [candidate("a", [make_pod("app-x")]), candidate("b")], {"default": 0, "x": 1}
+        Drift(None, 0.0), [candidate("a", [make_pod("app-x")]), candidate("b")], {"default": 0, "x": 1}
     )
     assert result.command is None
     assert {reason.kind for reason in result.rejected.values()} == {RejectionKind.BUDGET}
-    result = compute(Drift(None), [candidate("a", [make_pod("app-x")])], {"default": 1})
+    result = compute(Drift(None, 0.0), [candidate("a", [make_pod("app-x")])], {"default": 1})
     assert result.command is None and result.rejected == {}
+
+
+def test_a_timed_do_not_disrupt_holds_a_drifted_node_only_until_it_lapses() -> None:
+    pod = dataclasses.replace(
+        make_pod("app-y").with_changes(
+            metadata=make_pod("app-y").metadata.with_changes(annotations={DO_NOT_DISRUPT_ANNOTATION: "2m"})
+        ),
+        start_time=1000.0,
+    )
+    held = compute(Drift(Placer(), 1119.0), [candidate("b", [pod])], {"default": 1})
+    assert held.command is None
+    assert held.rejected["b"].kind is RejectionKind.POD_DO_NOT_DISRUPT
+    lapsed = compute(Drift(Placer(), 1120.0), [candidate("b", [pod])], {"default": 1})
+    assert lapsed.command is not None and lapsed.command.nodeclaim_names == ["b"]

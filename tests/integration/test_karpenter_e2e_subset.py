@@ -2,7 +2,7 @@
 
 ``scripts/karpenter-e2e`` builds Karpenter's regression suite binary from the Go module
 proxy (cached in ~/.cache/karpy/karpenter-e2e) and runs it against ``karpy run`` and
-the fake kubelet on a control plane of this test's own (the suite's cleanup deletes
+the real kwok on a control plane of this test's own (the suite's cleanup deletes
 every NodePool, NodeClaim and Node of the cluster, so it cannot share the session's).
 The subset is the NodePool validation specs, the NodePool hash and one pod per node:
 a minute or two; ``make karpenter-e2e`` runs the whole suites. Each spec of the Ginkgo

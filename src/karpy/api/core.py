@@ -17,6 +17,7 @@ containers.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Self
@@ -358,11 +359,13 @@ class Pod:
             "",
         )
         _read_annotations(reader.obj("metadata"))
+        started = status.string("startTime")
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=True),
             spec=PodSpec.parse(reader.obj("spec")),
             phase=status.string("phase", POD_PENDING),
             unschedulable_reason=unschedulable,
+            start_time=parse_timestamp(started, status.child_path("startTime")) if started else None,
         )
 
     @property
@@ -388,7 +391,33 @@ class Pod:
 
     @property
     def do_not_disrupt(self) -> bool:
+        """Whether ``karpenter.sh/do-not-disrupt`` protects the pod for good (``"true"``)."""
         return self.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true"
+
+    def do_not_disrupt_until(self) -> float | None:
+        """Until when ``karpenter.sh/do-not-disrupt`` protects the pod: ``inf`` for ``"true"``.
+
+        As in Karpenter (v1.12+), the value may also be a duration (``"1m"``), counted from the
+        pod's start: a pod not started yet is protected, and a value that is neither ``"true"``
+        nor a positive duration protects nothing (None), as if the annotation were absent.
+        """
+        value = self.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION)
+        if value is None:
+            return None
+        if value == "true":
+            return math.inf
+        try:
+            duration = parse_duration(value)
+        except DurationError:
+            return None
+        if duration <= 0:
+            return None
+        return math.inf if self.start_time is None else self.start_time + duration
+
+    def do_not_disrupt_at(self, now: float) -> bool:
+        """Whether ``karpenter.sh/do-not-disrupt`` still protects the pod at ``now``."""
+        until = self.do_not_disrupt_until()
+        return until is not None and now < until
 
     def is_provisionable(self) -> bool:
         """A pod karpy should find capacity for: unbound, alive, for the default scheduler."""

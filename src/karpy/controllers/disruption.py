@@ -188,7 +188,7 @@ class DisruptionController:
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
             Emptiness(now),
-            Drift(self._place_elsewhere if self.cloud is not None else None),
+            Drift(self._place_elsewhere if self.cloud is not None else None, now),
             _Consolidation(self, now),
         )
         for method in methods:

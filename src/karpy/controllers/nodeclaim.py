@@ -13,7 +13,7 @@ One reconcile moves a NodeClaim as far as the world lets it:
   pods become pending again and the next provisioning pass picks another
   offering, which the cloud now reports unavailable.
 - **register**: the Node with the same providerID has joined; karpy syncs the
-  NodeClaim's labels and taints onto it, takes off the
+  NodeClaim's labels, annotations and taints onto it, takes off the
   ``karpenter.sh/unregistered`` taint and puts on the termination finalizer.
 - **initialize**: the Node is Ready, its startup taints are gone and every
   resource the NodeClaim asked for is allocatable.
@@ -248,6 +248,8 @@ class NodeClaimLifecycle:
         labels = dict(node.metadata.labels)
         labels.update(nodeclaim.metadata.labels)
         labels[LABEL_REGISTERED] = "true"
+        # Karpenter's registration copies the NodeClaim's annotations too, each over the Node's own.
+        annotations = {**node.metadata.annotations, **nodeclaim.metadata.annotations}
         taints = [taint for taint in node.taints if taint.key != UNREGISTERED_TAINT_KEY]
         for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):
             if taint not in taints:
@@ -257,7 +259,9 @@ class NodeClaimLifecycle:
             finalizers = (*finalizers, TERMINATION_FINALIZER)
         self.cluster.update(
             node.with_changes(
-                metadata=node.metadata.with_changes(labels=labels, finalizers=finalizers),
+                metadata=node.metadata.with_changes(
+                    labels=labels, annotations=annotations, finalizers=finalizers
+                ),
                 taints=tuple(taints),
             )
         )

@@ -239,7 +239,7 @@ class Terminator:
         for pod in remaining:
             if drain_order(pod) != first or pod.metadata.deleting:
                 continue
-            if pod.do_not_disrupt and not forced:
+            if pod.do_not_disrupt_at(now) and not forced:
                 refused = True  # it holds the node until the grace period runs out
                 continue
             try:

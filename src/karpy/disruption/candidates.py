@@ -47,7 +47,8 @@ class CandidateSelection:
     # Blocked only by their pods or the node's annotation (priced, due): what they
     # would save is worth telling (see :func:`savings_given_up`).
     held_back: list[Candidate] = field(default_factory=list)
-    # When the next candidate whose consolidateAfter has not elapsed becomes one.
+    # When the next candidate whose consolidateAfter has not elapsed becomes one, or a
+    # pod's timed do-not-disrupt lapses.
     next_due: float | None = None
 
 
@@ -86,19 +87,36 @@ def disruption_order(candidates: Sequence[Candidate], now: float) -> list[Candid
     return sorted(candidates, key=lambda c: (disruption_cost(c, now), c.nodeclaim.name))
 
 
-def eviction_blocker(candidate: Candidate, pdb_blocked: Mapping[str, str]) -> Rejection | None:
-    """Why the node's pods cannot be evicted, or None if they can."""
+def do_not_disrupt_rejection(pod: Pod, now: float) -> Rejection | None:
+    """The pod's ``karpenter.sh/do-not-disrupt``, if it still protects the pod at ``now``."""
+    until = pod.do_not_disrupt_until()
+    if until is None or now >= until:
+        return None
+    # "true" keeps the message it always had; a duration says how long it still holds.
+    lapses = "" if math.isinf(until) else f" for another {until - now:.0f}s"
+    return Rejection(
+        RejectionKind.POD_DO_NOT_DISRUPT,
+        f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}{lapses}",
+        pods=(pod.key,),
+    )
+
+
+def do_not_disrupt_lapses(pods: Sequence[Pod], now: float) -> float | None:
+    """When the first timed ``do-not-disrupt`` still holding one of ``pods`` lapses, if any."""
+    ends = [pod.do_not_disrupt_until() for pod in pods]
+    return min((until for until in ends if until is not None and now < until < math.inf), default=None)
+
+
+def eviction_blocker(candidate: Candidate, pdb_blocked: Mapping[str, str], now: float) -> Rejection | None:
+    """Why the node's pods cannot be evicted at ``now``, or None if they can."""
     if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
         return Rejection(RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}")
     for pod in sorted(candidate.pods, key=lambda pod: pod.key):
         if not reschedulable(pod):
             continue
-        if pod.do_not_disrupt:
-            return Rejection(
-                RejectionKind.POD_DO_NOT_DISRUPT,
-                f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}",
-                pods=(pod.key,),
-            )
+        protected = do_not_disrupt_rejection(pod, now)
+        if protected is not None:
+            return protected
         if pod.metadata.controller is None:
             return Rejection(
                 RejectionKind.POD_WITHOUT_OWNER,
@@ -169,7 +187,11 @@ def consolidation_candidates(
             if due is not None:
                 selection.next_due = due if selection.next_due is None else min(selection.next_due, due)
             continue
-        blocker = eviction_blocker(candidate, pdb_blocked)
+        blocker = eviction_blocker(candidate, pdb_blocked, now)
+        lapses = do_not_disrupt_lapses([pod for pod in candidate.pods if reschedulable(pod)], now)
+        if lapses is not None:
+            # A timed do-not-disrupt lapsing is a moment to look again, as consolidateAfter is.
+            selection.next_due = lapses if selection.next_due is None else min(selection.next_due, lapses)
         price = prices[name]
         if price is None or not math.isfinite(price):
             selection.blocked[name] = blocker or Rejection(

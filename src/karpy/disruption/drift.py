@@ -35,6 +35,7 @@ from karpy.api.nodepool import (
     REASON_DRIFTED,
     NodePool,
 )
+from karpy.disruption.candidates import do_not_disrupt_rejection
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
 from karpy.disruption.rejection import Rejection, RejectionKind
@@ -75,15 +76,13 @@ def drift_reason(nodeclaim: NodeClaim, nodepool: NodePool, provider_reason: str 
 PlaceElsewhere = Callable[[Candidate, Sequence[Pod]], Plan]
 
 
-def blocking_pod(pods: Sequence[Pod]) -> Rejection | None:
-    """The first pod (in the node's order) that do-not-disrupt keeps where it is, if any."""
+def blocking_pod(pods: Sequence[Pod], now: float) -> Rejection | None:
+    """The first pod (in the node's order) that do-not-disrupt keeps where it is at ``now``, if any."""
     for pod in pods:
-        if reschedulable(pod) and pod.do_not_disrupt:
-            return Rejection(
-                RejectionKind.POD_DO_NOT_DISRUPT,
-                f"pod {pod.key} has {DO_NOT_DISRUPT_ANNOTATION}",
-                pods=(pod.key,),
-            )
+        if reschedulable(pod):
+            protected = do_not_disrupt_rejection(pod, now)
+            if protected is not None:
+                return protected
     return None
 
 
@@ -96,6 +95,8 @@ class Drift:
     """
 
     place_elsewhere: PlaceElsewhere | None
+    # The pass's time: a pod's timed do-not-disrupt holds its node only until it lapses.
+    now: float
     reason: str = REASON_DRIFTED
 
     def considers(self, candidate: Candidate) -> bool:
@@ -110,7 +111,7 @@ class Drift:
                     RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}"
                 )
                 continue
-            blocker = blocking_pod(candidate.pods)
+            blocker = blocking_pod(candidate.pods, self.now)
             if blocker is not None:
                 result.rejected[name] = blocker
                 continue
