@@ -15,10 +15,11 @@ from tests.controllers.test_state_capacity import INSTANCE_TYPE, cluster, node, 
 
 from karpy.api.conditions import Condition
 from karpy.api.core import NodeCondition
+from karpy.api.meta import OwnerReference
 from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED
 from karpy.api.taints import KNOWN_EPHEMERAL_TAINTS, NO_SCHEDULE, Taint
 from karpy.cloud.kwok.provider import KwokCloudProvider
-from karpy.controllers.nodeclaim import NodeClaimLifecycle
+from karpy.controllers.nodeclaim import NodeClaimLifecycle, _owned_by
 from karpy.controllers.state import existing_capacity
 from karpy.sim.store import InMemoryCluster
 
@@ -92,3 +93,11 @@ def test_registration_copies_the_nodeclaims_labels_and_annotations_onto_its_node
     assert registered.metadata.labels["custom-label"] == "custom-value"
     assert registered.metadata.annotations["custom-annotation"] == "custom-value"
     assert registered.metadata.annotations["shared"] == "from-claim"
+    # ...and makes the NodeClaim an owner of its Node, once.
+    stored_claim = store.nodeclaim(NAME)
+    assert stored_claim is not None
+    owner = OwnerReference(
+        "karpenter.sh/v1", "NodeClaim", NAME, stored_claim.metadata.uid, block_owner_deletion=True
+    )
+    assert registered.metadata.owner_references == (owner,)
+    assert _owned_by(registered.metadata.owner_references, stored_claim) == (owner,)

@@ -103,3 +103,20 @@ def test_a_pod_with_a_timed_do_not_disrupt_is_drained_once_it_lapses() -> None:
     terminator.reconcile(claim.name)
     evicted = cluster.pod("default", "batch")
     assert evicted is None or evicted.metadata.deleting
+
+
+def test_a_deleted_node_whose_nodeclaim_vanished_loses_its_finalizer() -> None:
+    """Someone lifts the deleted NodeClaim's finalizer before karpy is done: its Node must not stay."""
+    _clock, cluster, terminator, claim = deleted_claim_with_a_pod(make_pod("web"))
+    node = cluster.node("node-1")
+    assert node is not None
+    cluster.delete(node)  # both deleted at once, as a cleanup deletes everything
+    stored = cluster.nodeclaim(claim.name)
+    assert stored is not None
+    cluster.update(stored.with_metadata(finalizers=()))  # ...and strips the NodeClaim's finalizer
+    assert cluster.nodeclaim(claim.name) is None
+    keys = list(terminator._on_nodeclaim(stored, None))
+    assert keys == ["node/node-1"], "the NodeClaim's going looks at its Node again"
+    for key in keys:
+        terminator.reconcile(key)
+    assert cluster.node("node-1") is None

@@ -7,7 +7,7 @@ import orjson
 from karpy.api._reader import FieldReader
 from karpy.api.conditions import Condition
 from karpy.api.core import Node, Pod
-from karpy.api.meta import ObjectMeta
+from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import Requirement
@@ -183,6 +183,36 @@ def test_node_patch_of_finalizers_and_unschedulable() -> None:
         stored, node.with_changes(metadata=node.metadata.with_changes(finalizers=()), unschedulable=True)
     )
     assert patch == {"metadata": {"finalizers": None}, "spec": {"unschedulable": True}}
+
+
+def test_node_patch_of_owner_references_writes_the_list_whole_without_false_pointers() -> None:
+    # Karpenter's registration makes the NodeClaim an owner of its Node; its e2e specs compare
+    # the reference field by field, so an unset controller must stay absent, not false.
+    stored = _stored_node()
+    metadata = stored["metadata"]
+    assert isinstance(metadata, dict)
+    metadata["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "u-0", "controller": True}
+    ]
+    node = Node.parse(FieldReader(stored))
+    assert node_merge_patch(stored, node) == {}, "a stored reference reads back as written"
+    owner = OwnerReference("karpenter.sh/v1", "NodeClaim", "claim-1", "u-1", block_owner_deletion=True)
+    owned = node.metadata.with_changes(owner_references=(*node.metadata.owner_references, owner))
+    patch = node_merge_patch(stored, node.with_changes(metadata=owned))
+    assert patch == {
+        "metadata": {
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "u-0", "controller": True},
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "kind": "NodeClaim",
+                    "name": "claim-1",
+                    "uid": "u-1",
+                    "blockOwnerDeletion": True,
+                },
+            ]
+        }
+    }
 
 
 def test_pod_patch_never_writes_phase_or_spec() -> None:

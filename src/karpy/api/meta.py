@@ -43,6 +43,9 @@ class OwnerReference:
     name: str
     uid: str = ""
     controller: bool = False
+    # Whether the owner's foreground deletion waits for this object (Karpenter sets it on the
+    # references from a NodeClaim to its NodePool and from a Node to its NodeClaim).
+    block_owner_deletion: bool = False
 
     @classmethod
     def parse(cls, reader: FieldReader) -> OwnerReference:
@@ -52,16 +55,22 @@ class OwnerReference:
             name=reader.required_str("name"),
             uid=reader.string("uid"),
             controller=reader.boolean("controller"),
+            block_owner_deletion=reader.boolean("blockOwnerDeletion"),
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        result: dict[str, object] = {
             "apiVersion": self.api_version,
             "kind": self.kind,
             "name": self.name,
             "uid": self.uid,
-            "controller": self.controller,
         }
+        # Both are pointers in the API: a false one written out reads back as set, not as absent.
+        if self.controller:
+            result["controller"] = True
+        if self.block_owner_deletion:
+            result["blockOwnerDeletion"] = True
+        return result
 
 
 @dataclass(frozen=True, slots=True)

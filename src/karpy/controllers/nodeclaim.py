@@ -33,6 +33,7 @@ from collections.abc import Iterable
 
 from karpy.api.conditions import FALSE, TRUE, set_condition
 from karpy.api.core import Node, Pod
+from karpy.api.meta import OwnerReference
 from karpy.api.nodeclaim import (
     CONDITION_INITIALIZED,
     CONDITION_LAUNCHED,
@@ -43,6 +44,7 @@ from karpy.api.nodeclaim import (
     TERMINATION_FINALIZER,
     NodeClaim,
 )
+from karpy.api.nodepool import API_VERSION_V1
 from karpy.api.taints import UNREGISTERED_TAINT_KEY, known_ephemeral
 from karpy.cloud.provider import (
     LAUNCH_FINISHED,
@@ -260,7 +262,10 @@ class NodeClaimLifecycle:
         self.cluster.update(
             node.with_changes(
                 metadata=node.metadata.with_changes(
-                    labels=labels, annotations=annotations, finalizers=finalizers
+                    labels=labels,
+                    annotations=annotations,
+                    finalizers=finalizers,
+                    owner_references=_owned_by(node.metadata.owner_references, nodeclaim),
                 ),
                 taints=tuple(taints),
             )
@@ -332,3 +337,20 @@ class NodeClaimPodEvents:
             if not claim.metadata.deleting:
                 self.cluster.update(claim.with_status(last_pod_event_time=self.clock.now()))
         return None
+
+
+def _owned_by(owners: tuple[OwnerReference, ...], nodeclaim: NodeClaim) -> tuple[OwnerReference, ...]:
+    """The Node's owner references with its NodeClaim among them, as Karpenter's registration adds it."""
+    uid = nodeclaim.metadata.uid
+    if not uid or any(_refers_to(owner, nodeclaim) for owner in owners):
+        return owners
+    owner = OwnerReference(API_VERSION_V1, NodeClaim.kind, nodeclaim.name, uid, block_owner_deletion=True)
+    return (*owners, owner)
+
+
+def _refers_to(owner: OwnerReference, nodeclaim: NodeClaim) -> bool:
+    return (
+        owner.api_version == API_VERSION_V1
+        and owner.kind == NodeClaim.kind
+        and owner.uid == nodeclaim.metadata.uid
+    )

@@ -388,7 +388,11 @@ def build_nodeclaim(nodepool: NodePool, new: NewNodeClaim) -> NodeClaim:
     # Owned by its NodePool, as Karpenter's are: deleting the NodePool then deletes its
     # NodeClaims (the garbage collector's cascade), which drain and terminate as usual.
     owners = (
-        (OwnerReference(API_VERSION_V1, "NodePool", nodepool.name, nodepool.metadata.uid),)
+        (
+            OwnerReference(
+                API_VERSION_V1, "NodePool", nodepool.name, nodepool.metadata.uid, block_owner_deletion=True
+            ),
+        )
         if nodepool.metadata.uid
         else ()
     )

@@ -134,9 +134,13 @@ class Terminator:
     def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
         if isinstance(new, NodeClaim) and new.metadata.deleting:
             return [new.name]
+        if new is None and isinstance(old, NodeClaim) and old.status.node_name:
+            # A NodeClaim gone before its Node (its finalizer lifted by someone else): a Node
+            # already deleted has no drain left to wait for, so its own finalizer must go too.
+            return [NODE_KEY_PREFIX + old.status.node_name]
         return []
 
-    def _node_deleted(self, name: str) -> None:
+    def _node_deleted(self, name: str) -> float | None:
         """A Node deleted by someone else: delete its NodeClaim, whose termination drains it."""
         node = self.cluster.node(name)
         if (
@@ -144,7 +148,7 @@ class Terminator:
             or not node.metadata.deleting
             or TERMINATION_FINALIZER not in node.metadata.finalizers
         ):
-            return
+            return None
         claim = next(
             (
                 c
@@ -161,9 +165,9 @@ class Terminator:
                 extra=about(node, controller=self.name),
             )
             remove_node(self.cluster, node)
-            return
+            return None
         if claim.metadata.deleting:
-            return
+            return None
         log.info(
             "node %s was deleted: deleting its NodeClaim %s, which drains it",
             name,
@@ -176,7 +180,9 @@ class Terminator:
         try:
             self.cluster.delete(claim)
         except NotFoundError:
-            return
+            # Gone from the server, not yet from the cache: look again once the cache has caught up.
+            return DRAIN_POLL
+        return None
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         # A pod leaving a draining node moves the drain on.
@@ -188,8 +194,7 @@ class Terminator:
 
     def reconcile(self, key: str) -> float | None:
         if key.startswith(NODE_KEY_PREFIX):
-            self._node_deleted(key.removeprefix(NODE_KEY_PREFIX))
-            return None
+            return self._node_deleted(key.removeprefix(NODE_KEY_PREFIX))
         nodeclaim = self.cluster.nodeclaim(key)
         if nodeclaim is None or not nodeclaim.metadata.deleting:
             return None

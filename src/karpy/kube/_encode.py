@@ -190,6 +190,9 @@ def metadata_merge_patch(stored: Mapping[str, Any], meta: ObjectMeta) -> JSON:
         patch["annotations"] = annotations
     if old.finalizers != meta.finalizers:
         patch["finalizers"] = list(meta.finalizers) if meta.finalizers else None
+    if old.owner_references != meta.owner_references:
+        # A merge patch replaces the list whole; karpy's model holds every field of a reference.
+        patch["ownerReferences"] = [owner.to_dict() for owner in meta.owner_references] or None
     return {"metadata": patch} if patch else {}
 
 
