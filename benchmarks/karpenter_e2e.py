@@ -1,11 +1,13 @@
 """The per-spec table of a Ginkgo JSON report of Karpenter's e2e suites run against karpy.
 
-    python -m benchmarks.karpenter_e2e REPORT.json... [--markdown]
+    python -m benchmarks.karpenter_e2e REPORT.json... [--markdown] [--merge]
 
 Prints one row per spec (spec, result, reason): passed; failed with the first
 line of its failure; not applicable or deferred (skipped by scripts/karpenter-e2e
 with the reason from not-applicable.txt or deferred.txt); skipped by the suite
-itself with its message; not run (left out by a focus). Then the counts.
+itself with its message; not run (left out by a focus). Then the counts and the
+share of applicable specs that passed. ``--merge`` folds several reports of the
+same suite (focused runs) into one row per spec: the last run that ran it.
 Exit status 0: the table is the result.
 """
 
@@ -62,10 +64,39 @@ def rows(report: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return table
 
 
+# Results a later report's row may replace: a spec it did not run keeps what an earlier one found.
+_RAN = ("passed", "failed")
+
+
+def merged(tables: list[list[tuple[str, str, str]]]) -> list[tuple[str, str, str]]:
+    """One row per spec over several reports of the same suites, in first-seen order.
+
+    Focused runs each run a few specs and leave the others "not run"; a spec's row is
+    the last one that ran it (passed or failed), else the first row seen for it.
+    """
+    by_spec: dict[str, tuple[str, str, str]] = {}
+    for table in tables:
+        for row in table:
+            spec, result, _ = row
+            if spec not in by_spec or result in _RAN or by_spec[spec][1] == "not run":
+                by_spec[spec] = row
+    return list(by_spec.values())
+
+
+def summary(table: list[tuple[str, str, str]]) -> str:
+    """The counts, and the share of applicable specs (all but "not applicable") that passed."""
+    counts = Counter(result for _, result, _ in table)
+    text = ", ".join(f"{count} {result}" for result, count in sorted(counts.items()))
+    applicable = len(table) - counts["not applicable"]
+    share = f"; {counts['passed']} of {applicable} applicable passed ({counts['passed'] / applicable:.0%})"
+    return f"{text}; {len(table)} specs" + (share if applicable else "")
+
+
 def main(argv: list[str]) -> int:
     paths = [arg for arg in argv if not arg.startswith("--")]
     markdown = "--markdown" in argv
-    table = [row for path in paths for row in rows(json.loads(Path(path).read_text()))]
+    tables = [rows(json.loads(Path(path).read_text())) for path in paths]
+    table = merged(tables) if "--merge" in argv else [row for rows_ in tables for row in rows_]
     if markdown:
         print("| spec | result | reason |\n|---|---|---|")
         for spec, result, reason in table:
@@ -73,9 +104,7 @@ def main(argv: list[str]) -> int:
     else:
         for spec, result, reason in table:
             print(f"{result:<15} {spec}" + (f"\n{'':<15} {reason}" if reason else ""))
-    counts = Counter(result for _, result, _ in table)
-    summary = ", ".join(f"{count} {result}" for result, count in sorted(counts.items()))
-    print(f"\n{summary}; {len(table)} specs")
+    print(f"\n{summary(table)}")
     return 0
 
 

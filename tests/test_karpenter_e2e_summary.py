@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.karpenter_e2e import rows
+from benchmarks.karpenter_e2e import merged, rows, summary
 
 
 def spec(containers: list[str], leaf: str, state: str, message: str = "", kind: str = "It") -> dict[str, Any]:
@@ -50,3 +50,13 @@ def test_each_spec_gets_its_result_and_reason() -> None:
     assert "FEATURE_GATES" in table[2][2]
     assert "CapacityBuffer" in table[3][2]
     assert table[4][2] == "cluster lacks X"
+
+
+def test_focused_runs_merge_into_one_row_per_spec_the_last_that_ran_it() -> None:
+    first = rows([{"SpecReports": [spec(["A"], "one", "failed", "boom"), spec(["A"], "two", "skipped")]}])
+    second = rows([{"SpecReports": [spec(["A"], "one", "skipped"), spec(["A"], "two", "passed")]}])
+    third = rows([{"SpecReports": [spec(["A"], "one", "passed"), spec(["A"], "two", "skipped")]}])
+    table = merged([first, second, third])
+    assert [(text, result) for text, result, _ in table] == [("A one", "passed"), ("A two", "passed")]
+    assert merged([second])[0][1] == "not run"
+    assert summary(table) == "2 passed; 2 specs; 2 of 2 applicable passed (100%)"
