@@ -249,6 +249,9 @@ class Runner:
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
         core.provisioner.refusals.subscribe(self.runtime.on_change)
+        # So is a change of the CapacityBuffers' room, to the provisioner.
+        if core.provisioner.buffers is not None:
+            core.provisioner.buffers.subscribe(self.runtime.on_change)
         for controller in (*core.controllers, *self.provider.controllers(cloud)):
             self.runtime.register(controller)
 

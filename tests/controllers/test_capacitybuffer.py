@@ -14,13 +14,18 @@ import dataclasses
 from tests.support import deployment_manifest, parse_object
 
 from karpy.api.capacitybuffer import CapacityBuffer
-from karpy.api.conditions import find_condition, set_condition
+from karpy.api.conditions import find_condition
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.quantity import parse_resource_list
 from karpy.api.requirements import Requirements
-from karpy.controllers.capacitybuffer import BufferRoom, CapacityBufferController, with_buffer_room
+from karpy.controllers.capacitybuffer import (
+    BUFFER_ROOM,
+    BufferRoom,
+    CapacityBufferController,
+    with_buffer_room,
+)
 from karpy.controllers.provisioning import BATCH_KEY, Provisioner
 from karpy.scheduling.buffers import is_virtual
 from karpy.scheduling.solver import ExistingCapacity, Plan
@@ -160,18 +165,28 @@ def test_losing_capacity_that_holds_room_opens_a_batch() -> None:
     provisioner = Provisioner(cluster, None, cluster.clock, buffers=room)  # type: ignore[arg-type]
     (watch,) = [w for w in provisioner.watches() if w.kind == "NodeClaim"]
     assert list(watch.mapper(claim, None)) == [BATCH_KEY]
-    (buffers,) = [w for w in provisioner.watches() if w.kind == "CapacityBuffer"]
+
+
+def test_a_change_of_the_room_is_announced_and_opens_a_batch() -> None:
+    cluster, room, controller = setup("{podTemplateRef: {name: shape}, replicas: 1}", TEMPLATE)
+    announced: list[tuple[str, object, object]] = []
+    room.subscribe(lambda kind, old, new: announced.append((kind, old, new)))
+    controller.reconcile("default/warm")
+    assert announced == [(BUFFER_ROOM, None, "default/warm")]
+    # Resolved again to the same pods (its own status write, the 30 s resync): nothing to plan.
+    controller.reconcile("default/warm")
+    assert len(announced) == 1
+    # A new shape is (the workload's or PodTemplate's template changed, its size).
     buffer = stored(cluster)
-    # The Provisioning condition a pass writes asks for no new pass; a new size does.
-    written = buffer.with_status(
-        dataclasses.replace(
-            buffer.status,
-            conditions=set_condition(
-                buffer.status.conditions, "Provisioning", "False", 1.0, "RequiresNewCapacity"
-            ),
-        )
-    )
-    assert written.status != buffer.status
-    assert list(buffers.mapper(buffer, written)) == []
-    resized = buffer.with_status(dataclasses.replace(buffer.status, replicas=5))
-    assert list(buffers.mapper(buffer, resized)) == [BATCH_KEY]
+    cluster.update(dataclasses.replace(buffer, spec=dataclasses.replace(buffer.spec, replicas=3)))
+    controller.reconcile("default/warm")
+    assert len(announced) == 2 and len(room.pods()) == 3
+    cluster.delete(stored(cluster))
+    controller.reconcile("default/warm")
+    assert len(announced) == 3 and room.pods() == []
+
+    provisioner = Provisioner(cluster, None, cluster.clock, buffers=room)  # type: ignore[arg-type]
+    (watch,) = [w for w in provisioner.watches() if w.kind == BUFFER_ROOM]
+    assert list(watch.mapper(None, "default/warm")) == [BATCH_KEY]
+    gate_off = Provisioner(cluster, None, cluster.clock)  # type: ignore[arg-type]
+    assert not [w for w in gate_off.watches() if w.kind == BUFFER_ROOM]

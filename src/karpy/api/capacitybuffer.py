@@ -172,18 +172,6 @@ class CapacityBuffer:
     def with_status(self, status: CapacityBufferStatus) -> CapacityBuffer:
         return dataclasses.replace(self, status=status)
 
-    def planned_shape(self) -> tuple[object, ...]:
-        """What the room it asks for is worked out from: a change of anything else (its Provisioning
-        condition, which a provisioning pass writes) asks for no new pass."""
-        ready = find_condition(self.status.conditions, CONDITION_READY_FOR_PROVISIONING)
-        return (
-            self.spec,
-            self.status.replicas,
-            self.status.pod_template_generation,
-            ready.status if ready is not None else "",
-            self.metadata.deleting,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class NamedPodTemplate:

@@ -11,7 +11,8 @@ and cluster state, over karpy's protocols (``CapacityBuffer`` feature gate):
   the buffer's virtual pods to the :class:`BufferRoom`. It reconciles a buffer
   when it, its PodTemplate or its workload changes, and every 30 s, as
   Karpenter's does.
-- :class:`BufferRoom` holds the virtual pods. Every provisioning pass plans
+- :class:`BufferRoom` holds the virtual pods, and announces a change of a
+  buffer's (under :data:`BUFFER_ROOM`) so a provisioning pass plans it. Every provisioning pass plans
   them after the pending pods (the provisioner asks :meth:`BufferRoom.pods`)
   and tells the room where they went (:meth:`BufferRoom.after_pass`): the
   room remembers which node or NodeClaim holds each buffer's room and writes
@@ -31,7 +32,7 @@ Virtual pods are never written anywhere; nothing else of karpy sees them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from karpy.api.capacitybuffer import (
@@ -68,6 +69,10 @@ from karpy.scheduling.solver import ExistingCapacity, NewNodeClaim, Plan
 
 log = logging.getLogger("karpy.capacitybuffer")
 
+# The kind a change of the room is announced under: (BUFFER_ROOM, None, "namespace/name").
+BUFFER_ROOM = "BufferRoom"
+Listener = Callable[[str, object | None, object | None], None]
+
 # Seconds between two resolutions of a buffer nothing changed (Karpenter's requeue).
 RESYNC = 30.0
 
@@ -83,6 +88,16 @@ class BufferRoom:
         self._placed: dict[str, list[Pod]] = {}
         # Bumped on every change: what is worked out from the room is worked out again.
         self.version = 0
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        """Be told when a buffer's virtual pods change (the provisioner plans them again then)."""
+        self._listeners.append(listener)
+
+    def _announce(self, key: str) -> None:
+        self.version += 1
+        for listener in list(self._listeners):
+            listener(BUFFER_ROOM, None, key)
 
     def set(self, key: str, pods: list[Pod]) -> None:
         """Buffer ``key``'s virtual pods from now on.
@@ -92,14 +107,14 @@ class BufferRoom:
         """
         if self._pods.get(key) != pods:
             self._pods[key] = pods
-            self.version += 1
+            self._announce(key)
 
     def drop(self, key: str) -> None:
         """Buffer ``key`` asks for no room (deleted, or not resolved)."""
         if key in self._pods:
             del self._pods[key]
             self._forget_placements(key)
-            self.version += 1
+            self._announce(key)
 
     def _forget_placements(self, key: str) -> None:
         for name in list(self._placed):

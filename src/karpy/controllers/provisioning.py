@@ -29,7 +29,6 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from karpy.api.capacitybuffer import CapacityBuffer
 from karpy.api.conditions import find_condition
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
@@ -47,7 +46,7 @@ from karpy.api.nodepool import (
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
-from karpy.controllers.capacitybuffer import BufferRoom
+from karpy.controllers.capacitybuffer import BUFFER_ROOM, BufferRoom
 from karpy.controllers.launchloop import LaunchLoopGuard
 from karpy.controllers.refusals import NodePoolRefusals, refusal_message
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
@@ -137,7 +136,8 @@ class Provisioner:
             Watch("Node", self._on_capacity_change),
             Watch("NodeClaim", self._on_capacity_change),
             Watch("NodePool", self._on_nodepool),
-            *([Watch("CapacityBuffer", self._on_buffer)] if self.buffers is not None else []),
+            # The CapacityBuffers' virtual pods changed (karpy.controllers.capacitybuffer).
+            *([Watch(BUFFER_ROOM, lambda old, new: self.trigger())] if self.buffers is not None else []),
         ]
 
     def trigger(self) -> list[str]:
@@ -227,16 +227,6 @@ class Provisioner:
             return False
         nodepool = self.cluster.nodepool(new.nodepool)
         return nodepool is not None and bool(nodepool.limits)
-
-    def _on_buffer(self, old: object | None, new: object | None) -> Iterable[str]:
-        # Not for the Provisioning condition a pass writes: only what the room is worked out from.
-        if (
-            isinstance(old, CapacityBuffer)
-            and isinstance(new, CapacityBuffer)
-            and old.planned_shape() == new.planned_shape()
-        ):
-            return ()
-        return self.trigger()
 
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         if status_only_change(old, new) and _readiness(old) == _readiness(new):

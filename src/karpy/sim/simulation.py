@@ -188,6 +188,8 @@ class Simulation:
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)
+        if self.provisioner.buffers is not None:
+            self.provisioner.buffers.subscribe(self.runtime.on_change)
         self.disruption = core.disruption
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
