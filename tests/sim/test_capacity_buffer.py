@@ -185,9 +185,8 @@ def test_without_the_feature_gate_buffers_are_ignored() -> None:
     assert buffer(sim).status.conditions == ()
 
 
-@pytest.mark.parametrize("gates", ["CapacityBuffer=true"])
-def test_karpy_simulate_takes_the_gate_from_the_scenario(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], gates: str
+def test_a_scenario_holding_a_buffer_keeps_its_room_until_a_step_deletes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     manifests = "\n---\n".join(
         (
@@ -199,20 +198,26 @@ def test_karpy_simulate_takes_the_gate_from_the_scenario(
     )
     (tmp_path / "cluster.yaml").write_text(manifests)
     (tmp_path / "scenario.yaml").write_text(
-        f"""
+        """
 apiVersion: karpy.dev/v1alpha1
 kind: Scenario
-metadata: {{name: warm}}
+metadata: {name: warm}
 spec:
-  duration: 10m
-  settings: {{featureGates: "{gates}"}}
+  duration: 20m
+  settings: {featureGates: CapacityBuffer=true}
   steps:
     - at: 0s
-      apply: {{files: [cluster.yaml]}}
+      apply: {files: [cluster.yaml]}
+    - at: 10m
+      delete: {kind: CapacityBuffer, namespace: default, name: warm}
 """
     )
     code = main(["simulate", "--output", "json", str(tmp_path / "scenario.yaml")])
     out = capsys.readouterr().out
     assert code == EXIT_OK
-    report = json.loads(out)
-    assert len(report["nodeclaims"]) == 2
+    claims = json.loads(out)["nodeclaims"]
+    # Two nodes for nothing but the buffer, kept by consolidation (consolidateAfter 0s) for the
+    # ten minutes the buffer stands, and removed once it is gone.
+    assert len(claims) == 2
+    assert all(claim["readyAt"] < 60 for claim in claims)
+    assert all(600 < claim["deletedAt"] < 660 for claim in claims)

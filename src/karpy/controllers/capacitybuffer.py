@@ -11,9 +11,9 @@ and cluster state, over karpy's protocols (``CapacityBuffer`` feature gate):
   the buffer's virtual pods to the :class:`BufferRoom`. It reconciles a buffer
   when it, its PodTemplate or its workload changes, and every 30 s, as
   Karpenter's does.
-- :class:`BufferRoom` holds the virtual pods, and announces a change of a
-  buffer's (under :data:`BUFFER_ROOM`) so a provisioning pass plans it. Every provisioning pass plans
-  them after the pending pods (the provisioner asks :meth:`BufferRoom.pods`)
+- :class:`BufferRoom` holds the virtual pods and announces a change of a
+  buffer's (under :data:`BUFFER_ROOM`), which opens a provisioning batch.
+  Every pass plans them after the pending pods (:meth:`BufferRoom.pods`)
   and tells the room where they went (:meth:`BufferRoom.after_pass`): the
   room remembers which node or NodeClaim holds each buffer's room and writes
   each buffer's ``Provisioning`` condition (``FitsExistingCapacity`` when all
@@ -51,7 +51,7 @@ from karpy.api.capacitybuffer import (
     NamedPodTemplate,
 )
 from karpy.api.conditions import FALSE, TRUE, set_condition
-from karpy.api.core import Pod, PodTemplate, ScaledWorkload
+from karpy.api.core import Node, Pod, PodTemplate, ScaledWorkload
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.quantity import subtract_amounts
 from karpy.controllers.state import used_by
@@ -139,19 +139,11 @@ class BufferRoom:
         """Whether a change took away capacity holding buffer room (deleted, or being deleted)."""
         if not self._placed:
             return False
-        gone = (
-            old
-            if new is None
-            else new
-            if getattr(getattr(new, "metadata", None), "deleting", False)
-            else None
-        )
-        if gone is None:
+        gone = old if new is None else new
+        if not isinstance(gone, NodeClaim | Node) or (new is not None and not gone.metadata.deleting):
             return False
-        names = [getattr(getattr(gone, "metadata", None), "name", "")]
-        if isinstance(gone, NodeClaim):
-            names.append(gone.status.node_name)
-        return any(name and name in self._placed for name in names)
+        names = [gone.metadata.name, gone.status.node_name if isinstance(gone, NodeClaim) else ""]
+        return any(name in self._placed for name in names if name)
 
     def after_pass(self, plan: Plan, launched: Sequence[tuple[NewNodeClaim, object]]) -> None:
         """Remember where ``plan`` put the virtual pods and write each buffer's Provisioning condition.
