@@ -46,6 +46,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "PersistentVolumeClaim"),
     ("v1", "PersistentVolume"),
     ("v1", "LimitRange"),
+    ("v1", "PodTemplate"),
     ("apps/v1", "Deployment"),
     ("apps/v1", "ReplicaSet"),
     ("apps/v1", "DaemonSet"),

@@ -95,6 +95,20 @@ def kubelet(settings: dict[str, Any]) -> dict[str, Any]:
     return node_class({"kubelet": settings})
 
 
+# A CapacityBuffer (autoscaling.x-k8s.io, served with the CapacityBuffer feature gate's CRD).
+BUFFER: dict[str, Any] = {
+    "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+    "kind": "CapacityBuffer",
+    "metadata": {"name": RULE_OBJECT, "namespace": "default"},
+    "spec": {"podTemplateRef": {"name": "shape"}, "replicas": 2},
+}
+
+
+def buffer_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A CapacityBuffer of ``spec`` alone (not merged: the rules are about fields left out)."""
+    return {**BUFFER, "spec": spec}
+
+
 SELECTOR_TAGS = {"karpenter.sh/discovery": "it"}
 BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     # Requirement keys and template labels outside the restricted label domains.
@@ -611,6 +625,22 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         node_class({"capacityReservationSelectorTerms": [{"id": "res-0abc"}]}),
         "capacityReservationSelectorTerms[0].id",
     ),
+    (
+        "buffer-template-and-scalable",
+        buffer_spec(
+            {
+                "podTemplateRef": {"name": "shape"},
+                "scalableRef": {"kind": "Deployment", "name": "app"},
+                "replicas": 1,
+            }
+        ),
+        "You must define either PodTemplateRef or ScalableRef, but not both",
+    ),
+    (
+        "buffer-template-without-size",
+        buffer_spec({"podTemplateRef": {"name": "shape"}}),
+        "If podTemplateRef is set, replicas or limits must also be set",
+    ),
 ]
 
 
@@ -772,6 +802,17 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
                 "imageGCHighThresholdPercent": 85,
                 "imageGCLowThresholdPercent": 80,
             }
+        ),
+    ),
+    ("buffer-template-and-replicas", BUFFER),
+    (
+        "buffer-template-and-limits",
+        buffer_spec({"podTemplateRef": {"name": "shape"}, "limits": {"cpu": "4"}}),
+    ),
+    (
+        "buffer-scalable-percentage",
+        buffer_spec(
+            {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "app"}, "percentage": 20}
         ),
     ),
 ]
@@ -1113,7 +1154,7 @@ def related_paths(one: str, other: str) -> bool:
     return one == other or one.startswith(f"{other}.") or other.startswith(f"{one}.")
 
 
-CASE_BASES = {"NodePool": POOL, "NodeClaim": CLAIM, "EC2NodeClass": NODE_CLASS}
+CASE_BASES = {"NodePool": POOL, "NodeClaim": CLAIM, "EC2NodeClass": NODE_CLASS, "CapacityBuffer": BUFFER}
 
 
 def cel_witnesses(kind: str, path: str, message: str) -> list[str]:

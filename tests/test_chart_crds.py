@@ -20,6 +20,7 @@ def test_the_charts_crds_are_the_crds_karpy_prints_one_per_file() -> None:
     by_name = {crd["metadata"]["name"]: crd for crd in in_chart}
     assert by_name == {crd["metadata"]["name"]: crd for crd in all_crds()}
     assert sorted(path.name for path in CRDS_DIR.glob("*.yaml")) == [
+        "autoscaling.x-k8s.io_capacitybuffers.yaml",
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
         "karpenter.kwok.sh_kwoknodeclasses.yaml",
         "karpenter.sh_nodeclaims.yaml",

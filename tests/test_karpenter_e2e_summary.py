@@ -30,7 +30,7 @@ def test_each_spec_gets_its_result_and_reason() -> None:
                 spec(["Integration", "CRD Hash"], "should have NodePool hash", "passed"),
                 spec(["NodeClaim", "Standalone"], "should create", "failed", "Timed out after 600s.\nmore"),
                 spec(["TerminateFirst"], "should terminate first", "skipped"),
-                spec(["CapacityBuffer", "Lifecycle"], "should provision", "skipped"),
+                spec(["Performance", "Provisioning"], "should do 1000 pods", "skipped"),
                 spec(["Other"], "skips itself", "skipped", "cluster lacks X"),
                 spec(["Other"], "left out", "skipped"),
                 spec([], "", "passed", kind="SynchronizedBeforeSuite"),
@@ -42,13 +42,13 @@ def test_each_spec_gets_its_result_and_reason() -> None:
         ("Integration CRD Hash should have NodePool hash", "passed"),
         ("NodeClaim Standalone should create", "failed"),
         ("TerminateFirst should terminate first", "not applicable"),
-        ("CapacityBuffer Lifecycle should provision", "deferred"),
+        ("Performance Provisioning should do 1000 pods", "deferred"),
         ("Other skips itself", "skipped"),
         ("Other left out", "not run"),
     ]
     assert table[1][2] == "failed: Timed out after 600s. more"
     assert "FEATURE_GATES" in table[2][2]
-    assert "CapacityBuffer" in table[3][2]
+    assert "performance" in table[3][2]
     assert table[4][2] == "cluster lacks X"
 
 

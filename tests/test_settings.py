@@ -187,7 +187,8 @@ def test_feature_gates_take_karpenters_format_over_the_defaults() -> None:
     [
         (
             "NodeRepair=true",
-            "FEATURE_GATES: unknown feature gate 'NodeRepair' (karpy knows SpotToSpotConsolidation)",
+            "FEATURE_GATES: unknown feature gate 'NodeRepair'"
+            " (karpy knows SpotToSpotConsolidation, CapacityBuffer)",
         ),
         (
             "SpotToSpotConsolidation",

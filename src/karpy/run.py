@@ -108,6 +108,7 @@ from karpy.controllers.metering import MeteredCloudProvider
 from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
+from karpy.kube._resources import BUFFER_TYPES, WATCHED_TYPES
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
@@ -137,6 +138,10 @@ class RunSettings:
 
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
     """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
+
+    capacity_buffers: bool = False
+    """The CapacityBuffer feature gate: CapacityBuffers (and the PodTemplates and workloads they name)
+    are watched and the room they ask for kept (:mod:`karpy.controllers.capacitybuffer`)."""
 
     cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
     """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
@@ -212,7 +217,8 @@ class Runner:
         self.elector = LeaderElector(transport, election) if election is not None else None
         # Every write but the lease's passes the elector's fence (see "Fencing" above).
         fenced = transport.fenced(self.elector.check_leading) if self.elector is not None else transport
-        self.cluster = KubeCluster(fenced, clock=self.clock)
+        kinds = (*WATCHED_TYPES, *BUFFER_TYPES) if self.settings.capacity_buffers else WATCHED_TYPES
+        self.cluster = KubeCluster(fenced, clock=self.clock, kinds=kinds)
         self.changes: queue.Queue[Change] = queue.Queue()
         self.observability = RunObservability(
             self.settings.observability, lambda: self.cluster.synced, self._election_refused
@@ -239,9 +245,13 @@ class Runner:
             provisioning=self.settings.provisioning,
             rules=self.settings.consolidation,
             metrics=metrics,
+            capacity_buffers=self.settings.capacity_buffers,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
         core.provisioner.refusals.subscribe(self.runtime.on_change)
+        # So is a change of the CapacityBuffers' room, to the provisioner.
+        if core.provisioner.buffers is not None:
+            core.provisioner.buffers.subscribe(self.runtime.on_change)
         for controller in (*core.controllers, *self.provider.controllers(cloud)):
             self.runtime.register(controller)
 

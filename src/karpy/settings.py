@@ -57,6 +57,8 @@ FEATURE_GATES: dict[str, bool] = {
     # On, unlike Karpenter: measured in the simulator, off leaves a scaled-down spot fleet at 3.5x the price
     # of a fresh plan, and the 15-type and 10% rules keep it from churning (docs/consolidation.md).
     "SpotToSpotConsolidation": True,
+    # CapacityBuffers (autoscaling.x-k8s.io) are watched and their room kept free; off, as in Karpenter.
+    "CapacityBuffer": False,
 }
 
 
@@ -158,6 +160,9 @@ class FeatureGates:
     spot_to_spot_consolidation: bool = FEATURE_GATES["SpotToSpotConsolidation"]
     """SpotToSpotConsolidation: consolidation may replace a spot node by a cheaper spot node."""
 
+    capacity_buffer: bool = FEATURE_GATES["CapacityBuffer"]
+    """CapacityBuffer: CapacityBuffers are watched and the room they ask for kept free."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
@@ -242,7 +247,10 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
     an unknown or malformed item) naming what is wrong.
     """
     base = base if base is not None else FeatureGates()
-    gates = {"SpotToSpotConsolidation": base.spot_to_spot_consolidation}
+    gates = {
+        "SpotToSpotConsolidation": base.spot_to_spot_consolidation,
+        "CapacityBuffer": base.capacity_buffer,
+    }
     for item in text.split(","):
         if not item.strip():
             continue
@@ -254,7 +262,9 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
             known = ", ".join(FEATURE_GATES)
             raise SettingsError(f"unknown feature gate {name!r} (karpy knows {known})")
         gates[name] = parse_bool(value, name)
-    return FeatureGates(spot_to_spot_consolidation=gates["SpotToSpotConsolidation"])
+    return FeatureGates(
+        spot_to_spot_consolidation=gates["SpotToSpotConsolidation"], capacity_buffer=gates["CapacityBuffer"]
+    )
 
 
 def parse_node_overhead_cost(text: str | float) -> float:

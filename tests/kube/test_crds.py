@@ -34,6 +34,12 @@ EXPECTED_NAMES = {
         "kwoknodeclasses",
         "v1alpha1",
     ),
+    "capacitybuffers.autoscaling.x-k8s.io": (
+        "autoscaling.x-k8s.io",
+        "CapacityBuffer",
+        "capacitybuffers",
+        "v1beta1",
+    ),
 }
 
 
@@ -69,7 +75,7 @@ def test_every_crd_is_an_apiextensions_v1_crd_with_its_names_scope_and_status(cr
     group, kind, plural, version = EXPECTED_NAMES[crd["metadata"]["name"]]
     spec = crd["spec"]
     assert spec["group"] == group
-    assert spec["scope"] == "Cluster"
+    assert spec["scope"] == ("Namespaced" if kind == "CapacityBuffer" else "Cluster")
     assert spec["names"]["kind"] == kind
     assert spec["names"]["plural"] == plural
     assert spec["names"]["singular"] == kind.lower()
@@ -84,12 +90,28 @@ def test_every_crd_is_an_apiextensions_v1_crd_with_its_names_scope_and_status(cr
     assert {"apiVersion", "kind", "metadata", "spec", "status"} <= set(schema["properties"])
 
 
-def test_the_crds_cover_the_four_kinds_node_classes_first() -> None:
+def test_the_crds_cover_the_five_kinds_node_classes_first() -> None:
     assert [crd["metadata"]["name"] for crd in all_crds()] == [
         "ec2nodeclasses.karpenter.k8s.aws",
         "kwoknodeclasses.karpenter.kwok.sh",
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
+        "capacitybuffers.autoscaling.x-k8s.io",
+    ]
+
+
+def test_capacitybuffer_names_and_printer_columns_are_karpenters() -> None:
+    (crd,) = [crd for crd in all_crds() if crd["spec"]["names"]["kind"] == "CapacityBuffer"]
+    assert crd["spec"]["names"]["shortNames"] == ["cb"]
+    assert crd["spec"]["names"]["categories"] == ["autoscaling"]
+    assert [column[0] for column in columns(crd)] == [
+        "STRATEGY",
+        "PODTEMPLATE",
+        "REPLICAS",
+        "CONDITIONSTYPE",
+        "CONDITIONSSTATUS",
+        "CONDITIONSREASON",
+        "AGE",
     ]
 
 

@@ -30,6 +30,7 @@ import pytest
 import yaml
 from tests.kube.test_cluster_writes import FakeTransport
 
+from karpy.api.capacitybuffer import CapacityBuffer, CapacityBufferStatus
 from karpy.api.conditions import Condition
 from karpy.api.core import Node, Pod, PodSpec
 from karpy.api.meta import ObjectMeta
@@ -39,6 +40,8 @@ from karpy.api.nodepool import NodeClassRef, NodePoolStatus
 from karpy.api.taints import Taint
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, ApiStatusError, ApiTransport
 from karpy.kube._resources import (
+    BUFFER_TYPES,
+    CAPACITY_BUFFER,
     EC2_NODE_CLASS,
     KWOK_NODE_CLASS,
     NODEPOOL,
@@ -207,11 +210,22 @@ def drive(server: RecordingServer) -> None:
         KWOK_NODE_CLASS.collection_path(),
         {"apiVersion": KWOK_NODE_CLASS.api_version, "kind": "KWOKNodeClass", "metadata": {"name": "default"}},
     )
-    cluster = KubeCluster(transport)
+    buffer = server.seed(
+        CAPACITY_BUFFER.collection_path("shop"),
+        {
+            "apiVersion": CAPACITY_BUFFER.api_version,
+            "kind": "CapacityBuffer",
+            "metadata": {"name": "warm", "namespace": "shop"},
+            "spec": {"podTemplateRef": {"name": "shape"}, "replicas": 1},
+        },
+    )
+    # With the CapacityBuffer feature gate, as karpy run watches with it.
+    kinds = (*WATCHED_TYPES, *BUFFER_TYPES)
+    cluster = KubeCluster(transport, kinds=kinds)
     cluster.start()
     assert cluster.wait_for_sync(10)
     # Informers watch after their list: wait for every watch to open.
-    while len(set(server.watches)) < len(WATCHED_TYPES):
+    while len(set(server.watches)) < len(kinds):
         threading.Event().wait(0.01)
 
     # Provisioning (a batch, created together), disruption's replacements and the kwok provider.
@@ -227,7 +241,7 @@ def drive(server: RecordingServer) -> None:
         )
     )
     # The lifecycle: labels, then status; a second adapter with an empty cache reads first.
-    cold = KubeCluster(transport)
+    cold = KubeCluster(transport, kinds=kinds)
     claim = cold.update(claim.with_metadata(labels={**claim.metadata.labels, "registered": "true"}))
     cold.update(claim.with_status(conditions=(READY,)))
     cold.update(node.with_changes(taints=(Taint("karpenter.sh/disrupted", "NoSchedule"),)))
@@ -240,6 +254,10 @@ def drive(server: RecordingServer) -> None:
             else NodeClassStatus(conditions=(READY,))
         )
         cold.update_status(dataclasses.replace(record, status=status))  # type: ignore[type-var]
+    # A CapacityBuffer's status (the capacitybuffer controller, provisioning).
+    warm = parse_record(CAPACITY_BUFFER, buffer)
+    assert isinstance(warm, CapacityBuffer)
+    cold.update_status(warm.with_status(CapacityBufferStatus(conditions=(READY,), replicas=1)))
     # Events, once and repeated, about a pod (its namespace) and a NodeClaim (default).
     pod = Pod(metadata=ObjectMeta(name="web-1", namespace="shop", uid="u1"), spec=PodSpec())
     for _ in range(2):

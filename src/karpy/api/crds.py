@@ -62,6 +62,9 @@ from typing import Any
 
 import yaml
 
+from karpy.api.capacitybuffer import ACTIVE_CAPACITY
+from karpy.api.capacitybuffer import GROUP as CAPACITY_BUFFER_GROUP
+from karpy.api.capacitybuffer import KIND as CAPACITY_BUFFER_KIND
 from karpy.api.nodeclass import (
     ALIAS_ALONE_MESSAGE,
     ALIAS_FAMILY_MESSAGE,
@@ -538,6 +541,7 @@ def _crd(
     versions: list[dict[str, Any]],
     short_names: Iterable[str] = (),
     categories: Iterable[str] = (CATEGORY,),
+    scope: str = "Cluster",
 ) -> CRD:
     names: dict[str, Any] = {
         "kind": kind,
@@ -555,7 +559,7 @@ def _crd(
         "spec": {
             "group": group,
             "names": names,
-            "scope": "Cluster",
+            "scope": scope,
             "versions": versions,
         },
     }
@@ -1107,9 +1111,96 @@ def kwoknodeclass_crd() -> CRD:
     )
 
 
+def capacitybuffer_crd() -> CRD:
+    """``capacitybuffers.autoscaling.x-k8s.io``: spare capacity (the CapacityBuffer feature gate).
+
+    The API is Kubernetes autoscaling's, shared with Cluster Autoscaler;
+    Karpenter v1.15 ships its CRD with its own, and so does karpy: with the
+    gate on, ``karpy run`` watches the kind and needs it served. Namespaced,
+    short name ``cb``, category ``autoscaling``, version v1beta1, Karpenter's
+    printer columns and rules (exactly one of ``podTemplateRef`` and
+    ``scalableRef``; a ``podTemplateRef`` with ``replicas`` or ``limits``).
+    """
+    reference = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": _string(minLength=1, description="The name of the referent.")},
+    }
+    count = {"type": "integer", "format": "int32", "minimum": 0}
+    spec: Schema = {
+        "type": "object",
+        "description": "The room to keep: its shape, how many chunks, and what limits them.",
+        "properties": {
+            "provisioningStrategy": _string(
+                default=ACTIVE_CAPACITY, description="How the buffer is used (active capacity: virtual pods)."
+            ),
+            "podTemplateRef": {
+                **reference,
+                "description": "A PodTemplate of the same namespace: a chunk's shape.",
+            },
+            "scalableRef": {
+                "type": "object",
+                "description": "A Deployment, StatefulSet or ReplicaSet whose pods give a chunk's shape.",
+                "required": ["kind", "name"],
+                "properties": {
+                    "apiGroup": _string(),
+                    "kind": _string(minLength=1),
+                    "name": _string(minLength=1),
+                },
+            },
+            "replicas": {**count, "description": "How many chunks."},
+            "percentage": {**count, "description": "Chunks as a percentage of the scalableRef's replicas."},
+            "limits": {**_resource_list("The most the chunks may request together."), "type": "object"},
+        },
+        "x-kubernetes-validations": [
+            _rule(
+                "!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)",
+                "If podTemplateRef is set, replicas or limits must also be set",
+            ),
+            _rule(
+                "!(has(self.podTemplateRef) && has(self.scalableRef))",
+                "You must define either PodTemplateRef or ScalableRef, but not both",
+            ),
+        ],
+    }
+    conditions = _conditions()
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    status: Schema = {
+        "type": "object",
+        "properties": {
+            "conditions": conditions,
+            "podTemplateRef": reference,
+            "podTemplateGeneration": {"type": "integer", "format": "int64"},
+            "provisioningStrategy": _string(),
+            "replicas": {"type": "integer", "format": "int32"},
+        },
+    }
+    schema = _object_schema("A CapacityBuffer: room kept free for pods of one shape.", spec, status)
+    schema["required"] = ["spec"]
+    columns: list[Schema] = [
+        {"name": "Strategy", "type": "string", "jsonPath": ".spec.provisioningStrategy"},
+        {"name": "PodTemplate", "type": "string", "jsonPath": ".status.podTemplateRef.name"},
+        {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
+        {"name": "ConditionsType", "type": "string", "jsonPath": ".status.conditions[*].type"},
+        {"name": "ConditionsStatus", "type": "string", "jsonPath": ".status.conditions[*].status"},
+        {"name": "ConditionsReason", "type": "string", "jsonPath": ".status.conditions[*].reason"},
+        _age_column(),
+    ]
+    return _crd(
+        group=CAPACITY_BUFFER_GROUP,
+        kind=CAPACITY_BUFFER_KIND,
+        plural="capacitybuffers",
+        versions=[_version("v1beta1", schema, columns)],
+        short_names=("cb",),
+        categories=("autoscaling",),
+        scope="Namespaced",
+    )
+
+
 def all_crds() -> list[CRD]:
-    """Every CRD karpy needs, node classes first (NodePools refer to them)."""
-    return [ec2nodeclass_crd(), kwoknodeclass_crd(), nodepool_crd(), nodeclaim_crd()]
+    """Every CRD karpy needs, node classes first (NodePools refer to them), CapacityBuffer last."""
+    return [ec2nodeclass_crd(), kwoknodeclass_crd(), nodepool_crd(), nodeclaim_crd(), capacitybuffer_crd()]
 
 
 def render_yaml(crds: Iterable[CRD]) -> str:

@@ -33,6 +33,8 @@ import yaml
 
 from karpy.api._reader import FieldReader, ManifestError
 from karpy.api.admission import LimitRange, RuntimeClass
+from karpy.api.capacitybuffer import API_VERSION as CAPACITY_BUFFER_API_VERSION
+from karpy.api.capacitybuffer import CapacityBuffer, NamedPodTemplate
 from karpy.api.core import (
     CronJob,
     DaemonSet,
@@ -99,6 +101,8 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("v1", "LimitRange"): lambda reader, _: LimitRange.parse(reader),
     ("node.k8s.io/v1", "RuntimeClass"): lambda reader, _: RuntimeClass.parse(reader),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): lambda reader, _: HorizontalPodAutoscaler.parse(reader),
+    (CAPACITY_BUFFER_API_VERSION, "CapacityBuffer"): lambda reader, _: CapacityBuffer.parse(reader),
+    ("v1", "PodTemplate"): lambda reader, _: NamedPodTemplate.parse(reader),
 }
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 # Karpenter's kinds before v1beta1 (v0.32), which guides still print, and what took their place.

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from karpy.cloud.provider import CloudProvider
+from karpy.controllers.capacitybuffer import BufferRoom, CapacityBufferController
 from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import GarbageCollector
@@ -73,16 +74,21 @@ def core_controllers(
     metrics: Metrics,
     garbage_collection: bool = True,
     record_metrics: bool = True,
+    capacity_buffers: bool = False,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
     ``garbage_collection`` False leaves the garbage collector out (the
     simulator, whose instances cannot leak: see :mod:`karpy.run`);
     ``record_metrics`` False leaves out the controllers that only record
-    metrics (the simulator, unless its caller reads them).
+    metrics (the simulator, unless its caller reads them); ``capacity_buffers``
+    True (the CapacityBuffer feature gate) adds the CapacityBuffer controller,
+    after the others, and has provisioning and disruption keep the room buffers
+    ask for.
     """
+    room = BufferRoom(cluster, clock) if capacity_buffers else None
     provisioner = Provisioner(
-        cluster, cloud_for(Provisioner.name), clock, settings=provisioning, metrics=metrics
+        cluster, cloud_for(Provisioner.name), clock, settings=provisioning, metrics=metrics, buffers=room
     )
     disruption = DisruptionController(
         cluster,
@@ -91,6 +97,7 @@ def core_controllers(
         rules=rules,
         metrics=metrics,
         node_overhead_cost=provisioning.node_overhead_cost,
+        buffers=room,
     )
     conditions = NodeClaimDisruptionConditions(
         cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics
@@ -107,6 +114,8 @@ def core_controllers(
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
+    if room is not None:
+        rest.append(CapacityBufferController(cluster, clock, room))
     return CoreControllers(
         provisioner=provisioner,
         disruption=disruption,

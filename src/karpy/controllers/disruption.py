@@ -42,6 +42,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
+from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
 from karpy.controllers.orchestration import Command, Orchestrator
 from karpy.controllers.state import (
     PoolTypesCache,
@@ -108,8 +109,11 @@ class DisruptionController:
         poll_period: float = POLL_PERIOD,
         validation_delay: float = VALIDATION_DELAY,
         quiet_pass_ttl: float = QUIET_PASS_TTL,
+        buffers: BufferRoom | None = None,
     ) -> None:
         self.cluster = cluster
+        # The CapacityBuffers' room: the virtual pods placed on a node count as its pods (None: gate off).
+        self.buffers = buffers
         self.clock = clock
         self.cloud = cloud
         self.metrics = metrics if metrics is not None else Metrics()
@@ -172,7 +176,10 @@ class DisruptionController:
             node = self.cluster.node(nodeclaim.status.node_name)
             if nodepool is None or node is None or node.metadata.deleting:
                 continue
-            candidates.append(Candidate(nodeclaim, node, nodepool, self.cluster.pods_on_node(node.name)))
+            pods = self.cluster.pods_on_node(node.name)
+            if self.buffers is not None:
+                pods = [*pods, *self.buffers.on(node.name, nodeclaim.name)]
+            candidates.append(Candidate(nodeclaim, node, nodepool, pods))
         return candidates, pool_sizes, disrupting
 
     # -- decisions -------------------------------------------------------------
@@ -239,6 +246,8 @@ class DisruptionController:
             self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
         )
+        if self.buffers is not None:
+            snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
         return snapshot.solve(pods)
 
     def _consolidate(
@@ -295,6 +304,8 @@ class DisruptionController:
         snapshot = scheduling_snapshot(
             self.cluster, self.cloud, pool_types=self._pool_types, unavailable=invalid_nodepools(self.cluster)
         )
+        if self.buffers is not None:
+            snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
         prices = {
             c.nodeclaim.name: launched_price(c.nodeclaim, snapshot.instance_types.get(c.nodepool.name, ()))
             for c in underused
@@ -426,6 +437,7 @@ class DisruptionController:
             tuple(sorted(allowed.items())),
             frozenset(backed_off),
             frozenset(self.orchestrator.deleted),
+            self.buffers.version if self.buffers is not None else None,
         )
 
     def _savings_known(self) -> tuple[tuple[str, tuple[str, float]], ...]:

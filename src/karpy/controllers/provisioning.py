@@ -46,6 +46,7 @@ from karpy.api.nodepool import (
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
+from karpy.controllers.capacitybuffer import BUFFER_ROOM, BufferRoom
 from karpy.controllers.launchloop import LaunchLoopGuard
 from karpy.controllers.refusals import NodePoolRefusals, refusal_message
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
@@ -60,6 +61,7 @@ from karpy.operator.cluster import (
 )
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
+from karpy.scheduling.buffers import is_virtual
 from karpy.scheduling.solver import NewNodeClaim, Plan
 
 log = logging.getLogger("karpy.provisioning")
@@ -103,8 +105,11 @@ class Provisioner:
         settings: ProvisioningSettings | None = None,
         metrics: Metrics | None = None,
         refusals: NodePoolRefusals | None = None,
+        buffers: BufferRoom | None = None,
     ) -> None:
         self.cluster = cluster
+        # The CapacityBuffers' virtual pods, planned after the pending pods every pass (None: gate off).
+        self.buffers = buffers
         self.cloud = cloud
         self.clock = clock
         self.settings = settings or ProvisioningSettings()
@@ -131,6 +136,8 @@ class Provisioner:
             Watch("Node", self._on_capacity_change),
             Watch("NodeClaim", self._on_capacity_change),
             Watch("NodePool", self._on_nodepool),
+            # The CapacityBuffers' virtual pods changed (karpy.controllers.capacitybuffer).
+            *([Watch(BUFFER_ROOM, lambda old, new: self.trigger())] if self.buffers is not None else []),
         ]
 
     def trigger(self) -> list[str]:
@@ -139,6 +146,11 @@ class Provisioner:
             self._batch_start = now
         self._batch_last = now
         return [BATCH_KEY]
+
+    @property
+    def batch_open(self) -> bool:
+        """Whether a batch is open: a pass is due once it closes."""
+        return self._batch_start is not None
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         self.loop_guard.on_pod(old, new)
@@ -182,6 +194,8 @@ class Provisioner:
         # Capacity going away (a node or NodeClaim deleted) may strand pods.
         if new is None and self.cluster.pending_pods():
             return self.trigger()
+        if self.buffers is not None and self.buffers.lost(old, new):
+            return self.trigger()  # buffer room went with it: find it again
         if self._launch_freed_limit(old, new) and self.cluster.pending_pods():
             return self.trigger()
         if self._initialized_under_planned_pods(old, new):
@@ -271,12 +285,13 @@ class Provisioner:
         self.passes += 1
         pods, held = self.loop_guard.admit(self.provisionable_pods())
         result = ProvisioningResult(time=self.clock.now(), unschedulable=held)
-        if not pods:
+        virtual = self.buffers.pods() if self.buffers is not None else []
+        if not pods and not virtual:
             self.last = result
             return result
         refused = self.refusals.unavailable(self.cluster.nodepools(), result.time)
-        with self.metrics.scheduling(self.name, len(pods)) as simulation:
-            plan, nodepools = self.schedule(pods, refused)
+        with self.metrics.scheduling(self.name, len(pods) + len(virtual)) as simulation:
+            plan, nodepools = self.schedule([*pods, *virtual], refused)
             simulation.left(len(plan.unschedulable))
         # Created together (a remote writer sends them at once); each failure is raised once the
         # NodeClaims that were created are accounted for, so a retry does not launch them again.
@@ -289,6 +304,8 @@ class Provisioner:
             if isinstance(outcome, Exception) and not isinstance(outcome, InvalidError)
         ]
         self._account_refusals(plan.new_nodeclaims, created, nodepools)
+        if self.buffers is not None:
+            self.buffers.after_pass(plan, list(zip(plan.new_nodeclaims, created, strict=True)))
         self._planned_for.clear()
         self._planned_on.clear()
         for pod_key, capacity in plan.existing.items():
@@ -299,7 +316,7 @@ class Provisioner:
             for pod in new.pods:
                 self._plan_for(pod.key, nodeclaim.name)
             result.created.append(nodeclaim.name)
-            self.loop_guard.record(nodeclaim, new.pods)
+            self.loop_guard.record(nodeclaim, [pod for pod in new.pods if not is_virtual(pod)])
             self.metrics.nodeclaim_created(nodeclaim)
             log.info(
                 "created nodeclaim %s for %d pods (%s; %d instance types from $%.4f/h with per-node costs)",
@@ -317,6 +334,8 @@ class Provisioner:
                 f"NodeClaim for {len(new.pods)} pods: {describe_requests(new.requests)}",
             )
             for pod in new.pods:
+                if is_virtual(pod):
+                    continue  # never created: nothing to tell
                 self.cluster.record_event(
                     pod, EVENT_NORMAL, "Nominated", f"Pod should schedule on: nodeclaim/{nodeclaim.name}"
                 )
@@ -324,11 +343,12 @@ class Provisioner:
             # A lost leadership first: it ends the loop, where any other failure is retried.
             raise next((error for error in failures if isinstance(error, NotLeaderError)), failures[0])
         pods_by_key = {pod.key: pod for pod in pods}
-        for pod_key, reason in sorted(plan.unschedulable.items()):
+        unschedulable = {key: reason for key, reason in plan.unschedulable.items() if key in pods_by_key}
+        for pod_key, reason in sorted(unschedulable.items()):
             self.cluster.record_event(
                 pods_by_key[pod_key], EVENT_WARNING, "FailedScheduling", f"Failed to schedule pod, {reason}"
             )
-        result.unschedulable = {**held, **plan.unschedulable}
+        result.unschedulable = {**held, **unschedulable}
         self.last = result
         return result
 

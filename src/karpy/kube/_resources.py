@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from karpy.api.capacitybuffer import API_VERSION as CAPACITY_BUFFER_API_VERSION
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, KWOK_GROUP, KWOK_KIND
 from karpy.api.nodepool import API_VERSION_V1
 
@@ -66,6 +67,21 @@ NAMESPACE = ResourceType("Namespace", "v1", "namespaces", namespaced=False)
 LIMIT_RANGE = ResourceType("LimitRange", "v1", "limitranges", namespaced=True)
 RUNTIME_CLASS = ResourceType("RuntimeClass", "node.k8s.io/v1", "runtimeclasses", namespaced=False)
 EVENT = ResourceType("Event", "v1", "events", namespaced=True)
+# What the CapacityBuffer feature gate has watched: the buffers and what they name.
+CAPACITY_BUFFER = ResourceType(
+    "CapacityBuffer", CAPACITY_BUFFER_API_VERSION, "capacitybuffers", namespaced=True
+)
+POD_TEMPLATE = ResourceType("PodTemplate", "v1", "podtemplates", namespaced=True)
+DEPLOYMENT = ResourceType("Deployment", "apps/v1", "deployments", namespaced=True)
+STATEFUL_SET = ResourceType("StatefulSet", "apps/v1", "statefulsets", namespaced=True)
+REPLICA_SET = ResourceType("ReplicaSet", "apps/v1", "replicasets", namespaced=True)
+BUFFER_TYPES: tuple[ResourceType, ...] = (
+    CAPACITY_BUFFER,
+    POD_TEMPLATE,
+    DEPLOYMENT,
+    STATEFUL_SET,
+    REPLICA_SET,
+)
 
 #: The kinds KubeCluster keeps informer caches of.
 WATCHED_TYPES: tuple[ResourceType, ...] = (
@@ -84,4 +100,6 @@ WATCHED_TYPES: tuple[ResourceType, ...] = (
     RUNTIME_CLASS,
 )
 
-TYPES_BY_KIND: dict[str, ResourceType] = {resource.kind: resource for resource in WATCHED_TYPES}
+TYPES_BY_KIND: dict[str, ResourceType] = {
+    resource.kind: resource for resource in (*WATCHED_TYPES, *BUFFER_TYPES)
+}

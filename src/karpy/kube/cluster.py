@@ -83,6 +83,7 @@ from typing import Any, TypeVar
 import orjson
 
 from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.capacitybuffer import CapacityBufferStatus
 from karpy.api.core import (
     Node,
     Pod,
@@ -665,7 +666,7 @@ class KubeCluster(TypedReads):
             metadata.pop("resourceVersion", None)
 
     def update_status(self, obj: T) -> T:
-        """PUT the status subresource of a NodePool (readable or not) or node class.
+        """PUT the status subresource of a NodePool (readable or not), node class or CapacityBuffer.
 
         The body is the server's object with the status fields karpy owns
         replaced, so fields it does not model are kept. Nothing is sent when
@@ -674,12 +675,17 @@ class KubeCluster(TypedReads):
         resource = _resource_of(obj)
         meta = _meta_of(obj)
         status = getattr(obj, "status", None)
-        if not isinstance(status, NodePoolStatus | NodeClassStatus):
+        if not isinstance(status, NodePoolStatus | NodeClassStatus | CapacityBufferStatus):
             raise TypeError(f"KubeCluster does not write the status of {resource.kind} objects")
         current = self._current(resource, meta)
         stored = current.get("status")
         stored = stored if isinstance(stored, dict) else {}
-        wanted = merged_owned_status(stored, status)
+        # A CapacityBuffer's status is all karpy's (as Karpenter writes it whole).
+        wanted = (
+            status.to_dict()
+            if isinstance(status, CapacityBufferStatus)
+            else merged_owned_status(stored, status)
+        )
         unchanged = wanted == stored
         if unchanged and (not meta.resource_version or meta.resource_version == _raw_version(current)):
             return self._decode_status(resource, current, obj)

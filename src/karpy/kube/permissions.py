@@ -4,7 +4,9 @@ Every request karpy makes is one of a few shapes (see :mod:`karpy.kube.cluster`,
 :mod:`karpy.kube._informer`, :mod:`karpy.kube.leader` and :func:`karpy.run.kubernetes_version`):
 
 - the informers list and watch every kind in ``_resources.WATCHED_TYPES``,
-  across all namespaces;
+  across all namespaces, and with the CapacityBuffer feature gate those of
+  ``_resources.BUFFER_TYPES`` (CapacityBuffers, PodTemplates, Deployments,
+  StatefulSets, ReplicaSets), whose ``status`` karpy writes for CapacityBuffers;
 - the controllers create, update (PUT) and delete NodeClaims and write their
   ``status`` subresource; patch Nodes (taints, labels, the termination
   finalizer) and delete them once their instance is gone; evict pods
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from karpy.kube._resources import WATCHED_TYPES
+from karpy.kube._resources import BUFFER_TYPES, WATCHED_TYPES
 from karpy.kube.leader import DEFAULT_LEASE_NAME
 
 
@@ -103,7 +105,12 @@ _WATCHED_ONLY = {
     ("", "limitranges"): "a new node's DaemonSet pods are sized with their LimitRange defaults",
     ("node.k8s.io", "runtimeclasses"): "a new node's DaemonSet pods are sized with their RuntimeClass"
     " overhead",
+    ("", "podtemplates"): "a CapacityBuffer's podTemplateRef names one (CapacityBuffer gate)",
+    ("apps", "deployments"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
+    ("apps", "statefulsets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
+    ("apps", "replicasets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
 }
+BUFFER_GATE = "only with the CapacityBuffer feature gate on, which the walkthrough leaves off"
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -207,6 +214,23 @@ RULES: tuple[Rule, ...] = (
         Provider.ALL,
         "the class's Ready condition (nodepool status controller)",
     ),
+    Rule(
+        "autoscaling.x-k8s.io",
+        "capacitybuffers",
+        ("list", "watch", "get"),
+        Scope.CLUSTER,
+        Provider.ALL,
+        f"{INFORMER} (CapacityBuffer gate); read before a status write when not cached",
+    ),
+    Rule(
+        "autoscaling.x-k8s.io",
+        "capacitybuffers/status",
+        ("update",),
+        Scope.CLUSTER,
+        Provider.ALL,
+        "replicas, the resolved template and the ReadyForProvisioning and Provisioning conditions"
+        " (capacitybuffer controller, provisioning)",
+    ),
     *(
         Rule(group, plural, LIST_WATCH, Scope.CLUSTER, Provider.ALL, f"{INFORMER}: {why}")
         for (group, plural), why in _WATCHED_ONLY.items()
@@ -260,6 +284,18 @@ NOT_EXERCISED_ON_KWOK: Mapping[tuple[str, str, str], str] = {
     ("karpenter.k8s.aws", "ec2nodeclasses", "get"): "only when a class is not in the cache yet",
     ("karpenter.k8s.aws", "ec2nodeclasses/status", "update"): "no EC2NodeClass in a kwok walkthrough",
     ("karpenter.kwok.sh", "kwoknodeclasses", "get"): "only when a class is not in the cache yet",
+    **{
+        (group, plural, verb): BUFFER_GATE
+        for group, plural, verbs in (
+            ("autoscaling.x-k8s.io", "capacitybuffers", ("list", "watch", "get")),
+            ("autoscaling.x-k8s.io", "capacitybuffers/status", ("update",)),
+            ("", "podtemplates", LIST_WATCH),
+            ("apps", "deployments", LIST_WATCH),
+            ("apps", "statefulsets", LIST_WATCH),
+            ("apps", "replicasets", LIST_WATCH),
+        )
+        for verb in verbs
+    },
 }
 
 
@@ -327,8 +363,8 @@ def granting_rule(rules: Iterable[Rule], request: ApiRequest, namespace: str) ->
 
 
 def watched_resources() -> set[tuple[str, str]]:
-    """(group, plural) of every kind the informers list and watch."""
-    return {(resource.group, resource.plural) for resource in WATCHED_TYPES}
+    """(group, plural) of every kind the informers list and watch (the CapacityBuffer gate's too)."""
+    return {(resource.group, resource.plural) for resource in (*WATCHED_TYPES, *BUFFER_TYPES)}
 
 
 DOCS_TABLE_HEADER = (

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from karpy.api.admission import LimitRange, RuntimeClass
+from karpy.api.capacitybuffer import CapacityBuffer, NamedPodTemplate
 from karpy.api.core import (
     DaemonSet,
     Namespace,
@@ -38,6 +39,7 @@ from karpy.api.core import (
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
+    ScaledWorkload,
 )
 from karpy.api.nodeclaim import NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClass
@@ -163,6 +165,18 @@ class ClusterReader(Protocol):
 
     def runtime_classes(self) -> Iterable[RuntimeClass]:
         """The RuntimeClasses: the overhead admission gives a new pod that names one."""
+        ...
+
+    def capacity_buffers(self) -> Iterable[CapacityBuffer]:
+        """The CapacityBuffers (none unless the CapacityBuffer feature gate has them watched)."""
+        ...
+
+    def capacity_buffer(self, namespace: str, name: str) -> CapacityBuffer | None: ...
+
+    def pod_template(self, namespace: str, name: str) -> NamedPodTemplate | None: ...
+
+    def scalable(self, kind: str, namespace: str, name: str) -> ScaledWorkload | None:
+        """The Deployment, StatefulSet or ReplicaSet of that name (what a buffer's scalableRef names)."""
         ...
 
 

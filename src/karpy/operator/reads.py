@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from karpy.api.admission import LimitRange, RuntimeClass
+from karpy.api.capacitybuffer import CapacityBuffer, NamedPodTemplate
 from karpy.api.core import (
     DaemonSet,
     Namespace,
@@ -24,6 +25,7 @@ from karpy.api.core import (
     PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
+    ScaledWorkload,
 )
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeClaim
@@ -176,3 +178,18 @@ class TypedReads:
 
     def runtime_classes(self) -> Iterable[RuntimeClass]:
         return self._all("RuntimeClass")
+
+    def capacity_buffers(self) -> Iterable[CapacityBuffer]:
+        return self._all("CapacityBuffer")
+
+    def capacity_buffer(self, namespace: str, name: str) -> CapacityBuffer | None:
+        found = self._get("CapacityBuffer", f"{namespace}/{name}")
+        return found if isinstance(found, CapacityBuffer) else None
+
+    def pod_template(self, namespace: str, name: str) -> NamedPodTemplate | None:
+        found = self._get("PodTemplate", f"{namespace}/{name}")
+        return found if isinstance(found, NamedPodTemplate) else None
+
+    def scalable(self, kind: str, namespace: str, name: str) -> ScaledWorkload | None:
+        found = self._get(kind, f"{namespace}/{name}")
+        return found if isinstance(found, ScaledWorkload) and found.kind == kind else None
