@@ -31,8 +31,6 @@ def test_each_spec_gets_its_result_and_reason(tmp_path: Path, monkeypatch: pytes
     # Lists of this test's own: the project's change as features land.
     listed = "# why\nTerminateFirst | patches FEATURE_GATES of Karpenter\n"
     (tmp_path / "not-applicable.txt").write_text(listed)
-        "# why\nTerminateFirst | patches FEATURE_GATES of Karpenter\n"
-    )
     (tmp_path / "deferred.txt").write_text("Some Feature | the feature is absent from karpy\n")
     monkeypatch.setattr(karpenter_e2e, "LISTS", tmp_path)
     report = [
