@@ -15,8 +15,9 @@ from tests.controllers.test_state_capacity import INSTANCE_TYPE, cluster, node, 
 
 from karpy.api.conditions import Condition
 from karpy.api.core import NodeCondition
-from karpy.api.meta import OwnerReference
+from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED
+from karpy.api.nodeclass import KWOKNodeClass, NodeClassStatus
 from karpy.api.taints import KNOWN_EPHEMERAL_TAINTS, NO_SCHEDULE, Taint
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, _owned_by
@@ -101,3 +102,21 @@ def test_registration_copies_the_nodeclaims_labels_and_annotations_onto_its_node
     )
     assert registered.metadata.owner_references == (owner,)
     assert _owned_by(registered.metadata.owner_references, stored_claim) == (owner,)
+
+
+@pytest.mark.parametrize("stored", ["False", "True", None])
+def test_a_nodeclaim_whose_kwok_class_is_not_ready_is_deleted_not_launched(stored: str | None) -> None:
+    # As Karpenter's launch with its kwok provider: the class' stored Ready=False (whoever wrote
+    # it) refuses the launch and the NodeClaim goes; no condition yet is no verdict.
+    store = cluster()
+    conditions = () if stored is None else (Condition("Ready", stored, reason="TestingNotReady"),)
+    store.create(KWOKNodeClass(ObjectMeta(name="default"), NodeClassStatus(conditions=conditions)))
+    store.create(nodeclaim(NAME))
+    NodeClaimLifecycle(store, KwokCloudProvider(store), store.clock).reconcile(NAME)
+    reasons = [event.reason for event in store.events]
+    claim = store.nodeclaim(NAME)
+    if stored == "False":
+        assert "NodeClassNotReady" in reasons
+        assert claim is None or claim.metadata.deleting
+    else:
+        assert "NodeClassNotReady" not in reasons

@@ -52,6 +52,7 @@ from karpy.cloud.provider import (
     CloudProviderError,
     InsufficientCapacityError,
     LaunchInProgressError,
+    NodeClassNotReadyError,
 )
 from karpy.logs import about
 from karpy.operator.cluster import (
@@ -60,7 +61,12 @@ from karpy.operator.cluster import (
     Clock,
     Cluster,
 )
-from karpy.operator.karpenter_metrics import REASON_INSUFFICIENT_CAPACITY, REASON_LIVENESS, Metrics
+from karpy.operator.karpenter_metrics import (
+    REASON_INSUFFICIENT_CAPACITY,
+    REASON_LIVENESS,
+    REASON_NODECLASS_NOT_READY,
+    Metrics,
+)
 from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.nodeclaim")
@@ -187,6 +193,19 @@ class NodeClaimLifecycle:
             )
             self.cluster.delete(nodeclaim)
             self.metrics.nodeclaim_disrupted(nodeclaim, REASON_INSUFFICIENT_CAPACITY)
+            return None
+        except NodeClassNotReadyError as error:
+            # As Karpenter's launch: a NodeClaim whose node class is missing or not Ready is
+            # deleted, not retried until its launch deadline; its pods are provisioned again.
+            self.cluster.record_event(nodeclaim, EVENT_WARNING, "NodeClassNotReady", str(error))
+            log.warning(
+                "nodeclaim %s: node class not ready: %s",
+                nodeclaim.name,
+                error,
+                extra=about(nodeclaim, controller=self.name),
+            )
+            self.cluster.delete(nodeclaim)
+            self.metrics.nodeclaim_disrupted(nodeclaim, REASON_NODECLASS_NOT_READY)
             return None
         except CloudProviderError as error:
             self.cluster.record_event(nodeclaim, EVENT_WARNING, "LaunchFailed", str(error))

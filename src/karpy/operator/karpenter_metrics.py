@@ -79,6 +79,7 @@ REASON_PROVISIONED = "provisioned"
 REASON_EXPIRED = "expired"
 REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 REASON_LIVENESS = "liveness"
+REASON_NODECLASS_NOT_READY = "nodeclass_not_ready"
 
 
 def reason_label(reason: str) -> str:

@@ -61,11 +61,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from karpy.api.conditions import FALSE, find_condition
 from karpy.api.core import Node
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import (
     CONDITION_LAUNCHED,
+    CONDITION_READY,
     CONDITION_REGISTERED,
     NodeClaim,
     NodeClaimSpec,
@@ -188,6 +190,11 @@ class KwokCloudProvider:
         problem = self.node_class_problem(node_class)
         if problem is not None or not isinstance(node_class, KWOKNodeClass):
             raise NodeClassNotReadyError(f"{ref}: {problem.message if problem else NOT_SERVED_MESSAGE}")
+        # As Karpenter's kwok provider: a class whose stored Ready condition is False (written by
+        # whoever manages it) launches nothing; no condition yet is no verdict.
+        ready = find_condition(node_class.status.conditions, CONDITION_READY)
+        if ready is not None and ready.status == FALSE:
+            raise NodeClassNotReadyError(f"{ref}: {ready.message or ready.reason or 'not Ready'}")
         return instance_types_of(node_class, self.default_instance_types)
 
     # -- CloudProvider -----------------------------------------------------
