@@ -271,6 +271,7 @@ def simulate(args: argparse.Namespace) -> int:
         settings = SimulationSettings(autoscaler=autoscaler)
         if gates is not None:
             settings.consolidation = consolidation_rules(gates)
+            settings.static_capacity = gates.static_capacity
         if node_overhead_cost is not None:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, node_overhead_cost=node_overhead_cost
@@ -429,6 +430,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
                 node_overhead_cost=options.node_overhead_cost,
             ),
             consolidation=consolidation_rules(options.feature_gates),
+            static_capacity=options.feature_gates.static_capacity,
             leader_election=election,
             observability=ObservabilitySettings(
                 metrics_port=options.metrics_port, health_probe_port=options.health_probe_port

@@ -138,6 +138,9 @@ class RunSettings:
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
     """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
 
+    static_capacity: bool = True
+    """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
+
     cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
     """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
 
@@ -239,6 +242,7 @@ class Runner:
             provisioning=self.settings.provisioning,
             rules=self.settings.consolidation,
             metrics=metrics,
+            static_capacity=self.settings.static_capacity,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
         core.provisioner.refusals.subscribe(self.runtime.on_change)

@@ -57,6 +57,10 @@ FEATURE_GATES: dict[str, bool] = {
     # On, unlike Karpenter: measured in the simulator, off leaves a scaled-down spot fleet at 3.5x the price
     # of a fresh plan, and the 15-type and 10% rules keep it from churning (docs/consolidation.md).
     "SpotToSpotConsolidation": True,
+    # Static NodePools (spec.replicas) keep their replica count (karpy.controllers.static). On, unlike
+    # Karpenter's alpha gate: karpy's API takes spec.replicas, so the pool does what it says unless
+    # the gate is turned off, which leaves static pools without nodes, as Karpenter's gate does.
+    "StaticCapacity": True,
 }
 
 
@@ -158,6 +162,9 @@ class FeatureGates:
     spot_to_spot_consolidation: bool = FEATURE_GATES["SpotToSpotConsolidation"]
     """SpotToSpotConsolidation: consolidation may replace a spot node by a cheaper spot node."""
 
+    static_capacity: bool = FEATURE_GATES["StaticCapacity"]
+    """StaticCapacity: static NodePools (spec.replicas) are kept at their replica count."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
@@ -242,7 +249,10 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
     an unknown or malformed item) naming what is wrong.
     """
     base = base if base is not None else FeatureGates()
-    gates = {"SpotToSpotConsolidation": base.spot_to_spot_consolidation}
+    gates = {
+        "SpotToSpotConsolidation": base.spot_to_spot_consolidation,
+        "StaticCapacity": base.static_capacity,
+    }
     for item in text.split(","):
         if not item.strip():
             continue
@@ -254,7 +264,9 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
             known = ", ".join(FEATURE_GATES)
             raise SettingsError(f"unknown feature gate {name!r} (karpy knows {known})")
         gates[name] = parse_bool(value, name)
-    return FeatureGates(spot_to_spot_consolidation=gates["SpotToSpotConsolidation"])
+    return FeatureGates(
+        spot_to_spot_consolidation=gates["SpotToSpotConsolidation"], static_capacity=gates["StaticCapacity"]
+    )
 
 
 def parse_node_overhead_cost(text: str | float) -> float:

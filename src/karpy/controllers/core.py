@@ -28,6 +28,7 @@ from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.operator.cluster import Clock, Cluster
@@ -46,8 +47,9 @@ class CoreControllers:
 
     provisioner: Provisioner
     disruption: DisruptionController
-    # Provisioning, disruption conditions and disruption: what decides which nodes come and go (the
-    # simulator's Cluster Autoscaler baseline takes their place, and everything else stays).
+    # Provisioning, disruption conditions, disruption and static capacity (if its gate is on): what
+    # decides which nodes come and go (the simulator's Cluster Autoscaler baseline takes their place,
+    # and everything else stays).
     deciders: tuple[Controller, ...]
     # NodeClaim lifecycle and pod events, termination, NodePool status, garbage collection (if asked),
     # and the metrics recorders (if asked).
@@ -73,13 +75,15 @@ def core_controllers(
     metrics: Metrics,
     garbage_collection: bool = True,
     record_metrics: bool = True,
+    static_capacity: bool = True,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
     ``garbage_collection`` False leaves the garbage collector out (the
     simulator, whose instances cannot leak: see :mod:`karpy.run`);
     ``record_metrics`` False leaves out the controllers that only record
-    metrics (the simulator, unless its caller reads them).
+    metrics (the simulator, unless its caller reads them); ``static_capacity``
+    False (the ``StaticCapacity`` gate off) leaves static NodePools without nodes.
     """
     provisioner = Provisioner(
         cluster, cloud_for(Provisioner.name), clock, settings=provisioning, metrics=metrics
@@ -107,9 +111,12 @@ def core_controllers(
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
+    deciders: tuple[Controller, ...] = (provisioner, conditions, disruption)
+    if static_capacity:
+        deciders += (StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics),)
     return CoreControllers(
         provisioner=provisioner,
         disruption=disruption,
-        deciders=(provisioner, conditions, disruption),
+        deciders=deciders,
         rest=tuple(rest),
     )

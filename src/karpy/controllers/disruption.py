@@ -49,6 +49,7 @@ from karpy.controllers.state import (
     launched_price,
     pdb_blocked_pods,
     scheduling_snapshot,
+    static_counts,
     volume_terms,
 )
 from karpy.disruption.budgets import allowed_disruptions
@@ -60,6 +61,7 @@ from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulab
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
+from karpy.disruption.static import StaticDrift
 from karpy.operator.cluster import Clock, Cluster
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
@@ -188,6 +190,7 @@ class DisruptionController:
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
             Emptiness(now),
+            StaticDrift(static_counts(self.cluster)),
             Drift(self._place_elsewhere if self.cloud is not None else None),
             _Consolidation(self, now),
         )
@@ -489,7 +492,8 @@ class _Consolidation:
     def considers(self, candidate: Candidate) -> bool:
         disruption = candidate.nodepool.disruption
         return (
-            disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
+            not candidate.nodepool.is_static  # a static pool ignores its consolidation policy
+            and disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
             and disruption.consolidate_after is not None
         )
 

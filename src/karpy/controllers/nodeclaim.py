@@ -13,7 +13,7 @@ One reconcile moves a NodeClaim as far as the world lets it:
   pods become pending again and the next provisioning pass picks another
   offering, which the cloud now reports unavailable.
 - **register**: the Node with the same providerID has joined; karpy syncs the
-  NodeClaim's labels and taints onto it, takes off the
+  NodeClaim's labels, annotations and taints onto it, takes off the
   ``karpenter.sh/unregistered`` taint and puts on the termination finalizer.
 - **initialize**: the Node is Ready, its startup taints are gone and every
   resource the NodeClaim asked for is allocatable.
@@ -252,12 +252,16 @@ class NodeClaimLifecycle:
         for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):
             if taint not in taints:
                 taints.append(taint)
+        # The NodeClaim's annotations too (its NodePool template's among them), as Karpenter's registration.
+        annotations = {**node.metadata.annotations, **nodeclaim.metadata.annotations}
         finalizers = node.metadata.finalizers
         if TERMINATION_FINALIZER not in finalizers:
             finalizers = (*finalizers, TERMINATION_FINALIZER)
         self.cluster.update(
             node.with_changes(
-                metadata=node.metadata.with_changes(labels=labels, finalizers=finalizers),
+                metadata=node.metadata.with_changes(
+                    labels=labels, annotations=annotations, finalizers=finalizers
+                ),
                 taints=tuple(taints),
             )
         )

@@ -85,6 +85,9 @@ class SimulationSettings:
     consolidation: ConsolidationRules = field(default_factory=ConsolidationRules)
     """The rules consolidation decides by, with what the feature gates switch (``consolidation_rules``)."""
 
+    static_capacity: bool = True
+    """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
+
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     """The simulated cloud: its catalog, prices, delays and failures."""
 
@@ -181,6 +184,7 @@ class Simulation:
             metrics=self.metrics,
             garbage_collection=False,
             record_metrics=metrics is not None,
+            static_capacity=self.settings.static_capacity,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)
