@@ -83,4 +83,3 @@ def test_kubectl_scale_nodepool_gives_and_takes_nodes(crds: ControlPlane) -> Non
         )
         print(f"kubectl scale nodepool --replicas 0 -> all gone: {time.monotonic() - started:.1f}s")
         assert pool_claims(plane, DYNAMIC) == {}
-    plane.kubectl("delete", "nodepool", STATIC, DYNAMIC, "--wait=false")
