@@ -4,9 +4,10 @@
 proxy (cached in ~/.cache/karpy/karpenter-e2e) and runs it against ``karpy run`` and
 the fake kubelet on a control plane of this test's own (the suite's cleanup deletes
 every NodePool, NodeClaim and Node of the cluster, so it cannot share the session's).
-The subset is the NodePool validation specs, the NodePool hash and one pod per node:
-a minute or two; ``make karpenter-e2e`` runs the whole suites. Each spec of the Ginkgo
-JSON report must have passed, and every focused spec must have run.
+The subset is the NodePool validation specs, the NodePool hash, one pod per node and
+three static NodePool specs (scale up, scale down to zero, scale-down order): a minute
+or two; ``make karpenter-e2e`` runs the whole suites. Each spec of the Ginkgo JSON
+report must have passed, and every focused spec must have run.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ pytestmark = pytest.mark.integration
 E2E = REPO / "scripts" / "karpenter-e2e"
 # Ginkgo matches this against each spec's containers and leaf text joined by spaces (not anchored:
 # the text it matches has more in front).
-FOCUS = r"Integration (Validation NodePool|CRD Hash|Utilization) "
-EXPECTED_SPECS = 17 + 1 + 1
+FOCUS = (
+    r"Integration (Validation NodePool|CRD Hash|Utilization) "
+    r"|StaticCapacity (Provisioning should create static NodeClaims to"
+    r"|Deprovisioning should (scale down to zero|terminate empty nodes first))"
+)
+EXPECTED_SPECS = 17 + 1 + 1 + 3
 
 
 def _go_available() -> bool:
