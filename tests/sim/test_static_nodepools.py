@@ -198,3 +198,15 @@ def test_a_scenario_scales_a_static_pool_as_kubectl_scale_does(
     path.write_text(STATIC_SCENARIO.replace("GATES", "StaticCapacity=false"))
     assert main(["simulate", str(path), "-o", "json"]) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["summary"]["nodeclaimsLaunched"] == 0
+
+
+def test_a_static_pool_keeps_its_replicas_under_the_cluster_autoscaler_baseline_too() -> None:
+    settings = SimulationSettings(autoscaler="cluster-autoscaler")
+    simulation = started(static_pool(3), DYNAMIC_POOL, settings=settings)
+    assert len(claims(simulation)) == 3
+    simulation.apply(load_objects(deployment_manifest(replicas=4, cpu="1")))
+    simulation.run(3600)
+    assert all(pod.phase == "Running" for pod in simulation.pods())
+    assert len(claims(simulation)) == 3
+    # The baseline scaled the dynamic pool's node groups only (its NodeClaims are named by group).
+    assert any(claim.name.startswith("dynamic-") for claim in simulation.nodeclaims())

@@ -47,12 +47,12 @@ class CoreControllers:
 
     provisioner: Provisioner
     disruption: DisruptionController
-    # Provisioning, disruption conditions, disruption and static capacity (if its gate is on): what
-    # decides which nodes come and go (the simulator's Cluster Autoscaler baseline takes their place,
-    # and everything else stays).
+    # Provisioning, disruption conditions and disruption: what decides which nodes come and go (the
+    # simulator's Cluster Autoscaler baseline takes their place, and everything else stays).
     deciders: tuple[Controller, ...]
     # NodeClaim lifecycle and pod events, termination, NodePool status, garbage collection (if asked),
-    # and the metrics recorders (if asked).
+    # the metrics recorders (if asked) and static capacity (if its gate is on: static pools keep
+    # their replicas under either autoscaler).
     rest: tuple[Controller, ...]
 
     @property
@@ -111,12 +111,11 @@ def core_controllers(
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
-    deciders: tuple[Controller, ...] = (provisioner, conditions, disruption)
-    if static_capacity:
-        deciders += (StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics),)
+    if static_capacity:  # last: it acts on static pools alone, so the order before it stays as it was
+        rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     return CoreControllers(
         provisioner=provisioner,
         disruption=disruption,
-        deciders=deciders,
+        deciders=(provisioner, conditions, disruption),
         rest=tuple(rest),
     )
