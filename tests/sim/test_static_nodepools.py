@@ -20,6 +20,7 @@ from tests.support import KWOK_NODE_CLASS, deployment_manifest, load_objects
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION
 from karpy.api.nodepool import STATIC_TRANSITION_MESSAGE
 from karpy.cli import EXIT_OK, main
+from karpy.controllers.orchestration import DISRUPTED_TAINT
 from karpy.sim.scenario import Step
 from karpy.sim.simulation import Simulation, SimulationSettings
 
@@ -210,3 +211,21 @@ def test_a_static_pool_keeps_its_replicas_under_the_cluster_autoscaler_baseline_
     assert len(claims(simulation)) == 3
     # The baseline scaled the dynamic pool's node groups only (its NodeClaims are named by group).
     assert any(claim.name.startswith("dynamic-") for claim in simulation.nodeclaims())
+
+
+def test_a_node_back_from_pending_disruption_counts_again() -> None:
+    # A drift command taints a node, then rolls back (its replacement failed): the node is active
+    # again, and a scale-down decided meanwhile must still come down to replicas.
+    simulation = started(static_pool(3))
+    node = sorted(simulation.cluster.nodes(), key=lambda node: node.name)[0]
+    simulation.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
+    scale(simulation, 2)
+    simulation.run(60)
+    assert len(claims(simulation)) == 3  # two active, one pending disruption: at replicas
+    tainted = simulation.cluster.node(node.name)
+    assert tainted is not None
+    simulation.cluster.update(
+        tainted.with_changes(taints=tuple(t for t in tainted.taints if t != DISRUPTED_TAINT))
+    )
+    simulation.run(600)
+    assert len(claims(simulation)) == 2

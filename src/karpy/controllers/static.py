@@ -11,8 +11,10 @@ the termination controller drains as any other. Drift of a static pool's nodes
 is the disruption controller's (``StaticDrift``), consolidation leaves them
 alone, and the provisioner launches nothing from a static pool.
 
-A pool that is not Ready or is being deleted gets nothing launched (its
-NodeClaims go with it through the garbage collector's cascade). A pool at its
+A node's disrupted taint coming or going (a drift command started or rolled
+back) is a change too. A pool that is not Ready or is being deleted gets
+nothing launched (its NodeClaims go with it through the garbage collector's
+cascade). A pool at its
 ``limits.nodes`` is looked at again every 30 s, as Karpenter does, besides
 each change. Off when the ``StaticCapacity`` feature gate is (static pools then
 get no nodes, as in Karpenter).
@@ -24,8 +26,10 @@ import logging
 from collections.abc import Iterable
 
 from karpy.api.conditions import TRUE, find_condition
+from karpy.api.core import Node
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import CONDITION_READY, NodePool, status_only_change
+from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.provisioning import build_nodeclaim
@@ -63,7 +67,11 @@ class StaticCapacity:
         self._deleted: set[str] = set()
 
     def watches(self) -> list[Watch]:
-        return [Watch("NodePool", self._on_nodepool), Watch("NodeClaim", self._on_nodeclaim)]
+        return [
+            Watch("NodePool", self._on_nodepool),
+            Watch("NodeClaim", self._on_nodeclaim),
+            Watch("Node", self._on_node),
+        ]
 
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         if not isinstance(new, NodePool) or not new.is_static:
@@ -84,6 +92,14 @@ class StaticCapacity:
         if unchanged:
             return ()
         pool = self.cluster.nodepool(claim.nodepool)
+        return [pool.name] if pool is not None and pool.is_static else ()
+
+    def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
+        """A node's disrupted taint put on or taken off (a drift command started or rolled back)
+        moves its NodeClaim between active and pending disruption."""
+        if not isinstance(old, Node) or not isinstance(new, Node) or _disrupted(old) == _disrupted(new):
+            return ()
+        pool = self.cluster.nodepool(new.metadata.labels.get(LABEL_NODEPOOL, ""))
         return [pool.name] if pool is not None and pool.is_static else ()
 
     def reconcile(self, key: str) -> float | None:
@@ -146,7 +162,7 @@ class StaticCapacity:
                 continue
             node_name = claim.status.node_name
             node = self.cluster.node(node_name) if node_name else None
-            if node is not None and any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints):
+            if node is not None and _disrupted(node):
                 continue  # pending disruption: the drift that tainted it removes it
             members.append(
                 StaticMember(
@@ -184,6 +200,10 @@ class StaticCapacity:
             log.debug(
                 "deleting nodeclaim", extra=about(found, NodePool=named(pool.name), controller=self.name)
             )
+
+
+def _disrupted(node: Node) -> bool:
+    return any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints)
 
 
 def _ready(pool: object | None) -> bool:
