@@ -248,6 +248,14 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("expire-after-forever", claim_spec({"expireAfter": "forever"}), "expireAfter"),
     ("termination-grace-never", claim_spec({"terminationGracePeriod": "Never"}), "terminationGracePeriod"),
     ("weight-zero", pool({"weight": 0}), "greater than or equal to 1"),
+    # Static NodePools (spec.replicas).
+    ("replicas-negative", pool({"replicas": -1}), "greater than or equal to 0"),
+    (
+        "static-cpu-limit",
+        pool({"replicas": 2, "limits": {"nodes": "5", "cpu": "10"}}),
+        "only 'limits.nodes' is supported on static NodePools",
+    ),
+    ("static-weight", pool({"replicas": 2, "weight": 10}), "'weight' is not supported on static NodePools"),
     (
         "taint-effect",
         claim_spec({"taints": [{"key": "team", "effect": "Sometimes"}]}),
@@ -677,6 +685,8 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("weight-written-as-2.0", pool({"weight": 2.0})),  # kubectl sends it as 2
     ("weight-null", pool({"weight": None})),  # a null field is pruned, as if not written
+    ("static-zero-replicas", pool({"replicas": 0})),
+    ("static-nodes-limit", pool({"replicas": 3, "limits": {"nodes": "5"}})),
     ("when-empty", pool({"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}})),
     ("expire-never-and-grace", claim_spec({"expireAfter": "Never", "terminationGracePeriod": "48h"})),
     ("gt-one-integer", requirement("karpenter.k8s.aws/instance-generation", "Gt", "2")),

@@ -182,13 +182,20 @@ def test_feature_gates_take_karpenters_format_over_the_defaults() -> None:
     assert flag_on.feature_gates == FeatureGates()
 
 
+def test_static_capacity_is_a_gate_karpy_honours_on_by_default() -> None:
+    assert options().feature_gates.static_capacity is True
+    off = options(environ={"FEATURE_GATES": "StaticCapacity=false"}).feature_gates
+    assert off == FeatureGates(static_capacity=False)
+    assert options(environ={"FEATURE_GATES": "StaticCapacity=true"}).feature_gates == FeatureGates()
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         (
             "NodeRepair=true",
             "FEATURE_GATES: unknown feature gate 'NodeRepair'"
-            " (karpy knows SpotToSpotConsolidation, CapacityBuffer)",
+            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity)",
         ),
         (
             "SpotToSpotConsolidation",

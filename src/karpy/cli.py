@@ -272,6 +272,7 @@ def simulate(args: argparse.Namespace) -> int:
         if gates is not None:
             settings.consolidation = consolidation_rules(gates)
             settings.capacity_buffers = gates.capacity_buffer
+            settings.static_capacity = gates.static_capacity
         if node_overhead_cost is not None:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, node_overhead_cost=node_overhead_cost
@@ -431,6 +432,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             ),
             consolidation=consolidation_rules(options.feature_gates),
             capacity_buffers=options.feature_gates.capacity_buffer,
+            static_capacity=options.feature_gates.static_capacity,
             leader_election=election,
             observability=ObservabilitySettings(
                 metrics_port=options.metrics_port, health_probe_port=options.health_probe_port

@@ -142,6 +142,8 @@ class RunSettings:
     capacity_buffers: bool = False
     """The CapacityBuffer feature gate: CapacityBuffers (and the PodTemplates and workloads they name)
     are watched and the room they ask for kept (:mod:`karpy.controllers.capacitybuffer`)."""
+    static_capacity: bool = True
+    """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
 
     cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
     """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
@@ -246,6 +248,7 @@ class Runner:
             rules=self.settings.consolidation,
             metrics=metrics,
             capacity_buffers=self.settings.capacity_buffers,
+            static_capacity=self.settings.static_capacity,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
         core.provisioner.refusals.subscribe(self.runtime.on_change)

@@ -59,6 +59,10 @@ FEATURE_GATES: dict[str, bool] = {
     "SpotToSpotConsolidation": True,
     # CapacityBuffers (autoscaling.x-k8s.io) are watched and their room kept free; off, as in Karpenter.
     "CapacityBuffer": False,
+    # Static NodePools (spec.replicas) keep their replica count (karpy.controllers.static). On, unlike
+    # Karpenter's alpha gate: karpy's API takes spec.replicas, so the pool does what it says unless
+    # the gate is turned off, which leaves static pools without nodes, as Karpenter's gate does.
+    "StaticCapacity": True,
 }
 
 
@@ -162,6 +166,8 @@ class FeatureGates:
 
     capacity_buffer: bool = FEATURE_GATES["CapacityBuffer"]
     """CapacityBuffer: CapacityBuffers are watched and the room they ask for kept free."""
+    static_capacity: bool = FEATURE_GATES["StaticCapacity"]
+    """StaticCapacity: static NodePools (spec.replicas) are kept at their replica count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +256,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
     gates = {
         "SpotToSpotConsolidation": base.spot_to_spot_consolidation,
         "CapacityBuffer": base.capacity_buffer,
+        "StaticCapacity": base.static_capacity,
     }
     for item in text.split(","):
         if not item.strip():
@@ -263,7 +270,9 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
             raise SettingsError(f"unknown feature gate {name!r} (karpy knows {known})")
         gates[name] = parse_bool(value, name)
     return FeatureGates(
-        spot_to_spot_consolidation=gates["SpotToSpotConsolidation"], capacity_buffer=gates["CapacityBuffer"]
+        spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
+        capacity_buffer=gates["CapacityBuffer"],
+        static_capacity=gates["StaticCapacity"],
     )
 
 

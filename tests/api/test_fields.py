@@ -10,6 +10,7 @@ import pytest
 import yaml
 from scripts.gen_kube_fields import KINDS, field_trees, render
 
+from karpy.api import fields
 from karpy.api.fields import (
     OBJECT_META,
     check,
@@ -235,13 +236,37 @@ def test_subnets_are_selected_by_tags_or_id_only() -> None:
     ]
 
 
-def test_a_karpenter_field_karpy_does_not_implement_says_so() -> None:
-    static = NODEPOOL.format(version="v1", node_class_ref=V1_REF, template_spec="", disruption="").replace(
-        "spec:\n  template:", "spec:\n  replicas: 3\n  template:", 1
+def _static_pool(spec_lines: str) -> str:
+    pool = NODEPOOL.format(version="v1", node_class_ref=V1_REF, template_spec="", disruption="")
+    return pool.replace("  limits: {cpu: 100}\n", "").replace(
+        "spec:\n  template:", f"spec:\n{spec_lines}  template:", 1
     )
-    assert [error.split(": ", 2)[2] for error in errors_of(static)] == [
-        "spec.replicas: static capacity (Karpenter's StaticCapacity feature, alpha) is not supported"
-        " by karpy; remove it"
+
+
+def test_a_static_nodepools_replicas_is_read_with_karpenters_rules() -> None:
+    assert errors_of(_static_pool("  replicas: 3\n  limits: {nodes: 5}\n")) == []
+    assert [
+        error.split(": ", 2)[2] for error in errors_of(_static_pool("  replicas: 3\n  limits: {cpu: 5}\n"))
+    ] == ["spec.limits: only 'limits.nodes' is supported on static NodePools"]
+    assert [
+        error.split(": ", 2)[2] for error in errors_of(_static_pool("  replicas: 3\n  weight: 10\n"))
+    ] == ["spec.weight: 'weight' is not supported on static NodePools"]
+    assert [error.split(": ", 2)[2] for error in errors_of(_static_pool("  replicas: -1\n"))] == [
+        "spec.replicas: must be greater than or equal to 0, got -1"
+    ]
+
+
+def test_a_karpenter_field_karpy_does_not_implement_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(
+        fields.UNSUPPORTED_FIELDS,
+        ("karpenter.sh/v1", "NodePool", "spec.template.spec.nope"),
+        "nope is not done",
+    )
+    pool = NODEPOOL.format(
+        version="v1", node_class_ref=V1_REF, template_spec="      nope: 1\n", disruption=""
+    )
+    assert [error.split(": ", 2)[2] for error in errors_of(pool)] == [
+        "spec.template.spec.nope: nope is not done; remove it"
     ]
 
 

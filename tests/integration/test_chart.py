@@ -187,7 +187,7 @@ def test_the_default_manifests(helm: Helm) -> None:
     options = run_options(NO_FLAGS, env)
     assert (options.cloud_provider, options.metrics_port, options.health_probe_port) == ("kwok", 8080, 8081)
     assert (options.batch_idle_duration, options.batch_max_duration) == (1.0, 10.0)
-    assert options.feature_gates == FeatureGates(spot_to_spot_consolidation=True)
+    assert options.feature_gates == FeatureGates(spot_to_spot_consolidation=True, static_capacity=True)
     election = election_config(disable=None, name=None, namespace=None, environ=env)
     assert election is not None
     assert (election.namespace, election.name) == (NAMESPACE, DEFAULT_LEASE_NAME)
@@ -249,7 +249,7 @@ def test_every_value_set(helm: Helm) -> None:
         30.0,
         "text",
     )
-    assert options.feature_gates == FeatureGates(spot_to_spot_consolidation=False)
+    assert options.feature_gates == FeatureGates(spot_to_spot_consolidation=False, static_capacity=False)
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"] == [

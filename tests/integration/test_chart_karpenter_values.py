@@ -200,8 +200,10 @@ def test_karpenters_default_values_install_karpy_with_karpys_image(helm: Helm) -
         f" karpy runs its own image, karpy:{APP_VERSION}"
     ) in installed.notes
     environ = {variable["name"]: variable.get("value", "") for variable in container["env"]}
-    # Karpenter's default for the one gate both know: off.
-    assert run_options(NO_FLAGS, environ).feature_gates == FeatureGates(spot_to_spot_consolidation=False)
+    # Karpenter's defaults for the gates both know: off.
+    assert run_options(NO_FLAGS, environ).feature_gates == FeatureGates(
+        spot_to_spot_consolidation=False, static_capacity=False
+    )
     # A mirror of Karpenter's image is Karpenter's image too; karpy's own is kept.
     values["controller"]["image"] = {
         "repository": "123456789012.dkr.ecr.us-east-1.amazonaws.com/karpenter/controller"

@@ -5,8 +5,9 @@ proxy (cached in ~/.cache/karpy/karpenter-e2e) and runs it against ``karpy run``
 the real kwok on a control plane of this test's own (the suite's cleanup deletes
 every NodePool, NodeClaim and Node of the cluster, so it cannot share the session's).
 The subset is the NodePool validation specs, the NodePool hash, one pod per node, a
-standalone NodeClaim's metadata reaching its Node and a CapacityBuffer's room: a minute
-or two; ``make karpenter-e2e`` runs the whole suites. Each spec of the Ginkgo JSON
+standalone NodeClaim's metadata reaching its Node, a CapacityBuffer's room and three static
+NodePool specs (scale up, scale down to zero, scale-down order): a few minutes;
+``make karpenter-e2e`` runs the whole suites. Each spec of the Ginkgo JSON
 report must have passed, and every focused spec must have run.
 """
 
@@ -31,8 +32,10 @@ FOCUS = (
     r"Integration (Validation NodePool|CRD Hash|Utilization) "
     r"|StandaloneNodeClaim should create a NodeClaim propagating"
     r"|CapacityBuffer PodTemplateRef Provisioning should provision capacity"
+    r"|StaticCapacity (Provisioning should create static NodeClaims to"
+    r"|Deprovisioning should (scale down to zero|terminate empty nodes first))"
 )
-EXPECTED_SPECS = 17 + 1 + 1 + 1 + 1
+EXPECTED_SPECS = 17 + 1 + 1 + 1 + 1 + 3
 
 
 def _go_available() -> bool:

@@ -84,7 +84,9 @@ def test_every_crd_is_an_apiextensions_v1_crd_with_its_names_scope_and_status(cr
     stored = stored_version(crd)
     assert stored["name"] == version
     assert stored["served"] is True
-    assert stored["subresources"] == {"status": {}}
+    # A NodePool also scales, as Karpenter's does (kubectl scale nodepool: static NodePools).
+    scale = {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}}
+    assert stored["subresources"] == {"status": {}, **(scale if kind == "NodePool" else {})}
     schema = openapi(crd)
     assert schema["type"] == "object"
     assert {"apiVersion", "kind", "metadata", "spec", "status"} <= set(schema["properties"])

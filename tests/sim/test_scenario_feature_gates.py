@@ -87,7 +87,10 @@ def test_feature_gates_are_read_in_karpenters_syntax() -> None:
 @pytest.mark.parametrize(
     ("gates", "message"),
     [
-        ("Drift=true", "unknown feature gate 'Drift' (karpy knows SpotToSpotConsolidation, CapacityBuffer)"),
+        (
+            "Drift=true",
+            "unknown feature gate 'Drift' (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity)",
+        ),
         ("SpotToSpotConsolidation", "'SpotToSpotConsolidation' is not Name=true or Name=false"),
         ("SpotToSpotConsolidation=maybe", "SpotToSpotConsolidation: expected true or false, got 'maybe'"),
         ("true", "expected a string, got boolean"),

@@ -117,6 +117,9 @@ from karpy.api.nodepool import (
     DISRUPTION_REASONS,
     GROUP,
     NUMERIC_OPERATOR_MESSAGE,
+    STATIC_RULES,
+    STATIC_TRANSITION_MESSAGE,
+    STATIC_TRANSITION_RULE,
     WHEN_EMPTY_OR_UNDERUTILIZED,
 )
 from karpy.api.requirements import (
@@ -565,13 +568,15 @@ def _crd(
     }
 
 
-def _version(name: str, schema: Schema, columns: list[Schema]) -> dict[str, Any]:
+def _version(
+    name: str, schema: Schema, columns: list[Schema], subresources: Schema | None = None
+) -> dict[str, Any]:
     return {
         "name": name,
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": schema},
-        "subresources": {"status": {}},
+        "subresources": subresources if subresources is not None else {"status": {}},
         "additionalPrinterColumns": columns,
     }
 
@@ -682,7 +687,18 @@ def nodepool_crd() -> CRD:
                 "maximum": 100,
                 "description": "Orders NodePools: a higher weight is tried first.",
             },
+            "replicas": {
+                "type": "integer",
+                "format": "int64",
+                "minimum": 0,
+                "description": "Makes the pool static: it keeps this many nodes whatever the pods ask "
+                "for (consolidationPolicy and consolidateAfter are then ignored).",
+            },
         },
+        "x-kubernetes-validations": [
+            _rule(STATIC_TRANSITION_RULE, STATIC_TRANSITION_MESSAGE),
+            *(_rule(rule, message) for rule, message in STATIC_RULES),
+        ],
     }
     status: Schema = {
         "type": "object",
@@ -708,7 +724,20 @@ def nodepool_crd() -> CRD:
         group=GROUP,
         kind="NodePool",
         plural="nodepools",
-        versions=[_version(V1, schema, columns), _v1beta1_rejected("NodePool", GROUP)],
+        # The scale subresource, as Karpenter's: `kubectl scale nodepool` sets spec.replicas and
+        # reads the node count back from status.nodes.
+        versions=[
+            _version(
+                V1,
+                schema,
+                columns,
+                {
+                    "status": {},
+                    "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"},
+                },
+            ),
+            _v1beta1_rejected("NodePool", GROUP),
+        ],
     )
 
 

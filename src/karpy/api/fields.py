@@ -56,9 +56,9 @@ the whole object; karpy's rule for bad input is that a bad object is reported
 and skipped while the good objects of the run are still used. An unknown field
 makes the object bad: each unknown field is an error line and the object is
 not applied (``karpy validate`` exits 2). A field Karpenter has but karpy
-does not implement (a NodePool's ``replicas``, static capacity) is left out of
-the schemas on purpose and refused the same way, with an error that says it is
-unsupported rather than unknown (``UNSUPPORTED_FIELDS``).
+does not implement would be left out of the schemas on purpose and refused the
+same way, with an error that says it is unsupported rather than unknown
+(``UNSUPPORTED_FIELDS``; none is now).
 """
 
 from __future__ import annotations
@@ -175,11 +175,7 @@ def kind_trees() -> dict[tuple[str, str], FieldTree]:
 
 # Fields Karpenter has and karpy does not implement, by (apiVersion, kind, path): refused like
 # unknown ones (a pool that silently ignored them would not be what was asked for), but saying so.
-UNSUPPORTED_FIELDS = {
-    ("karpenter.sh/v1", "NodePool", "spec.replicas"): (
-        "static capacity (Karpenter's StaticCapacity feature, alpha) is not supported by karpy"
-    ),
-}
+UNSUPPORTED_FIELDS: dict[tuple[str, str, str], str] = {}
 
 
 def unknown_fields(raw: Mapping[str, object], api_version: str, kind: str) -> list[ManifestError]:

@@ -7,7 +7,13 @@ manifests apply unchanged:
   ``consolidateAfter`` to 0s, ``budgets`` to ``[{nodes: 10%}]``;
 - ``spec.template.spec.expireAfter`` defaults to 720h (``Never`` disables it);
 - ``spec.weight`` is 1..100 and orders NodePools, higher first;
-- ``spec.limits`` caps the resources of all the pool's nodes together.
+- ``spec.limits`` caps the resources of all the pool's nodes together;
+- ``spec.replicas`` (Karpenter's static NodePools, alpha, gate ``StaticCapacity``)
+  keeps that many nodes whatever the pods ask for: ``consolidationPolicy`` and
+  ``consolidateAfter`` are ignored, ``limits`` may name ``nodes`` only and
+  ``weight`` may not be set (:data:`STATIC_RULES`, the CRD's CEL rules), and a
+  pool never turns from static to dynamic or back (:func:`static_transition_problem`,
+  a rule on updates, which a manifest read alone cannot break).
 
 ``status`` is what Karpenter writes and ``kubectl get nodepools`` prints:
 ``resources`` (the capacity of the pool's nodes, with their count under
@@ -88,6 +94,23 @@ NUMERIC_OPERATOR_MESSAGE = "requirements operator 'Gt' or 'Lt' must have a singl
 NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
 NODEPOOL_HASH_VERSION = "v3"
+
+# Karpenter's CEL rules on a NodePool's spec for static pools, with their messages.
+NODES_LIMIT = "nodes"
+STATIC_TRANSITION_MESSAGE = (
+    "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"
+)
+STATIC_LIMITS_MESSAGE = "only 'limits.nodes' is supported on static NodePools"
+STATIC_WEIGHT_MESSAGE = "'weight' is not supported on static NodePools"
+STATIC_RULES = (
+    (
+        "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || "
+        "(size(self.limits) == 1 && 'nodes' in self.limits))",
+        STATIC_LIMITS_MESSAGE,
+    ),
+    ("!has(self.replicas) || !has(self.weight)", STATIC_WEIGHT_MESSAGE),
+)
+STATIC_TRANSITION_RULE = "has(self.replicas) == has(oldSelf.replicas)"
 
 CONDITION_READY = "Ready"
 CONDITION_NODECLASS_READY = "NodeClassReady"
@@ -328,6 +351,8 @@ class NodePool:
     disruption: Disruption = field(default_factory=Disruption)
     limits: ResourceAmounts = field(default_factory=dict)
     weight: int | None = None
+    # spec.replicas: a static pool's node count; None for a dynamic pool.
+    replicas: int | None = None
     converted_from: str = ""
     # What the conversion from converted_from changed (karpy.api.conversion); not part
     # of what the pool is, so left out of comparisons.
@@ -350,6 +375,14 @@ class NodePool:
         if weight is not None and not 1 <= weight <= 100:
             raise spec.error("weight", f"must be between 1 and 100, got {weight}")
         limits = read_resources(spec, "limits")  # rejects negative amounts at spec.limits.<name>
+        replicas = spec.integer("replicas")
+        if replicas is not None:
+            if replicas < 0:
+                raise spec.error("replicas", f"must be greater than or equal to 0, got {replicas}")
+            if set(limits) - {NODES_LIMIT}:
+                raise spec.error("limits", STATIC_LIMITS_MESSAGE)
+            if weight is not None:
+                raise spec.error("weight", STATIC_WEIGHT_MESSAGE)
         if not spec.has("template"):
             raise spec.error("template", "required")
         metadata = ObjectMeta.parse(reader.obj("metadata"), namespaced=False)
@@ -365,6 +398,7 @@ class NodePool:
             disruption=Disruption.parse(spec.obj("disruption")),
             limits=limits,
             weight=weight,
+            replicas=replicas,
             converted_from=converted_from,
             conversion_notes=notes,
             status=NodePoolStatus.parse(reader.obj("status")),
@@ -373,6 +407,17 @@ class NodePool:
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def is_static(self) -> bool:
+        """Whether the pool keeps ``replicas`` nodes rather than following the pods' demand."""
+        return self.replicas is not None
+
+    @property
+    def node_limit(self) -> int | None:
+        """``limits.nodes``, whole nodes; None when the pool sets none."""
+        limit = self.limits.get(NODES_LIMIT)
+        return None if limit is None else int(limit)
 
     def template_hash(self) -> str:
         """Karpenter's ``karpenter.sh/nodepool-hash``: changes to it mark nodes drifted.
@@ -394,6 +439,11 @@ class NodePool:
         }
         digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
         return str(int(digest[:16], 16))
+
+
+def static_transition_problem(old: NodePool, new: NodePool) -> str | None:
+    """Karpenter's transition rule: an update may not turn a static pool dynamic or the other way round."""
+    return None if old.is_static == new.is_static else STATIC_TRANSITION_MESSAGE
 
 
 def status_only_change(old: object | None, new: object | None) -> bool:

@@ -80,13 +80,17 @@ class ScalingEvent:
 def derive_node_groups(
     nodepools: Iterable[NodePool], cloud: CloudProvider, flags: ClusterAutoscalerFlags
 ) -> list[NodeGroup]:
-    """One group per allowed instance type and capacity type of each NodePool, min 0.
+    """One group per allowed instance type and capacity type of each dynamic NodePool, min 0.
 
     The max size is the pool's CPU limit over the type's CPU when the pool has
-    one, else :attr:`ClusterAutoscalerFlags.derived_max_size`.
+    one, else :attr:`ClusterAutoscalerFlags.derived_max_size`. A static pool
+    (``spec.replicas``) is no group: its nodes are kept by the static capacity
+    controller under either autoscaler, and nothing scales it for pods.
     """
     groups: list[NodeGroup] = []
     for pool in sorted(nodepools, key=lambda pool: pool.name):
+        if pool.is_static:
+            continue
         requirements = pool.template.requirement_set()
         allowed_capacity = requirements.get(LABEL_CAPACITY_TYPE)
         for instance_type in cloud.get_instance_types(pool):

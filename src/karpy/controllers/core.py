@@ -29,6 +29,7 @@ from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.operator.cluster import Clock, Cluster
@@ -51,7 +52,8 @@ class CoreControllers:
     # simulator's Cluster Autoscaler baseline takes their place, and everything else stays).
     deciders: tuple[Controller, ...]
     # NodeClaim lifecycle and pod events, termination, NodePool status, garbage collection (if asked),
-    # and the metrics recorders (if asked).
+    # the metrics recorders (if asked) and static capacity (if its gate is on: static pools keep
+    # their replicas under either autoscaler).
     rest: tuple[Controller, ...]
 
     @property
@@ -75,6 +77,7 @@ def core_controllers(
     garbage_collection: bool = True,
     record_metrics: bool = True,
     capacity_buffers: bool = False,
+    static_capacity: bool = True,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -85,6 +88,8 @@ def core_controllers(
     True (the CapacityBuffer feature gate) adds the CapacityBuffer controller,
     after the others, and has provisioning and disruption keep the room buffers
     ask for.
+    ``static_capacity`` False (the ``StaticCapacity`` gate off) leaves static NodePools
+    without nodes.
     """
     room = BufferRoom(cluster, clock) if capacity_buffers else None
     provisioner = Provisioner(
@@ -114,6 +119,8 @@ def core_controllers(
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
+    if static_capacity:  # after the others: it acts on static pools alone, so their order stays
+        rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:
         rest.append(CapacityBufferController(cluster, clock, room))
     return CoreControllers(

@@ -50,6 +50,7 @@ from karpy.controllers.state import (
     launched_price,
     pdb_blocked_pods,
     scheduling_snapshot,
+    static_counts,
     volume_terms,
 )
 from karpy.disruption.budgets import allowed_disruptions
@@ -61,6 +62,7 @@ from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulab
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
+from karpy.disruption.static import StaticDrift
 from karpy.operator.cluster import Clock, Cluster
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
@@ -195,6 +197,7 @@ class DisruptionController:
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
             Emptiness(now),
+            StaticDrift(static_counts(self.cluster), now),
             Drift(self._place_elsewhere if self.cloud is not None else None, now),
             _Consolidation(self, now),
         )
@@ -501,7 +504,8 @@ class _Consolidation:
     def considers(self, candidate: Candidate) -> bool:
         disruption = candidate.nodepool.disruption
         return (
-            disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
+            not candidate.nodepool.is_static  # a static pool ignores its consolidation policy
+            and disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
             and disruption.consolidate_after is not None
         )
 

@@ -275,6 +275,8 @@ class NodeClaimLifecycle:
         for taint in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints):
             if taint not in taints:
                 taints.append(taint)
+        # The NodeClaim's annotations too (its NodePool template's among them), as Karpenter's registration.
+        annotations = {**node.metadata.annotations, **nodeclaim.metadata.annotations}
         finalizers = node.metadata.finalizers
         if TERMINATION_FINALIZER not in finalizers:
             finalizers = (*finalizers, TERMINATION_FINALIZER)

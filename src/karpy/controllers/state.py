@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.admission import Admission
@@ -51,6 +51,7 @@ from karpy.api.taints import (
     untolerated,
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClassProblem
+from karpy.disruption.static import StaticCount
 from karpy.operator.cluster import ClusterReader
 from karpy.scheduling.solver import (
     NODES_RESOURCE,
@@ -368,6 +369,30 @@ def invalid_nodepools(cluster: ClusterReader) -> dict[str, str]:
     return invalid
 
 
+# Why a static pool launches nothing for pending pods (they may still land on its nodes).
+STATIC_POOL_UNAVAILABLE = "static (spec.replicas): it keeps its replica count and launches no node for pods"
+
+
+def static_counts(cluster: ClusterReader, deleted: Container[str] = ()) -> dict[str, StaticCount]:
+    """Each static NodePool's NodeClaims by state: deleting (or in ``deleted``, asked to be deleted
+    before the cache shows it), pending disruption (its node carries the disrupted taint a disruption
+    command puts on before it launches the replacement), or active."""
+    static = {pool.name for pool in cluster.nodepools() if pool.is_static}
+    counts: dict[str, list[int]] = {name: [0, 0, 0] for name in static}
+    for nodeclaim in cluster.nodeclaims():
+        count = counts.get(nodeclaim.nodepool)
+        if count is None:
+            continue
+        node = cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+        if nodeclaim.metadata.deleting or nodeclaim.name in deleted:
+            count[2] += 1
+        elif node is not None and any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints):
+            count[1] += 1
+        else:
+            count[0] += 1
+    return {name: StaticCount(*count) for name, count in counts.items()}
+
+
 def nodepool_resources(nodeclaims: Iterable[NodeClaim]) -> ResourceAmounts:
     """What a NodePool's ``status.resources`` and usage metric say: its NodeClaims' capacity, and their count.
 
@@ -617,6 +642,8 @@ def scheduling_snapshot(
             capacity = dataclasses.replace(capacity, unavailable=invalid)
         elif unavailable and pool.name in unavailable:
             capacity = dataclasses.replace(capacity, unavailable=unavailable[pool.name])
+        elif pool.is_static:
+            capacity = dataclasses.replace(capacity, unavailable=STATIC_POOL_UNAVAILABLE)
         pools.append(capacity)
     existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
     return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing, namespace_labels(cluster))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
-from karpy.api.nodeclaim import CONDITION_INITIALIZED
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
 from karpy.api.nodepool import WHEN_EMPTY_OR_UNDERUTILIZED
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE
 from karpy.disruption.emptiness import empty_since, reschedulable
@@ -69,8 +69,13 @@ def eviction_cost(pod: Pod) -> float:
 
 def lifetime_remaining(candidate: Candidate, now: float) -> float:
     """The fraction of the NodeClaim's ``expireAfter`` still ahead of it, 1 without one."""
-    expire_after = candidate.nodeclaim.spec.expire_after
-    created = candidate.nodeclaim.metadata.creation_timestamp
+    return nodeclaim_lifetime_remaining(candidate.nodeclaim, now)
+
+
+def nodeclaim_lifetime_remaining(nodeclaim: NodeClaim, now: float) -> float:
+    """:func:`lifetime_remaining` of a NodeClaim that need not be a candidate."""
+    expire_after = nodeclaim.spec.expire_after
+    created = nodeclaim.metadata.creation_timestamp
     if expire_after is None or expire_after <= 0 or created is None:
         return 1.0
     return min(1.0, max(0.0, (expire_after - (now - created)) / expire_after))

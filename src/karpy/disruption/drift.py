@@ -100,7 +100,8 @@ class Drift:
     reason: str = REASON_DRIFTED
 
     def considers(self, candidate: Candidate) -> bool:
-        return candidate.nodeclaim.is_true(CONDITION_DRIFTED)
+        # A static pool's drifted nodes are replaced by karpy.disruption.static's StaticDrift.
+        return not candidate.nodepool.is_static and candidate.nodeclaim.is_true(CONDITION_DRIFTED)
 
     def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
         result = MethodResult()

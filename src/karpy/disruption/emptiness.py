@@ -61,8 +61,13 @@ def empty_since(candidate: Candidate) -> float:
 
 
 def considered(candidate: Candidate) -> bool:
-    """Whether emptiness looks at the node: empty, in a NodePool that consolidates at all."""
-    return candidate.nodepool.disruption.consolidate_after is not None and is_empty(candidate)
+    """Whether emptiness looks at the node: empty, in a NodePool that consolidates at all (a static
+    pool does not: it keeps its replicas, empty or not)."""
+    return (
+        not candidate.nodepool.is_static
+        and candidate.nodepool.disruption.consolidate_after is not None
+        and is_empty(candidate)
+    )
 
 
 def decide_emptiness(

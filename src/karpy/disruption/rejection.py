@@ -31,6 +31,9 @@ class RejectionKind(enum.Enum):
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
     PRICE_UNKNOWN = "PriceUnknown"
     BUDGET = "Budget"
+    # A static NodePool's drift waits for its scale-down, or has no room under limits.nodes.
+    STATIC_SCALING_DOWN = "StaticScalingDown"
+    STATIC_AT_NODE_LIMIT = "StaticAtNodeLimit"
     # A consolidation's replacement, kept while the nodes whose pods it is for still go.
     LANDING_CAPACITY = "LandingCapacity"
     # Evaluated: removing it gives no command. The first two are infeasible: its pods
@@ -54,6 +57,7 @@ WAITING: frozenset[RejectionKind] = frozenset(
         RejectionKind.CONSOLIDATION_DISABLED,
         RejectionKind.EMPTY_ONLY,
         RejectionKind.NOT_DUE,
+        RejectionKind.STATIC_SCALING_DOWN,
     }
 )
 # The nodes cannot go at all: their pods would not all find a place.

@@ -109,7 +109,8 @@ from karpy.sim.load import WorkloadLoad, parse_load
 SCENARIO_API_VERSION = "karpy.dev/v1alpha1"
 SCENARIO_KIND = "Scenario"
 DEFAULT_DURATION = 24 * 3600.0
-SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+# A NodePool scales as `kubectl scale nodepool` does: its spec.replicas (a static pool only).
+SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "NodePool")
 STEP_ACTIONS = ("apply", "delete", "scale")
 # The capacity types the simulated cloud offers; ``*`` in a cloud window: any.
 CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT)
@@ -652,7 +653,8 @@ def _parse_step(
         if parsed.kind and parsed.kind not in SCALABLE_KINDS:
             errors.add(body.error("kind", f"can scale {' or '.join(SCALABLE_KINDS)}, not {parsed.kind!r}"))
         parsed.replicas = errors.read(body, lambda: _replicas(body), 0)
-        parsed.namespace = parsed.namespace or "default"
+        if parsed.kind in NAMESPACED_KINDS:
+            parsed.namespace = parsed.namespace or "default"
     else:
         if parsed.kind and parsed.kind not in KNOWN_KINDS | IGNORED_KINDS:
             errors.add(

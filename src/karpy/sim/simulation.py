@@ -45,7 +45,7 @@ from karpy.api.duration import format_duration
 from karpy.api.manifest import LoadedObject
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodecost import node_cost
-from karpy.api.nodepool import NodePool
+from karpy.api.nodepool import STATIC_TRANSITION_MESSAGE, NodePool, static_transition_problem
 from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
@@ -87,6 +87,8 @@ class SimulationSettings:
 
     capacity_buffers: bool = False
     """The CapacityBuffer feature gate: the scenario's CapacityBuffers are resolved and their room kept."""
+    static_capacity: bool = True
+    """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
 
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     """The simulated cloud: its catalog, prices, delays and failures."""
@@ -185,6 +187,7 @@ class Simulation:
             garbage_collection=False,
             record_metrics=metrics is not None,
             capacity_buffers=self.settings.capacity_buffers,
+            static_capacity=self.settings.static_capacity,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)
@@ -307,6 +310,15 @@ class Simulation:
                     self.refused.append((self.clock.now(), f"{kind} {object_key(obj)}: {error}"))
                     continue
             else:
+                problem = (
+                    static_transition_problem(current, obj)
+                    if isinstance(current, NodePool) and isinstance(obj, NodePool)
+                    else None
+                )
+                if problem is not None:  # the CRD's transition rule, as the API server applies it
+                    self.recorder.note(f"refused {kind} {object_key(obj)}: {problem}")
+                    self.refused.append((self.clock.now(), f"{kind} {object_key(obj)}: {problem}"))
+                    continue
                 meta = object_meta(obj).with_changes(resource_version=object_meta(current).resource_version)
                 changes: dict[str, object] = {"metadata": meta}
                 if hasattr(current, "status"):
@@ -330,6 +342,14 @@ class Simulation:
                 pass
             self.recorder.note(f"deleted {step.kind} {key}")
         elif step.action == "scale" and isinstance(current, Deployment | ReplicaSet | StatefulSet):
+            self.cluster.update(dataclasses.replace(current, replicas=step.replicas))
+            self.recorder.note(f"scaled {step.kind} {key} to {step.replicas} replicas")
+        elif step.action == "scale" and isinstance(current, NodePool):
+            if not current.is_static:
+                # `kubectl scale` would set spec.replicas on a dynamic pool: the transition rule refuses it.
+                self.recorder.note(f"refused scaling {step.kind} {key}: {STATIC_TRANSITION_MESSAGE}")
+                self.refused.append((self.clock.now(), f"{step.kind} {key}: {STATIC_TRANSITION_MESSAGE}"))
+                return
             self.cluster.update(dataclasses.replace(current, replicas=step.replicas))
             self.recorder.note(f"scaled {step.kind} {key} to {step.replicas} replicas")
 
