@@ -115,14 +115,14 @@ def test_consolidation_emptiness_and_dynamic_drift_leave_static_pools_alone() ->
 def test_static_drift_replaces_as_many_as_the_budget_and_the_node_limit_allow() -> None:
     pool = static_pool(10, "  limits: {nodes: 12}\n")
     drifted = [candidate(pool, f"n{i:02}") for i in range(10)]
-    method = StaticDrift({"static": StaticCount(active=10)})
+    method = StaticDrift({"static": StaticCount(active=10)}, 0.0)
     result = method.compute(drifted, {"static": 4})
     assert result.command is not None
     assert result.command.reason == REASON_DRIFTED
     assert result.command.nodeclaim_names == ["n00", "n01"]  # two more nodes fit under the limit of 12
     assert [new.nodepool for new in result.command.replacements] == ["static", "static"]
     assert all(not new.pods for new in result.command.replacements)
-    unlimited = StaticDrift({"static": StaticCount(active=10)}).compute(
+    unlimited = StaticDrift({"static": StaticCount(active=10)}, 0.0).compute(
         [candidate(static_pool(10), f"n{i:02}") for i in range(10)], {"static": 2}
     )
     assert unlimited.command is not None and unlimited.command.nodeclaim_names == ["n00", "n01"]
@@ -131,18 +131,18 @@ def test_static_drift_replaces_as_many_as_the_budget_and_the_node_limit_allow() 
 def test_static_drift_waits_at_the_node_limit_for_the_budget_and_for_a_scale_down() -> None:
     pool = static_pool(3, "  limits: {nodes: 3}\n")
     drifted = [candidate(pool, "n1"), candidate(pool, "n2")]
-    at_limit = StaticDrift({"static": StaticCount(active=3)}).compute(drifted, {"static": 1})
+    at_limit = StaticDrift({"static": StaticCount(active=3)}, 0.0).compute(drifted, {"static": 1})
     assert at_limit.command is None
     assert {why.kind for why in at_limit.rejected.values()} == {RejectionKind.STATIC_AT_NODE_LIMIT}
-    no_budget = StaticDrift({"static": StaticCount(active=2)}).compute(drifted, {"static": 0})
+    no_budget = StaticDrift({"static": StaticCount(active=2)}, 0.0).compute(drifted, {"static": 0})
     assert {why.kind for why in no_budget.rejected.values()} == {RejectionKind.BUDGET}
-    scaling = StaticDrift({"static": StaticCount(active=4)}).compute(drifted, {"static": 1})
+    scaling = StaticDrift({"static": StaticCount(active=4)}, 0.0).compute(drifted, {"static": 1})
     assert {why.kind for why in scaling.rejected.values()} == {RejectionKind.STATIC_SCALING_DOWN}
 
 
 def test_static_drift_keeps_nodes_with_do_not_disrupt_pods() -> None:
     pool = static_pool(2)
-    result = StaticDrift({"static": StaticCount(active=2)}).compute(
+    result = StaticDrift({"static": StaticCount(active=2)}, 0.0).compute(
         [candidate(pool, "n1", [pinned(make_pod("p"))]), candidate(pool, "n2")], {"static": 2}
     )
     assert result.command is not None and result.command.nodeclaim_names == ["n2"]
