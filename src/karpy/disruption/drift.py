@@ -86,6 +86,13 @@ def blocking_pod(pods: Sequence[Pod], now: float) -> Rejection | None:
     return None
 
 
+def do_not_disrupt_blocker(candidate: Candidate, now: float) -> Rejection | None:
+    """What do-not-disrupt holds a drifted node back by at ``now``: its own annotation, or a pod's."""
+    if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return Rejection(RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}")
+    return blocking_pod(candidate.pods, now)
+
+
 @dataclass(frozen=True, slots=True)
 class Drift:
     """Karpenter's Drift: replace the first drifted node that may go (a :class:`Method`).
@@ -107,12 +114,7 @@ class Drift:
         result = MethodResult()
         for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
             name = candidate.nodeclaim.name
-            if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
-                result.rejected[name] = Rejection(
-                    RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}"
-                )
-                continue
-            blocker = blocking_pod(candidate.pods, self.now)
+            blocker = do_not_disrupt_blocker(candidate, self.now)
             if blocker is not None:
                 result.rejected[name] = blocker
                 continue
@@ -151,5 +153,6 @@ __all__ = [
     "Drift",
     "PlaceElsewhere",
     "blocking_pod",
+    "do_not_disrupt_blocker",
     "drift_reason",
 ]

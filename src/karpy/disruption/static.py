@@ -30,12 +30,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import CONDITION_DRIFTED
 from karpy.api.nodepool import REASON_DRIFTED, NodePool
 from karpy.disruption.candidates import eviction_cost
-from karpy.disruption.drift import blocking_pod
+from karpy.disruption.drift import do_not_disrupt_blocker
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
 from karpy.disruption.rejection import Rejection, RejectionKind
@@ -152,12 +152,7 @@ class StaticDrift:
         by_pool: dict[str, list[Candidate]] = {}
         for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
             name = candidate.nodeclaim.name
-            if candidate.node.metadata.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
-                result.rejected[name] = Rejection(
-                    RejectionKind.NODE_DO_NOT_DISRUPT, f"node has {DO_NOT_DISRUPT_ANNOTATION}"
-                )
-                continue
-            blocker = blocking_pod(candidate.pods, self.now)
+            blocker = do_not_disrupt_blocker(candidate, self.now)
             if blocker is not None:
                 result.rejected[name] = blocker
                 continue
