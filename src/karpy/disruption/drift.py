@@ -98,6 +98,9 @@ class Drift:
     # The pass's time: a pod's timed do-not-disrupt holds its node only until it lapses.
     now: float
     reason: str = REASON_DRIFTED
+    # Nodes and NodeClaims not initialized yet: a plan putting pods on one is no plan, as in
+    # Karpenter (a replacement that never comes up would take the pods of the node it replaces).
+    uninitialized: frozenset[str] = frozenset()
 
     def considers(self, candidate: Candidate) -> bool:
         return candidate.nodeclaim.is_true(CONDITION_DRIFTED)
@@ -125,6 +128,17 @@ class Drift:
             if self.place_elsewhere is None:
                 continue
             plan = self.place_elsewhere(candidate, [pod for pod in candidate.pods if reschedulable(pod)])
+            waiting = sorted(
+                (key, target) for key, target in plan.existing.items() if target in self.uninitialized
+            )
+            if waiting:
+                key, target = waiting[0]
+                result.rejected[name] = Rejection(
+                    RejectionKind.POD_UNSCHEDULABLE,
+                    f"pod {key} would schedule against {target}, not initialized yet",
+                    pods=(key,),
+                )
+                continue
             if plan.unschedulable:
                 key, why = next(iter(sorted(plan.unschedulable.items())))
                 result.rejected[name] = Rejection(
