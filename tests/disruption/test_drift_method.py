@@ -166,3 +166,16 @@ def test_a_plan_onto_a_node_not_initialized_keeps_the_drifted_node() -> None:
     assert "new-node" in rejection.message
     result = compute(Drift(onto_new, 0.0), drifted, {"default": 1})
     assert result.command is not None, "onto initialized capacity the node goes"
+
+
+def test_a_pod_a_disruption_budget_holds_keeps_the_drifted_node() -> None:
+    """Drift is graceful, as in Karpenter (its e2e "should not drift any nodes if their
+    PodDisruptionBudgets are unhealthy"): nothing is launched for a node it could not drain."""
+    placer = Placer()
+    blocked = {"default/app-x": "PodDisruptionBudget default/app allows no disruption now"}
+    drifted = [candidate("a", [make_pod("app-x")])]
+    result = compute(Drift(placer, 0.0, pdb_blocked=blocked), drifted, {"default": 1})
+    assert result.command is None and placer.asked == []
+    rejection = result.rejected["a"]
+    assert rejection.kind is RejectionKind.POD_DISRUPTION_BUDGET
+    assert rejection.pods == ("default/app-x",)

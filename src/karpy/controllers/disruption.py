@@ -35,7 +35,7 @@ from typing import Protocol
 
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import CONDITION_INSTANCE_TERMINATING
+from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_INSTANCE_TERMINATING
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
@@ -202,11 +202,7 @@ class DisruptionController:
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
             Emptiness(now),
-            Drift(
-                self._place_elsewhere if self.cloud is not None else None,
-                now,
-                uninitialized=uninitialized(self.cluster),
-            ),
+            self._drift(candidates, now),
             _Consolidation(self, now),
         )
         for method in methods:
@@ -221,6 +217,15 @@ class DisruptionController:
             if result.command is not None:
                 return self._command(result.command), emptiness, bool(pool_sizes)
         return None, emptiness, bool(pool_sizes)
+
+    def _drift(self, candidates: Sequence[Candidate], now: float) -> Drift:
+        """The drift method, with what holds drifted nodes back read only when there are any."""
+        place = self._place_elsewhere if self.cloud is not None else None
+        if not any(candidate.nodeclaim.is_true(CONDITION_DRIFTED) for candidate in candidates):
+            return Drift(place, now)
+        return Drift(
+            place, now, uninitialized=uninitialized(self.cluster), pdb_blocked=pdb_blocked_pods(self.cluster)
+        )
 
     def _allowed(
         self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float
