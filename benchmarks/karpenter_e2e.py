@@ -6,6 +6,9 @@ Prints one row per spec (spec, result, reason): passed; failed with the first
 line of its failure; not applicable or deferred (skipped by scripts/karpenter-e2e
 with the reason from not-applicable.txt or deferred.txt); skipped by the suite
 itself with its message; not run (left out by a focus). Then the counts.
+Several reports (focused runs of one suite) make one table: a spec appears
+once, with its result from the last report that ran it (passed or failed)
+or, if none did, from the first.
 Exit status 0: the table is the result.
 """
 
@@ -62,10 +65,21 @@ def rows(report: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return table
 
 
+def merged(tables: list[list[tuple[str, str, str]]]) -> list[tuple[str, str, str]]:
+    """One row per spec, in first-seen order: the last result of a run that ran it, else the first."""
+    merged_rows: dict[str, tuple[str, str, str]] = {}
+    for table in tables:
+        for row in table:
+            text, result, _ = row
+            if text not in merged_rows or result in ("passed", "failed"):
+                merged_rows[text] = row
+    return list(merged_rows.values())
+
+
 def main(argv: list[str]) -> int:
     paths = [arg for arg in argv if not arg.startswith("--")]
     markdown = "--markdown" in argv
-    table = [row for path in paths for row in rows(json.loads(Path(path).read_text()))]
+    table = merged([rows(json.loads(Path(path).read_text())) for path in paths])
     if markdown:
         print("| spec | result | reason |\n|---|---|---|")
         for spec, result, reason in table:

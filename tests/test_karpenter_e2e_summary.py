@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.karpenter_e2e import rows
+from benchmarks.karpenter_e2e import merged, rows
 
 
 def spec(containers: list[str], leaf: str, state: str, message: str = "", kind: str = "It") -> dict[str, Any]:
@@ -50,3 +50,9 @@ def test_each_spec_gets_its_result_and_reason() -> None:
     assert "FEATURE_GATES" in table[2][2]
     assert "CapacityBuffer" in table[3][2]
     assert table[4][2] == "cluster lacks X"
+
+
+def test_focused_runs_of_one_suite_make_one_row_per_spec_with_the_last_result_run() -> None:
+    first = [("A a", "passed", ""), ("A b", "failed", "failed: x"), ("A c", "not run", "")]
+    second = [("A a", "not run", ""), ("A b", "passed", ""), ("A c", "not run", "")]
+    assert merged([first, second]) == [("A a", "passed", ""), ("A b", "passed", ""), ("A c", "not run", "")]
