@@ -1,13 +1,14 @@
 """The per-spec table of a Ginkgo JSON report of Karpenter's e2e suites run against karpy.
 
-    python -m benchmarks.karpenter_e2e REPORT.json... [--markdown] [--merge]
+    python -m benchmarks.karpenter_e2e REPORT.json... [--markdown]
 
 Prints one row per spec (spec, result, reason): passed; failed with the first
 line of its failure; not applicable or deferred (skipped by scripts/karpenter-e2e
 with the reason from not-applicable.txt or deferred.txt); skipped by the suite
 itself with its message; not run (left out by a focus). Then the counts and the
-share of applicable specs that passed. ``--merge`` folds several reports of the
-same suite (focused runs) into one row per spec: the last run that ran it.
+share of applicable specs that passed. Several reports (focused runs of one suite)
+make one table: a spec appears once, with its result from the last report that ran
+it (passed or failed) or, if none did, from the first.
 Exit status 0: the table is the result.
 """
 
@@ -95,8 +96,7 @@ def summary(table: list[tuple[str, str, str]]) -> str:
 def main(argv: list[str]) -> int:
     paths = [arg for arg in argv if not arg.startswith("--")]
     markdown = "--markdown" in argv
-    tables = [rows(json.loads(Path(path).read_text())) for path in paths]
-    table = merged(tables) if "--merge" in argv else [row for rows_ in tables for row in rows_]
+    table = merged([rows(json.loads(Path(path).read_text())) for path in paths])
     if markdown:
         print("| spec | result | reason |\n|---|---|---|")
         for spec, result, reason in table:

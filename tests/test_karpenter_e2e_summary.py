@@ -69,3 +69,9 @@ def test_focused_runs_merge_into_one_row_per_spec_the_last_that_ran_it() -> None
     assert [(text, result) for text, result, _ in table] == [("A one", "passed"), ("A two", "passed")]
     assert merged([second])[0][1] == "not run"
     assert summary(table) == "2 passed; 2 specs; 2 of 2 applicable passed (100%)"
+
+
+def test_focused_runs_of_one_suite_make_one_row_per_spec_with_the_last_result_run() -> None:
+    first = [("A a", "passed", ""), ("A b", "failed", "failed: x"), ("A c", "not run", "")]
+    second = [("A a", "not run", ""), ("A b", "passed", ""), ("A c", "not run", "")]
+    assert merged([first, second]) == [("A a", "passed", ""), ("A b", "passed", ""), ("A c", "not run", "")]

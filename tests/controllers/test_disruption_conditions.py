@@ -13,7 +13,7 @@ from typing import cast
 from tests.support import make_nodepool
 
 from karpy.api.conditions import TRUE, find_condition, set_condition
-from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_INITIALIZED, NodeClaim
+from karpy.api.nodeclaim import CONDITION_CONSOLIDATABLE, CONDITION_DRIFTED, CONDITION_INITIALIZED, NodeClaim
 from karpy.api.requirements import Requirements
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
@@ -123,3 +123,40 @@ def test_a_nodepool_change_wakes_its_nodeclaims_but_a_status_change_does_not() -
     assert list(controller._on_nodepool(pool, changed)) == [name]
     rewritten = dataclasses.replace(pool, metadata=pool.metadata.with_changes(resource_version="999"))
     assert list(controller._on_nodepool(pool, rewritten)) == []
+
+
+def consolidatable(cluster: InMemoryCluster, name: str) -> bool:
+    claim = cluster.nodeclaim(name)
+    assert claim is not None
+    condition = find_condition(claim.status.conditions, CONDITION_CONSOLIDATABLE)
+    assert condition is None or condition.status == TRUE, "Consolidatable is true or not there at all"
+    return condition is not None
+
+
+def test_consolidatable_once_consolidate_after_has_passed_since_the_last_pod_event() -> None:
+    """Karpenter's Consolidatable condition, which its e2e suites wait for before a budget check."""
+    clock, cluster, _, controller, name = world()
+    cluster.update(make_nodepool("default", spec="  disruption: {consolidateAfter: 30s}"))
+    assert controller.reconcile(name) == 30.0, "requeued for when it becomes consolidatable"
+    assert not consolidatable(cluster, name)
+    clock.advance_to(clock.now() + 30)
+    assert controller.reconcile(name) is None
+    assert consolidatable(cluster, name)
+    # A pod landing on the node puts it off for another consolidateAfter.
+    claim = cluster.nodeclaim(name)
+    assert claim is not None
+    moved = cluster.update(claim.with_status(last_pod_event_time=clock.now()))
+    assert list(controller._on_nodeclaim(claim, moved)) == [name]
+    assert controller.reconcile(name) == 30.0
+    assert not consolidatable(cluster, name)
+
+
+def test_never_consolidatable_without_consolidation_or_before_initialization() -> None:
+    clock, cluster, _, controller, name = world()
+    cluster.update(make_nodepool("default", spec="  disruption: {consolidateAfter: Never}"))
+    clock.advance_to(clock.now() + 3600)
+    assert controller.reconcile(name) is None
+    assert not consolidatable(cluster, name)
+    _, cluster, _, controller, name = world(initialized=False)
+    controller.reconcile(name)
+    assert not consolidatable(cluster, name)

@@ -28,6 +28,7 @@ from karpy.controllers.orchestration import (
     DISRUPTED_TAINT,
     PLANNED_TAINT,
     REPLACEMENT_BACKOFF_START,
+    REPLACEMENT_INITIALIZATION_TIMEOUT,
     Command,
     Orchestrator,
 )
@@ -158,6 +159,24 @@ def test_a_failed_replacement_rolls_the_command_back_and_untaints_the_candidates
     assert orchestrator.in_flight is None and orchestrator.executed == []
     failed = [event for event in cluster.events if event.reason == "DisruptionFailed"]
     assert [(event.name, event.type) for event in failed] == [("old", "Warning")]
+
+
+def test_a_replacement_not_initialized_within_ten_minutes_rolls_the_command_back_and_stays() -> None:
+    """Karpenter's orchestration queue gives up after 10 minutes (its e2e "should not disrupt a
+    drifted node if the replacement node registers but never initialized")."""
+    clock, cluster, orchestrator = world("old")
+    carried_out(clock, orchestrator, replace("old"))
+    new = launched(cluster, orchestrator)
+    in_flight = orchestrator.in_flight
+    assert in_flight is not None
+    clock.advance_to(clock.now() + REPLACEMENT_INITIALIZATION_TIMEOUT - 1)
+    assert orchestrator.follow(in_flight, clock.now()) == 1.0, "still waiting"
+    assert tainted(cluster, "old")
+    clock.advance_to(clock.now() + 1)
+    assert orchestrator.follow(in_flight, clock.now()) == POLL_PERIOD
+    assert not tainted(cluster, "old") and not gone(cluster, "old")
+    assert not gone(cluster, new.name), "the replacement is kept"
+    assert orchestrator.in_flight is None and orchestrator.executed == []
 
 
 def test_a_failed_replacement_is_backed_off_doubling_per_failure() -> None:

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.support import make_pod
+from tests.support import make_pod, parse_object
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Node, NodeCondition, Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec, NodeClaimStatus
+from karpy.api.nodeclaim import (
+    CONDITION_INSTANCE_TERMINATING,
+    TERMINATION_FINALIZER,
+    NodeClaim,
+    NodeClaimSpec,
+    NodeClaimStatus,
+)
 from karpy.api.nodepool import NodeClassRef
 from karpy.controllers.termination import STUCK_TERMINATING_AFTER, Terminator
 from karpy.sim.clock import VirtualClock
@@ -120,3 +126,109 @@ def test_a_deleted_node_whose_nodeclaim_vanished_loses_its_finalizer() -> None:
     for key in keys:
         terminator.reconcile(key)
     assert cluster.node("node-1") is None
+
+
+def owned_pod(name: str, owner: str = "", priority_class: str = "", tolerations: str = "") -> Pod:
+    """A pod controlled by a ``owner`` (a kind) if given, in ``priority_class``."""
+    owners = (
+        "ownerReferences: [{apiVersion: apps/v1, "
+        f"kind: {owner}, name: {name}, uid: u-{name}, controller: true}}]"
+        if owner
+        else ""
+    )
+    spec = [f"  priorityClassName: {priority_class}" if priority_class else "", tolerations]
+    pod = parse_object(
+        f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  {owners}
+spec:
+  containers: [{{name: main, resources: {{requests: {{cpu: 100m}}}}}}]
+{chr(10).join(line for line in spec if line)}
+"""
+    )
+    assert isinstance(pod, Pod)
+    return pod
+
+
+def test_the_drain_evicts_group_by_group_in_karpenters_order_daemonset_pods_included() -> None:
+    """Karpenter's order (its e2e "should drain pods on a node in order"): non-critical pods,
+    non-critical DaemonSet pods, critical pods, critical DaemonSet pods, each group gone
+    before the next; a pod tolerating the disrupted taint is not waited for."""
+    _, cluster, terminator, claim = deleted_claim_with_a_pod(owned_pod("web", "ReplicaSet"))
+    groups = [
+        ["web"],
+        ["daemon"],
+        ["critical-web", "critical-web-2"],
+        ["critical-daemon"],
+    ]
+    for pod in (
+        owned_pod("daemon", "DaemonSet"),
+        owned_pod("critical-web", "ReplicaSet", "system-cluster-critical"),
+        owned_pod("critical-web-2", "ReplicaSet", "system-node-critical"),
+        owned_pod("critical-daemon", "DaemonSet", "system-node-critical"),
+        owned_pod("stays", "DaemonSet", tolerations="  tolerations: [{operator: Exists}]"),
+    ):
+        cluster.create(pod)
+        cluster.bind(pod, "node-1")
+    for number, group in enumerate(groups):
+        assert terminator.reconcile(claim.name) is not None
+        terminating = {pod.metadata.name for pod in cluster.pods() if pod.metadata.deleting}
+        assert terminating == set(group), f"group {number}"
+        for name in group:  # their kubelet stops them
+            stopped = cluster.pod("default", name)
+            assert stopped is not None
+            cluster.delete(stopped)
+    assert terminator.reconcile(claim.name) is None, "drained: the tolerating pod goes with the node"
+    assert cluster.node("node-1") is None
+
+
+def test_the_nodeclaim_waits_for_a_node_another_finalizer_holds_marked_instance_terminating() -> None:
+    """As Karpenter: once drained and its instance deleted the NodeClaim is InstanceTerminating
+    (out of its pool's budgets) and stays until its Node is gone (Karpenter's e2e drift budget
+    specs hold Nodes with a finalizer of their own and count the NodeClaims left)."""
+    _, cluster, terminator, claim = deleted_claim_with_a_pod(owned_pod("web", "ReplicaSet"))
+    node = cluster.node("node-1")
+    assert node is not None
+    cluster.update(
+        node.with_changes(
+            metadata=node.metadata.with_changes(finalizers=(*node.metadata.finalizers, "test/hold"))
+        )
+    )
+    terminator.reconcile(claim.name)
+    web = cluster.pod("default", "web")
+    assert web is not None
+    cluster.delete(web)  # its kubelet stops it
+    assert terminator.reconcile(claim.name) is not None, "waits for the Node"
+    held = cluster.nodeclaim(claim.name)
+    assert held is not None and held.is_true(CONDITION_INSTANCE_TERMINATING)
+    node = cluster.node("node-1")
+    assert (
+        node is not None and node.metadata.deleting and TERMINATION_FINALIZER not in node.metadata.finalizers
+    )
+    woken = list(terminator.watches()[2].mapper(node, None))
+    assert woken == [claim.name]
+    cluster.update(node.with_changes(metadata=node.metadata.with_changes(finalizers=())))
+    assert cluster.node("node-1") is None
+    assert terminator.reconcile(claim.name) is None
+    assert cluster.nodeclaim(claim.name) is None
+
+
+def test_past_the_grace_period_the_node_goes_without_waiting_for_pods_still_shutting_down() -> None:
+    """Karpenter's e2e "should delete pod that has a pre-stop hook after termination grace period
+    seconds": a pod evicted at once whose pre-stop hook outlasts the NodeClaim's grace period does
+    not hold the node past it."""
+    clock, cluster, terminator, claim = deleted_claim_with_a_pod(
+        owned_pod("web", "ReplicaSet"), grace_period=60
+    )
+    assert terminator.reconcile(claim.name) is not None
+    web = cluster.pod("default", "web")
+    assert web is not None and web.metadata.deleting, "evicted at once"
+    clock.advance_to(clock.now() + 59)
+    assert terminator.reconcile(claim.name) is not None, "its shutdown is waited for until the deadline"
+    clock.advance_to(clock.now() + 1)
+    assert terminator.reconcile(claim.name) is None
+    assert cluster.nodeclaim(claim.name) is None and cluster.node("node-1") is None

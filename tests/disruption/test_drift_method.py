@@ -148,3 +148,34 @@ def test_a_timed_do_not_disrupt_holds_a_drifted_node_only_until_it_lapses() -> N
     assert held.rejected["b"].kind is RejectionKind.POD_DO_NOT_DISRUPT
     lapsed = compute(Drift(Placer(), 1120.0), [candidate("b", [pod])], {"default": 1})
     assert lapsed.command is not None and lapsed.command.nodeclaim_names == ["b"]
+
+
+def test_a_plan_onto_a_node_not_initialized_keeps_the_drifted_node() -> None:
+    """As Karpenter: pods are not moved onto capacity that may never come up (its e2e "should not
+    disrupt a drifted node if the replacement node registers but never initialized")."""
+
+    def onto_new(candidate: Candidate, pods: Sequence[Pod]) -> Plan:
+        return Plan(existing={pod.key: "new-node" for pod in pods})
+
+    drifted = [candidate("a", [make_pod("app-x")])]
+    result = compute(Drift(onto_new, 0.0, uninitialized=frozenset({"new-node"})), drifted, {"default": 1})
+    assert result.command is None
+    rejection = result.rejected["a"]
+    assert rejection.kind is RejectionKind.POD_UNSCHEDULABLE
+    assert rejection.pods == ("default/app-x",)
+    assert "new-node" in rejection.message
+    result = compute(Drift(onto_new, 0.0), drifted, {"default": 1})
+    assert result.command is not None, "onto initialized capacity the node goes"
+
+
+def test_a_pod_a_disruption_budget_holds_keeps_the_drifted_node() -> None:
+    """Drift is graceful, as in Karpenter (its e2e "should not drift any nodes if their
+    PodDisruptionBudgets are unhealthy"): nothing is launched for a node it could not drain."""
+    placer = Placer()
+    blocked = {"default/app-x": "PodDisruptionBudget default/app allows no disruption now"}
+    drifted = [candidate("a", [make_pod("app-x")])]
+    result = compute(Drift(placer, 0.0, pdb_blocked=blocked), drifted, {"default": 1})
+    assert result.command is None and placer.asked == []
+    rejection = result.rejected["a"]
+    assert rejection.kind is RejectionKind.POD_DISRUPTION_BUDGET
+    assert rejection.pods == ("default/app-x",)

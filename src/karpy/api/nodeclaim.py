@@ -44,6 +44,9 @@ CONDITION_READY = "Ready"
 CONDITION_CONSOLIDATABLE = "Consolidatable"
 CONDITION_DRIFTED = "Drifted"
 CONDITION_DISRUPTION_REASON = "DisruptionReason"
+# Set once the drain is done and the cloud accepted the instance's deletion: the NodeClaim no
+# longer counts toward its NodePool's size or disruption budgets (Karpenter v1).
+CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
 
 LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INITIALIZED = "karpenter.sh/initialized"

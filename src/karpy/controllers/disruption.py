@@ -35,6 +35,7 @@ from typing import Protocol
 
 from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_INSTANCE_TERMINATING
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
@@ -63,7 +64,7 @@ from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
 from karpy.disruption.static import StaticDrift
-from karpy.operator.cluster import Clock, Cluster
+from karpy.operator.cluster import Clock, Cluster, ClusterReader
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import NodePoolCapacity, Plan
@@ -74,6 +75,17 @@ PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 QUIET_PASS_TTL = 300.0
+
+
+def uninitialized(cluster: ClusterReader) -> frozenset[str]:
+    """The NodeClaims not initialized yet and their Nodes, by name (pods must not be planned there)."""
+    names: set[str] = set()
+    for claim in cluster.nodeclaims():
+        if not claim.initialized and not claim.metadata.deleting:
+            names.add(claim.name)
+            if claim.status.node_name:
+                names.add(claim.status.node_name)
+    return frozenset(names)
 
 
 def worth_an_event(reason: Rejection) -> bool:
@@ -167,6 +179,8 @@ class DisruptionController:
         in_flight = self.orchestrator.in_flight
         tainted = set(in_flight.command.candidates) if in_flight else set()
         for nodeclaim in self.cluster.nodeclaims():
+            if nodeclaim.is_true(CONDITION_INSTANCE_TERMINATING):
+                continue  # drained and its instance gone: no longer the pool's, as in Karpenter
             pool_name = nodeclaim.nodepool
             pool_sizes[pool_name] = pool_sizes.get(pool_name, 0) + 1
             if nodeclaim.metadata.deleting or nodeclaim.name in tainted:
@@ -198,7 +212,7 @@ class DisruptionController:
         methods: tuple[Method, ...] = (
             Emptiness(now),
             StaticDrift(static_counts(self.cluster), now),
-            Drift(self._place_elsewhere if self.cloud is not None else None, now),
+            self._drift(candidates, now),
             _Consolidation(self, now),
         )
         for method in methods:
@@ -213,6 +227,15 @@ class DisruptionController:
             if result.command is not None:
                 return self._command(result.command), emptiness, bool(pool_sizes)
         return None, emptiness, bool(pool_sizes)
+
+    def _drift(self, candidates: Sequence[Candidate], now: float) -> Drift:
+        """The drift method, with what holds drifted nodes back read only when there are any."""
+        place = self._place_elsewhere if self.cloud is not None else None
+        if not any(candidate.nodeclaim.is_true(CONDITION_DRIFTED) for candidate in candidates):
+            return Drift(place, now)
+        return Drift(
+            place, now, uninitialized=uninitialized(self.cluster), pdb_blocked=pdb_blocked_pods(self.cluster)
+        )
 
     def _allowed(
         self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float

@@ -11,8 +11,9 @@ budget frees up it goes without a fresh wait (see
 replacements are launched, and only when every replacement is initialized
 are the candidates deleted (the termination controller drains them). If a
 replacement fails (it never launches or registers and its NodeClaim is
-deleted), the command is rolled back: the taints come off and the old nodes
-keep serving.
+deleted) or the replacements are not initialized within 10 minutes
+(``REPLACEMENT_INITIALIZATION_TIMEOUT``, as in Karpenter), the command is
+rolled back: the taints come off and the old nodes keep serving.
 
 When the budgets let a consolidation plan remove only some of its nodes now,
 the others (``ConsolidationCommand.planned``) are tainted
@@ -71,6 +72,9 @@ from karpy.scheduling.solver import NewNodeClaim
 log = logging.getLogger("karpy.disruption")
 
 REPLACEMENT_BACKOFF_START = 60.0
+# How long replacements may take to initialize before the command is rolled back (Karpenter's
+# orchestration queue gives up after 10 minutes).
+REPLACEMENT_INITIALIZATION_TIMEOUT = 600.0
 REPLACEMENT_BACKOFF_CAP = 600.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
@@ -110,6 +114,8 @@ class InFlight:
 
     command: Command
     replacement_names: list[str]
+    # When the replacements were launched: they have REPLACEMENT_INITIALIZATION_TIMEOUT to initialize.
+    launched_at: float = 0.0
 
 
 @dataclass(slots=True)
@@ -154,6 +160,17 @@ class Orchestrator:
             return self.poll_period
         if all(claim is not None and claim.initialized for claim in replacements):
             self._delete_candidates(in_flight.command)
+            self.in_flight = None
+            return self.poll_period
+        if now >= in_flight.launched_at + REPLACEMENT_INITIALIZATION_TIMEOUT:
+            # As Karpenter's orchestration queue: the old nodes keep serving; the replacements
+            # stay, for the pods to use should they come up after all.
+            waiting = [claim.name for claim in replacements if claim is not None and not claim.initialized]
+            self._roll_back(
+                in_flight.command,
+                f"replacement {', '.join(waiting)} not initialized within "
+                f"{REPLACEMENT_INITIALIZATION_TIMEOUT:.0f}s",
+            )
             self.in_flight = None
             return self.poll_period
         return 1.0
@@ -317,7 +334,7 @@ class Orchestrator:
             self.cluster.record_event(
                 created, EVENT_NORMAL, "DisruptionLaunching", f"Launching NodeClaim: {command.why}"
             )
-        self.in_flight = InFlight(command, names)
+        self.in_flight = InFlight(command, names, launched_at=now)
         if command.planned:
             for name in names:
                 self.landing[name] = frozenset(command.planned)

@@ -4,11 +4,15 @@ A NodeClaim carries the ``karpenter.sh/termination`` finalizer, so deleting
 it only marks it. This controller then, step by step and idempotently:
 
 1. taints the node ``karpenter.sh/disrupted:NoSchedule`` so nothing new lands;
-2. drains it through the Eviction API: pods that are neither DaemonSet pods
-   nor terminal, non-critical first, then critical ones (system priority
-   classes), and DaemonSet pods last; an eviction a PodDisruptionBudget
+2. drains it through the Eviction API in Karpenter's (and graceful node
+   shutdown's) order, each group gone before the next is evicted:
+   non-critical pods, non-critical DaemonSet pods, critical pods (system
+   priority classes), critical DaemonSet pods. Terminal pods, mirror pods and
+   pods that tolerate the ``karpenter.sh/disrupted`` taint are left to go
+   with the node, as in Karpenter; an eviction a PodDisruptionBudget
    refuses (429) is retried later, never forced, until the NodeClaim's
-   ``terminationGracePeriod`` (if set) runs out. A pod annotated
+   ``terminationGracePeriod`` (if set) runs out: then what is left is
+   deleted and the node terminated without waiting for it. A pod annotated
    ``karpenter.sh/do-not-disrupt`` is not evicted at all until then, as in
    Karpenter v1 (its forceful-expiration design: drain at once, "but respect
    pod do-not-disrupt or PDB blocking pods until the node's
@@ -25,8 +29,12 @@ it only marks it. This controller then, step by step and idempotently:
    the pod's grace period) is not waited for, as in Karpenter: its kubelet is
    gone (a stopped instance, say), so nothing will ever remove it before its
    Node goes;
-3. deletes the instance in the cloud;
-4. deletes the Node, then lifts the finalizers so both objects go away.
+3. deletes the instance in the cloud and marks the NodeClaim
+   ``InstanceTerminating`` (from then on it counts toward neither its
+   NodePool's size nor its disruption budgets, as in Karpenter);
+4. deletes the Node and lifts karpy's finalizer from it, then, once the Node
+   is gone (another finalizer may hold it), lifts the NodeClaim's, as
+   Karpenter's NodeClaim waits for its Node.
 
 A crash after any step is harmless: the next reconcile finds the step done
 and goes on with the next.
@@ -46,8 +54,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from karpy.api.conditions import TRUE, set_condition
 from karpy.api.core import Node, Pod
-from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim
+from karpy.api.nodeclaim import CONDITION_INSTANCE_TERMINATING, TERMINATION_FINALIZER, NodeClaim
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
 from karpy.logs import about
@@ -68,6 +77,9 @@ DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 CRITICAL_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 EVICTION_RETRY = 5.0
 DRAIN_POLL = 1.0
+# How often a terminated NodeClaim looks again for its Node held by another finalizer (a watch
+# on the Node's removal wakes it sooner).
+NODE_GONE_POLL = 10.0
 # A pod still there this long after its deletion timestamp is stuck terminating (Karpenter's minute).
 STUCK_TERMINATING_AFTER = 60.0
 # Keys of deleted Nodes, beside the NodeClaim names the controller's other keys are.
@@ -97,11 +109,16 @@ def _stuck_terminating(pod: Pod, now: float) -> bool:
 
 
 def drain_order(pod: Pod) -> int:
-    if pod.is_daemonset_pod:
-        return 2
-    if pod.spec.priority_class_name in CRITICAL_PRIORITY_CLASSES:
-        return 1
-    return 0
+    """Karpenter's drain groups: non-critical, non-critical DaemonSet, critical, critical DaemonSet."""
+    critical = pod.spec.priority_class_name in CRITICAL_PRIORITY_CLASSES
+    return 2 * critical + pod.is_daemonset_pod
+
+
+def drained_with_the_node(pod: Pod) -> bool:
+    """A pod the drain does not wait for: a mirror pod (its kubelet's, not the API's to delete)
+    or one that tolerates the disrupted taint (it asked to stay to the end)."""
+    mirror = pod.metadata.controller is not None and pod.metadata.controller.kind == "Node"
+    return mirror or any(toleration.tolerates(DISRUPTED_TAINT) for toleration in pod.spec.tolerations)
 
 
 class Terminator:
@@ -123,6 +140,8 @@ class Terminator:
         ]
 
     def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
+        if new is None:
+            return self._on_node_gone(old)
         if (
             isinstance(new, Node)
             and new.metadata.deleting
@@ -184,6 +203,16 @@ class Terminator:
             return DRAIN_POLL
         return None
 
+    def _on_node_gone(self, old: object | None) -> list[str]:
+        # A Node another finalizer held is gone at last: its NodeClaim's termination finishes.
+        if isinstance(old, Node):
+            return [
+                claim.name
+                for claim in self.cluster.nodeclaims()
+                if claim.metadata.deleting and claim.status.node_name == old.name
+            ]
+        return []
+
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         # A pod leaving a draining node moves the drain on.
         if new is None and isinstance(old, Pod) and old.node_name:
@@ -208,8 +237,15 @@ class Terminator:
                 self.cloud.delete(nodeclaim)
             except NodeClaimNotFoundError:
                 pass
+            if not nodeclaim.is_true(CONDITION_INSTANCE_TERMINATING):
+                conditions = set_condition(
+                    nodeclaim.status.conditions, CONDITION_INSTANCE_TERMINATING, TRUE, self.clock.now()
+                )
+                nodeclaim = self.cluster.update(nodeclaim.with_status(conditions=conditions))
         if node is not None:
             remove_node(self.cluster, node)
+            if self.cluster.node(node.name) is not None:
+                return NODE_GONE_POLL  # someone else's finalizer holds the Node: the NodeClaim waits
         if TERMINATION_FINALIZER in nodeclaim.metadata.finalizers:
             remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
             self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
@@ -227,22 +263,21 @@ class Terminator:
         if DISRUPTED_TAINT not in node.taints:
             node = self.cluster.update(node.with_changes(taints=(*node.taints, DISRUPTED_TAINT)))
         now = self.clock.now()
-        pods = [
+        remaining = [
             pod
             for pod in self.cluster.pods_on_node(node.name)
-            if not pod.is_terminal and not _stuck_terminating(pod, now)
+            if not pod.is_terminal and not _stuck_terminating(pod, now) and not drained_with_the_node(pod)
         ]
+        if not remaining:
+            return None
         deadline = nodeclaim.spec.termination_grace_period
         deleted_at = nodeclaim.metadata.deletion_timestamp or now
         forced = deadline is not None and now >= deleted_at + deadline
-        remaining = [pod for pod in pods if not pod.is_daemonset_pod] or pods
-        if not remaining or all(pod.is_daemonset_pod for pod in remaining):
-            # DaemonSet pods go with the node; nothing else is left to move.
-            return None
+        # Past the deadline every group goes at once, as in Karpenter.
         first = min(drain_order(pod) for pod in remaining)
         refused = False
         for pod in remaining:
-            if drain_order(pod) != first or pod.metadata.deleting:
+            if (drain_order(pod) != first and not forced) or pod.metadata.deleting:
                 continue
             if pod.do_not_disrupt_at(now) and not forced:
                 refused = True  # it holds the node until the grace period runs out
@@ -257,6 +292,10 @@ class Terminator:
                 self.cluster.record_event(pod, EVENT_WARNING, "FailedDraining", str(error))
             except NotFoundError:
                 continue
+        if forced:
+            # Past terminationGracePeriod the node goes whatever is still on it, as in Karpenter:
+            # a pod whose own shutdown (a long pre-stop hook) runs on goes with it.
+            return None
         return EVICTION_RETRY if refused else DRAIN_POLL
 
     def _instance_gone(self, nodeclaim: NodeClaim, node: Node) -> bool:

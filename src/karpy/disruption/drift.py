@@ -17,14 +17,16 @@ A NodeClaim is **drifted** (Karpenter v1) when:
 each drifted node in name order, unless do-not-disrupt (on the node or a
 pod) or the ``Drifted`` budget holds it back, is replaced by what its pods
 need elsewhere, worked out by the controller's ``place_elsewhere`` (a solve
-on a snapshot without the node). Pure; expiration is
+on a snapshot without the node). As in Karpenter, drift is graceful: a node
+whose pods a PodDisruptionBudget holds, or whose pods would land on a node
+not initialized yet, stays. Pure; expiration is
 :mod:`karpy.disruption.expiration`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
@@ -105,6 +107,12 @@ class Drift:
     # The pass's time: a pod's timed do-not-disrupt holds its node only until it lapses.
     now: float
     reason: str = REASON_DRIFTED
+    # Nodes and NodeClaims not initialized yet: a plan putting pods on one is no plan, as in
+    # Karpenter (a replacement that never comes up would take the pods of the node it replaces).
+    uninitialized: frozenset[str] = frozenset()
+    # Pods a PodDisruptionBudget lets go nowhere now, with why: drift is a graceful disruption,
+    # so as in Karpenter it does not start on a node it could not drain.
+    pdb_blocked: Mapping[str, str] = field(default_factory=dict)
 
     def considers(self, candidate: Candidate) -> bool:
         # A static pool's drifted nodes are replaced by karpy.disruption.static's StaticDrift.
@@ -118,6 +126,16 @@ class Drift:
             if blocker is not None:
                 result.rejected[name] = blocker
                 continue
+            guarded = sorted(
+                pod.key for pod in candidate.pods if reschedulable(pod) and pod.key in self.pdb_blocked
+            )
+            if guarded:
+                result.rejected[name] = Rejection(
+                    RejectionKind.POD_DISRUPTION_BUDGET,
+                    f"pod {guarded[0]}: {self.pdb_blocked[guarded[0]]}",
+                    pods=(guarded[0],),
+                )
+                continue
             pool = candidate.nodepool.name
             if allowed.get(pool, 0) <= 0:
                 result.rejected[name] = Rejection(
@@ -128,6 +146,17 @@ class Drift:
             if self.place_elsewhere is None:
                 continue
             plan = self.place_elsewhere(candidate, [pod for pod in candidate.pods if reschedulable(pod)])
+            waiting = sorted(
+                (key, target) for key, target in plan.existing.items() if target in self.uninitialized
+            )
+            if waiting:
+                key, target = waiting[0]
+                result.rejected[name] = Rejection(
+                    RejectionKind.POD_UNSCHEDULABLE,
+                    f"pod {key} would schedule against {target}, not initialized yet",
+                    pods=(key,),
+                )
+                continue
             if plan.unschedulable:
                 key, why = next(iter(sorted(plan.unschedulable.items())))
                 result.rejected[name] = Rejection(

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
-from karpy.api.nodeclaim import CONDITION_INITIALIZED
-from karpy.api.nodepool import REASON_EMPTY
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
+from karpy.api.nodepool import REASON_EMPTY, NodePool
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
 from karpy.disruption.rejection import Rejection, RejectionKind
 
@@ -51,13 +51,32 @@ def is_empty(candidate: Candidate) -> bool:
     return not any(reschedulable(pod) for pod in candidate.pods)
 
 
-def empty_since(candidate: Candidate) -> float:
-    initialized = candidate.nodeclaim.condition(CONDITION_INITIALIZED)
+def quiet_since(nodeclaim: NodeClaim) -> float:
+    """The later of the NodeClaim's initialization and its last pod event."""
+    initialized = nodeclaim.condition(CONDITION_INITIALIZED)
     since = initialized.last_transition_time if initialized is not None else 0.0
-    last_pod_event = candidate.nodeclaim.status.last_pod_event_time
+    last_pod_event = nodeclaim.status.last_pod_event_time
     if last_pod_event is not None:
         since = max(since, last_pod_event)
     return since
+
+
+def empty_since(candidate: Candidate) -> float:
+    return quiet_since(candidate.nodeclaim)
+
+
+def consolidatable_at(nodeclaim: NodeClaim, nodepool: NodePool) -> float | None:
+    """When the NodeClaim becomes ``Consolidatable`` (Karpenter's condition), None if it cannot.
+
+    An initialized NodeClaim in a NodePool that consolidates at all becomes
+    consolidatable once ``consolidateAfter`` has passed since it went quiet
+    (:func:`quiet_since`): the moment emptiness and consolidation start to
+    consider it.
+    """
+    after = nodepool.disruption.consolidate_after
+    if after is None or not nodeclaim.initialized:
+        return None
+    return quiet_since(nodeclaim) + after
 
 
 def considered(candidate: Candidate) -> bool:
@@ -132,8 +151,10 @@ __all__ = [
     "Emptiness",
     "EmptinessDecision",
     "considered",
+    "consolidatable_at",
     "decide_emptiness",
     "empty_since",
     "is_empty",
+    "quiet_since",
     "reschedulable",
 ]
