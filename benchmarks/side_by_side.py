@@ -768,6 +768,17 @@ def table(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def load_results(path: Path) -> list[Result]:
+    """The results a ``--json`` file holds."""
+    results = []
+    for data in json.loads(path.read_text()):
+        for phase in ("scaled_out", "scaled_in"):
+            if data.get(phase) is not None:
+                data[phase] = Fleet(**{**data[phase], "unpriced": tuple(data[phase]["unpriced"])})
+        results.append(Result(**data))
+    return results
+
+
 def machine() -> str:
     load = os.getloadavg()
     return (
@@ -800,7 +811,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--logs", type=Path, help="keep every run's logs and audit log here")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="print the table of earlier --json files, run nothing",
+    )
     options = parser.parse_args(argv)
+    if options.table:
+        # A later file's run of a shape and controller replaces an earlier one's.
+        merged = {(r.shape, r.controller): r for path in options.table for r in load_results(path)}
+        print(table(list(merged.values())))
+        return 0
     catalog = shapes(options.scale)
     wanted = [s.strip() for s in options.shapes.split(",") if s.strip()]
     unknown = [s for s in wanted if s not in catalog]

@@ -3,12 +3,14 @@ fleet cost and utilisation, /proc parsing, and the shapes taken from Karpenter's
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from benchmarks.side_by_side import Result as RunResult
-from benchmarks.side_by_side import deployment, pool_manifests, shapes, table
+from benchmarks.side_by_side import deployment, load_results, pool_manifests, shapes, table
 from benchmarks.side_by_side_measure import (
     count_requests,
     cpu_ticks,
@@ -228,3 +230,11 @@ def test_the_table_shows_both_figures_and_their_ratio() -> None:
     text = table([karpenter, karpy])
     assert "| seed (5→0 pods) | time to all Running (s) | 4.0 | 2.0 | 0.50 |" in text
     assert "| API requests | 50 | 60 | 1.20 |" in text
+
+
+def test_results_written_with_json_read_back_for_the_table(tmp_path: Path) -> None:
+    scaled_out = fleet([claim("a", "c-4x-amd64-linux")], [], [], PRICES)
+    result = RunResult("karpy", "basic", 200, 140, time_to_running=30.0, scaled_out=scaled_out)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([dataclasses.asdict(result)], default=str))
+    assert load_results(path) == [result]
