@@ -847,10 +847,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs.mkdir(parents=True, exist_ok=True)
             log(f"{controller} {name}: {catalog[name].pods} pods")
             results.append(run_one(controller, catalog[name], options, logs))
+            if options.json:  # after each run, so an interrupted one keeps what was measured
+                options.json.write_text(json.dumps([asdict(r) for r in results], indent=2, default=str))
     print(f"\n{machine()}\n")
     print(table(results))
-    if options.json:
-        options.json.write_text(json.dumps([asdict(r) for r in results], indent=2, default=str))
     return 1 if any(r.failure for r in results) else 0
 
 
