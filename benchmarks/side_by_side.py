@@ -702,20 +702,22 @@ def measure(
         alive()
         return all_running(plane, shape.pods)
 
-    result.time_to_running = (
-        wait_for(running, options.timeout, interval, f"{shape.pods} pods Running") - started
-    )
-    result.mean_cpu_cores = (sampler.cpu_seconds() - cpu_start) / result.time_to_running
-    log(f"{result.controller} {shape.name}: {shape.pods} pods Running in {result.time_to_running:.1f}s")
-    result.scaled_out = snapshot(plane, prices)
-    scaled_in = time.monotonic()
-    plane.apply([deployment(w, w.scale_in) for w in shape.workloads])
-    changed = settle(plane, shape.pods_after, options.settle, options.timeout)
-    alive()
-    result.consolidation_time = changed - scaled_in
-    result.scaled_in = snapshot(plane, prices)
-    log(f"{result.controller} {shape.name}: consolidated in {result.consolidation_time:.1f}s")
-    result.cpu_seconds = sampler.cpu_seconds() - cpu_start
+    try:
+        result.time_to_running = (
+            wait_for(running, options.timeout, interval, f"{shape.pods} pods Running") - started
+        )
+        result.mean_cpu_cores = (sampler.cpu_seconds() - cpu_start) / result.time_to_running
+        log(f"{result.controller} {shape.name}: {shape.pods} pods Running in {result.time_to_running:.1f}s")
+        result.scaled_out = snapshot(plane, prices)
+        scaled_in = time.monotonic()
+        plane.apply([deployment(w, w.scale_in) for w in shape.workloads])
+        changed = settle(plane, shape.pods_after, options.settle, options.timeout)
+        alive()
+        result.consolidation_time = changed - scaled_in
+        result.scaled_in = snapshot(plane, prices)
+        log(f"{result.controller} {shape.name}: consolidated in {result.consolidation_time:.1f}s")
+    finally:  # a run that timed out still used what it used
+        result.cpu_seconds = sampler.cpu_seconds() - cpu_start
 
 
 # --------------------------------------------------------------------------- the table
