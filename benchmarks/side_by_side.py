@@ -433,7 +433,16 @@ def control_plane(logs: Path) -> Iterator[Plane]:
         "KARPY_CONTROL_PLANE_OWNER": str(os.getpid()),
     }
     with (logs / "control-plane.log").open("w") as out:
-        subprocess.run([str(CONTROL_PLANE), "up"], env=env, stdout=out, stderr=subprocess.STDOUT, check=True)
+        # `up` picks free ports, which another plane on the machine may take before the API
+        # server binds them: a failed `up` stops what it started, so it is tried again.
+        for attempt in range(3):
+            up = subprocess.run(
+                [str(CONTROL_PLANE), "up"], env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
+            if up.returncode == 0:
+                break
+            if attempt == 2:
+                raise RuntimeError(f"scripts/control-plane up failed (see {logs / 'control-plane.log'})")
     api = ApiTransport.from_kubeconfig(state / "kubeconfig")
     try:
         yield Plane(state, logs, state / "kubeconfig", controller_kubeconfig(state), api)
