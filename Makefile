@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane kwok bench trials image image-test karpenter-e2e clean
+.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane kwok bench trials image image-test karpenter-e2e karpenter-kwok side-by-side clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -72,6 +72,16 @@ soak: .venv/.synced control-plane
 # Eventually), so not part of test; tests/integration/test_karpenter_e2e_subset.py is its CI subset.
 karpenter-e2e: .venv/.synced control-plane kwok
 	scripts/karpenter-e2e all $(KARPENTER_E2E_SUITES)
+
+# Karpenter's own controller with its kwok provider, built from sigs.k8s.io/karpenter (cached).
+karpenter-kwok:
+	scripts/karpenter-kwok build
+
+# The real Karpenter and karpy run on the same workloads, each on a fresh control plane with real
+# kwok (benchmarks/README.md, "Karpenter beside karpy"): tens of minutes, so not part of test.
+# SIDE_BY_SIDE_ARGS="--shapes seed,basic --scale 0.2" for a shorter run.
+side-by-side: .venv/.synced control-plane kwok karpenter-kwok
+	$(RUN) python -m benchmarks.side_by_side $(SIDE_BY_SIDE_ARGS)
 
 # The scheduling benchmarks (benchmarks/README.md); a minute or more, so not part of test.
 bench: .venv/.synced

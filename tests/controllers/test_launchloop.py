@@ -13,7 +13,7 @@ import dataclasses
 from tests.support import make_pod
 
 from karpy.api.conditions import Condition
-from karpy.api.core import Pod
+from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef
@@ -79,4 +79,17 @@ def test_a_node_that_holds_a_pod_of_the_workload_is_no_futile_launch() -> None:
         # A scale-up: the pod landed on the node launched for it.
         cluster.create(pod.with_changes(spec=dataclasses.replace(pod.spec, node_name=f"node-{index}")))
     pending = [replica("web-abc-next")]
+    assert guard.admit(pending) == (pending, {})
+
+
+def test_a_launch_whose_pods_ran_on_other_nodes_is_no_futile_launch() -> None:
+    _, clock, guard = setup()
+    # kube-scheduler spread the pods onto nodes launched before: each node launched for one
+    # came up and kept none of the workload's pods, then went as empty, but the pods ran.
+    for index in range(FUTILE_LAUNCHES):
+        pod = replica(f"web-abc-{index}")
+        launch_that_came_up_empty(guard, clock, f"node-{index}", pod)
+        ran = pod.with_changes(spec=dataclasses.replace(pod.spec, node_name="older-node"), phase=POD_RUNNING)
+        guard.on_pod(pod, ran)
+    pending = [replica("web-abc-evicted")]
     assert guard.admit(pending) == (pending, {})

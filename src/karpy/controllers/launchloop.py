@@ -19,7 +19,12 @@ about to launch for that workload again, the node holds none of its pods
 (it is gone, or the pods are elsewhere or pending) and never served one: a
 pod of the workload that completed there (a Job's), or ran there for
 :data:`SERVED_AFTER` before it went (a scale-down, then a scale-up), was
-served. A workload whose pods land, as with a scale-up, is never held.
+served. So was a launch whose pods ran anywhere: kube-scheduler spreads pods
+by its own scoring, not as the plan packed them, so in a large scale-up a node
+launched for some pods often gets others while those run on nodes launched
+before it; consolidation then removes it, and without this the workload's
+next pending pods (a scale-in's evictions) were held for 15 minutes. A
+workload whose pods land, as with a scale-up, is never held.
 
 After :data:`FUTILE_LAUNCHES` futile launches within :data:`WINDOW`, the
 workload's pending pods are held: provisioning launches nothing for them for
@@ -95,8 +100,10 @@ class LaunchLoopGuard:
     hold: float = HOLD
     max_hold: float = MAX_HOLD
     _launches: dict[str, list[_Launch]] = field(default_factory=dict)
-    # The launches not initialized yet, by NodeClaim; the initialized ones, by Node.
+    # The launches not initialized yet, by NodeClaim; the initialized ones, by Node; the
+    # launches not served yet, by the key of a pod they were made for.
     _of_claim: dict[str, list[_Launch]] = field(default_factory=dict)
+    _for_pod: dict[str, list[_Launch]] = field(default_factory=dict)
     _on_node: dict[str, list[_Launch]] = field(default_factory=dict)
     _held: dict[str, _Hold] = field(default_factory=dict)
 
@@ -111,7 +118,11 @@ class LaunchLoopGuard:
             self._on_node.setdefault(launch.node, []).append(launch)
 
     def on_pod(self, old: object | None, new: object | None) -> None:
-        """Learns which launches served their workload: a pod of it completed there, or ran there a while."""
+        """Learns which launches served their workload: a pod of it completed there, or ran there a
+        while, or a pod it was made for runs, wherever it landed."""
+        if isinstance(new, Pod) and new.phase == POD_RUNNING and new.node_name and new.key in self._for_pod:
+            for launch in self._for_pod.pop(new.key):
+                launch.served = True
         pod = new if isinstance(new, Pod) else old
         if not isinstance(pod, Pod) or not pod.node_name or pod.node_name not in self._on_node:
             return
@@ -131,10 +142,13 @@ class LaunchLoopGuard:
     def record(self, nodeclaim: NodeClaim, pods: Sequence[Pod]) -> None:
         """A NodeClaim was created for ``pods``."""
         now = self.clock.now()
+        launches: dict[str, _Launch] = {}
         for workload in dict.fromkeys(workload_of(pod) for pod in pods):
-            launch = _Launch(nodeclaim.name, workload, now)
+            launch = launches[workload] = _Launch(nodeclaim.name, workload, now)
             self._launches.setdefault(workload, []).append(launch)
             self._of_claim.setdefault(nodeclaim.name, []).append(launch)
+        for pod in pods:
+            self._for_pod.setdefault(pod.key, []).append(launches[workload_of(pod)])
 
     def admit(self, pods: list[Pod]) -> tuple[list[Pod], dict[str, str]]:
         """The pods provisioning may launch for now, and the held ones (by key) with why.
@@ -231,7 +245,7 @@ class LaunchLoopGuard:
                 self._launches[workload] = recent
             else:
                 del self._launches[workload]
-        for index in (self._of_claim, self._on_node):
+        for index in (self._of_claim, self._on_node, self._for_pod):
             for key in list(index):
                 kept = [launch for launch in index[key] if launch.at > now - self.window]
                 if kept:
