@@ -249,7 +249,9 @@ def test_every_value_set(helm: Helm) -> None:
         30.0,
         "text",
     )
-    assert options.feature_gates == FeatureGates(spot_to_spot_consolidation=False, static_capacity=False)
+    assert options.feature_gates == FeatureGates(
+        spot_to_spot_consolidation=False, capacity_buffer=True, static_capacity=False
+    )
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"] == [

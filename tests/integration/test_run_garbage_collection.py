@@ -1,16 +1,16 @@
 """Garbage collection under ``karpy run`` with the kwok provider, against the real control plane.
 
-Two leaks the collector ends, as Karpenter's do: a NodeClaim deleted with its
-finalizer stripped leaves its instance (a kwok Node, Ready for good) owned by
-nobody, which is terminated once past the 30 s window, and its pods run again
-on a node a NodeClaim owns; a registered NodeClaim whose ``status.providerID``
-names no instance is deleted. (Before, no collector ran for kwok, and the
+Two leaks that end, as with Karpenter: a NodeClaim deleted with its finalizer
+stripped leaves its instance (a kwok Node) behind; the Node, owned by its
+NodeClaim since registration, goes with it (Kubernetes' garbage collector
+deletes it and karpy lifts its finalizer, no NodeClaim being left to drain it)
+and its pods run again on a node a NodeClaim owns; a registered NodeClaim whose
+``status.providerID`` names no instance is deleted. (Before, no collector ran for kwok, and the
 kwok provider's instances carried no creation time: both stayed for good.)
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -77,8 +77,6 @@ def test_the_node_of_a_nodeclaim_deleted_without_its_finalizer_is_collected(
     plane.kubectl("patch", "nodeclaim", claim, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     plane.kubectl("delete", "nodeclaim", claim, "--wait=false")
     wait_until(lambda: claim not in pool_claims(plane, POOL), timeout=15, what="the NodeClaim gone")
-    node = json.loads(plane.kubectl("get", "node", orphan, "-o", "json"))
-    assert not node["metadata"].get("deletionTimestamp"), "not left behind: terminated the usual way"
 
     def collected_and_replaced() -> bool:
         pods = running_pods(plane, namespace, app)
