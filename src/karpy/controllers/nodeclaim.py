@@ -184,27 +184,13 @@ class NodeClaimLifecycle:
         except LaunchInProgressError:
             raise  # not a failure: the launch runs in the background
         except InsufficientCapacityError as error:
-            self.cluster.record_event(nodeclaim, EVENT_WARNING, "InsufficientCapacityError", str(error))
-            log.warning(
-                "nodeclaim %s: insufficient capacity: %s",
-                nodeclaim.name,
-                error,
-                extra=about(nodeclaim, controller=self.name),
-            )
-            self.cluster.delete(nodeclaim)
+            self._give_up(nodeclaim, error, "InsufficientCapacityError", "insufficient capacity")
             self.metrics.nodeclaim_disrupted(nodeclaim, REASON_INSUFFICIENT_CAPACITY)
             return None
         except NodeClassNotReadyError as error:
             # As Karpenter's launch: a NodeClaim whose node class is missing or not Ready is
             # deleted, not retried until its launch deadline; its pods are provisioned again.
-            self.cluster.record_event(nodeclaim, EVENT_WARNING, "NodeClassNotReady", str(error))
-            log.warning(
-                "nodeclaim %s: node class not ready: %s",
-                nodeclaim.name,
-                error,
-                extra=about(nodeclaim, controller=self.name),
-            )
-            self.cluster.delete(nodeclaim)
+            self._give_up(nodeclaim, error, "NodeClassNotReady", "node class not ready")
             self.metrics.nodeclaim_disrupted(nodeclaim, REASON_NODECLASS_NOT_READY)
             return None
         except CloudProviderError as error:
@@ -264,6 +250,14 @@ class NodeClaimLifecycle:
             f"Launched {stored.instance_type} ({stored.capacity_type}) in {stored.zone}",
         )
         return stored
+
+    def _give_up(self, nodeclaim: NodeClaim, error: Exception, event_reason: str, what: str) -> None:
+        """Delete a NodeClaim whose launch the cloud refused for good, with an Event and a warning."""
+        self.cluster.record_event(nodeclaim, EVENT_WARNING, event_reason, str(error))
+        log.warning(
+            "nodeclaim %s: %s: %s", nodeclaim.name, what, error, extra=about(nodeclaim, controller=self.name)
+        )
+        self.cluster.delete(nodeclaim)
 
     def _register(self, nodeclaim: NodeClaim, node: Node, now: float) -> NodeClaim:
         labels = dict(node.metadata.labels)
