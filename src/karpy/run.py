@@ -31,7 +31,10 @@ until the next timer is due (``Runtime.next_due``), a notification arrives, or
 at most :data:`MAX_IDLE_WAIT` seconds pass (so a stop request is noticed
 promptly). A reconcile therefore never runs concurrently with another, exactly
 as in the simulator, and the controllers' determinism arguments still hold
-modulo timing.
+modulo timing; the one exception is a controller that declares its reconciles
+of different keys independent (the NodeClaim lifecycle's
+``max_concurrent_reconciles``): the Runtime runs that many of its keys at once
+on worker threads, and still acts on their outcomes on this thread.
 
 **Start-up waits for the caches.** The controllers read only from informer
 caches; reconciling against a half-listed cache would, for instance, see
@@ -290,6 +293,7 @@ class Runner:
                 self.runtime.run_round()
                 self._wait(self._idle_seconds())
         finally:
+            self.runtime.close()
             self.provider.stop()
             if self.elector is not None:
                 self.elector.stop()  # releases the lease if held, so a standby takes over at once

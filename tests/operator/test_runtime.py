@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -289,3 +290,94 @@ def test_a_turn_reconciles_each_key_due_once_and_loses_no_request(
                 if answer is not None:
                     request(key, seconds_until(answer, clock))
         assert runtime.next_due() == (min(requested.values()) if requested else None)
+
+
+class Gathering:
+    """Reconciles that each wait until ``together`` of them run at once (a barrier), then answer."""
+
+    def __init__(
+        self, name: str, together: int, concurrency: int, answer: Exception | float | None = None
+    ) -> None:
+        self.name = name
+        self.max_concurrent_reconciles = concurrency
+        self.barrier = threading.Barrier(together, timeout=5)
+        self.answer = answer
+        self.calls: list[str] = []
+        self.threads: set[str] = set()
+
+    def watches(self) -> list[Watch]:
+        return []
+
+    def reconcile(self, key: str) -> float | None:
+        self.calls.append(key)
+        self.threads.add(threading.current_thread().name)
+        self.barrier.wait()
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_a_controller_that_allows_it_has_its_due_keys_reconciled_at_once_in_a_turn() -> None:
+    # Four launches, each waiting for the other three (a round trip each): one at a time,
+    # the first would wait for good (the barrier breaks after 5 s and each reconcile fails).
+    launches = Gathering("launches", together=4, concurrency=4, answer=2.0)
+    runtime = Runtime(clock := VirtualClock())
+    runtime.register(launches)
+    for index in range(4):
+        runtime.enqueue("launches", f"claim-{index}")
+    try:
+        assert runtime.run_round() == 4
+    finally:
+        runtime.close()
+    assert sorted(launches.calls) == [f"claim-{index}" for index in range(4)]
+    assert runtime.errors == []
+    assert len(launches.threads) == 4 and threading.current_thread().name not in launches.threads
+    # Their requeues are the loop's to keep, as for any reconcile.
+    assert runtime.next_due() == clock.now() + 2.0
+
+
+def test_concurrent_reconciles_keep_to_their_bound_and_run_due_keeps_them_one_at_a_time() -> None:
+    # Two at a time: four keys are two pairs, each pair meeting at the barrier.
+    launches = Gathering("launches", together=2, concurrency=2)
+    runtime = Runtime(VirtualClock())
+    runtime.register(launches)
+    for index in range(4):
+        runtime.enqueue("launches", f"claim-{index}")
+    try:
+        assert runtime.run_round() == 4
+    finally:
+        runtime.close()
+    assert runtime.errors == [] and len(launches.calls) == 4
+    # The simulator's run_due never starts a thread: the same controller runs on the caller's.
+    alone = Gathering("alone", together=1, concurrency=8)
+    runtime = Runtime(VirtualClock())
+    runtime.register(alone)
+    for index in range(3):
+        runtime.enqueue("alone", f"claim-{index}")
+    assert runtime.run_due() == 3
+    assert alone.threads == {threading.current_thread().name}
+
+
+def test_a_concurrent_reconcile_that_lost_leadership_ends_the_turn_and_stale_ones_are_retried() -> None:
+    lost = Gathering("lost", together=2, concurrency=2, answer=NotLeaderError("not leading"))
+    runtime = Runtime(VirtualClock())
+    runtime.register(lost)
+    for index in range(5):
+        runtime.enqueue("lost", f"claim-{index}")
+    with pytest.raises(NotLeaderError):
+        runtime.run_round()
+    runtime.close()
+    # The first two ran (together), the other three were not started and stay due.
+    assert sorted(lost.calls) == ["claim-0", "claim-1"]
+    assert runtime.next_due() is not None
+    stale = Gathering("stale", together=3, concurrency=3, answer=ConflictError("changed"))
+    runtime = Runtime(clock := VirtualClock())
+    runtime.register(stale)
+    for index in range(3):
+        runtime.enqueue("stale", f"claim-{index}")
+    try:
+        assert runtime.run_round() == 3
+    finally:
+        runtime.close()
+    assert runtime.stale_writes == 3 and runtime.errors == []
+    assert runtime.next_due() == pytest.approx(clock.now() + 0.1)

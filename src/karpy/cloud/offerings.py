@@ -51,7 +51,7 @@ class UnavailableOfferings:
         now = self.clock.now()
         for offering, until in list(self._until.items()):
             if until <= now:
-                del self._until[offering]
+                self._until.pop(offering, None)  # another thread may have forgotten it first
         return frozenset(self._until)
 
     def expiries(self) -> dict[Offering, float]:

@@ -26,6 +26,18 @@ from fresh state shortly after (a warning only when one key keeps at it).
 A :class:`~karpy.operator.cluster.NotLeaderError` (the process no
 longer leads: ``karpy run``'s write fence refused the write) is nobody's
 failure either, but it ends the loop: it passes through :meth:`Runtime.run_due`.
+
+A controller whose reconciles of different keys touch different objects may
+say so with a ``max_concurrent_reconciles`` above 1 (the NodeClaim lifecycle:
+each launch, registration and initialization is a few round trips to the API
+server about its own NodeClaim and Node). In the real loop
+(:meth:`Runtime.run_round`) that many of its due keys are then reconciled at
+once on worker threads, as controller-runtime's ``MaxConcurrentReconciles``
+does, while everything the Runtime keeps (the queue, requeues, errors) is still
+touched by the loop's thread only, and one key is never reconciled twice at
+once. The simulator (:meth:`Runtime.run_due`) reconciles them one after another
+at the same virtual instant, which is the same thing there: a reconcile takes
+no virtual time.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -78,6 +91,23 @@ class Controller(Protocol):
         ...
 
 
+def max_concurrent_reconciles(controller: Controller) -> int:
+    """How many of ``controller``'s keys the real loop may reconcile at once (1 unless it says more).
+
+    A controller says more with an attribute of that name, only when its reconciles of
+    different keys share no state but thread-safe caches, writers and metrics."""
+    return max(1, int(getattr(controller, "max_concurrent_reconciles", 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one reconcile came to, handed back to the loop's thread to act on."""
+
+    requeue: float | None
+    error: BaseException | None
+    seconds: float
+
+
 class LivelockError(RuntimeError):
     """Controllers kept requeueing each other without time moving on."""
 
@@ -106,6 +136,15 @@ class Runtime:
         self.errors: list[str] = []
         self.stale_writes = 0
         self._stale_in_a_row: dict[tuple[str, str], int] = {}
+        # Worker threads for the concurrent reconciles of run_round, made on first use.
+        self._workers: ThreadPoolExecutor | None = None
+        self._worker_count = 0
+
+    def close(self) -> None:
+        """Let the worker threads go (after the reconciles they run, if any)."""
+        if self._workers is not None:
+            self._workers.shutdown(wait=True)
+            self._workers = None
 
     def register(self, controller: Controller) -> None:
         if controller.name in self._controllers:
@@ -178,7 +217,9 @@ class Runtime:
         one budget of each of the others, as with controller-runtime's workers
         per controller, while one with a long queue still gets most of the loop
         when the others have little to do (one key each per turn would hand
-        each launch a turn of every other controller).
+        each launch a turn of every other controller). A controller with a
+        ``max_concurrent_reconciles`` above 1 spends its budget reconciling that
+        many keys at once (:meth:`_run_concurrently`).
         """
         now = self.clock.now()
         queues: dict[str, list[tuple[float, int, str, str]]] = {}
@@ -190,6 +231,10 @@ class Runtime:
             queues.setdefault(name, []).append(entry)
         count = 0
         for name, entries in queues.items():
+            concurrency = max_concurrent_reconciles(self._controllers[name])
+            if concurrency > 1 and len(entries) > 1:
+                count += self._run_concurrently(name, entries, concurrency)
+                continue
             started = self.clock.now()
             for position, (_, _, _, key) in enumerate(entries):
                 if position and self.clock.now() - started >= TURN_BUDGET:
@@ -201,19 +246,85 @@ class Runtime:
                 count += 1
         return count
 
+    def _run_concurrently(
+        self, name: str, entries: list[tuple[float, int, str, str]], concurrency: int
+    ) -> int:
+        """A controller's turn with up to ``concurrency`` of its keys reconciled at once.
+
+        A new key starts as soon as one finishes, until the turn's budget is
+        spent; the keys then running finish, the others wait for the next turn.
+        Each outcome is acted on here, on the loop's thread. A lost leadership
+        ends the turn once the reconciles running have finished, and is raised.
+        """
+        if self._workers is None or self._worker_count < concurrency:
+            if self._workers is not None:
+                self._workers.shutdown(wait=True)
+            self._workers = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="karpy-reconcile")
+            self._worker_count = concurrency
+        controller = self._controllers[name]
+        started = self.clock.now()
+        running: dict[Future[_Outcome], str] = {}
+        position = 0
+        count = 0
+        lost: NotLeaderError | None = None
+        while position < len(entries) or running:
+            while (
+                position < len(entries)
+                and len(running) < concurrency
+                and lost is None
+                and (position == 0 or self.clock.now() - started < TURN_BUDGET)
+            ):
+                key = entries[position][3]
+                del self._due[(name, key)]
+                self.reconciles += 1
+                running[self._workers.submit(self._attempt, controller, key)] = key
+                position += 1
+                count += 1
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                outcome = future.result()
+                if isinstance(outcome.error, NotLeaderError):
+                    lost = lost or outcome.error
+                    running.pop(future)
+                    continue
+                self._settle(name, running.pop(future), outcome)
+        for entry in entries[position:]:
+            heapq.heappush(self._heap, entry)
+        if lost is not None:
+            raise lost
+        return count
+
     def _reconcile(self, name: str, key: str) -> None:
         self.reconciles += 1
-        controller = self._controllers[name]
+        outcome = self._attempt(self._controllers[name], key)
+        if isinstance(outcome.error, NotLeaderError):
+            raise outcome.error  # not this reconcile's failure: the process may not write any more
+        self._settle(name, key, outcome)
+
+    def _attempt(self, controller: Controller, key: str) -> _Outcome:
+        """Reconcile ``key``; what it returned or raised. Touches nothing of the Runtime's own."""
         started = time.perf_counter() if self.observer is not None else 0.0
         try:
             requeue = controller.reconcile(key)
-        except (ConflictError, NotFoundError) as error:
+        except Exception as error:  # acted on by _settle (or passed on, for a NotLeaderError)
+            error_seconds = time.perf_counter() - started if self.observer is not None else 0.0
+            return _Outcome(None, error, error_seconds)
+        seconds = time.perf_counter() - started if self.observer is not None else 0.0
+        return _Outcome(requeue, None, seconds)
+
+    def _settle(self, name: str, key: str, outcome: _Outcome) -> None:
+        """Act on a reconcile's outcome: log an error, count a stale write, requeue, observe."""
+        error = outcome.error
+        requeue = outcome.requeue
+        if isinstance(error, ConflictError | NotFoundError):
             requeue = self._stale_write(name, key, error)
             result = "stale"
-        except NotLeaderError:
-            raise  # not this reconcile's failure: the process may not write any more
-        except Exception as error:  # a reconcile error must not stop the other controllers
-            log.exception("reconcile %s %s failed", name, key, extra=about(controller=name, key=key))
+        elif error is not None:  # a reconcile error must not stop the other controllers
+            log.error(
+                "reconcile %s %s failed", name, key, exc_info=error, extra=about(controller=name, key=key)
+            )
             self.errors.append(f"{name} {key}: {type(error).__name__}: {error}")
             requeue = 1.0
             result = "error"
@@ -221,7 +332,7 @@ class Runtime:
             self._stale_in_a_row.pop((name, key), None)
             result = "success" if requeue is None else "requeue_after"
         if self.observer is not None:
-            self.observer(name, time.perf_counter() - started, result)
+            self.observer(name, outcome.seconds, result)
         if requeue is not None:
             self.enqueue(name, key, requeue)
 
