@@ -35,10 +35,10 @@ def test_a_thousand_pending_pods_get_their_nodeclaims_within_the_batch_window(
     with capsys.disabled():
         print("\n" + "\n".join(result.lines()))
     assert result.pods_running == PODS, f"only {result.pods_running} of {PODS} pods Running"
-    # At most one NodeClaim may end without a pod: a pass reopened when kube-scheduler binds pods
-    # into room planned for others can launch for pods it then places elsewhere (a known race of
-    # the reopen, seen once in three runs on the shared machine; consolidation removes the node).
-    assert result.nodeclaims > 0 and result.empty_nodeclaims <= 1, result.instance_types
+    # No NodeClaim ends without a pod. One did now and then: a pass reopened while kube-scheduler
+    # bound pods counted a pod bound during its reads both as pending and on its node
+    # (tests/controllers/test_provisioning_bound_meanwhile.py).
+    assert result.nodeclaims > 0 and result.empty_nodeclaims == 0, result.instance_types
     # The goal is result.goal (6 s); a shared machine gets the batch's longest wait on top.
     assert result.last_pod_to_last_nodeclaim <= result.goal + BATCH_MAX, result.lines()
     assert 0 < result.karpy_peak_rss_mb < KARPENTER_MEMORY_BOUND_MB

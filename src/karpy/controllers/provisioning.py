@@ -279,7 +279,29 @@ class Provisioner:
         snapshot = scheduling_snapshot(
             self.cluster, self.cloud, pool_types=self._pool_types, unavailable=unavailable or {}
         )
-        return snapshot.solve(pods), snapshot.nodepools
+        return snapshot.solve(self._still_pending(pods)), snapshot.nodepools
+
+    def _still_pending(self, pods: list[Pod]) -> list[Pod]:
+        """``pods`` less those bound (or gone) since they were read, now that the nodes are read.
+
+        ``karpy run`` reads from caches that its watches change meanwhile. A pod
+        kube-scheduler bound between the read of the pending pods and the
+        snapshot's read of the nodes would be counted twice: to be placed, and
+        on its node, taking the room it would be placed in; with the nodes full
+        the pass launched a NodeClaim for it that stayed empty. Read again now,
+        a pod bound before its node was read is on its node only; one bound
+        since counts nowhere, so the pass sees a little more room than there
+        is, and the bind of a pod it then plans there reopens a pass.
+        """
+        still: list[Pod] = []
+        for pod in pods:
+            if is_virtual(pod):
+                still.append(pod)
+                continue
+            current = self.cluster.pod(pod.metadata.namespace, pod.metadata.name)
+            if current is not None and current.is_provisionable():
+                still.append(pod)
+        return still
 
     def provision(self) -> ProvisioningResult:
         self.passes += 1
