@@ -36,6 +36,9 @@ from karpy.api.requirements import (
 from karpy.api.taints import Taint
 
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+# When the drain gives up at the latest (RFC 3339): node repair stamps its policy's drain bound here,
+# which tightens, never loosens, what terminationGracePeriod allows.
+TERMINATION_TIMESTAMP_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 
 CONDITION_LAUNCHED = "Launched"
 CONDITION_REGISTERED = "Registered"
@@ -167,6 +170,22 @@ class NodeClaim:
 
     def with_metadata(self, **changes: object) -> NodeClaim:
         return dataclasses.replace(self, metadata=self.metadata.with_changes(**changes))
+
+    @property
+    def termination_deadline(self) -> float | None:
+        """When its drain gives up: the earlier of deletion plus terminationGracePeriod and the
+        termination timestamp annotation (None: neither is set; the drain waits)."""
+        deadlines: list[float] = []
+        deleted_at = self.metadata.deletion_timestamp
+        if deleted_at is not None and self.spec.termination_grace_period is not None:
+            deadlines.append(deleted_at + self.spec.termination_grace_period)
+        stamped = self.metadata.annotations.get(TERMINATION_TIMESTAMP_ANNOTATION)
+        if stamped:
+            try:
+                deadlines.append(parse_timestamp(stamped))
+            except ValueError:
+                pass  # written by hand and unreadable: terminationGracePeriod still bounds the drain
+        return min(deadlines) if deadlines else None
 
 
 # The cache table of UnreadableNodeClaim records.

@@ -78,6 +78,7 @@ def core_controllers(
     record_metrics: bool = True,
     capacity_buffers: bool = False,
     static_capacity: bool = True,
+    node_repair: bool = False,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -89,7 +90,8 @@ def core_controllers(
     after the others, and has provisioning and disruption keep the room buffers
     ask for.
     ``static_capacity`` False (the ``StaticCapacity`` gate off) leaves static NodePools
-    without nodes.
+    without nodes. ``node_repair`` True (the ``NodeRepair`` gate) has disruption
+    repair unhealthy nodes by the cloud provider's repair policies.
     """
     room = BufferRoom(cluster, clock) if capacity_buffers else None
     provisioner = Provisioner(
@@ -103,6 +105,7 @@ def core_controllers(
         metrics=metrics,
         node_overhead_cost=provisioning.node_overhead_cost,
         buffers=room,
+        node_repair=node_repair,
     )
     conditions = NodeClaimDisruptionConditions(
         cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from karpy.api.core import Pod
+from karpy.api.core import Node, Pod
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_INSTANCE_TERMINATING
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
@@ -42,6 +42,7 @@ from karpy.api.nodepool import (
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
 )
+from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
 from karpy.controllers.orchestration import Command, Orchestrator
@@ -63,11 +64,12 @@ from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulab
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
-from karpy.disruption.static import StaticDrift
+from karpy.disruption.repair import Repair, RepairCommand, RepairPolicyMatcher
+from karpy.disruption.static import StaticCount, StaticDrift, room_under_limit, static_nodeclaim
 from karpy.operator.cluster import Clock, Cluster, ClusterReader
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
-from karpy.scheduling.solver import NodePoolCapacity, Plan
+from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan
 
 log = logging.getLogger("karpy.disruption")
 
@@ -75,6 +77,8 @@ PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 QUIET_PASS_TTL = 300.0
+# The Event a node repair's breaker holds a node back with (Karpenter's).
+NODE_REPAIR_BLOCKED = "NodeRepairBlocked"
 
 
 def uninitialized(cluster: ClusterReader) -> frozenset[str]:
@@ -124,8 +128,14 @@ class DisruptionController:
         validation_delay: float = VALIDATION_DELAY,
         quiet_pass_ttl: float = QUIET_PASS_TTL,
         buffers: BufferRoom | None = None,
+        node_repair: bool = False,
     ) -> None:
         self.cluster = cluster
+        # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
+        # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
+        self.repair_policies: RepairPolicyMatcher | None = (
+            RepairPolicyMatcher(cloud.repair_policies()) if node_repair and cloud is not None else None
+        )
         # The CapacityBuffers' room: the virtual pods placed on a node count as its pods (None: gate off).
         self.buffers = buffers
         self.clock = clock
@@ -145,6 +155,8 @@ class DisruptionController:
         # stands, so a blocked node is simulated once, not on every pass.
         self._given_up: dict[str, tuple[str, float]] = {}
         self.consolidation_due: float | None = None
+        # When the next unhealthy node's repair policy becomes eligible (None: no node is waiting).
+        self.repair_due: float | None = None
         self.rules = rules
         # Nodes are priced as the provisioner prices them, per-node costs included.
         self._pool_types = PoolTypesCache(node_overhead_cost)
@@ -206,10 +218,12 @@ class DisruptionController:
         now = self.clock.now()
         self._planned = None
         candidates, pool_sizes, disrupting = self.candidates()
+        self.repair_due = self._repair_due(candidates, now)
         self.blocked = {}
         emptiness = EmptinessDecision()
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
+            *((self._repair(now),) if self.repair_policies is not None else ()),
             Emptiness(now),
             StaticDrift(static_counts(self.cluster), now),
             self._drift(candidates, now),
@@ -237,6 +251,47 @@ class DisruptionController:
             place, now, uninitialized=uninitialized(self.cluster), pdb_blocked=pdb_blocked_pods(self.cluster)
         )
 
+    def _repair(self, now: float) -> Repair:
+        """The repair method (run first: fixing a fault outranks any rebalance), with the Nodes of
+        each NodePool for its breaker."""
+        assert self.repair_policies is not None
+        nodes_by_pool: dict[str, list[Node]] = {}
+        for node in self.cluster.nodes():
+            pool = node.metadata.labels.get(LABEL_NODEPOOL)
+            if pool:
+                nodes_by_pool.setdefault(pool, []).append(node)
+        counts = static_counts(self.cluster)
+
+        def static_replacement(candidate: Candidate) -> NewNodeClaim | None:
+            pool = candidate.nodepool
+            count = counts.get(pool.name, StaticCount())
+            if count.active + count.pending_disruption > (pool.replicas or 0):
+                return None  # a scale-down is under way: a replacement would only be surplus
+            room = room_under_limit(pool, count)
+            return static_nodeclaim(pool) if room is None or room > 0 else None
+
+        return Repair(
+            self.repair_policies,
+            now,
+            nodes_by_pool,
+            self._place_elsewhere if self.cloud is not None else None,
+            static_replacement,
+            uninitialized=uninitialized(self.cluster),
+            pdb_blocked=pdb_blocked_pods(self.cluster),
+        )
+
+    def _repair_due(self, candidates: Sequence[Candidate], now: float) -> float | None:
+        """When the first policy a candidate matches but has not yet held long enough becomes eligible."""
+        if self.repair_policies is None:
+            return None
+        moments = [
+            match.eligible_at
+            for candidate in candidates
+            for match in self.repair_policies.match(candidate.node)
+            if match.eligible_at > now
+        ]
+        return min(moments, default=None)
+
     def _allowed(
         self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float
     ) -> dict[str, int]:
@@ -250,6 +305,15 @@ class DisruptionController:
 
     def _command(self, command: MethodCommand) -> Command:
         """The orchestration's command for a method's."""
+        if isinstance(command, RepairCommand):
+            return Command(
+                command.reason,
+                command.nodeclaim_names,
+                command.replacements,
+                command.description,
+                repair_condition=command.decision.condition_type,
+                drain_bound=command.drain_bound,
+            )
         if not isinstance(command, ConsolidationCommand):
             return Command(command.reason, command.nodeclaim_names, command.replacements, command.description)
         planned = [c.nodeclaim.name for c in command.planned] if self.rules.mark_planned else []
@@ -489,13 +553,22 @@ class DisruptionController:
             self.orchestrator.mark_planned(self._planned)
         self.last = emptiness
         self.orchestrator.watch_empty(emptiness, now)
-        self.orchestrator.report_blocked({name: reason.message for name, reason in self.blocked.items()})
+        self.orchestrator.report_blocked(
+            {name: reason.message for name, reason in self.blocked.items()},
+            {
+                name: NODE_REPAIR_BLOCKED
+                for name, reason in self.blocked.items()
+                if reason.kind is RejectionKind.REPAIR_BREAKER
+            },
+        )
         wait = self.orchestrator.carry_out(command, now)
         if wait is not None:
             return wait
         if not any_nodeclaims:
             return None  # nothing to watch over until a NodeClaim appears
-        dues = [due for due in (emptiness.next_due, self.consolidation_due) if due is not None]
+        dues = [
+            due for due in (emptiness.next_due, self.consolidation_due, self.repair_due) if due is not None
+        ]
         if dues:
             return max(0.0, min(self.orchestrator.poll_period, min(dues) - now))
         return self.orchestrator.poll_period
@@ -505,7 +578,12 @@ class DisruptionController:
         if self.orchestrator.pending is not None or self.orchestrator.in_flight is not None:
             return True
         command, emptiness, _ = self.decide()
-        return command is not None or emptiness.has_work or self.consolidation_due is not None
+        return (
+            command is not None
+            or emptiness.has_work
+            or self.consolidation_due is not None
+            or self.repair_due is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)

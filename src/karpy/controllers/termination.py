@@ -270,9 +270,10 @@ class Terminator:
         ]
         if not remaining:
             return None
-        deadline = nodeclaim.spec.termination_grace_period
-        deleted_at = nodeclaim.metadata.deletion_timestamp or now
-        forced = deadline is not None and now >= deleted_at + deadline
+        deadline = nodeclaim.termination_deadline
+        if deadline is None and nodeclaim.spec.termination_grace_period is not None:
+            deadline = now + nodeclaim.spec.termination_grace_period  # no deletion timestamp read yet
+        forced = deadline is not None and now >= deadline
         # Past the deadline every group goes at once, as in Karpenter.
         first = min(drain_order(pod) for pod in remaining)
         refused = False

@@ -54,6 +54,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
+from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
 from karpy.operator.cluster import Clock, ClusterReader
 
 
@@ -408,7 +409,7 @@ class SimulatedCloud:
         return ""
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
-        return [RepairPolicy("Ready", "False", 30 * 60.0), RepairPolicy("Ready", "Unknown", 30 * 60.0)]
+        return list(AWS_REPAIR_POLICIES)
 
     def compatible_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
         """Instance types the pool's requirements admit (for validation and explanations)."""

@@ -89,6 +89,8 @@ class SimulationSettings:
     """The CapacityBuffer feature gate: the scenario's CapacityBuffers are resolved and their room kept."""
     static_capacity: bool = True
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
+    node_repair: bool = False
+    """The NodeRepair feature gate: unhealthy nodes are repaired (:mod:`karpy.disruption.repair`)."""
 
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     """The simulated cloud: its catalog, prices, delays and failures."""
@@ -188,6 +190,7 @@ class Simulation:
             record_metrics=metrics is not None,
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
+            node_repair=self.settings.node_repair,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)

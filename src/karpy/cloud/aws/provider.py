@@ -116,6 +116,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
+from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
 from karpy.operator.cluster import Clock, ClusterReader
 
 log = logging.getLogger("karpy.cloud.aws")
@@ -497,16 +498,7 @@ class AwsCloudProvider:
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Karpenter's AWS repair policies: the kubelet's Ready and the node monitoring agent's conditions."""
-        half_hour, ten_minutes = 30 * 60.0, 10 * 60.0
-        return [
-            RepairPolicy("Ready", "False", half_hour),
-            RepairPolicy("Ready", "Unknown", half_hour),
-            RepairPolicy("AcceleratedHardwareReady", "False", ten_minutes),
-            RepairPolicy("StorageReady", "False", half_hour),
-            RepairPolicy("NetworkingReady", "False", half_hour),
-            RepairPolicy("KernelReady", "False", half_hour),
-            RepairPolicy("ContainerRuntimeReady", "False", half_hour),
-        ]
+        return list(AWS_REPAIR_POLICIES)
 
     def close(self) -> None:
         """Stop the launch pool, letting running launches finish (the runner calls it at shutdown)."""

@@ -95,6 +95,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
+from karpy.cloud.repair_policies import KWOK_REPAIR_POLICIES
 from karpy.operator.cluster import (
     AlreadyExistsError,
     Clock,
@@ -441,7 +442,7 @@ class KwokCloudProvider:
         return ""
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
-        return [RepairPolicy("Ready", "False", 30 * 60.0), RepairPolicy("Ready", "Unknown", 30 * 60.0)]
+        return list(KWOK_REPAIR_POLICIES)
 
     @staticmethod
     def _name_of(provider_id: str) -> str:
