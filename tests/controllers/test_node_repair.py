@@ -164,3 +164,83 @@ def test_a_policy_drain_bound_is_stamped_on_the_nodeclaim_as_it_is_deleted() -> 
     break_node(simulation, sick, status="False")
     simulation.run(30 * MINUTE)
     assert stamped and sick not in node_names(simulation)
+
+
+# -- reboot ------------------------------------------------------------------------
+
+
+def kwok_policies(simulation: Simulation) -> None:
+    """Karpenter's kwok provider's policies, whose KWOKRebootRequired reboots the node in place."""
+    from karpy.cloud.repair_policies import KWOK_REPAIR_POLICIES
+    from karpy.disruption.repair import RepairPolicyMatcher
+
+    simulation.disruption.repair_policies = RepairPolicyMatcher(KWOK_REPAIR_POLICIES)
+
+
+def reboot_fault(simulation: Simulation, name: str) -> None:
+    node = simulation.cluster.node(name)
+    assert node is not None
+    since = simulation.clock.now() - 11 * MINUTE
+    fault = NodeCondition("KWOKRebootRequired", "True", "E2ETest", last_transition_time=since)
+    simulation.cluster.update(node.with_changes(conditions=(*node.conditions, fault)))
+
+
+def clear_fault(simulation: Simulation, name: str) -> None:
+    node = simulation.cluster.node(name)
+    assert node is not None
+    kept = tuple(c for c in node.conditions if c.type != "KWOKRebootRequired")
+    simulation.cluster.update(node.with_changes(conditions=kept))
+
+
+def test_a_reboot_policy_reboots_the_node_in_place_and_its_pods_wait_for_it() -> None:
+    from karpy.api.nodeclaim import CONDITION_REBOOTING, REBOOT_SUCCEEDED
+
+    simulation = cluster(1)
+    kwok_policies(simulation)
+    (name,) = node_names(simulation)
+    (claim,) = simulation.cluster.nodeclaims()
+    boot_before = simulation.cluster.node(name).boot_id  # type: ignore[union-attr]
+    reasons: list[str] = []
+    claims_seen: set[str] = set()
+
+    def watch(kind: str, old: object | None, new: object | None) -> None:
+        current = simulation.cluster.nodeclaim(claim.name)
+        claims_seen.update(c.name for c in simulation.cluster.nodeclaims())
+        rebooting = current.condition(CONDITION_REBOOTING) if current is not None else None
+        if rebooting is not None and (not reasons or reasons[-1] != rebooting.reason):
+            reasons.append(rebooting.reason)
+            if rebooting.status == "True" and rebooting.reason == "RebootRequested":
+                assert "KWOKRebootRequired" in rebooting.message
+                clear_fault(simulation, name)  # the reboot clears the fault
+
+    simulation.cluster.subscribe(watch)
+    reboot_fault(simulation, name)
+    simulation.run(30 * MINUTE)
+    assert reasons == ["RebootRequested", "RebootIssued", REBOOT_SUCCEEDED]
+    assert claims_seen == {claim.name}  # no replacement was launched for the displaced pod
+    node = simulation.cluster.node(name)
+    assert node is not None and node.boot_id != boot_before
+    assert node.metadata.labels.get("karpenter.sh/initialized") == "true"
+    assert all(t.key != "karpenter.sh/rebooting" for t in node.taints)
+    after = simulation.cluster.nodeclaim(claim.name)
+    assert after is not None and after.initialized
+    (pod,) = list(simulation.cluster.pods())
+    assert pod.phase == "Running" and pod.node_name == name
+
+
+def test_a_fault_that_outlives_two_reboots_gets_the_node_replaced() -> None:
+    simulation = cluster(1)
+    kwok_policies(simulation)
+    (name,) = node_names(simulation)
+    boots: set[str] = set()
+
+    def watch(kind: str, old: object | None, new: object | None) -> None:
+        node = simulation.cluster.node(name)
+        if node is not None:
+            boots.add(node.boot_id)
+
+    simulation.cluster.subscribe(watch)
+    reboot_fault(simulation, name)
+    simulation.run(60 * MINUTE)
+    assert name not in node_names(simulation) and len(node_names(simulation)) == 1
+    assert len(boots - {""}) == 2  # two reboots, then the replacement

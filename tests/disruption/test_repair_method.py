@@ -300,3 +300,19 @@ def test_a_reboot_policy_escalates_to_replacement_when_the_cloud_cannot_reboot()
     assert isinstance(command, RepairCommand) and not command.reboot and len(command.replacements) == 1
     in_place = repair([sick], can_reboot=True).compute([sick], {"default": 1}).command
     assert isinstance(in_place, RepairCommand) and in_place.reboot and in_place.replacements == []
+
+
+def test_a_node_rebooted_twice_is_replaced_instead_of_rebooted_again() -> None:
+    reboot = NodeCondition("KWOKRebootRequired", "True", "E2E", last_transition_time=NOW - MINUTE)
+    sick = candidate(node("sick", reboot), [make_pod("web", "500m")])
+    exhausted = repair([sick], can_reboot=True, reboots_exhausted=frozenset({"sick"}))
+    command = exhausted.compute([sick], {"default": 1}).command
+    assert isinstance(command, RepairCommand) and not command.reboot and len(command.replacements) == 1
+
+
+def test_after_a_reboot_the_toleration_counts_from_its_end() -> None:
+    sick = candidate(node("sick", unhealthy(since=NOW - 60 * MINUTE)))
+    method = repair([sick], rebooted_at={"sick": NOW - 10.0})
+    assert not method.considers(sick)
+    assert method.next_due([sick]) == NOW + 20.0  # 30 s from the reboot's end
+    assert repair([sick]).next_due([sick]) is None  # eligible already

@@ -452,6 +452,8 @@ class Node:
     capacity: ResourceAmounts = field(default_factory=dict)
     allocatable: ResourceAmounts = field(default_factory=dict)
     conditions: tuple[NodeCondition, ...] = ()
+    # status.nodeInfo.bootID: a new one says the node rebooted.
+    boot_id: str = ""
 
     kind = "Node"
 
@@ -475,6 +477,7 @@ class Node:
                     last_transition_time=_timestamp(c, "lastTransitionTime"),
                 ),
             ),
+            boot_id=status.obj("nodeInfo").string("bootID"),
         )
 
     @property

@@ -50,6 +50,18 @@ CONDITION_DISRUPTION_REASON = "DisruptionReason"
 # Set once the drain is done and the cloud accepted the instance's deletion: the NodeClaim no
 # longer counts toward its NodePool's size or disruption budgets (Karpenter v1).
 CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
+# An in-place reboot (node repair's RebootNode): True while requested or issued, False once it
+# succeeded or failed; its reason says which (Karpenter v1.15's reboot lifecycle).
+CONDITION_REBOOTING = "Rebooting"
+REBOOT_REQUESTED = "RebootRequested"
+REBOOT_ISSUED = "RebootIssued"
+REBOOT_SUCCEEDED = "RebootSucceeded"
+REBOOT_FAILED = "RebootFailed"
+# The Initialized condition's reason while the node reboots.
+REASON_REBOOTING = "Rebooting"
+# The Node's boot ID before the reboot (a new one says it happened), and the reboot's drain bound.
+REBOOT_PRE_BOOT_ID_ANNOTATION = "karpenter.sh/reboot-pre-boot-id"
+REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION = "karpenter.sh/reboot-termination-grace-period"
 
 LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INITIALIZED = "karpenter.sh/initialized"
@@ -158,6 +170,11 @@ class NodeClaim:
     @property
     def initialized(self) -> bool:
         return self.is_true(CONDITION_INITIALIZED)
+
+    @property
+    def rebooting(self) -> bool:
+        """A reboot was committed and has not ended yet."""
+        return self.is_true(CONDITION_REBOOTING)
 
     def requirement_set(self) -> Requirements:
         result = Requirements()

@@ -17,7 +17,9 @@ lets the same controllers drive AWS, kwok-style fake nodes and the simulator:
   reason and message a NodePool's ``NodeClassReady`` condition and its pods'
   FailedScheduling events carry (``karpy run`` serves no EC2NodeClass, say);
 - ``repair_policies`` say which node conditions mean a node is broken and
-  what repairs it (:class:`~karpy.disruption.repair.RepairPolicy`);
+  what repairs it (:class:`~karpy.disruption.repair.RepairPolicy`); ``reboot``
+  reboots an instance in place (``supports_reboot``; else
+  :class:`NodeRebootNotImplementedError`);
 - ``mark_offering_unavailable`` takes an offering out of what
   ``get_instance_types`` reports as available for a while (a reclaimed spot
   instance says its pool is short), as an insufficient-capacity error does.
@@ -67,6 +69,10 @@ class NodeClassNotReadyError(CloudProviderError):
     """The NodePool's node class is missing or not resolved (no subnets, no AMI…)."""
 
 
+class NodeRebootNotImplementedError(CloudProviderError):
+    """The provider cannot reboot an instance in place (node repair replaces the node instead)."""
+
+
 class LaunchInProgressError(CloudProviderError):
     """``create`` started the launch and it runs in the background (see the module docstring)."""
 
@@ -103,6 +109,16 @@ class CloudProvider(Protocol):
     def is_drifted(self, nodeclaim: NodeClaim) -> str: ...
 
     def repair_policies(self) -> builtins.list[RepairPolicy]: ...
+
+    # Whether ``reboot`` reboots in place; without it a reboot policy's node is replaced.
+    supports_reboot: bool
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        """Reboot the instance in place; the same ``operation_id`` again is the same reboot.
+
+        Done once the cloud accepted it: the Node's new boot ID says it happened.
+        """
+        ...
 
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None: ...
 

@@ -29,6 +29,7 @@ from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.reboot import RebootController
 from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
@@ -122,6 +123,8 @@ def core_controllers(
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
+    if node_repair:
+        rest.append(RebootController(cluster, cloud_for(RebootController.name), clock))
     if static_capacity:  # after the others: it acts on static pools alone, so their order stays
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:

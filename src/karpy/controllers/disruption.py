@@ -3,7 +3,8 @@
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
 known to become due) builds the candidates from the cluster and runs the
 disruption methods of :mod:`karpy.disruption` (:class:`~karpy.disruption.method.Method`)
-in Karpenter's order, emptiness, drift, then consolidation (multi-node, then
+in Karpenter's order, node repair (with the NodeRepair gate: the cloud's repair
+policies, validated once here), emptiness, drift, then consolidation (multi-node, then
 single-node, by the controller's
 :class:`~karpy.disruption.consolidation.ConsolidationRules`), each within the
 budgets of its reason, until one gives a command. What a method needs of the
@@ -33,12 +34,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from karpy.api.conditions import FALSE, TRUE, set_condition
 from karpy.api.core import Node, Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_INSTANCE_TERMINATING
+from karpy.api.nodeclaim import (
+    CONDITION_DISRUPTION_REASON,
+    CONDITION_DRIFTED,
+    CONDITION_INSTANCE_TERMINATING,
+    CONDITION_REBOOTING,
+    REBOOT_REQUESTED,
+    REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION,
+)
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
+    REASON_UNHEALTHY,
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
 )
@@ -46,6 +56,7 @@ from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
 from karpy.controllers.orchestration import Command, Orchestrator
+from karpy.controllers.reboot import go_duration
 from karpy.controllers.state import (
     PoolTypesCache,
     invalid_nodepools,
@@ -64,9 +75,15 @@ from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulab
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
-from karpy.disruption.repair import Repair, RepairCommand, RepairPolicyMatcher
+from karpy.disruption.repair import (
+    REBOOT_HISTORY_WINDOW,
+    REBOOTS_BEFORE_REPLACEMENT,
+    Repair,
+    RepairCommand,
+    RepairPolicyMatcher,
+)
 from karpy.disruption.static import StaticCount, StaticDrift, room_under_limit, static_nodeclaim
-from karpy.operator.cluster import Clock, Cluster, ClusterReader
+from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, ClusterReader
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan
@@ -157,6 +174,8 @@ class DisruptionController:
         self.consolidation_due: float | None = None
         # When the next unhealthy node's repair policy becomes eligible (None: no node is waiting).
         self.repair_due: float | None = None
+        # When node repair committed each NodeClaim's reboots (within REBOOT_HISTORY_WINDOW).
+        self.reboots: dict[str, list[float]] = {}
         self.rules = rules
         # Nodes are priced as the provisioner prices them, per-node costs included.
         self._pool_types = PoolTypesCache(node_overhead_cost)
@@ -195,7 +214,8 @@ class DisruptionController:
                 continue  # drained and its instance gone: no longer the pool's, as in Karpenter
             pool_name = nodeclaim.nodepool
             pool_sizes[pool_name] = pool_sizes.get(pool_name, 0) + 1
-            if nodeclaim.metadata.deleting or nodeclaim.name in tainted:
+            # A node rebooting in place is being disrupted too (the budgets count it, as Karpenter's).
+            if nodeclaim.metadata.deleting or nodeclaim.name in tainted or nodeclaim.rebooting:
                 disrupting[pool_name] = disrupting.get(pool_name, 0) + 1
                 continue
             if not nodeclaim.initialized or not nodeclaim.status.node_name:
@@ -218,12 +238,13 @@ class DisruptionController:
         now = self.clock.now()
         self._planned = None
         candidates, pool_sizes, disrupting = self.candidates()
-        self.repair_due = self._repair_due(candidates, now)
+        repair = self._repair(now) if self.repair_policies is not None else None
+        self.repair_due = repair.next_due(candidates) if repair is not None else None
         self.blocked = {}
         emptiness = EmptinessDecision()
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
-            *((self._repair(now),) if self.repair_policies is not None else ()),
+            *((repair,) if repair is not None else ()),
             Emptiness(now),
             StaticDrift(static_counts(self.cluster), now),
             self._drift(candidates, now),
@@ -270,6 +291,17 @@ class DisruptionController:
             room = room_under_limit(pool, count)
             return static_nodeclaim(pool) if room is None or room > 0 else None
 
+        rebooted_at: dict[str, float] = {}
+        for claim in self.cluster.nodeclaims():
+            rebooting = claim.condition(CONDITION_REBOOTING)
+            if rebooting is not None and rebooting.status == FALSE:
+                rebooted_at[claim.name] = rebooting.last_transition_time
+        live = {claim.name for claim in self.cluster.nodeclaims()}
+        self.reboots = {
+            name: [t for t in times if t > now - REBOOT_HISTORY_WINDOW]
+            for name, times in self.reboots.items()
+            if name in live
+        }
         return Repair(
             self.repair_policies,
             now,
@@ -278,19 +310,50 @@ class DisruptionController:
             static_replacement,
             uninitialized=uninitialized(self.cluster),
             pdb_blocked=pdb_blocked_pods(self.cluster),
+            rebooted_at=rebooted_at,
+            can_reboot=self.cloud is not None and self.cloud.supports_reboot,
+            reboots_exhausted=frozenset(
+                name for name, times in self.reboots.items() if len(times) >= REBOOTS_BEFORE_REPLACEMENT
+            ),
         )
 
-    def _repair_due(self, candidates: Sequence[Candidate], now: float) -> float | None:
-        """When the first policy a candidate matches but has not yet held long enough becomes eligible."""
-        if self.repair_policies is None:
-            return None
-        moments = [
-            match.eligible_at
-            for candidate in candidates
-            for match in self.repair_policies.match(candidate.node)
-            if match.eligible_at > now
-        ]
-        return min(moments, default=None)
+    def _commit_reboot(self, command: Command, now: float) -> None:
+        """Hand a reboot to the reboot controller: the Rebooting condition, and the drain bound."""
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None or nodeclaim.rebooting or nodeclaim.metadata.deleting:
+                continue
+            bound = command.drain_bound
+            if bound is None:
+                bound = nodeclaim.spec.termination_grace_period
+            annotations = {
+                k: v
+                for k, v in nodeclaim.metadata.annotations.items()
+                if k != REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION
+            }
+            if bound is not None:
+                annotations[REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION] = go_duration(bound)
+            if annotations != nodeclaim.metadata.annotations:
+                nodeclaim = self.cluster.update(nodeclaim.with_metadata(annotations=annotations))
+            conditions = set_condition(
+                nodeclaim.status.conditions, CONDITION_DISRUPTION_REASON, TRUE, now, REASON_UNHEALTHY
+            )
+            conditions = set_condition(
+                conditions,
+                CONDITION_REBOOTING,
+                TRUE,
+                now,
+                REBOOT_REQUESTED,
+                f"rebooting for {command.repair_condition}/{command.repair_reason}",
+            )
+            stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
+            self.reboots.setdefault(name, []).append(now)
+            self.metrics.nodeclaim_disrupted(stored, command.reason)
+            self.metrics.nodeclaim_repaired(stored, command.repair_condition, bound)
+            self.cluster.record_event(
+                stored, EVENT_NORMAL, "RebootRequested", f"Rebooting NodeClaim: {command.description}"
+            )
+            log.info("committed node reboot: %s", command.description)
 
     def _allowed(
         self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float
@@ -312,7 +375,9 @@ class DisruptionController:
                 command.replacements,
                 command.description,
                 repair_condition=command.decision.condition_type,
+                repair_reason=command.decision.reason,
                 drain_bound=command.drain_bound,
+                reboot=command.reboot,
             )
         if not isinstance(command, ConsolidationCommand):
             return Command(command.reason, command.nodeclaim_names, command.replacements, command.description)
@@ -553,6 +618,10 @@ class DisruptionController:
             self.orchestrator.mark_planned(self._planned)
         self.last = emptiness
         self.orchestrator.watch_empty(emptiness, now)
+        if command is not None and command.reboot:
+            # Handed over at once: the reboot controller drains and reboots, nothing is launched.
+            self._commit_reboot(command, now)
+            return self.orchestrator.poll_period
         self.orchestrator.report_blocked(
             {name: reason.message for name, reason in self.blocked.items()},
             {

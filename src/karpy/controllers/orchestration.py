@@ -97,7 +97,10 @@ class Command:
     # Node repair: the condition repaired, and the drain bound stamped on the candidates as they are
     # deleted (None: their own terminationGracePeriod).
     repair_condition: str = ""
+    repair_reason: str = ""
     drain_bound: float | None = None
+    # Node repair's in-place reboot: handed to the reboot controller, nothing deleted or launched.
+    reboot: bool = False
 
     @property
     def why(self) -> str:

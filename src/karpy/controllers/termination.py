@@ -11,7 +11,8 @@ it only marks it. This controller then, step by step and idempotently:
    pods that tolerate the ``karpenter.sh/disrupted`` taint are left to go
    with the node, as in Karpenter; an eviction a PodDisruptionBudget
    refuses (429) is retried later, never forced, until the NodeClaim's
-   ``terminationGracePeriod`` (if set) runs out: then what is left is
+   ``terminationGracePeriod`` (if set) runs out, or the earlier deadline node
+   repair stamps as ``karpenter.sh/nodeclaim-termination-timestamp``: then what is left is
    deleted and the node terminated without waiting for it. A pod annotated
    ``karpenter.sh/do-not-disrupt`` is not evicted at all until then, as in
    Karpenter v1 (its forceful-expiration design: drain at once, "but respect

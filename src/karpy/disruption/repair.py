@@ -50,6 +50,9 @@ from karpy.scheduling.solver import NewNodeClaim, Plan
 DO_NOT_REPAIR_ANNOTATION = "karpenter.sh/do-not-repair"
 # More unhealthy Nodes than this share of a NodePool (rounded up) stops its repair.
 UNHEALTHY_THRESHOLD = 0.20
+# A node rebooted this many times within REBOOT_HISTORY_WINDOW is replaced instead of rebooted again.
+REBOOTS_BEFORE_REPLACEMENT = 2
+REBOOT_HISTORY_WINDOW = 24 * 3600.0
 # Past eligibility, a node gains one rank of priority per this many seconds.
 AGING_SECONDS = 30 * 60.0
 MIN_PRIORITY = 0
@@ -352,6 +355,8 @@ class Repair:
     rebooted_at: Mapping[str, float] = field(default_factory=dict)
     # Whether the cloud reboots in place; without it a reboot policy escalates to replacement.
     can_reboot: bool = False
+    # NodeClaims rebooted REBOOTS_BEFORE_REPLACEMENT times within a day: a reboot is a replacement now.
+    reboots_exhausted: frozenset[str] = frozenset()
     reason: str = REASON_UNHEALTHY
 
     def decision(self, candidate: Candidate) -> RepairDecision | None:
@@ -360,6 +365,17 @@ class Repair:
 
     def considers(self, candidate: Candidate) -> bool:
         return self.decision(candidate) is not None
+
+    def next_due(self, candidates: Sequence[Candidate]) -> float | None:
+        """When the first policy a candidate matches, not yet held long enough, becomes eligible."""
+        moments = []
+        for candidate in candidates:
+            not_before = self.rebooted_at.get(candidate.nodeclaim.name, 0.0)
+            for match in self.matcher.match(candidate.node):
+                eligible_at = max(match.eligible_at, not_before + match.policy.toleration_seconds)
+                if eligible_at > self.now:
+                    moments.append(eligible_at)
+        return min(moments, default=None)
 
     def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
         result = MethodResult()
@@ -392,7 +408,11 @@ class Repair:
                     f"disruption budget of NodePool {pool} allows no more {REASON_UNHEALTHY} disruptions now",
                 )
                 continue
-            if decision.action is RepairAction.REBOOT and self.can_reboot:
+            if (
+                decision.action is RepairAction.REBOOT
+                and self.can_reboot
+                and name not in self.reboots_exhausted
+            ):
                 result.command = RepairCommand(candidate, decision, [], bound)
                 return result
             replacements = self._replacements(candidate, result)
@@ -456,6 +476,8 @@ class Repair:
 
 __all__ = [
     "DO_NOT_REPAIR_ANNOTATION",
+    "REBOOTS_BEFORE_REPLACEMENT",
+    "REBOOT_HISTORY_WINDOW",
     "UNHEALTHY_THRESHOLD",
     "InvalidRepairPoliciesError",
     "PolicyMatch",

@@ -65,6 +65,7 @@ from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
 from karpy.sim.hpa import HorizontalPodAutoscalerController
 from karpy.sim.interruptions import SimulatedInterruptions
 from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
+from karpy.sim.node_failures import SimulatedNodeFailures
 from karpy.sim.recorder import Recorder
 from karpy.sim.scenario import Scenario, Step
 from karpy.sim.scheduler import SimulatedKubeScheduler
@@ -204,6 +205,10 @@ class Simulation:
         self.interruptions = SimulatedInterruptions(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
         )
+        # The cloud's node failures (a scenario's cloud.nodeFailures), for node repair to find.
+        self.node_failures = SimulatedNodeFailures(
+            self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
+        )
         self.hpa = HorizontalPodAutoscalerController(
             self.cluster, self.clock, self.recorder.note, self.recorder.workload_sample
         )
@@ -233,6 +238,7 @@ class Simulation:
                 self.cluster, cloud_for(InterruptionController.name), self.clock, metrics=self.metrics
             ),
             self.interruptions,
+            self.node_failures,
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
@@ -378,6 +384,7 @@ class Simulation:
         if warning is None:
             return None  # an instance warned of is still to be reclaimed
         ahead.append(warning)
+        ahead.append(self.node_failures.next_failure_at())
         now = self.clock.now()
         ahead += (moment for moment in self.cloud_window_boundaries() if now < moment <= self.end)
         if self.hpa.holds_run(self.end):
@@ -500,6 +507,8 @@ class Simulation:
         self.cloud.settings.registration_failures.extend(scenario.registration_failures)
         self.cloud.settings.interruptions.extend(scenario.interruptions)
         self.interruptions.schedule()
+        self.cloud.settings.node_failures.extend(scenario.node_failures)
+        self.node_failures.schedule()
         now = self.clock.now()
         for moment in self.cloud_window_boundaries():
             if moment > now:

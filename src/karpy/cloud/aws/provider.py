@@ -114,6 +114,7 @@ from karpy.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
     NodeClassProblem,
+    NodeRebootNotImplementedError,
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
@@ -499,6 +500,12 @@ class AwsCloudProvider:
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Karpenter's AWS repair policies: the kubelet's Ready and the node monitoring agent's conditions."""
         return list(AWS_REPAIR_POLICIES)
+
+    # None of the AWS policies reboots, and the local EC2 endpoint has no RebootInstances to test one on.
+    supports_reboot = False
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        raise NodeRebootNotImplementedError("karpy's AWS provider does not reboot instances in place")
 
     def close(self) -> None:
         """Stop the launch pool, letting running launches finish (the runner calls it at shutdown)."""

@@ -444,6 +444,18 @@ class KwokCloudProvider:
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return list(KWOK_REPAIR_POLICIES)
 
+    supports_reboot = True
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        """As Karpenter's kwok provider reboots: the Node's boot ID becomes ``kwok-<operation>``."""
+        name = self._name_of(nodeclaim.status.provider_id) or nodeclaim.status.node_name
+        node = self.cluster.node(name) if name else None
+        if node is None:
+            raise NodeClaimNotFoundError(f"kwok Node {name!r} not found")
+        boot_id = f"kwok-{operation_id}"
+        if node.boot_id != boot_id:
+            self.cluster.update(node.with_changes(boot_id=boot_id))
+
     @staticmethod
     def _name_of(provider_id: str) -> str:
         return (
