@@ -28,7 +28,7 @@ def test_the_page_has_an_example_per_step_cloud_setting_and_workload_kind() -> N
     text = "\n".join(EXAMPLES)
     for field in ("files:", "objects:", "scale:", "delete:", "registrationDelay:", "capacityFailures:"):
         assert field in text
-    for field in ("launchErrors:", "registrationFailures:", "interruptions:", "jobs:"):
+    for field in ("launchErrors:", "registrationFailures:", "interruptions:", "nodeFailures:", "jobs:"):
         assert field in text
     for kind in ("Job", "CronJob", "StatefulSet", "PriorityClass", "Namespace"):
         assert f"kind: {kind}\n" in text

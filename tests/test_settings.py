@@ -189,13 +189,40 @@ def test_static_capacity_is_a_gate_karpy_honours_on_by_default() -> None:
     assert options(environ={"FEATURE_GATES": "StaticCapacity=true"}).feature_gates == FeatureGates()
 
 
+def test_node_repair_is_a_gate_karpy_honours_off_by_default_as_in_karpenter() -> None:
+    assert options().feature_gates.node_repair is False
+    on = options(environ={"FEATURE_GATES": "NodeRepair=true"}).feature_gates
+    assert on == FeatureGates(node_repair=True)
+
+
+def test_the_node_repair_gate_reaches_the_disruption_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    from karpy.cli import EXIT_OK, main
+    from karpy.controllers.disruption import DisruptionController
+    from karpy.kube._http import ApiTransport
+    from karpy.run import Runner, RunSettings
+
+    given: list[RunSettings] = []
+    monkeypatch.setattr("karpy.run.run", lambda kubeconfig, *, settings: given.append(settings))
+    with root_logging_kept():
+        flags = ["run", "--disable-leader-election", "--feature-gates", "NodeRepair=true"]
+        assert main(flags) == EXIT_OK
+    (settings,) = given
+    assert settings.node_repair
+    for gate_on in (True, False):
+        # The runner is only built, never run: no request reaches the transport.
+        runner = Runner(cast(ApiTransport, object()), RunSettings(node_repair=gate_on))
+        disruption = runner.runtime._controllers[DisruptionController.name]
+        assert isinstance(disruption, DisruptionController)
+        assert (disruption.repair_policies is not None) is gate_on
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         (
-            "NodeRepair=true",
-            "FEATURE_GATES: unknown feature gate 'NodeRepair'"
-            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity)",
+            "TerminateFirstRepair=true",
+            "FEATURE_GATES: unknown feature gate 'TerminateFirstRepair'"
+            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity, NodeRepair)",
         ),
         (
             "SpotToSpotConsolidation",

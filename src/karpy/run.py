@@ -147,6 +147,8 @@ class RunSettings:
     are watched and the room they ask for kept (:mod:`karpy.controllers.capacitybuffer`)."""
     static_capacity: bool = True
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
+    node_repair: bool = False
+    """The NodeRepair feature gate: unhealthy nodes are repaired (:mod:`karpy.disruption.repair`)."""
 
     cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
     """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
@@ -252,6 +254,7 @@ class Runner:
             metrics=metrics,
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
+            node_repair=self.settings.node_repair,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
         core.provisioner.refusals.subscribe(self.runtime.on_change)

@@ -14,8 +14,8 @@ usually means "not set".
 ``Name=true,Other=false`` list, so a chart's ``settings.featureGates`` renders
 into the same variable for both. Only the gates karpy honours are known
 (:data:`FEATURE_GATES`); any other name is refused rather than ignored, since a
-gate that is accepted and then does nothing (``NodeRepair=true`` on a karpy
-that repairs no nodes) would let an operator believe a behaviour is on. A gate
+gate that is accepted and then does nothing would let an operator believe a
+behaviour is on. A gate
 not named keeps its default.
 
 :data:`SETTINGS` is the one list of them: it declares the flags, and
@@ -63,6 +63,10 @@ FEATURE_GATES: dict[str, bool] = {
     # Karpenter's alpha gate: karpy's API takes spec.replicas, so the pool does what it says unless
     # the gate is turned off, which leaves static pools without nodes, as Karpenter's gate does.
     "StaticCapacity": True,
+    # Node repair (karpy.disruption.repair): nodes whose conditions match the cloud provider's repair
+    # policies past their toleration are replaced, within the Unhealthy budgets. Off, as in Karpenter
+    # v1.15 (an alpha gate): replacing nodes on a condition is a change of behaviour to opt into.
+    "NodeRepair": False,
 }
 
 
@@ -168,6 +172,8 @@ class FeatureGates:
     """CapacityBuffer: CapacityBuffers are watched and the room they ask for kept free."""
     static_capacity: bool = FEATURE_GATES["StaticCapacity"]
     """StaticCapacity: static NodePools (spec.replicas) are kept at their replica count."""
+    node_repair: bool = FEATURE_GATES["NodeRepair"]
+    """NodeRepair: nodes unhealthy by the cloud provider's repair policies are replaced."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +263,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         "SpotToSpotConsolidation": base.spot_to_spot_consolidation,
         "CapacityBuffer": base.capacity_buffer,
         "StaticCapacity": base.static_capacity,
+        "NodeRepair": base.node_repair,
     }
     for item in text.split(","):
         if not item.strip():
@@ -273,6 +280,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
         capacity_buffer=gates["CapacityBuffer"],
         static_capacity=gates["StaticCapacity"],
+        node_repair=gates["NodeRepair"],
     )
 
 

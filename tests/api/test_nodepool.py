@@ -281,7 +281,8 @@ NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": 
         ),
         pytest.param(
             {"spec.disruption": {"budgets": [{"nodes": "1", "reasons": ["Drifted", "Expired"]}]}},
-            "spec.disruption.budgets[0].reasons: unknown reason 'Expired'; use Empty, Underutilized, Drifted",
+            "spec.disruption.budgets[0].reasons: unknown reason 'Expired'; "
+            "use Empty, Underutilized, Drifted, Unhealthy",
             id="unknown reason",
         ),
         pytest.param({"spec.weight": 0}, "spec.weight: must be between 1 and 100, got 0", id="weight 0"),

@@ -65,6 +65,11 @@ class BackgroundCloud:
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return []
 
+    supports_reboot = False
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        raise NotImplementedError
+
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
         return None
 

@@ -164,6 +164,7 @@ def test_nodepool_defaults_are_karpenters() -> None:
         "Empty",
         "Underutilized",
         "Drifted",
+        "Unhealthy",
     ]
     assert properties(spec, "template", "spec", "expireAfter")["default"] == "720h"
     weight = properties(spec, "weight")

@@ -439,6 +439,8 @@ class NodeCondition:
     status: str
     reason: str = ""
     message: str = ""
+    # When the status last changed (seconds since the epoch): node repair's tolerations count from it.
+    last_transition_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +452,8 @@ class Node:
     capacity: ResourceAmounts = field(default_factory=dict)
     allocatable: ResourceAmounts = field(default_factory=dict)
     conditions: tuple[NodeCondition, ...] = ()
+    # status.nodeInfo.bootID: a new one says the node rebooted.
+    boot_id: str = ""
 
     kind = "Node"
 
@@ -467,9 +471,13 @@ class Node:
             conditions=status.items(
                 "conditions",
                 lambda c: NodeCondition(
-                    c.required_str("type"), c.string("status", "Unknown"), c.string("reason")
+                    c.required_str("type"),
+                    c.string("status", "Unknown"),
+                    c.string("reason"),
+                    last_transition_time=_timestamp(c, "lastTransitionTime"),
                 ),
             ),
+            boot_id=status.obj("nodeInfo").string("bootID"),
         )
 
     @property
@@ -482,6 +490,11 @@ class Node:
 
     def with_changes(self, **changes: object) -> Node:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _timestamp(reader: FieldReader, key: str) -> float | None:
+    written = reader.string(key)
+    return parse_timestamp(written, reader.child_path(key)) if written else None
 
 
 def _non_negative(reader: FieldReader, key: str) -> int | None:

@@ -36,6 +36,9 @@ from karpy.api.requirements import (
 from karpy.api.taints import Taint
 
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+# When the drain gives up at the latest (RFC 3339): node repair stamps its policy's drain bound here,
+# which tightens, never loosens, what terminationGracePeriod allows.
+TERMINATION_TIMESTAMP_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 
 CONDITION_LAUNCHED = "Launched"
 CONDITION_REGISTERED = "Registered"
@@ -47,6 +50,18 @@ CONDITION_DISRUPTION_REASON = "DisruptionReason"
 # Set once the drain is done and the cloud accepted the instance's deletion: the NodeClaim no
 # longer counts toward its NodePool's size or disruption budgets (Karpenter v1).
 CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
+# An in-place reboot (node repair's RebootNode): True while requested or issued, False once it
+# succeeded or failed; its reason says which (Karpenter v1.15's reboot lifecycle).
+CONDITION_REBOOTING = "Rebooting"
+REBOOT_REQUESTED = "RebootRequested"
+REBOOT_ISSUED = "RebootIssued"
+REBOOT_SUCCEEDED = "RebootSucceeded"
+REBOOT_FAILED = "RebootFailed"
+# The Initialized condition's reason while the node reboots.
+REASON_REBOOTING = "Rebooting"
+# The Node's boot ID before the reboot (a new one says it happened), and the reboot's drain bound.
+REBOOT_PRE_BOOT_ID_ANNOTATION = "karpenter.sh/reboot-pre-boot-id"
+REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION = "karpenter.sh/reboot-termination-grace-period"
 
 LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INITIALIZED = "karpenter.sh/initialized"
@@ -156,6 +171,11 @@ class NodeClaim:
     def initialized(self) -> bool:
         return self.is_true(CONDITION_INITIALIZED)
 
+    @property
+    def rebooting(self) -> bool:
+        """A reboot was committed and has not ended yet."""
+        return self.is_true(CONDITION_REBOOTING)
+
     def requirement_set(self) -> Requirements:
         result = Requirements()
         for requirement in self.spec.requirements:
@@ -167,6 +187,22 @@ class NodeClaim:
 
     def with_metadata(self, **changes: object) -> NodeClaim:
         return dataclasses.replace(self, metadata=self.metadata.with_changes(**changes))
+
+    @property
+    def termination_deadline(self) -> float | None:
+        """When its drain gives up: the earlier of deletion plus terminationGracePeriod and the
+        termination timestamp annotation (None: neither is set; the drain waits)."""
+        deadlines: list[float] = []
+        deleted_at = self.metadata.deletion_timestamp
+        if deleted_at is not None and self.spec.termination_grace_period is not None:
+            deadlines.append(deleted_at + self.spec.termination_grace_period)
+        stamped = self.metadata.annotations.get(TERMINATION_TIMESTAMP_ANNOTATION)
+        if stamped:
+            try:
+                deadlines.append(parse_timestamp(stamped))
+            except ValueError:
+                pass  # written by hand and unreadable: terminationGracePeriod still bounds the drain
+        return min(deadlines) if deadlines else None
 
 
 # The cache table of UnreadableNodeClaim records.

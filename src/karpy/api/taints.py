@@ -69,6 +69,11 @@ KNOWN_EPHEMERAL_TAINTS = (
 )
 
 
+# The fence of a node being rebooted in place (node repair's RebootNode): nothing new lands
+# until it boots again. Its capacity comes back, so the scheduling snapshot ignores it.
+REBOOTING_TAINT = Taint("karpenter.sh/rebooting", NO_SCHEDULE)
+
+
 def known_ephemeral(taints: Iterable[Taint]) -> Taint | None:
     """The first of ``taints`` that is a known ephemeral taint, matched as Karpenter matches
     taints (key and effect: a cloud controller manager's uninitialized taint carries a value)."""

@@ -16,7 +16,10 @@ lets the same controllers drive AWS, kwok-style fake nodes and the simulator:
   whether it is ready: ``None`` when NodePools using it can launch, else the
   reason and message a NodePool's ``NodeClassReady`` condition and its pods'
   FailedScheduling events carry (``karpy run`` serves no EC2NodeClass, say);
-- ``repair_policies`` say which node conditions mean a node is broken;
+- ``repair_policies`` say which node conditions mean a node is broken and
+  what repairs it (:class:`~karpy.disruption.repair.RepairPolicy`); ``reboot``
+  reboots an instance in place (``supports_reboot``; else
+  :class:`NodeRebootNotImplementedError`);
 - ``mark_offering_unavailable`` takes an offering out of what
   ``get_instance_types`` reports as available for a while (a reclaimed spot
   instance says its pool is short), as an insufficient-capacity error does.
@@ -43,6 +46,8 @@ from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodepool import NodePool
+from karpy.disruption.repair import RepairAction as RepairAction  # noqa: PLC0414 (re-exported)
+from karpy.disruption.repair import RepairPolicy as RepairPolicy  # noqa: PLC0414 (re-exported)
 
 
 class CloudProviderError(Exception):
@@ -64,21 +69,16 @@ class NodeClassNotReadyError(CloudProviderError):
     """The NodePool's node class is missing or not resolved (no subnets, no AMI…)."""
 
 
+class NodeRebootNotImplementedError(CloudProviderError):
+    """The provider cannot reboot an instance in place (node repair replaces the node instead)."""
+
+
 class LaunchInProgressError(CloudProviderError):
     """``create`` started the launch and it runs in the background (see the module docstring)."""
 
 
 # The kind of change a provider posts when a background launch finished; its object is the NodeClaim's name.
 LAUNCH_FINISHED = "LaunchFinished"
-
-
-@dataclass(frozen=True, slots=True)
-class RepairPolicy:
-    """A node condition that, held for ``toleration_seconds``, means the node is broken."""
-
-    condition_type: str
-    condition_status: str
-    toleration_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +109,16 @@ class CloudProvider(Protocol):
     def is_drifted(self, nodeclaim: NodeClaim) -> str: ...
 
     def repair_policies(self) -> builtins.list[RepairPolicy]: ...
+
+    # Whether ``reboot`` reboots in place; without it a reboot policy's node is replaced.
+    supports_reboot: bool
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        """Reboot the instance in place; the same ``operation_id`` again is the same reboot.
+
+        Done once the cloud accepted it: the Node's new boot ID says it happened.
+        """
+        ...
 
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None: ...
 

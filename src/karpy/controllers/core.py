@@ -29,6 +29,7 @@ from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
+from karpy.controllers.reboot import RebootController
 from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
@@ -78,6 +79,7 @@ def core_controllers(
     record_metrics: bool = True,
     capacity_buffers: bool = False,
     static_capacity: bool = True,
+    node_repair: bool = False,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -89,7 +91,8 @@ def core_controllers(
     after the others, and has provisioning and disruption keep the room buffers
     ask for.
     ``static_capacity`` False (the ``StaticCapacity`` gate off) leaves static NodePools
-    without nodes.
+    without nodes. ``node_repair`` True (the ``NodeRepair`` gate) has disruption
+    repair unhealthy nodes by the cloud provider's repair policies.
     """
     room = BufferRoom(cluster, clock) if capacity_buffers else None
     provisioner = Provisioner(
@@ -103,6 +106,7 @@ def core_controllers(
         metrics=metrics,
         node_overhead_cost=provisioning.node_overhead_cost,
         buffers=room,
+        node_repair=node_repair,
     )
     conditions = NodeClaimDisruptionConditions(
         cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics
@@ -119,6 +123,8 @@ def core_controllers(
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
+    if node_repair:
+        rest.append(RebootController(cluster, cloud_for(RebootController.name), clock))
     if static_capacity:  # after the others: it acts on static pools alone, so their order stays
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:

@@ -3,7 +3,8 @@
 Every pass (every 10 s, Karpenter's polling period, or sooner when a node is
 known to become due) builds the candidates from the cluster and runs the
 disruption methods of :mod:`karpy.disruption` (:class:`~karpy.disruption.method.Method`)
-in Karpenter's order, emptiness, drift, then consolidation (multi-node, then
+in Karpenter's order, node repair (with the NodeRepair gate: the cloud's repair
+policies, validated once here), emptiness, drift, then consolidation (multi-node, then
 single-node, by the controller's
 :class:`~karpy.disruption.consolidation.ConsolidationRules`), each within the
 budgets of its reason, until one gives a command. What a method needs of the
@@ -33,18 +34,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from karpy.api.core import Pod
+from karpy.api.conditions import FALSE, TRUE, set_condition
+from karpy.api.core import Node, Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_INSTANCE_TERMINATING
+from karpy.api.nodeclaim import (
+    CONDITION_DISRUPTION_REASON,
+    CONDITION_DRIFTED,
+    CONDITION_INSTANCE_TERMINATING,
+    CONDITION_REBOOTING,
+    REBOOT_REQUESTED,
+    REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION,
+)
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     REASON_UNDERUTILIZED,
+    REASON_UNHEALTHY,
     WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
 )
+from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
 from karpy.controllers.orchestration import Command, Orchestrator
+from karpy.controllers.reboot import go_duration
 from karpy.controllers.state import (
     PoolTypesCache,
     invalid_nodepools,
@@ -63,11 +75,18 @@ from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulab
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
-from karpy.disruption.static import StaticDrift
-from karpy.operator.cluster import Clock, Cluster, ClusterReader
+from karpy.disruption.repair import (
+    REBOOT_HISTORY_WINDOW,
+    REBOOTS_BEFORE_REPLACEMENT,
+    Repair,
+    RepairCommand,
+    RepairPolicyMatcher,
+)
+from karpy.disruption.static import StaticCount, StaticDrift, room_under_limit, static_nodeclaim
+from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, ClusterReader
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
-from karpy.scheduling.solver import NodePoolCapacity, Plan
+from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan
 
 log = logging.getLogger("karpy.disruption")
 
@@ -75,6 +94,8 @@ PASS_KEY = "pass"
 POLL_PERIOD = 10.0
 VALIDATION_DELAY = 15.0
 QUIET_PASS_TTL = 300.0
+# The Event a node repair's breaker holds a node back with (Karpenter's).
+NODE_REPAIR_BLOCKED = "NodeRepairBlocked"
 
 
 def uninitialized(cluster: ClusterReader) -> frozenset[str]:
@@ -124,8 +145,14 @@ class DisruptionController:
         validation_delay: float = VALIDATION_DELAY,
         quiet_pass_ttl: float = QUIET_PASS_TTL,
         buffers: BufferRoom | None = None,
+        node_repair: bool = False,
     ) -> None:
         self.cluster = cluster
+        # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
+        # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
+        self.repair_policies: RepairPolicyMatcher | None = (
+            RepairPolicyMatcher(cloud.repair_policies()) if node_repair and cloud is not None else None
+        )
         # The CapacityBuffers' room: the virtual pods placed on a node count as its pods (None: gate off).
         self.buffers = buffers
         self.clock = clock
@@ -145,6 +172,10 @@ class DisruptionController:
         # stands, so a blocked node is simulated once, not on every pass.
         self._given_up: dict[str, tuple[str, float]] = {}
         self.consolidation_due: float | None = None
+        # When the next unhealthy node's repair policy becomes eligible (None: no node is waiting).
+        self.repair_due: float | None = None
+        # When node repair committed each NodeClaim's reboots (within REBOOT_HISTORY_WINDOW).
+        self.reboots: dict[str, list[float]] = {}
         self.rules = rules
         # Nodes are priced as the provisioner prices them, per-node costs included.
         self._pool_types = PoolTypesCache(node_overhead_cost)
@@ -183,7 +214,8 @@ class DisruptionController:
                 continue  # drained and its instance gone: no longer the pool's, as in Karpenter
             pool_name = nodeclaim.nodepool
             pool_sizes[pool_name] = pool_sizes.get(pool_name, 0) + 1
-            if nodeclaim.metadata.deleting or nodeclaim.name in tainted:
+            # A node rebooting in place is being disrupted too (the budgets count it, as Karpenter's).
+            if nodeclaim.metadata.deleting or nodeclaim.name in tainted or nodeclaim.rebooting:
                 disrupting[pool_name] = disrupting.get(pool_name, 0) + 1
                 continue
             if not nodeclaim.initialized or not nodeclaim.status.node_name:
@@ -206,10 +238,13 @@ class DisruptionController:
         now = self.clock.now()
         self._planned = None
         candidates, pool_sizes, disrupting = self.candidates()
+        repair = self._repair(now) if self.repair_policies is not None else None
+        self.repair_due = repair.next_due(candidates) if repair is not None else None
         self.blocked = {}
         emptiness = EmptinessDecision()
         # Karpenter's order; the first method with a command ends the pass.
         methods: tuple[Method, ...] = (
+            *((repair,) if repair is not None else ()),
             Emptiness(now),
             StaticDrift(static_counts(self.cluster), now),
             self._drift(candidates, now),
@@ -237,6 +272,89 @@ class DisruptionController:
             place, now, uninitialized=uninitialized(self.cluster), pdb_blocked=pdb_blocked_pods(self.cluster)
         )
 
+    def _repair(self, now: float) -> Repair:
+        """The repair method (run first: fixing a fault outranks any rebalance), with the Nodes of
+        each NodePool for its breaker."""
+        assert self.repair_policies is not None
+        nodes_by_pool: dict[str, list[Node]] = {}
+        for node in self.cluster.nodes():
+            pool = node.metadata.labels.get(LABEL_NODEPOOL)
+            if pool:
+                nodes_by_pool.setdefault(pool, []).append(node)
+        counts = static_counts(self.cluster)
+
+        def static_replacement(candidate: Candidate) -> NewNodeClaim | None:
+            pool = candidate.nodepool
+            count = counts.get(pool.name, StaticCount())
+            if count.active + count.pending_disruption > (pool.replicas or 0):
+                return None  # a scale-down is under way: a replacement would only be surplus
+            room = room_under_limit(pool, count)
+            return static_nodeclaim(pool) if room is None or room > 0 else None
+
+        rebooted_at: dict[str, float] = {}
+        for claim in self.cluster.nodeclaims():
+            rebooting = claim.condition(CONDITION_REBOOTING)
+            if rebooting is not None and rebooting.status == FALSE:
+                rebooted_at[claim.name] = rebooting.last_transition_time
+        live = {claim.name for claim in self.cluster.nodeclaims()}
+        self.reboots = {
+            name: [t for t in times if t > now - REBOOT_HISTORY_WINDOW]
+            for name, times in self.reboots.items()
+            if name in live
+        }
+        return Repair(
+            self.repair_policies,
+            now,
+            nodes_by_pool,
+            self._place_elsewhere if self.cloud is not None else None,
+            static_replacement,
+            uninitialized=uninitialized(self.cluster),
+            pdb_blocked=pdb_blocked_pods(self.cluster),
+            rebooted_at=rebooted_at,
+            can_reboot=self.cloud is not None and self.cloud.supports_reboot,
+            reboots_exhausted=frozenset(
+                name for name, times in self.reboots.items() if len(times) >= REBOOTS_BEFORE_REPLACEMENT
+            ),
+        )
+
+    def _commit_reboot(self, command: Command, now: float) -> None:
+        """Hand a reboot to the reboot controller: the Rebooting condition, and the drain bound."""
+        for name in command.candidates:
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None or nodeclaim.rebooting or nodeclaim.metadata.deleting:
+                continue
+            bound = command.drain_bound
+            if bound is None:
+                bound = nodeclaim.spec.termination_grace_period
+            annotations = {
+                k: v
+                for k, v in nodeclaim.metadata.annotations.items()
+                if k != REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION
+            }
+            if bound is not None:
+                annotations[REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION] = go_duration(bound)
+            if annotations != nodeclaim.metadata.annotations:
+                nodeclaim = self.cluster.update(nodeclaim.with_metadata(annotations=annotations))
+            conditions = set_condition(
+                nodeclaim.status.conditions, CONDITION_DISRUPTION_REASON, TRUE, now, REASON_UNHEALTHY
+            )
+            conditions = set_condition(
+                conditions,
+                CONDITION_REBOOTING,
+                TRUE,
+                now,
+                REBOOT_REQUESTED,
+                f"rebooting for {command.repair_condition}/{command.repair_reason}",
+            )
+            stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
+            self.reboots.setdefault(name, []).append(now)
+            self.metrics.nodeclaim_disrupted(stored, command.reason)
+            self.metrics.nodeclaim_repaired(stored, command.repair_condition, bound)
+            self.cluster.record_event(
+                stored, EVENT_NORMAL, "RebootRequested", f"Rebooting NodeClaim: {command.description}"
+            )
+            log.info("committed node reboot: %s", command.description)
+
     def _allowed(
         self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float
     ) -> dict[str, int]:
@@ -250,6 +368,17 @@ class DisruptionController:
 
     def _command(self, command: MethodCommand) -> Command:
         """The orchestration's command for a method's."""
+        if isinstance(command, RepairCommand):
+            return Command(
+                command.reason,
+                command.nodeclaim_names,
+                command.replacements,
+                command.description,
+                repair_condition=command.decision.condition_type,
+                repair_reason=command.decision.reason,
+                drain_bound=command.drain_bound,
+                reboot=command.reboot,
+            )
         if not isinstance(command, ConsolidationCommand):
             return Command(command.reason, command.nodeclaim_names, command.replacements, command.description)
         planned = [c.nodeclaim.name for c in command.planned] if self.rules.mark_planned else []
@@ -489,13 +618,26 @@ class DisruptionController:
             self.orchestrator.mark_planned(self._planned)
         self.last = emptiness
         self.orchestrator.watch_empty(emptiness, now)
-        self.orchestrator.report_blocked({name: reason.message for name, reason in self.blocked.items()})
+        if command is not None and command.reboot:
+            # Handed over at once: the reboot controller drains and reboots, nothing is launched.
+            self._commit_reboot(command, now)
+            return self.orchestrator.poll_period
+        self.orchestrator.report_blocked(
+            {name: reason.message for name, reason in self.blocked.items()},
+            {
+                name: NODE_REPAIR_BLOCKED
+                for name, reason in self.blocked.items()
+                if reason.kind is RejectionKind.REPAIR_BREAKER
+            },
+        )
         wait = self.orchestrator.carry_out(command, now)
         if wait is not None:
             return wait
         if not any_nodeclaims:
             return None  # nothing to watch over until a NodeClaim appears
-        dues = [due for due in (emptiness.next_due, self.consolidation_due) if due is not None]
+        dues = [
+            due for due in (emptiness.next_due, self.consolidation_due, self.repair_due) if due is not None
+        ]
         if dues:
             return max(0.0, min(self.orchestrator.poll_period, min(dues) - now))
         return self.orchestrator.poll_period
@@ -505,7 +647,12 @@ class DisruptionController:
         if self.orchestrator.pending is not None or self.orchestrator.in_flight is not None:
             return True
         command, emptiness, _ = self.decide()
-        return command is not None or emptiness.has_work or self.consolidation_due is not None
+        return (
+            command is not None
+            or emptiness.has_work
+            or self.consolidation_due is not None
+            or self.repair_due is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)

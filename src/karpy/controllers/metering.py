@@ -58,6 +58,7 @@ class MeteredCloudProvider:
         self.metrics = metrics
         self.controller = controller
         self.name = cloud.name
+        self.supports_reboot = cloud.supports_reboot
 
     def _call(self, method: str, call: Callable[[], T]) -> T:
         started = time.perf_counter()
@@ -95,6 +96,9 @@ class MeteredCloudProvider:
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return self._call("RepairPolicies", self.cloud.repair_policies)
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        self._call("Reboot", lambda: self.cloud.reboot(nodeclaim, operation_id))
 
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None:
         # Not a call to the cloud (Karpenter reads the node class' Ready condition): not metered.

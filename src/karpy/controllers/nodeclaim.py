@@ -180,7 +180,8 @@ class NodeClaimLifecycle:
                 # The Node's arrival wakes this up earlier; this is the liveness deadline.
                 return since + REGISTRATION_TTL - now
             nodeclaim = self._register(nodeclaim, node, now)
-        if not nodeclaim.initialized:
+        if not nodeclaim.initialized and not nodeclaim.rebooting:
+            # A rebooting node is initialized again by the reboot controller, once it is back.
             node = self.node_for(nodeclaim)
             if node is None:
                 return RECHECK

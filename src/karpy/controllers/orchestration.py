@@ -44,7 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from karpy.api.core import Node
-from karpy.api.nodeclaim import NodeClaim
+from karpy.api.meta import format_timestamp, parse_timestamp
+from karpy.api.nodeclaim import TERMINATION_TIMESTAMP_ANNOTATION, NodeClaim
 from karpy.api.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED
 from karpy.api.taints import (
     CONSOLIDATION_PLANNED_TAINT_KEY,
@@ -93,6 +94,13 @@ class Command:
     kind: str = KIND_PRICE
     # NodeClaims the consolidation plan removes in later passes (budgets), to be marked.
     planned: list[str] = field(default_factory=list)
+    # Node repair: the condition repaired, and the drain bound stamped on the candidates as they are
+    # deleted (None: their own terminationGracePeriod).
+    repair_condition: str = ""
+    repair_reason: str = ""
+    drain_bound: float | None = None
+    # Node repair's in-place reboot: handed to the reboot controller, nothing deleted or launched.
+    reboot: bool = False
 
     @property
     def why(self) -> str:
@@ -286,23 +294,27 @@ class Orchestrator:
                 return False
         return True
 
-    def report_blocked(self, blocked: Mapping[str, str]) -> None:
-        """One Event per NodeClaim and reason it is not disrupted for (not one per pass)."""
+    def report_blocked(
+        self, blocked: Mapping[str, str], event_reasons: Mapping[str, str] | None = None
+    ) -> None:
+        """One Event per NodeClaim and reason it is not disrupted for (not one per pass).
+
+        Its reason is ``DisruptionBlocked`` unless ``event_reasons`` names another for the
+        NodeClaim (``NodeRepairBlocked``, a Warning, when the repair breaker holds it, as in Karpenter).
+        """
         for name, reason in sorted(blocked.items()):
             if self.reported.get(name) == reason:
                 continue
             self.reported[name] = reason
+            event = (event_reasons or {}).get(name, "DisruptionBlocked")
+            kind = EVENT_NORMAL if event == "DisruptionBlocked" else EVENT_WARNING
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is not None:
-                self.cluster.record_event(
-                    nodeclaim, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt NodeClaim: {reason}"
-                )
+                self.cluster.record_event(nodeclaim, kind, event, f"Cannot disrupt NodeClaim: {reason}")
                 # And on its Node, where `kubectl describe node` shows it, as Karpenter does.
                 node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
                 if node is not None:
-                    self.cluster.record_event(
-                        node, EVENT_NORMAL, "DisruptionBlocked", f"Cannot disrupt Node: {reason}"
-                    )
+                    self.cluster.record_event(node, kind, event, f"Cannot disrupt Node: {reason}")
         for name in [name for name in self.reported if name not in blocked]:
             del self.reported[name]
 
@@ -366,12 +378,31 @@ class Orchestrator:
             if nodeclaim is None or nodeclaim.metadata.deleting:
                 continue
             try:
+                if command.drain_bound is not None:
+                    nodeclaim = self._bound_drain(nodeclaim, command.drain_bound)
                 self.cluster.delete(nodeclaim)
             except NotFoundError:
                 continue
             self.deleted.add(name)
             self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
+            if command.repair_condition:
+                self.metrics.nodeclaim_repaired(nodeclaim, command.repair_condition, command.drain_bound)
         self.executed.append(command)
+
+    def _bound_drain(self, nodeclaim: NodeClaim, bound: float) -> NodeClaim:
+        """Stamp the drain's deadline, ``bound`` from now, unless an earlier one is stamped already."""
+        deadline = self.clock.now() + bound
+        written = nodeclaim.metadata.annotations.get(TERMINATION_TIMESTAMP_ANNOTATION)
+        try:
+            if written and parse_timestamp(written) <= deadline:
+                return nodeclaim
+        except ValueError:
+            pass
+        annotations = {
+            **nodeclaim.metadata.annotations,
+            TERMINATION_TIMESTAMP_ANNOTATION: format_timestamp(deadline),
+        }
+        return self.cluster.update(nodeclaim.with_metadata(annotations=annotations))
 
     def backed_off(self, now: float) -> set[str]:
         """NodeClaims offered no consolidation replacement now; forgets those that are gone."""

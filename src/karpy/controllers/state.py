@@ -46,6 +46,7 @@ from karpy.api.taints import (
     CONSOLIDATION_PLANNED_TAINT_KEY,
     DISRUPTED_TAINT_KEY,
     KNOWN_EPHEMERAL_TAINTS,
+    REBOOTING_TAINT,
     UNREGISTERED_TAINT_KEY,
     Taint,
     untolerated,
@@ -256,6 +257,9 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
         if not claim.initialized:
             ephemeral = (*ephemeral, *KNOWN_EPHEMERAL_TAINTS)
             allocatable = claim.status.allocatable or allocatable
+        if claim.rebooting:
+            # A node rebooting in place comes back: its pods wait for it, not for a new node.
+            ephemeral = (*ephemeral, REBOOTING_TAINT)
     return ExistingCapacity(
         name=node.name,
         # A Node no NodeClaim owns (left by one deleted without its finalizer) is room, as

@@ -11,7 +11,8 @@ it only marks it. This controller then, step by step and idempotently:
    pods that tolerate the ``karpenter.sh/disrupted`` taint are left to go
    with the node, as in Karpenter; an eviction a PodDisruptionBudget
    refuses (429) is retried later, never forced, until the NodeClaim's
-   ``terminationGracePeriod`` (if set) runs out: then what is left is
+   ``terminationGracePeriod`` (if set) runs out, or the earlier deadline node
+   repair stamps as ``karpenter.sh/nodeclaim-termination-timestamp``: then what is left is
    deleted and the node terminated without waiting for it. A pod annotated
    ``karpenter.sh/do-not-disrupt`` is not evicted at all until then, as in
    Karpenter v1 (its forceful-expiration design: drain at once, "but respect
@@ -270,9 +271,10 @@ class Terminator:
         ]
         if not remaining:
             return None
-        deadline = nodeclaim.spec.termination_grace_period
-        deleted_at = nodeclaim.metadata.deletion_timestamp or now
-        forced = deadline is not None and now >= deleted_at + deadline
+        deadline = nodeclaim.termination_deadline
+        if deadline is None and nodeclaim.spec.termination_grace_period is not None:
+            deadline = now + nodeclaim.spec.termination_grace_period  # no deletion timestamp read yet
+        forced = deadline is not None and now >= deadline
         # Past the deadline every group goes at once, as in Karpenter.
         first = min(drain_order(pod) for pod in remaining)
         refused = False

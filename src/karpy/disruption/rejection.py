@@ -47,6 +47,9 @@ class RejectionKind(enum.Enum):
     TOO_FEW_SPOT_TYPES = "TooFewSpotTypes"
     MIN_VALUES_UNMET = "MinValuesUnmet"
     SAME_TYPE_NOT_CHEAPER = "SameTypeNotCheaper"
+    # Node repair: vetoed by karpenter.sh/do-not-repair, or its NodePool's breaker is tripped.
+    DO_NOT_REPAIR = "DoNotRepair"
+    REPAIR_BREAKER = "RepairBreaker"
 
 
 # The node is not a candidate yet: it will be, or will not be one, without anyone acting.

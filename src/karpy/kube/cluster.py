@@ -608,6 +608,15 @@ class KubeCluster(TypedReads):
         if isinstance(obj, NodeClaim):
             return self._update_nodeclaim(resource, current, obj)  # type: ignore[return-value]
         if isinstance(obj, Node):
+            if obj.boot_id and obj.boot_id != Node.parse(FieldReader(current)).boot_id:
+                # A new boot ID (a kwok Node's reboot) is status: the status subresource's to write.
+                current = self._call(
+                    "PATCH",
+                    resource.object_path(meta.namespace, meta.name, "status"),
+                    {"status": {"nodeInfo": {"bootID": obj.boot_id}}},
+                    content_type=CONTENT_MERGE_PATCH,
+                )
+                meta = meta.with_changes(resource_version="")
             patch = node_merge_patch(current, obj)
         elif isinstance(obj, Pod):
             patch = pod_merge_patch(current, obj)

@@ -151,6 +151,13 @@ class Metrics:
             "the owning nodepool, and capacity type.",
             ["reason", "nodepool", "capacity_type"],
         )
+        self.nodeclaims_unhealthy_disrupted = r.counter(
+            f"{NAMESPACE}_nodeclaims_unhealthy_disrupted_total",
+            "Number of unhealthy nodeclaims disrupted in total by node repair. Labeled by the condition "
+            "the node was disrupted on, the owning nodepool, the capacity type, the image ID, and the "
+            "termination mode.",
+            ["condition", "nodepool", "capacity_type", "image_id", "termination_mode"],
+        )
         self.pods_startup_duration = r.summary(
             f"{NAMESPACE}_pods_startup_duration_seconds",
             "The time from pod creation until the pod is running.",
@@ -244,6 +251,19 @@ class Metrics:
     def nodeclaim_disrupted(self, nodeclaim: NodeClaim, reason: str) -> None:
         self.nodeclaims_disrupted.labels(
             reason=reason_label(reason), nodepool=nodeclaim.nodepool, capacity_type=nodeclaim.capacity_type
+        ).inc()
+
+    def nodeclaim_repaired(self, nodeclaim: NodeClaim, condition: str, drain_bound: float | None) -> None:
+        """A NodeClaim node repair disrupted, by the drain bound repair applied (None: the NodeClaim's own):
+        forceful without a drain, eventual with a bound, graceful with none (Karpenter's modes)."""
+        bound = drain_bound if drain_bound is not None else nodeclaim.spec.termination_grace_period
+        mode = "graceful" if bound is None else ("forceful" if bound <= 0 else "eventual")
+        self.nodeclaims_unhealthy_disrupted.labels(
+            condition=reason_label(condition),
+            nodepool=nodeclaim.nodepool,
+            capacity_type=nodeclaim.capacity_type,
+            image_id=nodeclaim.status.image_id,
+            termination_mode=mode,
         ).inc()
 
     # -- scheduling ------------------------------------------------------------

@@ -54,7 +54,8 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
-from karpy.operator.cluster import Clock, ClusterReader
+from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
+from karpy.operator.cluster import Clock, Cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,37 @@ class Interruption:
         return matching[: math.ceil(fraction * len(matching))]
 
 
+@dataclass(frozen=True, slots=True)
+class NodeFailure:
+    """At ``at``, some instances' Nodes get ``condition_type=condition_status`` (their kubelet
+    stopped posting, a disk failed...), as node repair would find them.
+
+    The instances are chosen as an :class:`Interruption`'s are (of ``instance_types`` in
+    ``zones``; the ``count`` oldest, or the oldest ``fraction`` rounded up, or all), spot
+    and on-demand alike. The condition stays until the node goes.
+    """
+
+    at: float
+    condition_type: str = "Ready"
+    condition_status: str = "Unknown"
+    reason: str = "NodeStatusUnknown"
+    instance_types: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    fraction: float | None = None
+    count: int | None = None
+
+    def select(self, instances: Iterable[Instance]) -> list[Instance]:
+        chosen = Interruption(
+            self.at,
+            STATE_CHANGE,
+            self.instance_types,
+            self.zones,
+            self.fraction,
+            self.count,
+        )
+        return chosen.select(instances)
+
+
 @dataclass(slots=True)
 class SimulatedCloudSettings:
     registration_delay: float = 30.0
@@ -162,6 +194,7 @@ class SimulatedCloudSettings:
     capacity_failures: list[CapacityFailure] = field(default_factory=list)
     launch_errors: list[LaunchError] = field(default_factory=list)
     interruptions: list[Interruption] = field(default_factory=list)
+    node_failures: list[NodeFailure] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +217,8 @@ class SimulatedCloud:
 
     def __init__(
         self,
-        cluster: ClusterReader,
+        # Read, and written only by ``reboot`` (a rebooted instance's Node gets a new boot ID).
+        cluster: Cluster,
         clock: Clock,
         settings: SimulatedCloudSettings | None = None,
         catalog: Catalog | None = None,
@@ -408,7 +442,19 @@ class SimulatedCloud:
         return ""
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
-        return [RepairPolicy("Ready", "False", 30 * 60.0), RepairPolicy("Ready", "Unknown", 30 * 60.0)]
+        return list(AWS_REPAIR_POLICIES)
+
+    supports_reboot = True
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        """The instance reboots at once: its Node gets a new boot ID (its kubelet posts it back up)."""
+        instance = self.instances.get(nodeclaim.status.provider_id)
+        node = self.cluster.node(instance.node_name) if instance is not None else None
+        if node is None:
+            raise NodeClaimNotFoundError(f"instance {nodeclaim.status.provider_id} not found")
+        boot_id = f"sim-{operation_id}"
+        if node.boot_id != boot_id:
+            self.cluster.update(node.with_changes(boot_id=boot_id))
 
     def compatible_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
         """Instance types the pool's requirements admit (for validation and explanations)."""

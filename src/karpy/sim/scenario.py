@@ -29,6 +29,8 @@ applied at time zero, the run going on until the cluster is steady), or a
           - {from: 5m, until: 40m}
         interruptions:                  # EC2's warnings, handled as karpy run handles its queue's
           - {at: 10m, kind: spot-interruption, instanceTypes: [m5.large], fraction: 0.5}
+        nodeFailures:                   # Nodes that break (node repair, gate NodeRepair, replaces them)
+          - {at: 15m, condition: {type: Ready, status: Unknown}, count: 1}
       steps:
         - at: 0s
           apply: {files: [nodepool.yaml, app.yaml]}   # relative to the scenario
@@ -94,6 +96,7 @@ from karpy.sim.cloud import (
     CapacityFailure,
     Interruption,
     LaunchError,
+    NodeFailure,
     RegistrationFailure,
 )
 from karpy.sim.field_errors import FieldErrors
@@ -168,6 +171,7 @@ class Scenario:
     launch_errors: list[LaunchError] = field(default_factory=list)
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
     interruptions: list[Interruption] = field(default_factory=list)
+    node_failures: list[NodeFailure] = field(default_factory=list)
     # How long a Job's pod runs when its template has no karpy.dev/duration; None: until deleted.
     job_duration: float | None = None
     # spec.settings.featureGates, read as karpy run reads FEATURE_GATES; None: not given.
@@ -467,6 +471,46 @@ def _parse_interruption(errors: FieldErrors, reader: FieldReader, end_of_run: fl
     )
 
 
+def _parse_node_failure(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> NodeFailure:
+    at = errors.read(reader, lambda: _duration(reader, "at"), 0.0)
+    if at > end_of_run:
+        errors.add(reader.error("at", _after_the_end(at, end_of_run, "the failure would never come")))
+    condition = errors.read(
+        reader, lambda: reader.obj("condition"), FieldReader({}, reader.child_path("condition"))
+    )
+    condition_type = errors.read(condition, lambda: condition.string("type", "Ready"), "Ready")
+    if not condition_type:
+        errors.add(condition.error("type", "must not be empty"))
+    status = errors.read(condition, lambda: condition.string("status", "Unknown"), "Unknown")
+    if status not in ("True", "False", "Unknown"):
+        errors.add(condition.error("status", f"one of True, False, Unknown, not {status!r}"))
+    reason = errors.read(condition, lambda: condition.string("reason", "NodeStatusUnknown"), "")
+    fraction: float | None = None
+    text = errors.read(reader, lambda: reader.scalar_str("fraction"), None)
+    if text is not None:
+        try:
+            fraction = float(text)
+        except ValueError:
+            fraction = -1.0
+        if not 0.0 < fraction <= 1.0:
+            errors.add(reader.error("fraction", f"a number above 0 and at most 1, not {text!r}"))
+    count = errors.read(reader, lambda: reader.integer("count"), None)
+    if count is not None and count < 0:
+        errors.add(reader.error("count", "must not be negative"))
+    if fraction is not None and count is not None:
+        errors.add(reader.error("", "give fraction or count, not both"))
+    return NodeFailure(
+        at=at,
+        condition_type=condition_type,
+        condition_status=status,
+        reason=reason,
+        instance_types=_offering_list(errors, reader, "instanceTypes", _instance_type_error),
+        zones=_offering_list(errors, reader, "zones", _zone_error),
+        fraction=fraction,
+        count=count,
+    )
+
+
 def _parse_node_group(errors: FieldErrors, reader: FieldReader) -> NodeGroup:
     min_size = errors.read(reader, lambda: reader.integer("minSize"), None) or 0
     max_size = errors.read(reader, lambda: _required_integer(reader, "maxSize"), None)
@@ -759,6 +803,9 @@ def parse_scenario(
     )
     scenario.interruptions = errors.items(
         cloud, "interruptions", lambda item: _parse_interruption(errors, item, end_of_run)
+    )
+    scenario.node_failures = errors.items(
+        cloud, "nodeFailures", lambda item: _parse_node_failure(errors, item, end_of_run)
     )
 
     settings = errors.read(spec, lambda: spec.obj("settings"), FieldReader({}, "spec.settings"))

@@ -65,6 +65,7 @@ from karpy.sim.cloud import SimulatedCloud, SimulatedCloudSettings
 from karpy.sim.hpa import HorizontalPodAutoscalerController
 from karpy.sim.interruptions import SimulatedInterruptions
 from karpy.sim.kubelet import KubeletSettings, SimulatedKubelet
+from karpy.sim.node_failures import SimulatedNodeFailures
 from karpy.sim.recorder import Recorder
 from karpy.sim.scenario import Scenario, Step
 from karpy.sim.scheduler import SimulatedKubeScheduler
@@ -89,6 +90,8 @@ class SimulationSettings:
     """The CapacityBuffer feature gate: the scenario's CapacityBuffers are resolved and their room kept."""
     static_capacity: bool = True
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
+    node_repair: bool = False
+    """The NodeRepair feature gate: unhealthy nodes are repaired (:mod:`karpy.disruption.repair`)."""
 
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     """The simulated cloud: its catalog, prices, delays and failures."""
@@ -188,6 +191,7 @@ class Simulation:
             record_metrics=metrics is not None,
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
+            node_repair=self.settings.node_repair,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)
@@ -199,6 +203,10 @@ class Simulation:
         )
         # The cloud's warnings (a scenario's cloud.interruptions), and the controller karpy run has for them.
         self.interruptions = SimulatedInterruptions(
+            self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
+        )
+        # The cloud's node failures (a scenario's cloud.nodeFailures), for node repair to find.
+        self.node_failures = SimulatedNodeFailures(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
         )
         self.hpa = HorizontalPodAutoscalerController(
@@ -230,6 +238,7 @@ class Simulation:
                 self.cluster, cloud_for(InterruptionController.name), self.clock, metrics=self.metrics
             ),
             self.interruptions,
+            self.node_failures,
             SimulatedKubeScheduler(self.cluster),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
@@ -375,6 +384,7 @@ class Simulation:
         if warning is None:
             return None  # an instance warned of is still to be reclaimed
         ahead.append(warning)
+        ahead.append(self.node_failures.next_failure_at())
         now = self.clock.now()
         ahead += (moment for moment in self.cloud_window_boundaries() if now < moment <= self.end)
         if self.hpa.holds_run(self.end):
@@ -497,6 +507,8 @@ class Simulation:
         self.cloud.settings.registration_failures.extend(scenario.registration_failures)
         self.cloud.settings.interruptions.extend(scenario.interruptions)
         self.interruptions.schedule()
+        self.cloud.settings.node_failures.extend(scenario.node_failures)
+        self.node_failures.schedule()
         now = self.clock.now()
         for moment in self.cloud_window_boundaries():
             if moment > now:

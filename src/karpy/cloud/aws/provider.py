@@ -114,8 +114,10 @@ from karpy.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
     NodeClassProblem,
+    NodeRebootNotImplementedError,
     RepairPolicy,
 )
+from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
 from karpy.operator.cluster import Clock, ClusterReader
 
 log = logging.getLogger("karpy.cloud.aws")
@@ -497,16 +499,13 @@ class AwsCloudProvider:
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Karpenter's AWS repair policies: the kubelet's Ready and the node monitoring agent's conditions."""
-        half_hour, ten_minutes = 30 * 60.0, 10 * 60.0
-        return [
-            RepairPolicy("Ready", "False", half_hour),
-            RepairPolicy("Ready", "Unknown", half_hour),
-            RepairPolicy("AcceleratedHardwareReady", "False", ten_minutes),
-            RepairPolicy("StorageReady", "False", half_hour),
-            RepairPolicy("NetworkingReady", "False", half_hour),
-            RepairPolicy("KernelReady", "False", half_hour),
-            RepairPolicy("ContainerRuntimeReady", "False", half_hour),
-        ]
+        return list(AWS_REPAIR_POLICIES)
+
+    # None of the AWS policies reboots, and the local EC2 endpoint has no RebootInstances to test one on.
+    supports_reboot = False
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        raise NodeRebootNotImplementedError("karpy's AWS provider does not reboot instances in place")
 
     def close(self) -> None:
         """Stop the launch pool, letting running launches finish (the runner calls it at shutdown)."""

@@ -95,6 +95,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     RepairPolicy,
 )
+from karpy.cloud.repair_policies import KWOK_REPAIR_POLICIES
 from karpy.operator.cluster import (
     AlreadyExistsError,
     Clock,
@@ -441,7 +442,19 @@ class KwokCloudProvider:
         return ""
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
-        return [RepairPolicy("Ready", "False", 30 * 60.0), RepairPolicy("Ready", "Unknown", 30 * 60.0)]
+        return list(KWOK_REPAIR_POLICIES)
+
+    supports_reboot = True
+
+    def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
+        """As Karpenter's kwok provider reboots: the Node's boot ID becomes ``kwok-<operation>``."""
+        name = self._name_of(nodeclaim.status.provider_id) or nodeclaim.status.node_name
+        node = self.cluster.node(name) if name else None
+        if node is None:
+            raise NodeClaimNotFoundError(f"kwok Node {name!r} not found")
+        boot_id = f"kwok-{operation_id}"
+        if node.boot_id != boot_id:
+            self.cluster.update(node.with_changes(boot_id=boot_id))
 
     @staticmethod
     def _name_of(provider_id: str) -> str:
