@@ -20,6 +20,7 @@ replacement.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -769,4 +770,91 @@ def test_a_selector_matching_nothing_is_named_on_the_class_the_pool_and_the_pods
         assert not aws.instances("typo-aws")
     finally:
         remove_aws_pool(plane, aws, "typo-aws", "typo-aws")
+        karpy.stop()
+
+
+# -- node class drift ------------------------------------------------------------
+
+
+def test_a_changed_user_data_replaces_each_node_one_at_a_time_within_the_budget(
+    fresh: Aws, crds: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    aws, plane = fresh, crds
+    karpy = karpy_aws(plane, aws, "aws-drift", tmp_path)
+    hash_key, version_key = (
+        "karpenter.k8s.aws/ec2nodeclass-hash",
+        "karpenter.k8s.aws/ec2nodeclass-hash-version",
+    )
+    try:
+        drift_pool = pool("drift-aws", "drift-aws", ["c5.large"], ["on-demand"])
+        drift_pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
+        node_class = k3s_node_class("drift-aws")
+        # One pod of a whole CPU a c5.large: two nodes.
+        plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=as_yaml(node_class, drift_pool, karpenter_test(namespace, "drift-aws", 2)),
+        )
+        app = app_of(namespace, "drift-aws")
+        wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=180, what="2 pods Running")
+        first = pool_claims(plane, "drift-aws")
+        assert len(first) == 2
+        class_hash = wait_until(
+            lambda: (
+                _object(plane, "ec2nodeclass", "drift-aws")["metadata"].get("annotations", {}).get(hash_key)
+            ),
+            timeout=30,
+            what="the class' hash annotation",
+        )
+        for claim in first.values():
+            annotations = claim["metadata"]["annotations"]
+            assert annotations[hash_key] == class_hash and annotations[version_key] == "karpy-v1"
+
+        # The K3s user fixes the join script: the same script with one more line.
+        fixed = node_class["spec"]["userData"].replace("set -euo pipefail\n", "set -euo pipefail\n# v2\n", 1)
+        plane.kubectl(
+            "patch",
+            "ec2nodeclass",
+            "drift-aws",
+            "--type",
+            "merge",
+            "-p",
+            json.dumps({"spec": {"userData": fixed}}),
+        )
+        reasons: set[str] = set()
+        most_going = 0
+
+        def replaced() -> bool:
+            nonlocal most_going
+            claims = pool_claims(plane, "drift-aws")
+            most_going = max(
+                most_going, sum(1 for c in claims.values() if c["metadata"].get("deletionTimestamp"))
+            )
+            reasons.update(condition(c, "Drifted").get("reason", "") for c in claims.values())
+            fresh_claims = [name for name in claims if name not in first]
+            return not set(first) & set(claims) and len(fresh_claims) == 2
+
+        wait_until(replaced, timeout=300, what="both nodes replaced")
+        wait_until(
+            lambda: len(running_pods(plane, namespace, app)) == 2, timeout=120, what="2 pods Running again"
+        )
+        assert "NodeClassDrift" in reasons, reasons
+        assert most_going <= 1, f"{most_going} NodeClaims were being disrupted at once with a budget of 1"
+        new_hash = _object(plane, "ec2nodeclass", "drift-aws")["metadata"]["annotations"][hash_key]
+        assert new_hash != class_hash
+        assert {c["metadata"]["annotations"][hash_key] for c in pool_claims(plane, "drift-aws").values()} == {
+            new_hash
+        }
+        booted = {
+            base64.b64decode(
+                aws.ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData")[
+                    "UserData"
+                ]["Value"]
+            ).decode()
+            for instance in aws.instances("drift-aws", ("pending", "running"))
+        }
+        assert booted == {fixed}, "the replacements boot the fixed join script"
+    finally:
+        remove_aws_pool(plane, aws, "drift-aws", "drift-aws")
         karpy.stop()

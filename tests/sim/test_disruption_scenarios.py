@@ -10,7 +10,9 @@ from tests.support import DATA
 
 from karpy.api.core import Pod
 from karpy.disruption import decision
+from karpy.disruption.drift import NODECLASS_DRIFT_MESSAGES
 from karpy.disruption.method import Candidate
+from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -171,15 +173,33 @@ def test_consolidation_does_not_run_away_while_a_deployment_scales_up_and_down()
     assert app_pods_running(simulation) == 12
 
 
-def test_a_node_class_change_reported_by_the_cloud_drifts_and_replaces_the_node() -> None:
-    simulation = run(SCENARIOS / "nodeclass-drift" / "scenario.yaml")
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [
+        ("scenario.yaml", AMI_DRIFT),  # a new AMI pinned
+        ("scenario-userdata.yaml", NODECLASS_DRIFT),  # a static field: the hash changed
+        ("scenario-security-group.yaml", SECURITY_GROUP_DRIFT),  # other security groups selected
+    ],
+)
+def test_a_node_class_change_drifts_and_replaces_the_node_with_karpenters_reason(
+    scenario: str, reason: str
+) -> None:
+    simulation = run(SCENARIOS / "nodeclass-drift" / scenario)
     records = sorted(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
     assert len(records) == 2
     assert records[0].deleted_at is not None and records[1].deleted_at is None
-    assert any(
-        event.reason == "Drifted" and "changed since the instance was launched" in event.message
-        for event in simulation.cluster.events
-    )
+    assert [event.message for event in simulation.cluster.events if event.reason == "Drifted"] == [
+        NODECLASS_DRIFT_MESSAGES[reason]
+    ]
+    assert app_pods_running(simulation) == 2
+
+
+def test_a_node_class_rewritten_to_ask_for_the_same_nodes_drifts_nothing() -> None:
+    # The simulator used to drift on any change to the class; karpy run never did that.
+    simulation = run(SCENARIOS / "nodeclass-drift" / "scenario-same-nodes.yaml")
+    records = list(simulation.recorder.nodeclaims.values())
+    assert len(records) == 1 and records[0].deleted_at is None
+    assert not [event for event in simulation.cluster.events if event.reason == "Drifted"]
     assert app_pods_running(simulation) == 2
 
 
