@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from tests.support import DATA
 
 from karpy.api.core import Pod
 from karpy.disruption import decision
 from karpy.disruption.drift import NODECLASS_DRIFT_MESSAGES
 from karpy.disruption.method import Candidate
-from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT
+from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -235,3 +236,91 @@ def test_a_blocked_nodes_saving_is_worked_out_once_while_it_stays_blocked(
     simulation.disruption.decide()
     assert simulated == []
     assert simulation.disruption.savings_given_up == {name: saving}
+
+
+TWO_NODE_BASE = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 1m, budgets: [{nodes: "1"}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, resources: {requests: {cpu: "1", memory: 512Mi}}}]
+"""
+CLASS_SPEC: dict[str, Any] = {
+    "amiSelectorTerms": [{"alias": "al2023@v20260101"}],
+    "role": "KarpenterNodeRole",
+    "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+    "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+    "tags": {"team": "web"},
+    "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi", "volumeType": "gp3"}}],
+}
+
+
+def class_manifest(**changes: Any) -> str:
+    spec = {**CLASS_SPEC, **changes}
+    node_class = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": spec,
+    }
+    return yaml.safe_dump(node_class)
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"tags": {"team": "web", "cost-center": "42"}}, NODECLASS_DRIFT),
+        (
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "50Gi", "volumeType": "gp3"}}
+                ]
+            },
+            NODECLASS_DRIFT,
+        ),
+        ({"metadataOptions": {"httpPutResponseHopLimit": 2}}, NODECLASS_DRIFT),
+        ({"kubelet": {"maxPods": 58}}, NODECLASS_DRIFT),
+        ({"subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo-private"}}]}, SUBNET_DRIFT),
+    ],
+    ids=["tags", "blockDeviceMappings", "metadataOptions", "kubelet", "subnetSelectorTerms"],
+)
+def test_each_field_replaces_both_nodes_one_at_a_time_under_a_budget_of_one(
+    tmp_path: Path, changes: dict[str, Any], reason: str
+) -> None:
+    (tmp_path / "base.yaml").write_text(class_manifest() + "---\n" + TWO_NODE_BASE)
+    (tmp_path / "update.yaml").write_text(class_manifest(**changes))
+    (tmp_path / "scenario.yaml").write_text(
+        "apiVersion: karpy.dev/v1alpha1\nkind: Scenario\nmetadata: {name: field-drift}\n"
+        "spec:\n  duration: 1h\n  steps:\n"
+        "    - {at: 0s, apply: {files: [base.yaml]}}\n"
+        "    - {at: 10m, apply: {files: [update.yaml]}}\n"
+    )
+    simulation = run(tmp_path / "scenario.yaml")
+    records = sorted(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
+    originals, replacements = records[:2], records[2:]
+    assert len(replacements) == 2, [(r.name, r.created_at, r.deleted_at) for r in records]
+    assert all(r.deleted_at is not None for r in originals)
+    assert all(r.deleted_at is None for r in replacements)
+    # A budget of one: the second replacement starts once the first drifted node is gone.
+    first_gone = min(r.deleted_at for r in originals if r.deleted_at is not None)
+    assert replacements[1].created_at >= first_gone
+    drifted = [event.message for event in simulation.cluster.events if event.reason == "Drifted"]
+    assert drifted and set(drifted) == {NODECLASS_DRIFT_MESSAGES[reason]}
+    assert app_pods_running(simulation) == 2

@@ -28,6 +28,11 @@ chooses the way the simulated cloud does: spot whenever the NodeClaim allows it
 and a spot offering is available, on-demand otherwise, and within that capacity
 type the cheapest offering (ties broken by type name, then zone).
 
+Drift: each launch is annotated with the class' hash
+(:func:`karpy.api.nodeclass_hash.kwoknodeclass_hash`, the catalog the class
+offers), and ``is_drifted`` says ``NodeClassDrift`` when it changed, by the
+rule every karpy cloud shares (:mod:`karpy.disruption.nodeclass_drift`).
+
 The Node is created the way a kubelet registers: the instance type's labels,
 the zone and capacity type, the NodeClaim's labels and ``kubernetes.io/hostname``;
 the NodeClaim's taints and startup taints plus ``karpenter.sh/unregistered``
