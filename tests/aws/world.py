@@ -25,6 +25,12 @@ images' creation times) as the account of a K3s cluster ``my-k3s`` would look:
 - an IAM role for the nodes with an instance profile holding it;
 - the interruption queue ``my-k3s-karpy``.
 
+moto 5.2 launches a fleet's instances without its launch template's
+``SecurityGroupIds`` (it reads a ``GroupSet`` key EC2 does not have), so
+every instance would be in the VPC's default group and drift
+(``SecurityGroupDrift``) at once; :func:`fleets_use_template_security_groups`
+gives them the template's groups, as EC2 does.
+
 Tests share the world, so they treat it as read-only or make only changes that
 are idempotent (an instance profile created for a role is created once and
 found again). The environment is set per test through ``monkeypatch``, so no
@@ -39,9 +45,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import boto3
+from moto.ec2.models.fleets import FleetsBackend
 from moto.server import ThreadedMotoServer
 from mypy_boto3_ec2.type_defs import TagSpecificationTypeDef, TagTypeDef
 
@@ -186,12 +193,39 @@ def seed(endpoint: str, started: float) -> AwsWorld:
     return AwsWorld(**{**world.__dict__, "seconds_to_seed": time.monotonic() - started})
 
 
+def fleets_use_template_security_groups() -> None:
+    """Make moto's CreateFleet put each instance in its launch template's security groups, as EC2 does."""
+    if getattr(FleetsBackend.create_fleet, "uses_template_security_groups", False):
+        return
+    create_fleet = FleetsBackend.create_fleet
+
+    def with_template_groups(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fleet = create_fleet(self, *args, **kwargs)
+        launched = [(item["instance"], item["launch_spec"]) for item in fleet.on_demand_instances]
+        launched += [(request.instance, request.launch_spec) for request in fleet.spot_requests]
+        for instance, launch_spec in launched:
+            template = launch_spec.launch_template_spec if launch_spec is not None else None
+            if not template:
+                continue
+            data = (
+                self.get_launch_template(template["LaunchTemplateId"]).get_version(template["Version"]).data
+            )
+            groups = data.get("SecurityGroupIds") or []
+            if groups:
+                self.modify_instance_security_groups(instance.id, list(groups))
+        return fleet
+
+    with_template_groups.uses_template_security_groups = True  # type: ignore[attr-defined]
+    FleetsBackend.create_fleet = with_template_groups  # type: ignore[method-assign]
+
+
 @contextmanager
 def moto_world() -> Iterator[AwsWorld]:
     """moto on 127.0.0.1 and a free port, seeded; stopped on exit."""
     started = time.monotonic()
     # The server logs every request at INFO level: thousands of lines in a failed test's report.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    fleets_use_template_security_groups()
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -19,9 +19,17 @@ from karpy.api.core import Node
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import KWOKNodeClass
+from karpy.api.nodeclass_hash import (
+    KWOKNODECLASS_HASH_ANNOTATION,
+    KWOKNODECLASS_HASH_VERSION,
+    KWOKNODECLASS_HASH_VERSION_ANNOTATION,
+    kwoknodeclass_hash,
+)
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_ZONE, Requirement
 from karpy.cloud.kwok.provider import KwokCloudProvider
+from karpy.cloud.kwok_catalog import INSTANCE_TYPES_ANNOTATION
+from karpy.disruption.nodeclass_drift import NODECLASS_DRIFT
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
@@ -174,3 +182,28 @@ def test_list_gives_the_nodes_a_nodepool_launched_with_their_creation_times() ->
     assert node is not None and listed.name == claim.name
     assert listed.status.provider_id == "kwok://default-gc"
     assert listed.metadata.creation_timestamp == node.metadata.creation_timestamp is not None
+
+
+def test_a_kwok_nodeclaim_carries_its_class_hash_and_drifts_when_the_catalog_changes() -> None:
+    store = _store()
+    provider = KwokCloudProvider(store)
+    claim = store.create(
+        NodeClaim(
+            metadata=ObjectMeta(name="hashed"),
+            spec=NodeClaimSpec(node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default")),
+        )
+    )
+    launched = provider.create(claim)
+    assert launched.metadata.annotations == {
+        KWOKNODECLASS_HASH_ANNOTATION: kwoknodeclass_hash("aws").value,
+        KWOKNODECLASS_HASH_VERSION_ANNOTATION: KWOKNODECLASS_HASH_VERSION,
+    }
+    claim = claim.with_metadata(annotations=launched.metadata.annotations)
+    assert provider.is_drifted(claim) == ""
+    node_class = store.node_class("karpenter.kwok.sh", "KWOKNodeClass", "default")
+    assert node_class is not None
+    annotated = node_class.metadata.with_changes(annotations={INSTANCE_TYPES_ANNOTATION: "karpenter"})
+    store.update(dataclasses.replace(node_class, metadata=annotated))
+    assert provider.is_drifted(claim) == NODECLASS_DRIFT
+    assert provider.is_drifted(claim.with_metadata(annotations={})) == ""  # launched before the hash
+    _stop(provider)

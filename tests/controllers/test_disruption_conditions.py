@@ -18,7 +18,8 @@ from karpy.api.requirements import Requirements
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.provisioning import build_nodeclaim
-from karpy.disruption.drift import REASON_NODECLASS_DRIFTED, REASON_NODEPOOL_DRIFTED
+from karpy.disruption.drift import REASON_NODEPOOL_DRIFTED
+from karpy.disruption.nodeclass_drift import AMI_DRIFT
 from karpy.scheduling.solver import NewNodeClaim
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
@@ -85,9 +86,9 @@ def test_a_template_change_marks_the_nodeclaim_drifted_and_a_change_back_clears_
 
 def test_the_clouds_drift_marks_the_nodeclaim_and_a_cloud_that_fails_does_not() -> None:
     _, cluster, cloud, controller, name = world()
-    cloud.drifted = "the node class's AMI changed"
+    cloud.drifted = AMI_DRIFT
     controller.reconcile(name)
-    assert drifted(cluster, name) == REASON_NODECLASS_DRIFTED
+    assert drifted(cluster, name) == AMI_DRIFT  # the cloud's reason is the condition's, as in Karpenter
     cloud.drifted = None
     controller.reconcile(name)
     assert drifted(cluster, name) == ""

@@ -20,6 +20,7 @@ replacement.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -769,4 +770,112 @@ def test_a_selector_matching_nothing_is_named_on_the_class_the_pool_and_the_pods
         assert not aws.instances("typo-aws")
     finally:
         remove_aws_pool(plane, aws, "typo-aws", "typo-aws")
+        karpy.stop()
+
+
+# -- node class drift ------------------------------------------------------------
+
+
+@dataclass
+class Rollout:
+    """What a drift rollout of a pool looked like, sampled while it ran."""
+
+    reasons: set[str]
+    most_disrupted_at_once: int
+    seconds: float
+
+
+def roll_out(plane: ControlPlane, pool_name: str, before: set[str], timeout: float = 300) -> Rollout:
+    """Wait until none of ``before`` is left and as many new NodeClaims run; sample on the way."""
+    started = time.monotonic()
+    rollout = Rollout(set(), 0, 0.0)
+
+    def replaced() -> bool:
+        claims = pool_claims(plane, pool_name)
+        going = sum(1 for claim in claims.values() if claim["metadata"].get("deletionTimestamp"))
+        rollout.most_disrupted_at_once = max(rollout.most_disrupted_at_once, going)
+        rollout.reasons.update(condition(claim, "Drifted").get("reason", "") for claim in claims.values())
+        return not before & set(claims) and len(set(claims) - before) == len(before)
+
+    wait_until(replaced, timeout=timeout, what=f"{pool_name}'s nodes replaced")
+    rollout.seconds = time.monotonic() - started
+    rollout.reasons.discard("")
+    return rollout
+
+
+def test_a_changed_user_data_or_security_group_selector_replaces_each_node_within_the_budget(
+    fresh: Aws, crds: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    aws, plane = fresh, crds
+    karpy = karpy_aws(plane, aws, "aws-drift", tmp_path)
+    hash_key = "karpenter.k8s.aws/ec2nodeclass-hash"
+    version_key = "karpenter.k8s.aws/ec2nodeclass-hash-version"
+    try:
+        drift_pool = pool("drift-aws", "drift-aws", ["c5.large"], ["on-demand"])
+        drift_pool["spec"]["disruption"]["budgets"] = [{"nodes": "1"}]
+        node_class = k3s_node_class("drift-aws")
+        # One pod of a whole CPU a c5.large: two nodes.
+        plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=as_yaml(node_class, drift_pool, karpenter_test(namespace, "drift-aws", 2)),
+        )
+        app = app_of(namespace, "drift-aws")
+        wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=180, what="2 pods Running")
+        first = pool_claims(plane, "drift-aws")
+        assert len(first) == 2
+
+        def class_annotations() -> dict[str, str]:
+            found: dict[str, str] = _object(plane, "ec2nodeclass", "drift-aws")["metadata"].get(
+                "annotations", {}
+            )
+            return found
+
+        class_hash = wait_until(lambda: class_annotations().get(hash_key), timeout=30, what="the class' hash")
+        for claim in first.values():
+            annotations = claim["metadata"]["annotations"]
+            assert annotations[hash_key] == class_hash and annotations[version_key] == "karpy-v1"
+
+        # The K3s user fixes the join script: the same script with one more line.
+        fixed = node_class["spec"]["userData"].replace("set -euo pipefail\n", "set -euo pipefail\n# v2\n", 1)
+        patch = {"spec": {"userData": fixed}}
+        plane.kubectl("patch", "ec2nodeclass", "drift-aws", "--type", "merge", "-p", json.dumps(patch))
+        rollout = roll_out(plane, "drift-aws", set(first))
+        wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=120, what="2 pods Running")
+        assert rollout.reasons == {"NodeClassDrift"}, rollout
+        assert rollout.most_disrupted_at_once <= 1, f"{rollout} with a budget of one node"
+        new_hash = class_annotations()[hash_key]
+        second = pool_claims(plane, "drift-aws")
+        assert new_hash != class_hash
+        assert {claim["metadata"]["annotations"][hash_key] for claim in second.values()} == {new_hash}
+        booted = {
+            base64.b64decode(
+                aws.ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData")[
+                    "UserData"
+                ]["Value"]
+            ).decode()
+            for instance in aws.instances("drift-aws", ("pending", "running"))
+        }
+        assert booted == {fixed}, "the replacements boot the fixed join script"
+        print(f"\nuserData changed: 2 nodes replaced in {rollout.seconds:.0f}s, one at a time")
+
+        # Then the nodes move to another security group: a dynamic field, not in the hash.
+        hardened = aws.world.untagged_security_group_id
+        patch = {"spec": {"securityGroupSelectorTerms": [{"id": hardened}]}}
+        plane.kubectl("patch", "ec2nodeclass", "drift-aws", "--type", "merge", "-p", json.dumps(patch))
+        rollout = roll_out(plane, "drift-aws", set(second))
+        wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=120, what="2 pods Running")
+        assert rollout.reasons == {"SecurityGroupDrift"}, rollout
+        assert rollout.most_disrupted_at_once <= 1, f"{rollout} with a budget of one node"
+        assert class_annotations()[hash_key] == new_hash  # the selectors are not hashed
+        groups = {
+            group["GroupId"]
+            for instance in aws.instances("drift-aws", ("pending", "running"))
+            for group in instance["SecurityGroups"]
+        }
+        assert groups == {hardened}
+        print(f"security group selector changed: 2 nodes replaced in {rollout.seconds:.0f}s, one at a time")
+    finally:
+        remove_aws_pool(plane, aws, "drift-aws", "drift-aws")
         karpy.stop()

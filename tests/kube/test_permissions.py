@@ -35,7 +35,7 @@ from karpy.api.conditions import Condition
 from karpy.api.core import Node, Pod, PodSpec
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
-from karpy.api.nodeclass import NodeClassStatus
+from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClassStatus
 from karpy.api.nodepool import NodeClassRef, NodePoolStatus
 from karpy.api.taints import Taint
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, ApiStatusError, ApiTransport
@@ -78,7 +78,7 @@ RELEASE_NAMESPACE = "karpy-system"
 DRIVEN = {
     "create": ("NodeClaim", "Node (kwok)"),
     "create_all": ("NodeClaim",),
-    "update": ("NodeClaim", "Node"),
+    "update": ("NodeClaim", "Node", "EC2NodeClass", "KWOKNodeClass"),
     "update_status": ("NodePool", "EC2NodeClass", "KWOKNodeClass"),
     "delete": ("NodeClaim", "Node", "Pod"),
     "evict": ("Pod",),
@@ -253,7 +253,10 @@ def drive(server: RecordingServer) -> None:
             if resource is NODEPOOL
             else NodeClassStatus(conditions=(READY,))
         )
-        cold.update_status(dataclasses.replace(record, status=status))  # type: ignore[type-var]
+        written = cold.update_status(dataclasses.replace(record, status=status))  # type: ignore[type-var]
+        if isinstance(written, EC2NodeClass | KWOKNodeClass):  # the hash annotations (nodeclass.hash)
+            annotated = written.metadata.with_changes(annotations={"hash": "1"})
+            cold.update(dataclasses.replace(written, metadata=annotated))
     # A CapacityBuffer's status (the capacitybuffer controller, provisioning).
     warm = parse_record(CAPACITY_BUFFER, buffer)
     assert isinstance(warm, CapacityBuffer)

@@ -6,11 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from tests.support import DATA
 
 from karpy.api.core import Pod
 from karpy.disruption import decision
+from karpy.disruption.drift import NODECLASS_DRIFT_MESSAGES
 from karpy.disruption.method import Candidate
+from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -171,15 +174,33 @@ def test_consolidation_does_not_run_away_while_a_deployment_scales_up_and_down()
     assert app_pods_running(simulation) == 12
 
 
-def test_a_node_class_change_reported_by_the_cloud_drifts_and_replaces_the_node() -> None:
-    simulation = run(SCENARIOS / "nodeclass-drift" / "scenario.yaml")
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [
+        ("scenario.yaml", AMI_DRIFT),  # a new AMI pinned
+        ("scenario-userdata.yaml", NODECLASS_DRIFT),  # a static field: the hash changed
+        ("scenario-security-group.yaml", SECURITY_GROUP_DRIFT),  # other security groups selected
+    ],
+)
+def test_a_node_class_change_drifts_and_replaces_the_node_with_karpenters_reason(
+    scenario: str, reason: str
+) -> None:
+    simulation = run(SCENARIOS / "nodeclass-drift" / scenario)
     records = sorted(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
     assert len(records) == 2
     assert records[0].deleted_at is not None and records[1].deleted_at is None
-    assert any(
-        event.reason == "Drifted" and "changed since the instance was launched" in event.message
-        for event in simulation.cluster.events
-    )
+    assert [event.message for event in simulation.cluster.events if event.reason == "Drifted"] == [
+        NODECLASS_DRIFT_MESSAGES[reason]
+    ]
+    assert app_pods_running(simulation) == 2
+
+
+def test_a_node_class_rewritten_to_ask_for_the_same_nodes_drifts_nothing() -> None:
+    # The simulator used to drift on any change to the class; karpy run never did that.
+    simulation = run(SCENARIOS / "nodeclass-drift" / "scenario-same-nodes.yaml")
+    records = list(simulation.recorder.nodeclaims.values())
+    assert len(records) == 1 and records[0].deleted_at is None
+    assert not [event for event in simulation.cluster.events if event.reason == "Drifted"]
     assert app_pods_running(simulation) == 2
 
 
@@ -215,3 +236,91 @@ def test_a_blocked_nodes_saving_is_worked_out_once_while_it_stays_blocked(
     simulation.disruption.decide()
     assert simulated == []
     assert simulation.disruption.savings_given_up == {name: saving}
+
+
+TWO_NODE_BASE = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 1m, budgets: [{nodes: "1"}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, resources: {requests: {cpu: "1", memory: 512Mi}}}]
+"""
+CLASS_SPEC: dict[str, Any] = {
+    "amiSelectorTerms": [{"alias": "al2023@v20260101"}],
+    "role": "KarpenterNodeRole",
+    "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+    "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+    "tags": {"team": "web"},
+    "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi", "volumeType": "gp3"}}],
+}
+
+
+def class_manifest(**changes: Any) -> str:
+    spec = {**CLASS_SPEC, **changes}
+    node_class = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": spec,
+    }
+    return yaml.safe_dump(node_class)
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"tags": {"team": "web", "cost-center": "42"}}, NODECLASS_DRIFT),
+        (
+            {
+                "blockDeviceMappings": [
+                    {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "50Gi", "volumeType": "gp3"}}
+                ]
+            },
+            NODECLASS_DRIFT,
+        ),
+        ({"metadataOptions": {"httpPutResponseHopLimit": 2}}, NODECLASS_DRIFT),
+        ({"kubelet": {"maxPods": 58}}, NODECLASS_DRIFT),
+        ({"subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo-private"}}]}, SUBNET_DRIFT),
+    ],
+    ids=["tags", "blockDeviceMappings", "metadataOptions", "kubelet", "subnetSelectorTerms"],
+)
+def test_each_field_replaces_both_nodes_one_at_a_time_under_a_budget_of_one(
+    tmp_path: Path, changes: dict[str, Any], reason: str
+) -> None:
+    (tmp_path / "base.yaml").write_text(class_manifest() + "---\n" + TWO_NODE_BASE)
+    (tmp_path / "update.yaml").write_text(class_manifest(**changes))
+    (tmp_path / "scenario.yaml").write_text(
+        "apiVersion: karpy.dev/v1alpha1\nkind: Scenario\nmetadata: {name: field-drift}\n"
+        "spec:\n  duration: 1h\n  steps:\n"
+        "    - {at: 0s, apply: {files: [base.yaml]}}\n"
+        "    - {at: 10m, apply: {files: [update.yaml]}}\n"
+    )
+    simulation = run(tmp_path / "scenario.yaml")
+    records = sorted(simulation.recorder.nodeclaims.values(), key=lambda r: r.created_at)
+    originals, replacements = records[:2], records[2:]
+    assert len(replacements) == 2, [(r.name, r.created_at, r.deleted_at) for r in records]
+    assert all(r.deleted_at is not None for r in originals)
+    assert all(r.deleted_at is None for r in replacements)
+    # A budget of one: the second replacement starts once the first drifted node is gone.
+    first_gone = min(r.deleted_at for r in originals if r.deleted_at is not None)
+    assert replacements[1].created_at >= first_gone
+    drifted = [event.message for event in simulation.cluster.events if event.reason == "Drifted"]
+    assert drifted and set(drifted) == {NODECLASS_DRIFT_MESSAGES[reason]}
+    assert app_pods_running(simulation) == 2

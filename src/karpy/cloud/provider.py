@@ -11,7 +11,8 @@ lets the same controllers drive AWS, kwok-style fake nodes and the simulator:
   garbage collection of leaks);
 - ``get_instance_types`` lists what a NodePool may launch, with offerings and
   their current availability;
-- ``is_drifted`` reports provider-side drift (the node class changed);
+- ``is_drifted`` reports provider-side drift (the node class changed), by
+  the rule of :mod:`karpy.disruption.nodeclass_drift`;
 - ``node_class_problem`` says whether the provider serves a node class and
   whether it is ready: ``None`` when NodePools using it can launch, else the
   reason and message a NodePool's ``NodeClassReady`` condition and its pods'
@@ -40,11 +41,12 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
+from karpy.api.nodeclass_hash import NodeClassHash
 from karpy.api.nodepool import NodePool
 from karpy.disruption.repair import RepairAction as RepairAction  # noqa: PLC0414 (re-exported)
 from karpy.disruption.repair import RepairPolicy as RepairPolicy  # noqa: PLC0414 (re-exported)
@@ -123,3 +125,16 @@ class CloudProvider(Protocol):
     def node_class_problem(self, node_class: NodeClass) -> NodeClassProblem | None: ...
 
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None: ...
+
+
+@runtime_checkable
+class NodeClassHashing(Protocol):
+    """A provider whose NodeClaims carry their node class' hash (every provider karpy ships).
+
+    ``node_class_hash`` is the hash of a node class' static fields
+    (:mod:`karpy.api.nodeclass_hash`) that ``create`` annotates NodeClaims
+    with, ``None`` for a class the provider does not serve. Apart from
+    :class:`CloudProvider` so that a test's stand-in cloud need not hash.
+    """
+
+    def node_class_hash(self, node_class: NodeClass) -> NodeClassHash | None: ...

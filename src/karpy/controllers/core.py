@@ -20,13 +20,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from karpy.cloud.provider import CloudProvider
+from karpy.cloud.provider import CloudProvider, NodeClassHashing
 from karpy.controllers.capacitybuffer import BufferRoom, CapacityBufferController
 from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.nodeclass_hash import NodeClassHashController
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.reboot import RebootController
@@ -53,8 +54,8 @@ class CoreControllers:
     # simulator's Cluster Autoscaler baseline takes their place, and everything else stays).
     deciders: tuple[Controller, ...]
     # NodeClaim lifecycle and pod events, termination, NodePool status, garbage collection (if asked),
-    # the metrics recorders (if asked) and static capacity (if its gate is on: static pools keep
-    # their replicas under either autoscaler).
+    # the metrics recorders (if asked), static capacity (if its gate is on: static pools keep
+    # their replicas under either autoscaler) and the node class hash annotations.
     rest: tuple[Controller, ...]
 
     @property
@@ -129,6 +130,10 @@ def core_controllers(
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:
         rest.append(CapacityBufferController(cluster, clock, room))
+    # Last, so the others keep their order; only a cloud whose NodeClaims carry the class' hash.
+    hashing = cloud_for(NodeClassHashController.name)
+    if isinstance(hashing, NodeClassHashing):
+        rest.append(NodeClassHashController(cluster, hashing))
     return CoreControllers(
         provisioner=provisioner,
         disruption=disruption,

@@ -20,12 +20,14 @@ from karpy.api.core import POD_PENDING, POD_RUNNING, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
+from karpy.api.nodeclass_hash import NodeClassHash
 from karpy.api.nodepool import NodePool
 from karpy.cloud.provider import (
     CloudProvider,
     InsufficientCapacityError,
     LaunchInProgressError,
     NodeClaimNotFoundError,
+    NodeClassHashing,
     NodeClassNotReadyError,
     NodeClassProblem,
     RepairPolicy,
@@ -93,6 +95,10 @@ class MeteredCloudProvider:
 
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
         return self._call("IsDrifted", lambda: self.cloud.is_drifted(nodeclaim))
+
+    def node_class_hash(self, node_class: NodeClass) -> NodeClassHash | None:
+        # Worked out from the class and the provider's settings, not a call to the cloud: not metered.
+        return self.cloud.node_class_hash(node_class) if isinstance(self.cloud, NodeClassHashing) else None
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return self._call("RepairPolicies", self.cloud.repair_policies)

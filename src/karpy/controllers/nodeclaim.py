@@ -3,7 +3,8 @@
 One reconcile moves a NodeClaim as far as the world lets it:
 
 - **launch**: the cloud provider creates the instance; the NodeClaim takes
-  the launched type's labels, capacity and allocatable and its providerID.
+  the launched type's labels, capacity and allocatable, its providerID and
+  the provider's annotations (the node class hash drift is judged by).
   A provider whose launches take seconds (AWS) raises
   ``LaunchInProgressError`` and launches in the background: that is not a
   failure (no Event, no warning); the NodeClaim is reconciled again when the
@@ -234,9 +235,11 @@ class NodeClaimLifecycle:
         conditions = set_condition(
             conditions, CONDITION_READY, FALSE, now, "NotRegistered", "Node not registered"
         )
+        # The provider's annotations (the node class hash it launched from) over the NodeClaim's.
+        annotations = {**nodeclaim.metadata.annotations, **launched.metadata.annotations}
         updated = dataclasses.replace(
             nodeclaim,
-            metadata=nodeclaim.metadata.with_changes(labels=labels),
+            metadata=nodeclaim.metadata.with_changes(labels=labels, annotations=annotations),
             status=dataclasses.replace(
                 nodeclaim.status,
                 provider_id=launched.status.provider_id,

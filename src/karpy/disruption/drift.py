@@ -9,8 +9,10 @@ A NodeClaim is **drifted** (Karpenter v1) when:
 - its labels no longer satisfy the NodePool's requirements (a requirement was
   narrowed; widening one drifts nothing, which is why requirements are not
   part of the hash);
-- the cloud provider says its node class drifted (an AMI, subnet or security
-  group change), passed in as ``provider_reason``.
+- the cloud provider says its node class drifted, passed in as
+  ``provider_reason`` and kept as the condition's reason, as Karpenter keeps
+  it (``NodeClassDrift``, ``AMIDrift``, ``SecurityGroupDrift``,
+  ``SubnetDrift``: :mod:`karpy.disruption.nodeclass_drift`).
 
 :func:`drift_reason` is the rule the NodeClaim disruption controller marks
 ``Drifted`` by. :class:`Drift` is the disruption method (Karpenter's Drift):
@@ -40,12 +42,19 @@ from karpy.api.nodepool import (
 from karpy.disruption.candidates import do_not_disrupt_rejection
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
+from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.scheduling.solver import Plan
 
 REASON_NODEPOOL_DRIFTED = "NodePoolDrifted"
 REASON_REQUIREMENTS_DRIFTED = "RequirementsDrifted"
-REASON_NODECLASS_DRIFTED = "NodeClassDrifted"
+# What each of the node class drift reasons means, for the Drifted condition's message.
+NODECLASS_DRIFT_MESSAGES = {
+    NODECLASS_DRIFT: "a static field of its node class changed (the node class hash differs)",
+    AMI_DRIFT: "its AMI is no longer one its node class resolves for its instance type",
+    SECURITY_GROUP_DRIFT: "its security groups are no longer those its node class resolves",
+    SUBNET_DRIFT: "its subnet is no longer one its node class resolves",
+}
 
 
 def drift_reason(nodeclaim: NodeClaim, nodepool: NodePool, provider_reason: str = "") -> tuple[str, str]:
@@ -69,7 +78,7 @@ def drift_reason(nodeclaim: NodeClaim, nodepool: NodePool, provider_reason: str 
         if labels.get(key) != value:
             return REASON_REQUIREMENTS_DRIFTED, f"label {key} should be {value!r}"
     if provider_reason:
-        return REASON_NODECLASS_DRIFTED, provider_reason
+        return provider_reason, NODECLASS_DRIFT_MESSAGES.get(provider_reason, provider_reason)
     return "", ""
 
 
@@ -176,7 +185,7 @@ class Drift:
 
 
 __all__ = [
-    "REASON_NODECLASS_DRIFTED",
+    "NODECLASS_DRIFT_MESSAGES",
     "REASON_NODEPOOL_DRIFTED",
     "REASON_REQUIREMENTS_DRIFTED",
     "Drift",

@@ -183,11 +183,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "karpenter.k8s.aws",
         "ec2nodeclasses",
-        ("list", "watch", "get"),
+        ("list", "watch", "get", "patch"),
         Scope.CLUSTER,
         Provider.ALL,
         f"{INFORMER}, whatever the provider (a NodePool may name either class); read before a status"
-        " write when not cached",
+        " write when not cached; the hash annotations (nodeclass.hash, a metadata merge patch)",
     ),
     Rule(
         "karpenter.k8s.aws",
@@ -201,10 +201,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "karpenter.kwok.sh",
         "kwoknodeclasses",
-        ("list", "watch", "get"),
+        ("list", "watch", "get", "patch"),
         Scope.CLUSTER,
         Provider.ALL,
-        f"{INFORMER}; read before a status write when not cached",
+        f"{INFORMER}; read before a status write when not cached; the hash annotations (nodeclass.hash,"
+        " a metadata merge patch)",
     ),
     Rule(
         "karpenter.kwok.sh",
@@ -283,6 +284,7 @@ NOT_EXERCISED_ON_KWOK: Mapping[tuple[str, str, str], str] = {
     ("karpenter.sh", "nodepools", "get"): "only when a NodePool is not in the cache yet",
     ("karpenter.k8s.aws", "ec2nodeclasses", "get"): "only when a class is not in the cache yet",
     ("karpenter.k8s.aws", "ec2nodeclasses/status", "update"): "no EC2NodeClass in a kwok walkthrough",
+    ("karpenter.k8s.aws", "ec2nodeclasses", "patch"): "no EC2NodeClass in a kwok walkthrough",
     ("karpenter.kwok.sh", "kwoknodeclasses", "get"): "only when a class is not in the cache yet",
     **{
         (group, plural, verb): BUFFER_GATE

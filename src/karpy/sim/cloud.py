@@ -14,6 +14,14 @@ the controllers can tell:
   unavailable-offerings cache does, so the next pass falls back;
 - EC2NodeClass subnet selector terms resolve to simulated zones: a term with
   tags selects every zone's subnet, a term with an id selects one zone;
+- node class drift follows the rule of ``karpy run``
+  (:mod:`karpy.disruption.nodeclass_drift`): each NodeClaim carries its class'
+  hash (:mod:`karpy.api.nodeclass_hash`), and each instance the AMI, subnet
+  and security groups its class resolved at launch. A selector term stands
+  for the resources it names (an id for itself, tags or a name or an alias
+  for resources named after them), so changing a term selects other
+  resources and drifts the nodes on them, as a real selector that now
+  matches other resources does;
 - scheduled interruptions (:class:`Interruption`) pick some of its instances
   at a given time and warn of them as EC2 would through EventBridge (a spot
   interruption warning, a rebalance recommendation, a state change, a
@@ -35,6 +43,7 @@ from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
     CAPACITY_TYPE_SPOT,
@@ -55,6 +64,7 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
+from karpy.disruption.nodeclass_drift import LaunchedWith, Resolved, nodeclass_drift
 from karpy.operator.cluster import Clock, Cluster
 
 
@@ -208,8 +218,10 @@ class Instance:
     price: float
     launched_at: float
     labels: dict[str, str]
-    # What the node class said at launch: a change to it drifts the instance.
-    node_class_digest: str = ""
+    # The AMI, subnet and security groups it was launched with, and its NodeClaim's
+    # annotations from the launch (the node class hash): what drift compares.
+    launched_with: LaunchedWith = field(default_factory=LaunchedWith)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class SimulatedCloud:
@@ -313,7 +325,7 @@ class SimulatedCloud:
         # that crashed after launching and before recording it gets the same instance.
         launched = self.instances.get(self._launched_for.get(nodeclaim.metadata.name, ""))
         if launched is not None and launched.nodeclaim == nodeclaim.metadata.name:
-            return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, launched)
+            return self._launched_claim(nodeclaim, launched)
         elapsed = self.clock.now() - self.start
         for error in self.settings.launch_errors:
             if error.start <= elapsed < error.end:
@@ -384,13 +396,19 @@ class SimulatedCloud:
             price=price,
             launched_at=self.clock.now(),
             labels=labels,
-            node_class_digest=node_class_digest(node_class),
+            launched_with=self._launched_with(node_class, zone),
+            annotations=self.node_class_hash(node_class).annotations(),
         )
         self.instances[provider_id] = instance
         self._launched_for[nodeclaim.metadata.name] = provider_id
         for listener in self.launch_listeners:
             listener(instance)
-        return self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, instance)
+        return self._launched_claim(nodeclaim, instance)
+
+    def _launched_claim(self, nodeclaim: NodeClaim, instance: Instance) -> NodeClaim:
+        """What ``create`` returns: the instance's NodeClaim with the class' hash it was launched from."""
+        hydrated = self._hydrate(nodeclaim.metadata.name, nodeclaim.spec, instance)
+        return hydrated.with_metadata(annotations=dict(instance.annotations))
 
     def _hydrate(self, name: str, spec: NodeClaimSpec, instance: Instance) -> NodeClaim:
         return NodeClaim(
@@ -398,7 +416,7 @@ class SimulatedCloud:
             spec=spec,
             status=NodeClaimStatus(
                 provider_id=instance.provider_id,
-                image_id="ami-simulated",
+                image_id=instance.launched_with.image_id or SIMULATED_IMAGE_ID,
                 capacity=dict(instance.instance_type.capacity),
                 allocatable=dict(instance.instance_type.allocatable),
             ),
@@ -429,17 +447,57 @@ class SimulatedCloud:
         return [self.get(provider_id) for provider_id in sorted(self.instances)]
 
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
-        """The node class changed since launch (new AMI selection, subnets, security groups...)."""
+        """The rule of ``karpy run`` (:func:`karpy.disruption.nodeclass_drift.nodeclass_drift`)."""
         instance = self.instances.get(nodeclaim.status.provider_id)
-        if instance is None or not instance.node_class_digest:
+        if instance is None:
             return ""
         try:
             node_class = self.node_class(nodeclaim.spec.node_class_ref)
         except NodeClassNotReadyError:
             return ""
-        if node_class_digest(node_class) != instance.node_class_digest:
-            return f"{node_class.kind} {node_class.name} changed since the instance was launched"
-        return ""
+        return nodeclass_drift(
+            nodeclaim.metadata.annotations,
+            self.node_class_hash(node_class),
+            instance.launched_with,
+            self.resolved(node_class),
+        )
+
+    def node_class_hash(self, node_class: NodeClass) -> NodeClassHash:
+        if isinstance(node_class, KWOKNodeClass):
+            return kwoknodeclass_hash(instance_types_of(node_class, self.settings.kwok_instance_types).value)
+        return ec2nodeclass_hash(node_class)
+
+    def resolved(self, node_class: NodeClass) -> Resolved:
+        """What the class' selectors resolve to in the simulated account (nothing for a KWOKNodeClass)."""
+        if isinstance(node_class, KWOKNodeClass):
+            return Resolved()
+        return Resolved(
+            image_ids=frozenset({simulated_image_id(node_class)}),
+            subnet_ids=frozenset(self.subnets_for(node_class)),
+            security_group_ids=simulated_security_groups(node_class),
+        )
+
+    def subnets_for(self, node_class: EC2NodeClass) -> dict[str, str]:
+        """Subnet id → zone: an id term selects that subnet (in a zone its id picks), tags one per zone."""
+        subnets: dict[str, str] = {}
+        for term in node_class.subnet_selector_terms:
+            if term.id:
+                digest = int(hashlib.sha256(term.id.encode()).hexdigest(), 16)
+                subnets[term.id] = self.catalog.zones[digest % len(self.catalog.zones)]
+            else:
+                named = _short_digest(sorted(term.tags.items()))
+                subnets.update({f"subnet-{named}-{zone}": zone for zone in self.catalog.zones})
+        return subnets
+
+    def _launched_with(self, node_class: NodeClass, zone: str) -> LaunchedWith:
+        if isinstance(node_class, KWOKNodeClass):
+            return LaunchedWith()
+        in_zone = sorted(subnet for subnet, where in self.subnets_for(node_class).items() if where == zone)
+        return LaunchedWith(
+            image_id=simulated_image_id(node_class),
+            subnet_id=in_zone[0] if in_zone else "",
+            security_group_ids=simulated_security_groups(node_class),
+        )
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return list(AWS_REPAIR_POLICIES)
@@ -470,15 +528,25 @@ class SimulatedCloud:
 _EMPTY_SPEC = NodeClaimSpec(node_class_ref=NodeClassRef("", "", ""))
 
 
-def node_class_digest(node_class: NodeClass) -> str:
-    """A digest of a node class' spec (its metadata left out)."""
-    spec = {
-        name: value
-        for name, value in _fields(node_class)
-        if name not in ("metadata", "converted_from", "conversion_notes", "status")
-    }
-    return hashlib.sha256(repr(sorted(spec.items())).encode()).hexdigest()[:16]
+SIMULATED_IMAGE_ID = "ami-simulated"
 
 
-def _fields(obj: object) -> list[tuple[str, object]]:
-    return [(field_.name, getattr(obj, field_.name)) for field_ in dataclasses.fields(obj)]  # type: ignore[arg-type]
+def _short_digest(material: object) -> str:
+    return hashlib.sha256(repr(material).encode()).hexdigest()[:12]
+
+
+def simulated_image_id(node_class: EC2NodeClass) -> str:
+    """The AMI the class' AMI selector terms resolve to (one for every architecture)."""
+    terms = sorted(
+        (term.id, term.name, term.alias, term.owner, sorted(term.tags.items()))
+        for term in node_class.ami_selector_terms
+    )
+    return f"ami-{_short_digest(terms)}"
+
+
+def simulated_security_groups(node_class: EC2NodeClass) -> frozenset[str]:
+    """The security groups the class' terms resolve to: an id itself, a name or tags one group each."""
+    return frozenset(
+        term.id or f"sg-{_short_digest((term.name, sorted(term.tags.items())))}"
+        for term in node_class.security_group_selector_terms
+    )

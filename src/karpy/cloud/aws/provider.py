@@ -56,10 +56,16 @@ timestamp, as Karpenter does), so garbage collection, which runs soon after
 every termination has lifted the NodeClaim's finalizer, leaves it to finish
 instead of terminating it a second time and logging it as leaked.
 
-**Drift**: ``AMIDrift`` when the instance's AMI (the NodeClaim's
-``status.imageID``) is no longer among the class' resolved AMIs for its
-type. Subnet and security group drift need the instance's network, which
-the NodeClaim does not record; they are not reported.
+**Drift** (:mod:`karpy.disruption.nodeclass_drift`, Karpenter's rule and
+reasons): a launched NodeClaim carries the class' hash
+(``karpenter.k8s.aws/ec2nodeclass-hash`` and its version, over the fields
+:mod:`karpy.api.nodeclass_hash` lists, the cluster CA bundle among them);
+``NodeClassDrift`` when the class' hash now differs, else ``AMIDrift`` when
+the instance's AMI (the NodeClaim's ``status.imageID``) is no longer among
+the class' resolved AMIs for its type, else ``SecurityGroupDrift`` or
+``SubnetDrift`` when the instance's security groups or subnet (read with
+DescribeInstances once per instance, then remembered: they do not change)
+are not the class' resolved ones.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
@@ -118,13 +125,13 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
+from karpy.disruption.nodeclass_drift import LaunchedWith, Resolved, nodeclass_drift
 from karpy.operator.cluster import Clock, ClusterReader
 
 log = logging.getLogger("karpy.cloud.aws")
 
 PROVIDER_ID_PREFIX = "aws:///"
 NOT_SERVED_MESSAGE = "the AWS provider serves EC2NodeClass only"
-DRIFT_AMI = "AMIDrift"
 # EC2 states of an instance that is terminating: listed, but already being deleted.
 SHUTTING_DOWN_STATES = ("shutting-down", "terminated")
 
@@ -175,6 +182,8 @@ class AwsCloudProvider:
         self._types_cache: tuple[object, builtins.list[InstanceType]] | None = None
         # NodeClaim name → what was launched for it, until it is deleted (see the module docstring).
         self._launched: dict[str, NodeClaim] = {}
+        # Instance id → its subnet and security groups, read once for drift (reconcile thread only).
+        self._networks: dict[str, LaunchedWith] = {}
 
     # -- node classes ------------------------------------------------------
 
@@ -274,9 +283,15 @@ class AwsCloudProvider:
         created = nodeclaim.metadata.creation_timestamp
         adopt = created is not None and created < self.started
 
+        launched_from = ec2nodeclass_hash(node_class, self.settings.cluster_ca_bundle)
+
         def launch() -> NodeClaim:
             try:
-                return self._launch(nodeclaim, node_class, instance_types, adopt)
+                launched = self._launch(nodeclaim, node_class, instance_types, adopt)
+                # As Karpenter's Create: the class' hash as it was launched from.
+                return launched.with_metadata(
+                    annotations={**launched.metadata.annotations, **launched_from.annotations()}
+                )
             except AwsApiError as error:  # a template or lookup call failed: still the launch's error
                 raise CloudProviderError(f"launching NodeClaim {name}: {error}") from error
 
@@ -455,14 +470,18 @@ class AwsCloudProvider:
             )
         except AwsApiError as error:
             raise CloudProviderError(f"DescribeInstances failed: {error}") from error
-        return [
-            self._hydrate_found(instance)
+        listed = [
+            instance
             for instance in found
             if instance.tags.get(owned) == "owned" and LABEL_NODEPOOL in instance.tags
         ]
+        for instance in listed:
+            self._remember_network(instance)  # drift needs no call of its own for these
+        return [self._hydrate_found(instance) for instance in listed]
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         self._launched.pop(nodeclaim.name, None)
+        self._networks.pop(instance_id_of(nodeclaim.status.provider_id), None)
         self.launcher.take(nodeclaim.name)  # a result nobody will collect now
         instance_id = instance_id_of(nodeclaim.status.provider_id)
         if not instance_id:
@@ -477,25 +496,62 @@ class AwsCloudProvider:
 
     # -- drift and repair --------------------------------------------------
 
+    def node_class_hash(self, node_class: NodeClass) -> NodeClassHash | None:
+        if not isinstance(node_class, EC2NodeClass):
+            return None
+        return ec2nodeclass_hash(node_class, self.settings.cluster_ca_bundle)
+
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
         ref = nodeclaim.spec.node_class_ref
         node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
-        image_id = nodeclaim.status.image_id
-        entry = self._entry(nodeclaim.instance_type)
-        if (
-            not isinstance(node_class, EC2NodeClass)
-            or not node_class.status.amis
-            or not image_id
-            or not entry
-        ):
+        if not isinstance(node_class, EC2NodeClass):
             return ""
-        instance_type = instance_type_from_entry(entry, self.region)
-        served = {
-            ami.id
-            for ami in node_class.status.amis
-            if instance_type.requirements.intersects(ami_requirements(ami)) is None
-        }
-        return DRIFT_AMI if image_id not in served else ""
+        current = ec2nodeclass_hash(node_class, self.settings.cluster_ca_bundle)
+        entry = self._entry(nodeclaim.instance_type)
+        served: frozenset[str] = frozenset()
+        if entry is not None:
+            instance_type = instance_type_from_entry(entry, self.region)
+            served = frozenset(
+                ami.id
+                for ami in node_class.status.amis
+                if instance_type.requirements.intersects(ami_requirements(ami)) is None
+            )
+        image = LaunchedWith(image_id=nodeclaim.status.image_id)
+        # The static fields and the AMI first: they need no call to EC2.
+        reason = nodeclass_drift(nodeclaim.metadata.annotations, current, image, Resolved(image_ids=served))
+        if reason:
+            return reason
+        network = self._network(instance_id_of(nodeclaim.status.provider_id))
+        resolved = Resolved(
+            subnet_ids=frozenset(subnet.id for subnet in node_class.status.subnets),
+            security_group_ids=frozenset(group.id for group in node_class.status.security_groups),
+        )
+        return nodeclass_drift({}, None, network, resolved)
+
+    def _network(self, instance_id: str) -> LaunchedWith:
+        """The instance's subnet and security groups (nothing known for an instance EC2 does not list)."""
+        if not instance_id:
+            return LaunchedWith()
+        known = self._networks.get(instance_id)
+        if known is None:
+            try:
+                found = self.client.describe_instances(ids=(instance_id,))
+            except AwsApiError as error:
+                raise CloudProviderError(f"DescribeInstances failed: {error}") from error
+            if not found:
+                return LaunchedWith()
+            known = self._remember_network(found[0])
+        return known
+
+    def _remember_network(self, instance: Ec2Instance) -> LaunchedWith:
+        network = LaunchedWith(
+            image_id=instance.image_id,
+            subnet_id=instance.subnet_id,
+            security_group_ids=frozenset(instance.security_group_ids),
+        )
+        if instance.subnet_id:
+            self._networks[instance.id] = network
+        return network
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Karpenter's AWS repair policies: the kubelet's Ready and the node monitoring agent's conditions."""

@@ -28,6 +28,11 @@ chooses the way the simulated cloud does: spot whenever the NodeClaim allows it
 and a spot offering is available, on-demand otherwise, and within that capacity
 type the cheapest offering (ties broken by type name, then zone).
 
+Drift: each launch is annotated with the class' hash
+(:func:`karpy.api.nodeclass_hash.kwoknodeclass_hash`, the catalog the class
+offers), and ``is_drifted`` says ``NodeClassDrift`` when it changed, by the
+rule every karpy cloud shares (:mod:`karpy.disruption.nodeclass_drift`).
+
 The Node is created the way a kubelet registers: the instance type's labels,
 the zone and capacity type, the NodeClaim's labels and ``kubernetes.io/hostname``;
 the NodeClaim's taints and startup taints plus ``karpenter.sh/unregistered``
@@ -74,6 +79,7 @@ from karpy.api.nodeclaim import (
     NodeClaimStatus,
 )
 from karpy.api.nodeclass import KWOKNodeClass, NodeClass
+from karpy.api.nodeclass_hash import NodeClassHash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
@@ -96,6 +102,7 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import KWOK_REPAIR_POLICIES
+from karpy.disruption.nodeclass_drift import LaunchedWith, Resolved, nodeclass_drift
 from karpy.operator.cluster import (
     AlreadyExistsError,
     Clock,
@@ -235,7 +242,9 @@ class KwokCloudProvider:
         offered = self._check_node_class(nodeclaim.spec.node_class_ref)
         launch = self._choose(nodeclaim, offered)
         self._boot(name, launch, self.registration_delay)
-        return self._hydrate(name, nodeclaim.spec, launch)
+        launched = self._hydrate(name, nodeclaim.spec, launch)
+        # The class' hash as it was launched from, as Karpenter's AWS provider annotates.
+        return launched.with_metadata(annotations=kwoknodeclass_hash(offered.value).annotations())
 
     def _boot(self, name: str, launch: KwokLaunch, delay: float) -> None:
         """Create the launch's Node after ``delay`` seconds, off the reconcile thread either way.
@@ -438,8 +447,17 @@ class KwokCloudProvider:
         )
         return [self._hydrate_node(node, _EMPTY_SPEC) for node in nodes]
 
+    def node_class_hash(self, node_class: NodeClass) -> NodeClassHash | None:
+        if not isinstance(node_class, KWOKNodeClass):
+            return None
+        return kwoknodeclass_hash(instance_types_of(node_class, self.default_instance_types).value)
+
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
-        return ""
+        """``NodeClassDrift`` when the class' hash changed; kwok has no AMIs, subnets or security groups."""
+        ref = nodeclaim.spec.node_class_ref
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        current = None if node_class is None else self.node_class_hash(node_class)
+        return nodeclass_drift(nodeclaim.metadata.annotations, current, LaunchedWith(), Resolved())
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         return list(KWOK_REPAIR_POLICIES)
