@@ -82,6 +82,7 @@ from karpy.api.nodeclass import (
     GC_THRESHOLDS_MESSAGE,
     IMDS_SWITCH,
     IMDS_TOKENS,
+    INSTANCE_STORE_POLICIES,
     KUBELET_RESERVABLE,
     KWOK_GROUP,
     KWOK_KIND,
@@ -98,6 +99,7 @@ from karpy.api.nodeclass import (
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
     SUBNET_TERMS,
+    USER_DATA_ONLY_KUBELET_FIELDS,
     VOLUME_INITIALIZATION_MESSAGE,
     VOLUME_SIZE_PATTERN,
     VOLUME_SOURCE_MESSAGE,
@@ -106,6 +108,7 @@ from karpy.api.nodeclass import (
     WINDOWS_ALIAS_MESSAGE,
     SelectorTermRules,
     ami_family_alias_message,
+    custom_kubelet_message,
     quoted_list,
     restricted_tag_message,
     valid_keys_message,
@@ -117,6 +120,7 @@ from karpy.api.nodepool import (
     DISRUPTION_REASONS,
     GROUP,
     NUMERIC_OPERATOR_MESSAGE,
+    NUMERIC_OPERATORS,
     STATIC_RULES,
     STATIC_TRANSITION_MESSAGE,
     STATIC_TRANSITION_RULE,
@@ -173,7 +177,7 @@ CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$"
 EVICTION_THRESHOLD_PATTERN = (
     r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%|" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$") + ")$"
 )
-REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", *NUMERIC_OPERATORS)
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # Labels under kubernetes.io that a NodePool may set or require (the rest of the
@@ -316,8 +320,9 @@ def _requirements(*, restrict_keys: bool) -> Schema:
                 "requirements with operator 'In' must have a value defined",
             ),
             _rule(
-                "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt') ? "
-                "(x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                "self.all(x, ("
+                + " || ".join(f"x.operator == '{operator}'" for operator in NUMERIC_OPERATORS)
+                + ") ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
                 NUMERIC_OPERATOR_MESSAGE,
             ),
             _rule(
@@ -1033,7 +1038,7 @@ def ec2nodeclass_crd() -> CRD:
             "context": _string(),
             "detailedMonitoring": {"type": "boolean"},
             "associatePublicIPAddress": {"type": "boolean"},
-            "instanceStorePolicy": _string(enum=["RAID0"]),
+            "instanceStorePolicy": _string(enum=list(INSTANCE_STORE_POLICIES)),
             "blockDeviceMappings": _block_device_mappings(),
             # Karpenter's four instance metadata settings, closed like its CRD: "httpToken" is a typo.
             "metadataOptions": {
@@ -1082,6 +1087,14 @@ def ec2nodeclass_crd() -> CRD:
                 "recreate this node class if you want to change this.",
             ),
             *_ami_family_rules(),
+            *(
+                _rule(
+                    f"!has(self.amiFamily) || self.amiFamily != '{AMI_FAMILY_CUSTOM}' || "
+                    f"!has(self.kubelet) || !has(self.kubelet.{name})",
+                    custom_kubelet_message(name),
+                )
+                for name in USER_DATA_ONLY_KUBELET_FIELDS
+            ),
         ],
     }
     status: Schema = {

@@ -90,7 +90,10 @@ DEFAULT_BUDGET_NODES = "10%"
 # A budget's duration: minutes and hours only, as cron works in minutes (a trailing 0s is
 # how Go prints such a duration).
 BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
-NUMERIC_OPERATOR_MESSAGE = "requirements operator 'Gt' or 'Lt' must have a single positive integer value"
+NUMERIC_OPERATOR_MESSAGE = (
+    "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"
+)
+NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
 NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
 NODEPOOL_HASH_VERSION = "v3"
@@ -143,7 +146,7 @@ def read_node_selector_requirements(reader: FieldReader, key: str) -> tuple[Requ
 
     def parse(item: FieldReader) -> Requirement:
         operator, values = item.required_str("operator"), item.str_list("values")
-        if operator in ("Gt", "Lt") and any(value.startswith("-") for value in values):
+        if operator in NUMERIC_OPERATORS and any(value.startswith("-") for value in values):
             raise item.error("values", NUMERIC_OPERATOR_MESSAGE)
         for value in values:
             problem = label_value_problem(value)

@@ -73,7 +73,14 @@ from collections.abc import Callable, Mapping
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeclass import (
+    EC2_GROUP,
+    EC2_KIND,
+    INSTANCE_STORE_RAID0,
+    EC2NodeClass,
+    KWOKNodeClass,
+    NodeClass,
+)
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
@@ -207,6 +214,7 @@ class AwsCloudProvider:
                 zones,
                 repr(node_class.kubelet),
                 root_volume,
+                node_class.instance_store_policy,
                 repr(amis),
                 self._prices_version,
             )
@@ -217,7 +225,13 @@ class AwsCloudProvider:
             if not set(entry.zones) & set(zones):
                 continue
             instance_type = instance_type_from_entry(
-                entry, self.region, zones, node_class.kubelet, unavailable, root_volume
+                entry,
+                self.region,
+                zones,
+                node_class.kubelet,
+                unavailable,
+                root_volume,
+                instance_store_raid0=node_class.instance_store_policy == INSTANCE_STORE_RAID0,
             )
             if image_for(instance_type, amis) is not None:
                 types.append(instance_type)
@@ -395,6 +409,8 @@ class AwsCloudProvider:
                 (instance.zone,),
                 kubelet,
                 root_volume_bytes=ephemeral_storage_bytes(node_class),
+                instance_store_raid0=node_class is not None
+                and node_class.instance_store_policy == INSTANCE_STORE_RAID0,
             )
             labels = instance_type.requirements.labels(include_well_known=True)
             capacity, allocatable = dict(instance_type.capacity), dict(instance_type.allocatable)
