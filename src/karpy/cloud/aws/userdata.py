@@ -12,8 +12,10 @@ Per family (``EC2NodeClass.effective_ami_family``):
 - **AL2023** (nodeadm): a MIME multi-part document (boundary ``//``) whose
   first part is karpy's ``NodeConfig`` (``node.eks.aws/v1alpha1``: cluster
   name, ``apiServerEndpoint``, ``certificateAuthority``, ``cidr``; kubelet
-  ``config`` with ``maxPods``, ``clusterDNS`` and ``registerWithTaints``, and
-  the ``--node-labels`` flag), followed by the user's parts. A user's MIME
+  ``config`` with the class' kubelet settings under the kubelet's own names
+  and ``registerWithTaints``; the ``--node-labels`` flag; ``instance.
+  localStorage.strategy: RAID0`` for that instance store policy), followed by
+  the user's parts. A user's MIME
   document contributes its parts as they are; anything else becomes one part,
   a ``NodeConfig`` if it parses as a YAML mapping and a shell script
   otherwise. This is Karpenter's order: nodeadm merges every ``NodeConfig``
@@ -22,12 +24,17 @@ Per family (``EC2NodeClass.effective_ami_family``):
   first (a non-MIME ``userData`` is one shell-script part) and then karpy's
   shell part, which runs ``bootstrap.sh <cluster> --apiserver-endpoint ...
   --b64-cluster-ca ...`` with ``--kubelet-extra-args`` carrying
-  ``--node-labels``, ``--register-with-taints`` and ``--max-pods``. The
+  ``--node-labels``, ``--register-with-taints`` and the kubelet settings'
+  flags (``--dns-cluster-ip``, with ``--ip-family ipv6`` for an IPv6 address,
+  and ``--local-disks raid0`` are bootstrap.sh's own options). The
   user's script runs first, so it can prepare the machine before the kubelet
   starts, as Karpenter documents.
 - **Bottlerocket**: TOML. The user's settings are kept; karpy sets
   ``settings.kubernetes`` ``cluster-name``, ``api-server``,
-  ``cluster-certificate``, ``cluster-dns-ip`` and ``max-pods`` (when known),
+  ``cluster-certificate``, ``cluster-dns-ip``, ``max-pods`` (when known) and
+  the kubelet settings Bottlerocket has (all but ``podsPerCore``; the image GC
+  thresholds as strings), adds for RAID0 a ``bootstrap-commands`` entry that
+  makes the instance store the ephemeral storage,
   merges its labels over the user's ``node-labels`` (karpy's win on the same
   key) and replaces ``node-taints`` whole, as Karpenter does: the NodeClaim's
   taints are the ones the node must register with. ``settings.autoscaling.
@@ -40,14 +47,16 @@ Per family (``EC2NodeClass.effective_ami_family``):
   bootstrap is not built yet.
 
 ``maxPods`` is the caller's, else the class' ``kubelet.maxPods``; with
-neither, the AMI's bootstrap computes it. The class' ``kubelet``
-``kubeReserved``, ``systemReserved`` and ``evictionHard`` are passed on too
-(NodeConfig ``kubeReserved``/``systemReserved``/``evictionHard``, AL2's
-``--kube-reserved``/``--system-reserved``/``--eviction-hard`` flags,
-Bottlerocket's ``kube-reserved``/``system-reserved``/``eviction-hard``
-tables), as Karpenter passes them: karpy sizes the node's allocatable with
-them, so the kubelet must reserve the same, or pods karpy placed on the node
-would not fit on it. The output is deterministic (labels
+neither, the AMI's bootstrap computes it. Every other field of the class'
+``kubelet`` is passed on as Karpenter passes it: ``kubeReserved``,
+``systemReserved`` and ``evictionHard`` because karpy sizes the node's
+allocatable with them (the kubelet must reserve the same, or pods karpy placed
+on the node would not fit on it); ``clusterDNS`` (the first address for AL2 and
+Bottlerocket, the list for AL2023; it wins over the cluster's), ``podsPerCore``,
+``evictionSoft`` and its grace periods (in Go's duration form, ``1m30s``),
+``evictionMaxPodGracePeriod``, the image GC thresholds and ``cpuCFSQuota``
+because the node's kubelet is where they act. A Custom class cannot carry the
+latter (:meth:`karpy.api.nodeclass.EC2NodeClass.parse` refuses them). The output is deterministic (labels
 sorted, fixed boundary ``//`` unless a body line starts with ``--//``, when a
 longer one is taken), so equal inputs give equal documents and a launch
 template found by its content is found again.
