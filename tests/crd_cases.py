@@ -16,6 +16,9 @@ from typing import Any
 
 from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
+    CONTEXT_UNSUPPORTED_MESSAGE,
+    RESERVATIONS_UNSUPPORTED_MESSAGE,
+    SSM_PARAMETER_UNSUPPORTED_MESSAGE,
     USER_DATA_ONLY_KUBELET_FIELDS,
     ami_family_alias_message,
     custom_kubelet_message,
@@ -658,6 +661,31 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("kubelet-eviction-200-percent", kubelet({"evictionHard": {"memory.available": "200%"}}), "should match"),
     ("limit-fraction-as-number", pool({"limits": {"cpu": 0.5}}), "spec.limits.cpu"),
     ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
+    # Fields karpy keeps the shape of but refuses: nothing of karpy's would act on them.
+    (
+        "reservations-refused",
+        node_class(
+            {
+                "capacityReservationSelectorTerms": [
+                    {"id": "cr-0abc"},
+                    {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
+                    {"instanceMatchCriteria": "open"},
+                ]
+            }
+        ),
+        RESERVATIONS_UNSUPPORTED_MESSAGE,
+    ),
+    ("context-refused", node_class({"context": "ctx-0abc"}), CONTEXT_UNSUPPORTED_MESSAGE),
+    (
+        "ssm-parameter-refused",
+        node_class(
+            {
+                "amiFamily": "AL2023",
+                "amiSelectorTerms": [{"name": "my-ami", "ssmParameter": "/my/ami"}],
+            }
+        ),
+        SSM_PARAMETER_UNSUPPORTED_MESSAGE,
+    ),
     # Capacity reservations.
     (
         "reservation-owner-only",
@@ -829,18 +857,7 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
             }
         ),
     ),
-    (
-        "reservations",
-        node_class(
-            {
-                "capacityReservationSelectorTerms": [
-                    {"id": "cr-0abc"},
-                    {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
-                    {"instanceMatchCriteria": "open"},
-                ]
-            }
-        ),
-    ),
+    ("reservations-none", node_class({"capacityReservationSelectorTerms": []})),
     (
         "one-root-volume-and-a-snapshot",
         node_class(
@@ -958,10 +975,6 @@ FULL_NODE_CLASS: dict[str, Any] = node_class(
         "amiSelectorTerms": [{"tags": SELECTOR_TAGS, "owner": "amazon"}],
         "subnetSelectorTerms": [{"tags": SELECTOR_TAGS}, {"id": "subnet-0abc"}],
         "securityGroupSelectorTerms": [{"tags": SELECTOR_TAGS}, {"id": "sg-0abc"}, {"name": "web"}],
-        "capacityReservationSelectorTerms": [
-            {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
-            {"id": "cr-0abc"},
-        ],
         "tags": {"team": "a"},
         "detailedMonitoring": True,
         "associatePublicIPAddress": False,

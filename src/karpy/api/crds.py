@@ -74,6 +74,7 @@ from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
     AMI_FAMILY_REQUIRED_MESSAGE,
     AMI_TERMS,
+    CONTEXT_UNSUPPORTED_MESSAGE,
     EC2_GROUP,
     EC2_KIND,
     EMPTY_SELECTOR_TAG_MESSAGE,
@@ -93,11 +94,13 @@ from karpy.api.nodeclass import (
     RESERVATION_ID_MESSAGE,
     RESERVATION_ID_OTHERS,
     RESERVATION_NEEDS_ONE_OF,
+    RESERVATIONS_UNSUPPORTED_MESSAGE,
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
+    SSM_PARAMETER_UNSUPPORTED_MESSAGE,
     SUBNET_TERMS,
     USER_DATA_ONLY_KUBELET_FIELDS,
     VOLUME_INITIALIZATION_MESSAGE,
@@ -897,6 +900,9 @@ def _ami_selector_terms() -> Schema:
         exclusive=_exclusive(AMI_TERMS),
     )
     terms["x-kubernetes-validations"].append(
+        _rule("self.all(x, !has(x.ssmParameter))", SSM_PARAMETER_UNSUPPORTED_MESSAGE)
+    )
+    terms["x-kubernetes-validations"].append(
         _rule("!(self.exists(x, has(x.alias)) && self.size() != 1)", ALIAS_ALONE_MESSAGE)
     )
     return terms
@@ -1087,6 +1093,12 @@ def ec2nodeclass_crd() -> CRD:
                 "recreate this node class if you want to change this.",
             ),
             *_ami_family_rules(),
+            _rule("!has(self.context)", CONTEXT_UNSUPPORTED_MESSAGE),
+            _rule(
+                "!has(self.capacityReservationSelectorTerms)"
+                " || self.capacityReservationSelectorTerms.size() == 0",
+                RESERVATIONS_UNSUPPORTED_MESSAGE,
+            ),
             *(
                 _rule(
                     f"!has(self.amiFamily) || self.amiFamily != '{AMI_FAMILY_CUSTOM}' || "

@@ -106,6 +106,15 @@ USER_DATA_ONLY_KUBELET_FIELDS = (
     "imageGCLowThresholdPercent",
     "cpuCFSQuota",
 )
+# Fields of Karpenter's EC2NodeClass that karpy's CRD keeps (so a manifest's shape is still
+# checked) but refuses when set, as nothing in karpy would act on them.
+CONTEXT_UNSUPPORTED_MESSAGE = "context is not supported by karpy: it launches instances with no fleet context"
+SSM_PARAMETER_UNSUPPORTED_MESSAGE = (
+    "ssmParameter is not supported by karpy: select the AMIs by alias, id, name or tags"
+)
+RESERVATIONS_UNSUPPORTED_MESSAGE = (
+    "capacityReservationSelectorTerms is not supported by karpy: it launches into no capacity reservation"
+)
 INSTANCE_STORE_RAID0 = "RAID0"
 INSTANCE_STORE_POLICIES = (INSTANCE_STORE_RAID0,)
 GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
@@ -295,6 +304,18 @@ def _check_reservation_terms(spec: FieldReader) -> None:
         tags = term.get("tags")
         if isinstance(tags, Mapping) and any(not key or value in ("", None) for key, value in tags.items()):
             raise spec.error(f"{path}.tags", EMPTY_SELECTOR_TAG_MESSAGE)
+
+
+def _check_unsupported(spec: FieldReader) -> None:
+    """Refuse the fields karpy takes the shape of but could not act on (their messages say why)."""
+    if spec.has("context"):
+        raise spec.error("context", CONTEXT_UNSUPPORTED_MESSAGE)
+    terms = spec.raw("amiSelectorTerms")
+    for index, term in enumerate(terms if isinstance(terms, list) else ()):
+        if isinstance(term, Mapping) and "ssmParameter" in term:
+            raise spec.error(f"amiSelectorTerms[{index}].ssmParameter", SSM_PARAMETER_UNSUPPORTED_MESSAGE)
+    if spec.raw(RESERVATION_TERMS_FIELD):
+        raise spec.error(RESERVATION_TERMS_FIELD, RESERVATIONS_UNSUPPORTED_MESSAGE)
 
 
 def _check_ami_selection(spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
@@ -622,6 +643,7 @@ class EC2NodeClass:
         AMI_TERMS.check(spec, ami_terms)
         _check_ami_selection(spec, ami_terms)
         _check_reservation_terms(spec)
+        _check_unsupported(spec)
         role = spec.string("role")
         instance_profile = spec.string("instanceProfile")
         if bool(role) == bool(instance_profile):
