@@ -1141,17 +1141,17 @@ def ec2nodeclass_crd() -> CRD:
 def kwoknodeclass_crd() -> CRD:
     """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class.
 
-    Its one field, ``nodeRegistrationDelay``, is accepted so that Karpenter's
-    manifests apply unchanged; karpy takes the delay from its own setting
-    (``--registration-delay``) instead.
+    Its one field, ``nodeRegistrationDelay``, is how long a launched node takes
+    to register, as in Karpenter's kwok provider; without it karpy's own
+    setting (``--registration-delay``, the simulator's boot time) applies.
     """
     spec: Schema = {
         "type": "object",
-        "description": "Kwok nodes need no provider settings.",
+        "description": "Kwok nodes: how long they take to register.",
         "properties": {
             "nodeRegistrationDelay": _string(
                 pattern=DURATION_PATTERN,
-                description="How long a kwok node takes to register (karpy uses --registration-delay).",
+                description="How long a kwok node takes to register (default: --registration-delay).",
             )
         },
     }

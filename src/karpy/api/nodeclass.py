@@ -766,15 +766,29 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
 class KWOKNodeClass:
     metadata: ObjectMeta
     status: NodeClassStatus = field(default_factory=NodeClassStatus)
+    # spec.nodeRegistrationDelay, seconds: how long a launched node takes to register (None: the
+    # provider's own delay). As Karpenter's kwok provider, the class' delay is the one a node waits.
+    node_registration_delay: float | None = None
 
     kind = KWOK_KIND
     group = KWOK_GROUP
 
     @classmethod
     def parse(cls, reader: FieldReader) -> KWOKNodeClass:
+        spec = reader.obj("spec")
+        delay_text = spec.string("nodeRegistrationDelay")
+        delay = None
+        if delay_text:
+            try:
+                delay = parse_duration(delay_text)
+            except DurationError as error:
+                raise spec.error("nodeRegistrationDelay", str(error)) from error
+            if delay < 0:
+                raise spec.error("nodeRegistrationDelay", "must not be negative")
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             status=NodeClassStatus.parse(reader.obj("status")),
+            node_registration_delay=delay,
         )
 
     @property
