@@ -23,6 +23,7 @@ from karpy.api.nodeclass import (
     ami_family_alias_message,
     custom_kubelet_message,
 )
+from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
 
 RULE_OBJECT = "it-crds-rule"
 
@@ -115,6 +116,10 @@ CUSTOM_REFUSED_KUBELET: dict[str, dict[str, Any]] = {
     "imageGCLowThresholdPercent": {"imageGCLowThresholdPercent": 10},
     "cpuCFSQuota": {"cpuCFSQuota": False},
 }
+
+
+# A taint as kubectl shows a Node's, with the time it was put on.
+TIMED_TAINT = {"key": "example.com/a", "effect": "NoExecute", "timeAdded": "2024-01-01T00:00:00Z"}
 
 
 def kubelet(settings: dict[str, Any]) -> dict[str, Any]:
@@ -676,6 +681,14 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         RESERVATIONS_UNSUPPORTED_MESSAGE,
     ),
     ("context-refused", node_class({"context": "ctx-0abc"}), CONTEXT_UNSUPPORTED_MESSAGE),
+    *(
+        (f"{kind}-{field}-time-added-refused", manifest, TIME_ADDED_UNSUPPORTED_MESSAGE)
+        for field in ("taints", "startupTaints")
+        for kind, manifest in (
+            ("pool", claim_spec({field: [TIMED_TAINT]})),
+            ("claim", merged(CLAIM, {"spec": {field: [TIMED_TAINT]}})),
+        )
+    ),
     (
         "ssm-parameter-refused",
         node_class(
@@ -944,7 +957,6 @@ FULL_POOL: dict[str, Any] = {
                         "key": "example.com/dedicated",
                         "value": "a",
                         "effect": "NoSchedule",
-                        "timeAdded": "2024-01-01T00:00:00Z",
                     }
                 ],
                 "startupTaints": [{"key": "example.com/booting", "effect": "NoSchedule"}],

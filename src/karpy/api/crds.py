@@ -138,6 +138,7 @@ from karpy.api.requirements import (
     MAX_LABEL_VALUE_LENGTH,
     WELL_KNOWN_LABELS,
 )
+from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
 
 Schema = dict[str, Any]
 CRD = dict[str, Any]
@@ -351,6 +352,7 @@ def _taints(description: str) -> Schema:
                 "effect": _string(enum=list(TAINT_EFFECTS)),
                 "timeAdded": _string(format="date-time"),
             },
+            "x-kubernetes-validations": [_rule("!has(self.timeAdded)", TIME_ADDED_UNSUPPORTED_MESSAGE)],
         },
     }
 

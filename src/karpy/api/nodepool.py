@@ -243,8 +243,8 @@ class NodeClaimTemplate:
                 )
         if not spec.has("nodeClassRef"):
             raise spec.error("nodeClassRef", "required")
-        taints = spec.items("taints", Taint.parse)
-        startup_taints = spec.items("startupTaints", Taint.parse)
+        taints = spec.items("taints", Taint.parse_spec)
+        startup_taints = spec.items("startupTaints", Taint.parse_spec)
         _check_node_taints(spec, taints, startup_taints)
         return cls(
             node_class_ref=NodeClassRef.parse(spec.obj("nodeClassRef")),
