@@ -23,6 +23,7 @@ from karpy.api.nodeclass import (
     ami_family_alias_message,
     custom_kubelet_message,
 )
+from karpy.api.nodepool import BALANCED, BALANCED_UNSUPPORTED_MESSAGE
 from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
 
 RULE_OBJECT = "it-crds-rule"
@@ -668,6 +669,11 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
     # Fields karpy keeps the shape of but refuses: nothing of karpy's would act on them.
     (
+        "consolidation-balanced-refused",
+        pool({"disruption": {"consolidationPolicy": "Balanced", "consolidateAfter": "1m"}}),
+        BALANCED_UNSUPPORTED_MESSAGE,
+    ),
+    (
         "reservations-refused",
         node_class(
             {
@@ -1181,7 +1187,13 @@ CEL_BOUND_CONFLICTS = frozenset(
 
 # Values the schema allows that a CEL rule refuses for the full object: a Custom family cannot
 # carry the kubelet settings that only karpy's user data would pass on.
-CEL_VALUE_CONFLICTS = frozenset({("spec.amiFamily", json.dumps(AMI_FAMILY_CUSTOM))})
+CEL_VALUE_CONFLICTS = frozenset(
+    {
+        ("spec.amiFamily", json.dumps(AMI_FAMILY_CUSTOM)),
+        # Karpenter's Balanced is in the enum only to be refused in words.
+        ("spec.disruption.consolidationPolicy", json.dumps(BALANCED)),
+    }
+)
 
 
 def derived_objects() -> tuple[list[tuple[str, dict[str, Any], str]], list[tuple[str, dict[str, Any]]]]:

@@ -117,6 +117,8 @@ from karpy.api.nodeclass import (
     valid_keys_message,
 )
 from karpy.api.nodepool import (
+    BALANCED,
+    BALANCED_UNSUPPORTED_MESSAGE,
     BUDGET_DURATION_PATTERN,
     CONSOLIDATION_POLICIES,
     DEFAULT_BUDGET_NODES,
@@ -630,7 +632,11 @@ def nodepool_crd() -> CRD:
         "properties": {
             "consolidationPolicy": _string(
                 default=WHEN_EMPTY_OR_UNDERUTILIZED,
-                enum=list(CONSOLIDATION_POLICIES),
+                # Karpenter's values: Balanced is in the enum so that it is refused in words.
+                enum=[*CONSOLIDATION_POLICIES, BALANCED],
+                **{
+                    "x-kubernetes-validations": [_rule(f"self != '{BALANCED}'", BALANCED_UNSUPPORTED_MESSAGE)]
+                },
                 description="Which nodes consolidation may remove: only empty ones, or also "
                 "underutilized ones.",
             ),

@@ -79,6 +79,14 @@ WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 WHEN_UNDERUTILIZED_V1BETA1 = "WhenUnderutilized"
 CONSOLIDATION_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED)
+# Karpenter v1.15's third policy, which weighs a move's savings against the disruption it causes.
+# karpy does not score moves that way yet: refused by name rather than consolidated as another policy.
+BALANCED = "Balanced"
+BALANCED_UNSUPPORTED_MESSAGE = (
+    "consolidationPolicy Balanced is not implemented by karpy (it would consolidate as "
+    "WhenEmptyOrUnderutilized, without weighing savings against disruption); use WhenEmpty or "
+    "WhenEmptyOrUnderutilized"
+)
 
 REASON_EMPTY = "Empty"
 REASON_UNDERUTILIZED = "Underutilized"
@@ -315,6 +323,8 @@ class Disruption:
     @classmethod
     def parse(cls, reader: FieldReader) -> Disruption:
         policy = reader.string("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED)
+        if policy == BALANCED:
+            raise reader.error("consolidationPolicy", BALANCED_UNSUPPORTED_MESSAGE)
         if policy not in CONSOLIDATION_POLICIES:
             raise reader.error(
                 "consolidationPolicy", f"must be one of {', '.join(CONSOLIDATION_POLICIES)}, got {policy!r}"
