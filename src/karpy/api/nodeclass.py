@@ -451,6 +451,8 @@ class BlockDeviceMapping:
     kms_key_id: str = ""
     delete_on_termination: bool | None = None
     snapshot_id: str = ""
+    # MiB/s at which a volume from a snapshot is initialized (EC2's provisioned initialization rate).
+    volume_initialization_rate: int | None = None
 
     @classmethod
     def parse(cls, reader: FieldReader) -> BlockDeviceMapping:
@@ -479,6 +481,7 @@ class BlockDeviceMapping:
             kms_key_id=ebs.string("kmsKeyID"),
             delete_on_termination=_optional_boolean(ebs, "deleteOnTermination"),
             snapshot_id=ebs.string("snapshotID"),
+            volume_initialization_rate=ebs.integer("volumeInitializationRate"),
         )
 
 
