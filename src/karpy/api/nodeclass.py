@@ -27,6 +27,12 @@ and patterns are defined here once and :mod:`karpy.api.crds` builds its CEL
 from them, so a user reads the same words from either. A rule is checked when
 the manifest is read, not at launch: a class that would fail at the API server
 fails ``karpy validate`` rather than the first node of a simulation.
+
+**No field accepted and ignored.** What nothing in karpy acts on is refused by
+the same rules, naming the field: ``context``, an AMI term's ``ssmParameter``,
+``capacityReservationSelectorTerms``, and with ``amiFamily: Custom`` (user data
+passed verbatim) the kubelet settings only karpy's user data would carry.
+``tests/api/test_field_owners.py`` names the owner of every other field.
 """
 
 from __future__ import annotations
