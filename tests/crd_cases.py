@@ -14,7 +14,17 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from karpy.api.nodeclass import ami_family_alias_message
+from karpy.api.nodeclass import (
+    AMI_FAMILY_CUSTOM,
+    CONTEXT_UNSUPPORTED_MESSAGE,
+    RESERVATIONS_UNSUPPORTED_MESSAGE,
+    SSM_PARAMETER_UNSUPPORTED_MESSAGE,
+    USER_DATA_ONLY_KUBELET_FIELDS,
+    ami_family_alias_message,
+    custom_kubelet_message,
+)
+from karpy.api.nodepool import BALANCED, BALANCED_UNSUPPORTED_MESSAGE
+from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
 
 RULE_OBJECT = "it-crds-rule"
 
@@ -89,6 +99,28 @@ def template_labels(keys: dict[str, str]) -> dict[str, Any]:
 
 def node_class(spec: dict[str, Any]) -> dict[str, Any]:
     return merged(NODE_CLASS, {"spec": spec})
+
+
+# One setting of each kubelet field that only karpy's user data carries.
+CUSTOM_REFUSED_KUBELET: dict[str, dict[str, Any]] = {
+    "clusterDNS": {"clusterDNS": ["10.0.0.10"]},
+    "evictionSoft": {
+        "evictionSoft": {"memory.available": "5%"},
+        "evictionSoftGracePeriod": {"memory.available": "1m"},
+    },
+    "evictionSoftGracePeriod": {
+        "evictionSoft": {"memory.available": "5%"},
+        "evictionSoftGracePeriod": {"memory.available": "1m"},
+    },
+    "evictionMaxPodGracePeriod": {"evictionMaxPodGracePeriod": 30},
+    "imageGCHighThresholdPercent": {"imageGCHighThresholdPercent": 90},
+    "imageGCLowThresholdPercent": {"imageGCLowThresholdPercent": 10},
+    "cpuCFSQuota": {"cpuCFSQuota": False},
+}
+
+
+# A taint as kubectl shows a Node's, with the time it was put on.
+TIMED_TAINT = {"key": "example.com/a", "effect": "NoExecute", "timeAdded": "2024-01-01T00:00:00Z"}
 
 
 def kubelet(settings: dict[str, Any]) -> dict[str, Any]:
@@ -174,12 +206,12 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     (
         "gt-with-two-values",
         requirement("karpenter.k8s.aws/instance-cpu", "Gt", "2", "4"),
-        "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
     ),
     (
         "lt-negative",
         requirement("karpenter.k8s.aws/instance-cpu", "Lt", "-1"),
-        "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
     ),
     (
         "min-values-above-values",
@@ -450,6 +482,25 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         kubelet({"evictionSoftGracePeriod": {"memory.available": "1m"}}),
         "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
     ),
+    # A Custom family's user data is the user's: kubelet settings only karpy's user data carries are refused.
+    *(
+        (
+            f"custom-family-kubelet-{name}",
+            node_class({"amiFamily": AMI_FAMILY_CUSTOM, "kubelet": CUSTOM_REFUSED_KUBELET[name]}),
+            custom_kubelet_message(name),
+        )
+        for name in USER_DATA_ONLY_KUBELET_FIELDS
+    ),
+    (
+        "gte-negative",
+        requirement("karpenter.k8s.aws/instance-cpu", "Gte", "-1"),
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+    ),
+    (
+        "lte-two-values",
+        requirement("karpenter.k8s.aws/instance-cpu", "Lte", "2", "4"),
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+    ),
     # Instance metadata and block devices.
     (
         "metadata-hop-limit",
@@ -577,7 +628,7 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
             CLAIM,
             {"spec": {"requirements": [{"key": "example.com/cpu", "operator": "Gt", "values": ["1", "2"]}]}},
         ),
-        "requirements operator 'Gt' or 'Lt' must have a single positive integer value",
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
     ),
     (
         "nodeclaim-min-values-above-values",
@@ -616,6 +667,44 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("kubelet-eviction-200-percent", kubelet({"evictionHard": {"memory.available": "200%"}}), "should match"),
     ("limit-fraction-as-number", pool({"limits": {"cpu": 0.5}}), "spec.limits.cpu"),
     ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
+    # Fields karpy keeps the shape of but refuses: nothing of karpy's would act on them.
+    (
+        "consolidation-balanced-refused",
+        pool({"disruption": {"consolidationPolicy": "Balanced", "consolidateAfter": "1m"}}),
+        BALANCED_UNSUPPORTED_MESSAGE,
+    ),
+    (
+        "reservations-refused",
+        node_class(
+            {
+                "capacityReservationSelectorTerms": [
+                    {"id": "cr-0abc"},
+                    {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
+                    {"instanceMatchCriteria": "open"},
+                ]
+            }
+        ),
+        RESERVATIONS_UNSUPPORTED_MESSAGE,
+    ),
+    ("context-refused", node_class({"context": "ctx-0abc"}), CONTEXT_UNSUPPORTED_MESSAGE),
+    *(
+        (f"{kind}-{field}-time-added-refused", manifest, TIME_ADDED_UNSUPPORTED_MESSAGE)
+        for field in ("taints", "startupTaints")
+        for kind, manifest in (
+            ("pool", claim_spec({field: [TIMED_TAINT]})),
+            ("claim", merged(CLAIM, {"spec": {field: [TIMED_TAINT]}})),
+        )
+    ),
+    (
+        "ssm-parameter-refused",
+        node_class(
+            {
+                "amiFamily": "AL2023",
+                "amiSelectorTerms": [{"name": "my-ami", "ssmParameter": "/my/ami"}],
+            }
+        ),
+        SSM_PARAMETER_UNSUPPORTED_MESSAGE,
+    ),
     # Capacity reservations.
     (
         "reservation-owner-only",
@@ -690,6 +779,27 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
     ("when-empty", pool({"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}})),
     ("expire-never-and-grace", claim_spec({"expireAfter": "Never", "terminationGracePeriod": "48h"})),
     ("gt-one-integer", requirement("karpenter.k8s.aws/instance-generation", "Gt", "2")),
+    (
+        "gte-lte-bounds",
+        claim_spec(
+            {
+                "requirements": [
+                    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["4"]},
+                    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lte", "values": ["16"]},
+                ]
+            }
+        ),
+    ),
+    (
+        "custom-family-sizing-kubelet",
+        node_class(
+            {
+                "amiFamily": AMI_FAMILY_CUSTOM,
+                "instanceStorePolicy": "RAID0",
+                "kubelet": {"maxPods": 20, "podsPerCore": 4, "evictionHard": {"memory.available": "5%"}},
+            }
+        ),
+    ),
     (
         "min-values-equal-to-values",
         requirement("karpenter.k8s.aws/instance-family", "In", "c5", "m5", minValues=2),
@@ -766,18 +876,7 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
             }
         ),
     ),
-    (
-        "reservations",
-        node_class(
-            {
-                "capacityReservationSelectorTerms": [
-                    {"id": "cr-0abc"},
-                    {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
-                    {"instanceMatchCriteria": "open"},
-                ]
-            }
-        ),
-    ),
+    ("reservations-none", node_class({"capacityReservationSelectorTerms": []})),
     (
         "one-root-volume-and-a-snapshot",
         node_class(
@@ -864,7 +963,6 @@ FULL_POOL: dict[str, Any] = {
                         "key": "example.com/dedicated",
                         "value": "a",
                         "effect": "NoSchedule",
-                        "timeAdded": "2024-01-01T00:00:00Z",
                     }
                 ],
                 "startupTaints": [{"key": "example.com/booting", "effect": "NoSchedule"}],
@@ -895,10 +993,6 @@ FULL_NODE_CLASS: dict[str, Any] = node_class(
         "amiSelectorTerms": [{"tags": SELECTOR_TAGS, "owner": "amazon"}],
         "subnetSelectorTerms": [{"tags": SELECTOR_TAGS}, {"id": "subnet-0abc"}],
         "securityGroupSelectorTerms": [{"tags": SELECTOR_TAGS}, {"id": "sg-0abc"}, {"name": "web"}],
-        "capacityReservationSelectorTerms": [
-            {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
-            {"id": "cr-0abc"},
-        ],
         "tags": {"team": "a"},
         "detailedMonitoring": True,
         "associatePublicIPAddress": False,
@@ -1091,6 +1185,16 @@ CEL_BOUND_CONFLICTS = frozenset(
     }
 )
 
+# Values the schema allows that a CEL rule refuses for the full object: a Custom family cannot
+# carry the kubelet settings that only karpy's user data would pass on.
+CEL_VALUE_CONFLICTS = frozenset(
+    {
+        ("spec.amiFamily", json.dumps(AMI_FAMILY_CUSTOM)),
+        # Karpenter's Balanced is in the enum only to be refused in words.
+        ("spec.disruption.consolidationPolicy", json.dumps(BALANCED)),
+    }
+)
+
 
 def derived_objects() -> tuple[list[tuple[str, dict[str, Any], str]], list[tuple[str, dict[str, Any]]]]:
     """(bad objects as (id, manifest, field path), good objects at the bounds as (id, manifest))."""
@@ -1107,7 +1211,10 @@ def derived_objects() -> tuple[list[tuple[str, dict[str, Any], str]], list[tuple
             manifest = with_value(base, path, value)
             if refused:
                 bad.setdefault(name, (name, manifest, where))
-            elif (where, constraint) not in CEL_BOUND_CONFLICTS:
+            elif (where, constraint) not in CEL_BOUND_CONFLICTS and (
+                where,
+                json.dumps(value),
+            ) not in CEL_VALUE_CONFLICTS:
                 good.setdefault(name, (name, manifest))
     return list(bad.values()), list(good.values())
 

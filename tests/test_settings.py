@@ -270,3 +270,33 @@ def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: py
         disruption = runner.runtime._controllers[DisruptionController.name]
         assert isinstance(disruption, DisruptionController)
         assert disruption.rules.spot_to_spot is gate_on
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"MIN_VALUES_POLICY": "BestEffort"},
+            "MIN_VALUES_POLICY: BestEffort is not implemented by karpy (karpy does not relax a "
+            "requirement's minValues); use Strict",
+        ),
+        (
+            {"PREFERENCE_POLICY": "Ignore"},
+            "PREFERENCE_POLICY: Ignore is not implemented by karpy (karpy does not drop pods' "
+            "preferences); use Respect",
+        ),
+        ({"MIN_VALUES_POLICY": "Loose"}, "MIN_VALUES_POLICY: unknown policy 'Loose' (karpy supports Strict)"),
+    ],
+)
+def test_karpenters_scheduling_policies_karpy_lacks_are_refused_by_name(
+    environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingsError) as raised:
+        options(environ=environ)
+    assert str(raised.value) == message
+
+
+def test_karpenters_default_scheduling_policies_are_karpys() -> None:
+    chosen = options(environ={"MIN_VALUES_POLICY": "Strict", "PREFERENCE_POLICY": "Respect"})
+    assert (chosen.min_values_policy, chosen.preference_policy) == ("Strict", "Respect")
+    assert options("--preference-policy", "Respect").preference_policy == "Respect"

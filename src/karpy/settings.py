@@ -70,6 +70,16 @@ FEATURE_GATES: dict[str, bool] = {
 }
 
 
+# Karpenter's scheduling policies (settings of v1.4-v1.6): karpy does what their defaults say and
+# refuses the other values by name, so a setting is never accepted and ignored.
+MIN_VALUES_STRICT = "Strict"
+PREFERENCE_RESPECT = "Respect"
+_REFUSED_POLICIES = {
+    "MIN_VALUES_POLICY": (MIN_VALUES_STRICT, "BestEffort", "karpy does not relax a requirement's minValues"),
+    "PREFERENCE_POLICY": (PREFERENCE_RESPECT, "Ignore", "karpy does not drop pods' preferences"),
+}
+
+
 class SettingsError(ValueError):
     """A flag or environment variable with a value karpy cannot use."""
 
@@ -138,6 +148,18 @@ SETTINGS: tuple[Setting, ...] = (
         "$/h every node costs beyond its instance, volumes and public IPv4 (per-host licences):"
         " the solver adds it to each node's price, so fewer, larger nodes win when they save it",
     ),
+    Setting(
+        "MIN_VALUES_POLICY",
+        MIN_VALUES_STRICT,
+        "Strict: a pod stays pending rather than launch a node with fewer values than a requirement's"
+        " minValues (Karpenter's BestEffort is refused: karpy does not relax minValues)",
+    ),
+    Setting(
+        "PREFERENCE_POLICY",
+        PREFERENCE_RESPECT,
+        "Respect: preferred affinities and ScheduleAnyway spreads are honoured, relaxed one at a time"
+        " when they cannot be met (Karpenter's Ignore is refused: karpy does not drop them)",
+    ),
     Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
     Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
     Setting("METRICS_PORT", str(DEFAULT_METRICS_PORT), "the port of /metrics (0: any free port)"),
@@ -192,6 +214,10 @@ class RunOptions:
     """BATCH_MAX_DURATION, in seconds."""
     node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
     """KARPY_NODE_OVERHEAD_COST, in $/h."""
+    min_values_policy: str = MIN_VALUES_STRICT
+    """MIN_VALUES_POLICY: Strict (the only policy karpy has)."""
+    preference_policy: str = PREFERENCE_RESPECT
+    """PREFERENCE_POLICY: Respect (the only policy karpy has)."""
     feature_gates: FeatureGates = FeatureGates()
     """FEATURE_GATES."""
 
@@ -343,6 +369,21 @@ def _log_format(text: str) -> str:
     return value
 
 
+def _policy(env: str) -> Callable[[str], str]:
+    """The converter of MIN_VALUES_POLICY or PREFERENCE_POLICY: the default only, the other value refused."""
+    supported, refused, why = _REFUSED_POLICIES[env]
+
+    def convert(text: str) -> str:
+        value = text.strip()
+        if value == refused:
+            raise SettingsError(f"{refused} is not implemented by karpy ({why}); use {supported}")
+        if value != supported:
+            raise SettingsError(f"unknown policy {text!r} (karpy supports {supported})")
+        return value
+
+    return convert
+
+
 def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose: bool = False) -> RunOptions:
     """The settings from ``args`` (flags), then ``environ``, then the defaults.
 
@@ -400,4 +441,6 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         aws_launch_concurrency=read("KARPY_AWS_LAUNCH_CONCURRENCY", _positive_integer),
         feature_gates=read("FEATURE_GATES", parse_feature_gates),
         node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_overhead_cost),
+        min_values_policy=read("MIN_VALUES_POLICY", _policy("MIN_VALUES_POLICY")),
+        preference_policy=read("PREFERENCE_POLICY", _policy("PREFERENCE_POLICY")),
     )

@@ -559,3 +559,21 @@ def test_the_generator_keeps_field_names_only_and_leaves_out_plain_values_and_st
         },
     }
     assert json.loads(render(content)) == content
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["placementGroupSelector", "connectionTracking", "networkInterfaces", "ipPrefixCount", "cpuOptions"],
+)
+def test_the_ec2nodeclass_launch_settings_karpy_lacks_are_refused_as_unsupported(field: str) -> None:
+    node_class = (
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: a}\nspec:\n"
+        "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]\n"
+        "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n"
+        f"  {field}: {{}}\n"
+    )
+    [error] = errors_of(node_class)
+    assert error.endswith(
+        f"spec.{field}: spec.{field} ({error.split('(', 1)[1].split(')')[0]}) "
+        "is not supported by karpy; remove it"
+    )

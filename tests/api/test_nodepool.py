@@ -420,8 +420,8 @@ NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": 
                     {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": ["-1"]}
                 ]
             },
-            f"{TEMPLATE_SPEC}.requirements[0].values: requirements operator 'Gt' or 'Lt' must have a single "
-            "positive integer value",
+            f"{TEMPLATE_SPEC}.requirements[0].values: requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' "
+            "must have a single positive integer value",
             id="negative Lt",
         ),
         pytest.param(

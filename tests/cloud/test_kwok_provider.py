@@ -207,3 +207,24 @@ def test_a_kwok_nodeclaim_carries_its_class_hash_and_drifts_when_the_catalog_cha
     assert provider.is_drifted(claim) == NODECLASS_DRIFT
     assert provider.is_drifted(claim.with_metadata(annotations={})) == ""  # launched before the hash
     _stop(provider)
+
+
+def test_the_node_class_registration_delay_wins_over_the_providers() -> None:
+    """KWOKNodeClass spec.nodeRegistrationDelay, as Karpenter's kwok provider: the Node waits that long."""
+    store = InMemoryCluster(VirtualClock())
+    store.create(make_nodepool())
+    store.create(KWOKNodeClass(metadata=ObjectMeta(name="default"), node_registration_delay=DELAY))
+    provider = KwokCloudProvider(store)  # no delay of its own
+    _launched(store, provider, "default-slow")
+    assert store.node("default-slow") is None  # booting: the class' delay holds it back
+    assert "default-slow" in provider._pending
+    assert _wait_for_node(store, "default-slow", DELAY + 10.0)
+
+
+def test_a_node_class_delay_of_zero_registers_at_once_whatever_the_provider_says() -> None:
+    store = InMemoryCluster(VirtualClock())
+    store.create(make_nodepool())
+    store.create(KWOKNodeClass(metadata=ObjectMeta(name="default"), node_registration_delay=0.0))
+    provider = KwokCloudProvider(store, registration_delay=600.0)
+    _launched(store, provider, "default-fast")
+    assert _wait_for_node(store, "default-fast", 10.0)

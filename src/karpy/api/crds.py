@@ -74,6 +74,7 @@ from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
     AMI_FAMILY_REQUIRED_MESSAGE,
     AMI_TERMS,
+    CONTEXT_UNSUPPORTED_MESSAGE,
     EC2_GROUP,
     EC2_KIND,
     EMPTY_SELECTOR_TAG_MESSAGE,
@@ -82,6 +83,7 @@ from karpy.api.nodeclass import (
     GC_THRESHOLDS_MESSAGE,
     IMDS_SWITCH,
     IMDS_TOKENS,
+    INSTANCE_STORE_POLICIES,
     KUBELET_RESERVABLE,
     KWOK_GROUP,
     KWOK_KIND,
@@ -92,12 +94,15 @@ from karpy.api.nodeclass import (
     RESERVATION_ID_MESSAGE,
     RESERVATION_ID_OTHERS,
     RESERVATION_NEEDS_ONE_OF,
+    RESERVATIONS_UNSUPPORTED_MESSAGE,
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
+    SSM_PARAMETER_UNSUPPORTED_MESSAGE,
     SUBNET_TERMS,
+    USER_DATA_ONLY_KUBELET_FIELDS,
     VOLUME_INITIALIZATION_MESSAGE,
     VOLUME_SIZE_PATTERN,
     VOLUME_SOURCE_MESSAGE,
@@ -106,17 +111,21 @@ from karpy.api.nodeclass import (
     WINDOWS_ALIAS_MESSAGE,
     SelectorTermRules,
     ami_family_alias_message,
+    custom_kubelet_message,
     quoted_list,
     restricted_tag_message,
     valid_keys_message,
 )
 from karpy.api.nodepool import (
+    BALANCED,
+    BALANCED_UNSUPPORTED_MESSAGE,
     BUDGET_DURATION_PATTERN,
     CONSOLIDATION_POLICIES,
     DEFAULT_BUDGET_NODES,
     DISRUPTION_REASONS,
     GROUP,
     NUMERIC_OPERATOR_MESSAGE,
+    NUMERIC_OPERATORS,
     STATIC_RULES,
     STATIC_TRANSITION_MESSAGE,
     STATIC_TRANSITION_RULE,
@@ -131,6 +140,7 @@ from karpy.api.requirements import (
     MAX_LABEL_VALUE_LENGTH,
     WELL_KNOWN_LABELS,
 )
+from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
 
 Schema = dict[str, Any]
 CRD = dict[str, Any]
@@ -173,7 +183,7 @@ CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$"
 EVICTION_THRESHOLD_PATTERN = (
     r"^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%|" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$") + ")$"
 )
-REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", *NUMERIC_OPERATORS)
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # Labels under kubernetes.io that a NodePool may set or require (the rest of the
@@ -316,8 +326,9 @@ def _requirements(*, restrict_keys: bool) -> Schema:
                 "requirements with operator 'In' must have a value defined",
             ),
             _rule(
-                "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt') ? "
-                "(x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                "self.all(x, ("
+                + " || ".join(f"x.operator == '{operator}'" for operator in NUMERIC_OPERATORS)
+                + ") ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
                 NUMERIC_OPERATOR_MESSAGE,
             ),
             _rule(
@@ -343,6 +354,7 @@ def _taints(description: str) -> Schema:
                 "effect": _string(enum=list(TAINT_EFFECTS)),
                 "timeAdded": _string(format="date-time"),
             },
+            "x-kubernetes-validations": [_rule("!has(self.timeAdded)", TIME_ADDED_UNSUPPORTED_MESSAGE)],
         },
     }
 
@@ -620,7 +632,11 @@ def nodepool_crd() -> CRD:
         "properties": {
             "consolidationPolicy": _string(
                 default=WHEN_EMPTY_OR_UNDERUTILIZED,
-                enum=list(CONSOLIDATION_POLICIES),
+                # Karpenter's values: Balanced is in the enum so that it is refused in words.
+                enum=[*CONSOLIDATION_POLICIES, BALANCED],
+                **{
+                    "x-kubernetes-validations": [_rule(f"self != '{BALANCED}'", BALANCED_UNSUPPORTED_MESSAGE)]
+                },
                 description="Which nodes consolidation may remove: only empty ones, or also "
                 "underutilized ones.",
             ),
@@ -892,6 +908,9 @@ def _ami_selector_terms() -> Schema:
         exclusive=_exclusive(AMI_TERMS),
     )
     terms["x-kubernetes-validations"].append(
+        _rule("self.all(x, !has(x.ssmParameter))", SSM_PARAMETER_UNSUPPORTED_MESSAGE)
+    )
+    terms["x-kubernetes-validations"].append(
         _rule("!(self.exists(x, has(x.alias)) && self.size() != 1)", ALIAS_ALONE_MESSAGE)
     )
     return terms
@@ -1033,7 +1052,7 @@ def ec2nodeclass_crd() -> CRD:
             "context": _string(),
             "detailedMonitoring": {"type": "boolean"},
             "associatePublicIPAddress": {"type": "boolean"},
-            "instanceStorePolicy": _string(enum=["RAID0"]),
+            "instanceStorePolicy": _string(enum=list(INSTANCE_STORE_POLICIES)),
             "blockDeviceMappings": _block_device_mappings(),
             # Karpenter's four instance metadata settings, closed like its CRD: "httpToken" is a typo.
             "metadataOptions": {
@@ -1082,6 +1101,20 @@ def ec2nodeclass_crd() -> CRD:
                 "recreate this node class if you want to change this.",
             ),
             *_ami_family_rules(),
+            _rule("!has(self.context)", CONTEXT_UNSUPPORTED_MESSAGE),
+            _rule(
+                "!has(self.capacityReservationSelectorTerms)"
+                " || self.capacityReservationSelectorTerms.size() == 0",
+                RESERVATIONS_UNSUPPORTED_MESSAGE,
+            ),
+            *(
+                _rule(
+                    f"!has(self.amiFamily) || self.amiFamily != '{AMI_FAMILY_CUSTOM}' || "
+                    f"!has(self.kubelet) || !has(self.kubelet.{name})",
+                    custom_kubelet_message(name),
+                )
+                for name in USER_DATA_ONLY_KUBELET_FIELDS
+            ),
         ],
     }
     status: Schema = {
@@ -1116,17 +1149,17 @@ def ec2nodeclass_crd() -> CRD:
 def kwoknodeclass_crd() -> CRD:
     """``kwoknodeclasses.karpenter.kwok.sh``: Karpenter's kwok provider class.
 
-    Its one field, ``nodeRegistrationDelay``, is accepted so that Karpenter's
-    manifests apply unchanged; karpy takes the delay from its own setting
-    (``--registration-delay``) instead.
+    Its one field, ``nodeRegistrationDelay``, is how long a launched node takes
+    to register, as in Karpenter's kwok provider; without it karpy's own
+    setting (``--registration-delay``, the simulator's boot time) applies.
     """
     spec: Schema = {
         "type": "object",
-        "description": "Kwok nodes need no provider settings.",
+        "description": "Kwok nodes: how long they take to register.",
         "properties": {
             "nodeRegistrationDelay": _string(
                 pattern=DURATION_PATTERN,
-                description="How long a kwok node takes to register (karpy uses --registration-delay).",
+                description="How long a kwok node takes to register (default: --registration-delay).",
             )
         },
     }

@@ -58,7 +58,7 @@ makes the object bad: each unknown field is an error line and the object is
 not applied (``karpy validate`` exits 2). A field Karpenter has but karpy
 does not implement would be left out of the schemas on purpose and refused the
 same way, with an error that says it is unsupported rather than unknown
-(``UNSUPPORTED_FIELDS``; none is now).
+(``UNSUPPORTED_FIELDS``: the EC2NodeClass' newer launch settings).
 """
 
 from __future__ import annotations
@@ -175,7 +175,17 @@ def kind_trees() -> dict[tuple[str, str], FieldTree]:
 
 # Fields Karpenter has and karpy does not implement, by (apiVersion, kind, path): refused like
 # unknown ones (a pool that silently ignored them would not be what was asked for), but saying so.
-UNSUPPORTED_FIELDS: dict[tuple[str, str, str], str] = {}
+_EC2_V1 = "karpenter.k8s.aws/v1"
+UNSUPPORTED_FIELDS: dict[tuple[str, str, str], str] = {
+    (_EC2_V1, "EC2NodeClass", f"spec.{name}"): f"spec.{name} ({what}) is not supported by karpy"
+    for name, what in (
+        ("placementGroupSelector", "launching into a placement group"),
+        ("connectionTracking", "the network interfaces' connection tracking timeouts"),
+        ("networkInterfaces", "the instances' network interfaces"),
+        ("ipPrefixCount", "prefixes assigned to the primary network interface"),
+        ("cpuOptions", "nested virtualization"),
+    )
+}
 
 
 def unknown_fields(raw: Mapping[str, object], api_version: str, kind: str) -> list[ManifestError]:

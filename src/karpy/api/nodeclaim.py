@@ -83,8 +83,8 @@ class NodeClaimSpec:
             node_class_ref=NodeClassRef.parse(reader.obj("nodeClassRef")),
             requirements=read_node_selector_requirements(reader, "requirements"),
             requests=read_resources(reader.obj("resources"), "requests"),
-            taints=reader.items("taints", Taint.parse),
-            startup_taints=reader.items("startupTaints", Taint.parse),
+            taints=reader.items("taints", Taint.parse_spec),
+            startup_taints=reader.items("startupTaints", Taint.parse_spec),
             expire_after=read_duration(reader, "expireAfter", DEFAULT_EXPIRE_AFTER, allow_never=True),
             termination_grace_period=read_duration(reader, "terminationGracePeriod", None, allow_never=False),
         )

@@ -27,6 +27,12 @@ and patterns are defined here once and :mod:`karpy.api.crds` builds its CEL
 from them, so a user reads the same words from either. A rule is checked when
 the manifest is read, not at launch: a class that would fail at the API server
 fails ``karpy validate`` rather than the first node of a simulation.
+
+**No field accepted and ignored.** What nothing in karpy acts on is refused by
+the same rules, naming the field: ``context``, an AMI term's ``ssmParameter``,
+``capacityReservationSelectorTerms``, and with ``amiFamily: Custom`` (user data
+passed verbatim) the kubelet settings only karpy's user data would carry.
+``tests/api/test_field_owners.py`` names the owner of every other field.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from karpy.api._reader import FieldReader
 from karpy.api.conditions import Condition
 from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
+from karpy.api.duration import DurationError, parse_duration
 from karpy.api.meta import ObjectMeta
 from karpy.api.quantity import ResourceAmounts
 
@@ -94,9 +101,39 @@ VOLUME_INITIALIZATION_MESSAGE = "snapshotID must be set when volumeInitializatio
 IMDS_SWITCH = ("enabled", "disabled")
 IMDS_TOKENS = ("required", "optional")
 MIN_HOP_LIMIT, MAX_HOP_LIMIT = 1, 64
+# Kubelet settings that act only through the user data karpy writes: with amiFamily Custom (user
+# data passed verbatim) they could not act, so such a class is refused naming them.
+USER_DATA_ONLY_KUBELET_FIELDS = (
+    "clusterDNS",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMaxPodGracePeriod",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "cpuCFSQuota",
+)
+# Fields of Karpenter's EC2NodeClass that karpy's CRD keeps (so a manifest's shape is still
+# checked) but refuses when set, as nothing in karpy would act on them.
+CONTEXT_UNSUPPORTED_MESSAGE = "context is not supported by karpy: it launches instances with no fleet context"
+SSM_PARAMETER_UNSUPPORTED_MESSAGE = (
+    "ssmParameter is not supported by karpy: select the AMIs by alias, id, name or tags"
+)
+RESERVATIONS_UNSUPPORTED_MESSAGE = (
+    "capacityReservationSelectorTerms is not supported by karpy: it launches into no capacity reservation"
+)
+INSTANCE_STORE_RAID0 = "RAID0"
+INSTANCE_STORE_POLICIES = (INSTANCE_STORE_RAID0,)
 GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
 SOFT_EVICTION_MESSAGE = "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod"
 SOFT_EVICTION_GRACE_MESSAGE = "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft"
+
+
+def custom_kubelet_message(field_name: str) -> str:
+    """Why a Custom-family class may not set a kubelet field that only user data carries."""
+    return (
+        f"kubelet.{field_name} cannot act with amiFamily {AMI_FAMILY_CUSTOM}: karpy passes Custom user "
+        "data verbatim, so set the kubelet's flag in userData instead"
+    )
 
 
 def quoted_list(names: Iterable[str]) -> str:
@@ -275,6 +312,18 @@ def _check_reservation_terms(spec: FieldReader) -> None:
             raise spec.error(f"{path}.tags", EMPTY_SELECTOR_TAG_MESSAGE)
 
 
+def _check_unsupported(spec: FieldReader) -> None:
+    """Refuse the fields karpy takes the shape of but could not act on (their messages say why)."""
+    if spec.has("context"):
+        raise spec.error("context", CONTEXT_UNSUPPORTED_MESSAGE)
+    terms = spec.raw("amiSelectorTerms")
+    for index, term in enumerate(terms if isinstance(terms, list) else ()):
+        if isinstance(term, Mapping) and "ssmParameter" in term:
+            raise spec.error(f"amiSelectorTerms[{index}].ssmParameter", SSM_PARAMETER_UNSUPPORTED_MESSAGE)
+    if spec.raw(RESERVATION_TERMS_FIELD):
+        raise spec.error(RESERVATION_TERMS_FIELD, RESERVATIONS_UNSUPPORTED_MESSAGE)
+
+
 def _check_ami_selection(spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
     """Karpenter's rules on aliases and amiFamily: a well-formed alias alone, its family or Custom."""
     aliases = [(index, term.alias) for index, term in enumerate(terms) if term.alias]
@@ -308,11 +357,28 @@ def _check_tags(spec: FieldReader, tags: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class KubeletConfiguration:
+    """``spec.kubelet``: what karpy sizes nodes with and writes into their user data (every field acts).
+
+    ``maxPods``, ``podsPerCore``, ``kubeReserved``, ``systemReserved`` and
+    ``evictionHard`` size the node's allocatable (:mod:`karpy.cloud.aws_catalog`)
+    and reach its kubelet; the others (:data:`USER_DATA_ONLY_KUBELET_FIELDS`)
+    only reach its kubelet, through the AMI family's user data
+    (:mod:`karpy.cloud.aws.userdata`). As in Karpenter, ``evictionSoft`` does
+    not shrink allocatable: a soft threshold evicts only after its grace period.
+    """
+
     max_pods: int | None = None
     pods_per_core: int | None = None
     kube_reserved: ResourceAmounts = field(default_factory=dict)
     system_reserved: ResourceAmounts = field(default_factory=dict)
     eviction_hard: dict[str, str] = field(default_factory=dict)
+    cluster_dns: tuple[str, ...] = ()
+    eviction_soft: dict[str, str] = field(default_factory=dict)
+    eviction_soft_grace_period: dict[str, str] = field(default_factory=dict)
+    eviction_max_pod_grace_period: int | None = None
+    image_gc_high_threshold_percent: int | None = None
+    image_gc_low_threshold_percent: int | None = None
+    cpu_cfs_quota: bool | None = None
 
     @classmethod
     def parse(cls, reader: FieldReader) -> KubeletConfiguration:
@@ -333,6 +399,9 @@ class KubeletConfiguration:
             reader.integer("imageGCHighThresholdPercent"),
             reader.integer("imageGCLowThresholdPercent"),
         )
+        for name, percent in (("imageGCHighThresholdPercent", high), ("imageGCLowThresholdPercent", low)):
+            if percent is not None and not 0 <= percent <= 100:
+                raise reader.error(name, f"must be between 0 and 100, got {percent}")
         if high is not None and low is not None and high <= low:
             raise reader.error("imageGCHighThresholdPercent", GC_THRESHOLDS_MESSAGE)
         soft, grace = eviction["evictionSoft"].keys(), eviction["evictionSoftGracePeriod"].keys()
@@ -340,13 +409,38 @@ class KubeletConfiguration:
             raise reader.error("evictionSoft", SOFT_EVICTION_MESSAGE)
         if grace - soft:
             raise reader.error("evictionSoftGracePeriod", SOFT_EVICTION_GRACE_MESSAGE)
+        for signal, period in eviction["evictionSoftGracePeriod"].items():
+            try:
+                parse_duration(period)
+            except DurationError as error:
+                raise reader.obj("evictionSoftGracePeriod").error(signal, str(error)) from error
         return cls(
             max_pods=max_pods,
             pods_per_core=reader.integer("podsPerCore"),
             kube_reserved=reserved["kubeReserved"],
             system_reserved=reserved["systemReserved"],
             eviction_hard=eviction["evictionHard"],
+            cluster_dns=reader.str_list("clusterDNS"),
+            eviction_soft=eviction["evictionSoft"],
+            eviction_soft_grace_period=eviction["evictionSoftGracePeriod"],
+            eviction_max_pod_grace_period=reader.integer("evictionMaxPodGracePeriod"),
+            image_gc_high_threshold_percent=high,
+            image_gc_low_threshold_percent=low,
+            cpu_cfs_quota=_optional_boolean(reader, "cpuCFSQuota"),
         )
+
+    def user_data_only_fields(self) -> tuple[str, ...]:
+        """The fields set here that act through the node's user data alone (none sizes the node)."""
+        values = {
+            "clusterDNS": self.cluster_dns,
+            "evictionSoft": self.eviction_soft,
+            "evictionSoftGracePeriod": self.eviction_soft_grace_period,
+            "evictionMaxPodGracePeriod": self.eviction_max_pod_grace_period,
+            "imageGCHighThresholdPercent": self.image_gc_high_threshold_percent,
+            "imageGCLowThresholdPercent": self.image_gc_low_threshold_percent,
+            "cpuCFSQuota": self.cpu_cfs_quota,
+        }
+        return tuple(name for name in USER_DATA_ONLY_KUBELET_FIELDS if values[name] not in (None, (), {}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +457,8 @@ class BlockDeviceMapping:
     kms_key_id: str = ""
     delete_on_termination: bool | None = None
     snapshot_id: str = ""
+    # MiB/s at which a volume from a snapshot is initialized (EC2's provisioned initialization rate).
+    volume_initialization_rate: int | None = None
 
     @classmethod
     def parse(cls, reader: FieldReader) -> BlockDeviceMapping:
@@ -391,6 +487,7 @@ class BlockDeviceMapping:
             kms_key_id=ebs.string("kmsKeyID"),
             delete_on_termination=_optional_boolean(ebs, "deleteOnTermination"),
             snapshot_id=ebs.string("snapshotID"),
+            volume_initialization_rate=ebs.integer("volumeInitializationRate"),
         )
 
 
@@ -520,6 +617,8 @@ class EC2NodeClass:
     metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
     associate_public_ip_address: bool | None = None
     detailed_monitoring: bool = False
+    # "RAID0": the instance store disks become the node's ephemeral storage ("" : they are left alone).
+    instance_store_policy: str = ""
     converted_from: str = ""
     # What the conversion from converted_from changed (karpy.api.conversion); not part
     # of what the class is, so left out of comparisons.
@@ -553,6 +652,7 @@ class EC2NodeClass:
         AMI_TERMS.check(spec, ami_terms)
         _check_ami_selection(spec, ami_terms)
         _check_reservation_terms(spec)
+        _check_unsupported(spec)
         role = spec.string("role")
         instance_profile = spec.string("instanceProfile")
         if bool(role) == bool(instance_profile):
@@ -562,6 +662,16 @@ class EC2NodeClass:
         mappings = spec.items("blockDeviceMappings", BlockDeviceMapping.parse)
         if sum(mapping.root_volume for mapping in mappings) > 1:
             raise spec.error("blockDeviceMappings", ONE_ROOT_VOLUME_MESSAGE)
+        instance_store_policy = spec.string("instanceStorePolicy")
+        if instance_store_policy and instance_store_policy not in INSTANCE_STORE_POLICIES:
+            raise spec.error(
+                "instanceStorePolicy",
+                f"must be one of {', '.join(INSTANCE_STORE_POLICIES)}, got {instance_store_policy!r}",
+            )
+        kubelet = KubeletConfiguration.parse(spec.obj("kubelet"))
+        if spec.string("amiFamily") == AMI_FAMILY_CUSTOM:
+            for name in kubelet.user_data_only_fields():
+                raise spec.obj("kubelet").error(name, custom_kubelet_message(name))
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             subnet_selector_terms=subnets,
@@ -570,13 +680,14 @@ class EC2NodeClass:
             role=role,
             instance_profile=instance_profile,
             tags=tags,
-            kubelet=KubeletConfiguration.parse(spec.obj("kubelet")),
+            kubelet=kubelet,
             ami_family=spec.string("amiFamily"),
             user_data=spec.string("userData"),
             block_device_mappings=mappings,
             metadata_options=MetadataOptions.parse(spec.obj("metadataOptions")),
             associate_public_ip_address=_optional_boolean(spec, "associatePublicIPAddress"),
             detailed_monitoring=spec.boolean("detailedMonitoring"),
+            instance_store_policy=instance_store_policy,
             converted_from=converted_from,
             conversion_notes=notes,
             status=NodeClassStatus.parse(reader.obj("status")),
@@ -664,15 +775,29 @@ def convert_v1beta1(reader: FieldReader) -> Conversion:
 class KWOKNodeClass:
     metadata: ObjectMeta
     status: NodeClassStatus = field(default_factory=NodeClassStatus)
+    # spec.nodeRegistrationDelay, seconds: how long a launched node takes to register (None: the
+    # provider's own delay). As Karpenter's kwok provider, the class' delay is the one a node waits.
+    node_registration_delay: float | None = None
 
     kind = KWOK_KIND
     group = KWOK_GROUP
 
     @classmethod
     def parse(cls, reader: FieldReader) -> KWOKNodeClass:
+        spec = reader.obj("spec")
+        delay_text = spec.string("nodeRegistrationDelay")
+        delay = None
+        if delay_text:
+            try:
+                delay = parse_duration(delay_text)
+            except DurationError as error:
+                raise spec.error("nodeRegistrationDelay", str(error)) from error
+            if delay < 0:
+                raise spec.error("nodeRegistrationDelay", "must not be negative")
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             status=NodeClassStatus.parse(reader.obj("status")),
+            node_registration_delay=delay,
         )
 
     @property

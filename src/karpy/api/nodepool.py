@@ -79,6 +79,14 @@ WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 WHEN_UNDERUTILIZED_V1BETA1 = "WhenUnderutilized"
 CONSOLIDATION_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED)
+# Karpenter v1.15's third policy, which weighs a move's savings against the disruption it causes.
+# karpy does not score moves that way yet: refused by name rather than consolidated as another policy.
+BALANCED = "Balanced"
+BALANCED_UNSUPPORTED_MESSAGE = (
+    "consolidationPolicy Balanced is not implemented by karpy (it would consolidate as "
+    "WhenEmptyOrUnderutilized, without weighing savings against disruption); use WhenEmpty or "
+    "WhenEmptyOrUnderutilized"
+)
 
 REASON_EMPTY = "Empty"
 REASON_UNDERUTILIZED = "Underutilized"
@@ -92,7 +100,10 @@ DEFAULT_BUDGET_NODES = "10%"
 # A budget's duration: minutes and hours only, as cron works in minutes (a trailing 0s is
 # how Go prints such a duration).
 BUDGET_DURATION_PATTERN = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"
-NUMERIC_OPERATOR_MESSAGE = "requirements operator 'Gt' or 'Lt' must have a single positive integer value"
+NUMERIC_OPERATOR_MESSAGE = (
+    "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"
+)
+NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
 NODEPOOL_HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
 NODEPOOL_HASH_VERSION = "v3"
@@ -145,7 +156,7 @@ def read_node_selector_requirements(reader: FieldReader, key: str) -> tuple[Requ
 
     def parse(item: FieldReader) -> Requirement:
         operator, values = item.required_str("operator"), item.str_list("values")
-        if operator in ("Gt", "Lt") and any(value.startswith("-") for value in values):
+        if operator in NUMERIC_OPERATORS and any(value.startswith("-") for value in values):
             raise item.error("values", NUMERIC_OPERATOR_MESSAGE)
         for value in values:
             problem = label_value_problem(value)
@@ -242,8 +253,8 @@ class NodeClaimTemplate:
                 )
         if not spec.has("nodeClassRef"):
             raise spec.error("nodeClassRef", "required")
-        taints = spec.items("taints", Taint.parse)
-        startup_taints = spec.items("startupTaints", Taint.parse)
+        taints = spec.items("taints", Taint.parse_spec)
+        startup_taints = spec.items("startupTaints", Taint.parse_spec)
         _check_node_taints(spec, taints, startup_taints)
         return cls(
             node_class_ref=NodeClassRef.parse(spec.obj("nodeClassRef")),
@@ -314,6 +325,8 @@ class Disruption:
     @classmethod
     def parse(cls, reader: FieldReader) -> Disruption:
         policy = reader.string("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED)
+        if policy == BALANCED:
+            raise reader.error("consolidationPolicy", BALANCED_UNSUPPORTED_MESSAGE)
         if policy not in CONSOLIDATION_POLICIES:
             raise reader.error(
                 "consolidationPolicy", f"must be one of {', '.join(CONSOLIDATION_POLICIES)}, got {policy!r}"

@@ -27,6 +27,11 @@ PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
 
+# A node's taint gets its timeAdded from Kubernetes when it is put on; karpy does not copy a
+# template's, so one written there would be accepted and do nothing.
+TIME_ADDED_UNSUPPORTED_MESSAGE = (
+    "timeAdded is not supported by karpy: a node's taints are timed when they are put on it"
+)
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 CONSOLIDATION_PLANNED_TAINT_KEY = "karpy.dev/consolidation-planned"
@@ -45,6 +50,13 @@ class Taint:
         if effect not in EFFECTS:
             raise reader.error("effect", f"must be one of {', '.join(EFFECTS)}, got {effect!r}")
         return cls(key=key, effect=effect, value=reader.string("value"))
+
+    @classmethod
+    def parse_spec(cls, reader: FieldReader) -> Taint:
+        """A taint a NodePool or NodeClaim puts on its node; ``timeAdded`` is refused (see its message)."""
+        if reader.has("timeAdded"):
+            raise reader.error("timeAdded", TIME_ADDED_UNSUPPORTED_MESSAGE)
+        return cls.parse(reader)
 
     def to_dict(self) -> dict[str, str]:
         result = {"key": self.key, "effect": self.effect}

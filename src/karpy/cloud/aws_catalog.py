@@ -62,6 +62,7 @@ from karpy.api.requirements import (
 CATALOG_FILE = "aws-us-east-1.json"
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+GB = 10**9
 VM_MEMORY_OVERHEAD_PERCENT = 0.075
 ROOT_VOLUME_BYTES = 20 * GIB
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
@@ -198,14 +199,20 @@ def instance_type_from_entry(
     kubelet: KubeletConfiguration | None = None,
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
     root_volume_bytes: int = ROOT_VOLUME_BYTES,
+    instance_store_raid0: bool = False,
 ) -> InstanceType:
     """The InstanceType for a catalog entry, offered in ``zones`` (default: all it lists).
 
     ``root_volume_bytes`` is the node's ephemeral storage (the node class'
     root volume, :func:`ephemeral_storage_bytes`); the kubelet's default eviction
-    threshold keeps a tenth of it free.
+    threshold keeps a tenth of it free. With ``instance_store_raid0`` (the
+    class' ``instanceStorePolicy: RAID0``) a type with local NVMe disks keeps its
+    ephemeral storage on them instead: their total, in decimal GB, as Karpenter
+    counts it (the user data assembles them into one array).
     """
     kubelet = kubelet or KubeletConfiguration()
+    if instance_store_raid0 and entry.local_nvme_gib:
+        root_volume_bytes = entry.local_nvme_gib * GB
     offered_zones = tuple(zone for zone in entry.zones if zones is None or zone in zones)
     offerings: list[Offering] = []
     for zone in offered_zones:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeclass import INSTANCE_STORE_RAID0, EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
@@ -248,9 +248,9 @@ class SimulatedCloud:
         self.unavailable = UnavailableOfferings(clock)
         self.launch_listeners: list[Callable[[Instance], None]] = []
         self._launches = 0
-        # (kind, name, zones, unavailable offerings, root volume bytes) → the class' instance types.
+        # (kind, name, zones, unavailable offerings, root volume bytes, RAID0) → the class' instance types.
         self._cache: dict[
-            tuple[str, str, tuple[str, ...], frozenset[tuple[str, str, str]], int], list[InstanceType]
+            tuple[str, str, tuple[str, ...], frozenset[tuple[str, str, str]], int, bool], list[InstanceType]
         ] = {}
 
     # -- node classes ------------------------------------------------------
@@ -292,7 +292,8 @@ class SimulatedCloud:
         unavailable = self.unavailable.now()
         ec2_class = node_class if isinstance(node_class, EC2NodeClass) else None
         root_volume = ephemeral_storage_bytes(ec2_class)
-        key = (node_class.kind, node_class.name, zones, unavailable, root_volume)
+        raid0 = ec2_class is not None and ec2_class.instance_store_policy == INSTANCE_STORE_RAID0
+        key = (node_class.kind, node_class.name, zones, unavailable, root_volume, raid0)
         cached = self._cache.get(key)
         if cached is None:
             kubelet = ec2_class.kubelet if ec2_class is not None else None
@@ -302,7 +303,13 @@ class SimulatedCloud:
             else:
                 cached = [
                     instance_type_from_entry(
-                        entry, self.catalog.region, zones, kubelet, unavailable, root_volume
+                        entry,
+                        self.catalog.region,
+                        zones,
+                        kubelet,
+                        unavailable,
+                        root_volume,
+                        instance_store_raid0=raid0,
                     )
                     for entry in self.catalog.entries
                     if any(zone in zones for zone in entry.zones)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from karpy.api.conditions import TRUE
 from karpy.api.core import POD_PENDING, POD_RUNNING, POD_SUCCEEDED, Node, NodeCondition, Pod, run_duration
 from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclass import KWOKNodeClass
 from karpy.api.requirements import LABEL_HOSTNAME
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.operator.cluster import Clock, NotFoundError
@@ -74,8 +75,18 @@ class SimulatedKubelet:
         ):
             return  # this instance never boots into a node
         self.runtime.enqueue(
-            self.name, f"register/{instance.provider_id}", self.cloud.settings.registration_delay
+            self.name, f"register/{instance.provider_id}", self._registration_delay(instance)
         )
+
+    def _registration_delay(self, instance: Instance) -> float:
+        """A KWOKNodeClass' ``nodeRegistrationDelay`` when it sets one, else the cloud's boot time."""
+        claim = self.cluster.nodeclaim(instance.nodeclaim)
+        if claim is not None:
+            ref = claim.spec.node_class_ref
+            node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+            if isinstance(node_class, KWOKNodeClass) and node_class.node_registration_delay is not None:
+                return node_class.node_registration_delay
+        return self.cloud.settings.registration_delay
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         if not isinstance(new, Pod):

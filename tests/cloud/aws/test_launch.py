@@ -679,6 +679,20 @@ def test_the_root_volume_is_the_nodes_ephemeral_storage(disks: Harness) -> None:
     assert found.status.capacity["ephemeral-storage"] == hundred_gi
 
 
+def test_raid0_makes_the_instance_store_the_nodes_ephemeral_storage(aws: AwsWorld, proxy: FaultProxy) -> None:
+    """instanceStorePolicy RAID0: a type with local NVMe keeps pods' storage there (a g4dn.xlarge: 125 GB)."""
+    raid0 = Harness(aws, proxy, spec="  instanceStorePolicy: RAID0\n")
+    try:
+        types = {t.name: t for t in raid0.provider.get_instance_types(nodepool_for())}
+        assert types["g4dn.xlarge"].capacity["ephemeral-storage"] == 125 * 10**9
+        # A type without instance store keeps the root volume (the AMI's 20Gi).
+        assert types["c5.large"].capacity["ephemeral-storage"] == 20 * 1024**3
+        launched = raid0.launch(raid0.nodeclaim("raid0", types=("g4dn.xlarge",)))
+        assert launched.status.capacity["ephemeral-storage"] == 125 * 10**9
+    finally:
+        raid0.provider.close()
+
+
 @pytest.mark.parametrize(
     ("family_spec", "mappings", "expected"),
     [

@@ -425,3 +425,146 @@ def test_reservations_that_would_break_the_flags_are_refused() -> None:
 def test_reservations_of_unknown_names_are_refused_when_the_class_is_read(kubelet: dict[str, Any]) -> None:
     with pytest.raises(ManifestError, match="valid keys for"):
         documented_kubelet_user_data(AMI_FAMILY_AL2, kubelet)
+
+
+# -- every other kubelet setting and the instance store policy ------------------
+
+# Every kubelet setting that acts only on the node's kubelet, as Karpenter's docs write them.
+KUBELET_ONLY = {
+    "clusterDNS": ["fd00::a"],
+    "podsPerCore": 8,
+    "evictionSoft": {"memory.available": "500Mi", "nodefs.available": "15%"},
+    "evictionSoftGracePeriod": {"memory.available": "1m", "nodefs.available": "90s"},
+    "evictionMaxPodGracePeriod": 60,
+    "imageGCHighThresholdPercent": 85,
+    "imageGCLowThresholdPercent": 80,
+    "cpuCFSQuota": False,
+}
+
+
+def al2_bootstrap(document: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """bootstrap.sh's options, its kubelet's extra flags and its bare switches, from AL2 user data."""
+    script = body(parts(document)[-1])
+    (command,) = [line for line in script.replace("\\\n", " ").splitlines() if "bootstrap.sh" in line]
+    argv = shlex.split(command)[2:]
+    options = dict(zip(argv[::2], argv[1::2], strict=True))
+    flags = dict(flag.split("=", 1) for flag in shlex.split(options["--kubelet-extra-args"]))
+    return options, flags, argv
+
+
+def raid0_user_data(family: str) -> str:
+    alias = {"AL2023": "al2023", "AL2": "al2", "Bottlerocket": "bottlerocket"}[family]
+    return user_data(
+        node_class(amiSelectorTerms=[{"alias": f"{alias}@latest"}], instanceStorePolicy="RAID0"),
+        cluster=CLUSTER,
+        labels=LABELS,
+        taints=TAINTS,
+    )
+
+
+def test_al2023_node_config_carries_every_kubelet_setting_of_the_class() -> None:
+    config = karpy_node_config(documented_kubelet_user_data(AMI_FAMILY_AL2023, KUBELET_ONLY))["spec"][
+        "kubelet"
+    ]["config"]
+    assert config["clusterDNS"] == ["fd00::a"]
+    assert config["podsPerCore"] == 8
+    assert config["evictionSoft"] == KUBELET_ONLY["evictionSoft"]
+    # Go's form of the durations, as Karpenter writes them.
+    assert config["evictionSoftGracePeriod"] == {"memory.available": "1m0s", "nodefs.available": "1m30s"}
+    assert config["evictionMaxPodGracePeriod"] == 60
+    assert config["imageGCHighThresholdPercent"] == 85
+    assert config["imageGCLowThresholdPercent"] == 80
+    assert config["cpuCFSQuota"] is False
+
+
+def test_al2_kubelet_flags_carry_every_kubelet_setting_of_the_class() -> None:
+    options, flags, argv = al2_bootstrap(documented_kubelet_user_data(AMI_FAMILY_AL2, KUBELET_ONLY))
+    # An IPv6 cluster DNS address makes bootstrap.sh set up the node for IPv6, as Karpenter does.
+    assert options["--dns-cluster-ip"] == "fd00::a"
+    assert options["--ip-family"] == "ipv6"
+    assert flags["--pods-per-core"] == "8"
+    assert flags["--eviction-soft"] == "memory.available<500Mi,nodefs.available<15%"
+    assert flags["--eviction-soft-grace-period"] == "memory.available=1m0s,nodefs.available=1m30s"
+    assert flags["--eviction-max-pod-grace-period"] == "60"
+    assert flags["--image-gc-high-threshold"] == "85"
+    assert flags["--image-gc-low-threshold"] == "80"
+    assert flags["--cpu-cfs-quota"] == "false"
+    assert "--local-disks" not in argv
+
+
+def test_bottlerocket_settings_carry_every_kubelet_setting_it_has() -> None:
+    kubernetes = tomllib.loads(documented_kubelet_user_data(AMI_FAMILY_BOTTLEROCKET, KUBELET_ONLY))[
+        "settings"
+    ]["kubernetes"]
+    assert kubernetes["cluster-dns-ip"] == "fd00::a"
+    assert kubernetes["eviction-soft"] == KUBELET_ONLY["evictionSoft"]
+    assert kubernetes["eviction-soft-grace-period"] == {
+        "memory.available": "1m0s",
+        "nodefs.available": "1m30s",
+    }
+    assert kubernetes["eviction-max-pod-grace-period"] == 60
+    assert kubernetes["image-gc-high-threshold-percent"] == "85"
+    assert kubernetes["image-gc-low-threshold-percent"] == "80"
+    assert kubernetes["cpu-cfs-quota-enforced"] is False
+
+
+def test_the_class_cluster_dns_wins_over_the_clusters() -> None:
+    document = documented_kubelet_user_data(AMI_FAMILY_AL2023, {"clusterDNS": ["10.100.0.10", "10.100.0.11"]})
+    assert karpy_node_config(document)["spec"]["kubelet"]["config"]["clusterDNS"] == [
+        "10.100.0.10",
+        "10.100.0.11",
+    ]
+    options, _, _ = al2_bootstrap(
+        documented_kubelet_user_data(AMI_FAMILY_AL2, {"clusterDNS": ["10.100.0.10"]})
+    )
+    assert options["--dns-cluster-ip"] == "10.100.0.10"
+    assert "--ip-family" not in options
+
+
+def test_a_cluster_dns_that_is_no_address_is_refused() -> None:
+    with pytest.raises(UserDataError, match="clusterDNS"):
+        documented_kubelet_user_data(AMI_FAMILY_AL2, {"clusterDNS": ["10.0.0.10 --x"]})
+
+
+def test_raid0_makes_each_familys_bootstrap_assemble_the_instance_store() -> None:
+    config = karpy_node_config(raid0_user_data(AMI_FAMILY_AL2023))
+    assert config["spec"]["instance"] == {"localStorage": {"strategy": "RAID0"}}
+    _, _, argv = al2_bootstrap(raid0_user_data(AMI_FAMILY_AL2))
+    assert argv[argv.index("--local-disks") + 1] == "raid0"
+    settings = tomllib.loads(raid0_user_data(AMI_FAMILY_BOTTLEROCKET))["settings"]
+    command = settings["bootstrap-commands"]["000-mount-instance-storage"]
+    assert command["commands"][0] == ["apiclient", "ephemeral-storage", "init"]
+    assert command["commands"][1][:3] == ["apiclient", "ephemeral-storage", "bind"]
+    assert command["essential"] is True and command["mode"] == "always"
+
+
+def test_without_raid0_no_family_touches_the_instance_store() -> None:
+    for family in (AMI_FAMILY_AL2023, AMI_FAMILY_BOTTLEROCKET):
+        document = documented_kubelet_user_data(family, {})
+        assert "RAID0" not in document and "ephemeral-storage" not in document
+    _, _, argv = al2_bootstrap(documented_kubelet_user_data(AMI_FAMILY_AL2, {}))
+    assert "--local-disks" not in argv
+
+
+@pytest.mark.parametrize("field", sorted(set(KUBELET_ONLY) - {"podsPerCore"}))
+def test_a_custom_class_refuses_each_kubelet_setting_only_karpys_user_data_carries(field: str) -> None:
+    kubelet = {field: KUBELET_ONLY[field]}
+    named = field
+    if field.startswith("evictionSoft"):  # the two come together; the first is named
+        kubelet = {key: KUBELET_ONLY[key] for key in ("evictionSoft", "evictionSoftGracePeriod")}
+        named = "evictionSoft"
+    with pytest.raises(
+        ManifestError, match=f"spec.kubelet.{named}: kubelet.{named} cannot act with amiFamily Custom"
+    ):
+        node_class(amiFamily="Custom", amiSelectorTerms=[{"tags": {"team": "nodes"}}], kubelet=kubelet)
+
+
+def test_a_soft_eviction_grace_period_that_is_no_duration_is_refused_when_the_class_is_read() -> None:
+    with pytest.raises(ManifestError, match="evictionSoftGracePeriod"):
+        documented_kubelet_user_data(
+            AMI_FAMILY_AL2,
+            {
+                "evictionSoft": {"memory.available": "5%"},
+                "evictionSoftGracePeriod": {"memory.available": "1d"},
+            },
+        )

@@ -163,6 +163,7 @@ def _block_device(mapping: ClassBlockDeviceMapping) -> dict[str, Any]:
         "KmsKeyId": mapping.kms_key_id,
         "DeleteOnTermination": mapping.delete_on_termination,
         "SnapshotId": mapping.snapshot_id,
+        "VolumeInitializationRate": mapping.volume_initialization_rate,
     }
     ebs.update({key: value for key, value in optional.items() if value not in (None, "")})
     return {"DeviceName": mapping.device_name, "Ebs": ebs}

@@ -79,7 +79,14 @@ from collections.abc import Callable, Mapping
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeclass import (
+    EC2_GROUP,
+    EC2_KIND,
+    INSTANCE_STORE_RAID0,
+    EC2NodeClass,
+    KWOKNodeClass,
+    NodeClass,
+)
 from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
@@ -218,6 +225,7 @@ class AwsCloudProvider:
                 zones,
                 repr(node_class.kubelet),
                 root_volume,
+                node_class.instance_store_policy,
                 repr(amis),
                 self._prices_version,
             )
@@ -228,7 +236,13 @@ class AwsCloudProvider:
             if not set(entry.zones) & set(zones):
                 continue
             instance_type = instance_type_from_entry(
-                entry, self.region, zones, node_class.kubelet, unavailable, root_volume
+                entry,
+                self.region,
+                zones,
+                node_class.kubelet,
+                unavailable,
+                root_volume,
+                instance_store_raid0=node_class.instance_store_policy == INSTANCE_STORE_RAID0,
             )
             if image_for(instance_type, amis) is not None:
                 types.append(instance_type)
@@ -412,6 +426,8 @@ class AwsCloudProvider:
                 (instance.zone,),
                 kubelet,
                 root_volume_bytes=ephemeral_storage_bytes(node_class),
+                instance_store_raid0=node_class is not None
+                and node_class.instance_store_policy == INSTANCE_STORE_RAID0,
             )
             labels = instance_type.requirements.labels(include_well_known=True)
             capacity, allocatable = dict(instance_type.capacity), dict(instance_type.allocatable)

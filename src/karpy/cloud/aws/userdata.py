@@ -12,8 +12,10 @@ Per family (``EC2NodeClass.effective_ami_family``):
 - **AL2023** (nodeadm): a MIME multi-part document (boundary ``//``) whose
   first part is karpy's ``NodeConfig`` (``node.eks.aws/v1alpha1``: cluster
   name, ``apiServerEndpoint``, ``certificateAuthority``, ``cidr``; kubelet
-  ``config`` with ``maxPods``, ``clusterDNS`` and ``registerWithTaints``, and
-  the ``--node-labels`` flag), followed by the user's parts. A user's MIME
+  ``config`` with the class' kubelet settings under the kubelet's own names
+  and ``registerWithTaints``; the ``--node-labels`` flag; ``instance.
+  localStorage.strategy: RAID0`` for that instance store policy), followed by
+  the user's parts. A user's MIME
   document contributes its parts as they are; anything else becomes one part,
   a ``NodeConfig`` if it parses as a YAML mapping and a shell script
   otherwise. This is Karpenter's order: nodeadm merges every ``NodeConfig``
@@ -22,12 +24,17 @@ Per family (``EC2NodeClass.effective_ami_family``):
   first (a non-MIME ``userData`` is one shell-script part) and then karpy's
   shell part, which runs ``bootstrap.sh <cluster> --apiserver-endpoint ...
   --b64-cluster-ca ...`` with ``--kubelet-extra-args`` carrying
-  ``--node-labels``, ``--register-with-taints`` and ``--max-pods``. The
+  ``--node-labels``, ``--register-with-taints`` and the kubelet settings'
+  flags (``--dns-cluster-ip``, with ``--ip-family ipv6`` for an IPv6 address,
+  and ``--local-disks raid0`` are bootstrap.sh's own options). The
   user's script runs first, so it can prepare the machine before the kubelet
   starts, as Karpenter documents.
 - **Bottlerocket**: TOML. The user's settings are kept; karpy sets
   ``settings.kubernetes`` ``cluster-name``, ``api-server``,
-  ``cluster-certificate``, ``cluster-dns-ip`` and ``max-pods`` (when known),
+  ``cluster-certificate``, ``cluster-dns-ip``, ``max-pods`` (when known) and
+  the kubelet settings Bottlerocket has (all but ``podsPerCore``; the image GC
+  thresholds as strings), adds for RAID0 a ``bootstrap-commands`` entry that
+  makes the instance store the ephemeral storage,
   merges its labels over the user's ``node-labels`` (karpy's win on the same
   key) and replaces ``node-taints`` whole, as Karpenter does: the NodeClaim's
   taints are the ones the node must register with. ``settings.autoscaling.
@@ -40,14 +47,16 @@ Per family (``EC2NodeClass.effective_ami_family``):
   bootstrap is not built yet.
 
 ``maxPods`` is the caller's, else the class' ``kubelet.maxPods``; with
-neither, the AMI's bootstrap computes it. The class' ``kubelet``
-``kubeReserved``, ``systemReserved`` and ``evictionHard`` are passed on too
-(NodeConfig ``kubeReserved``/``systemReserved``/``evictionHard``, AL2's
-``--kube-reserved``/``--system-reserved``/``--eviction-hard`` flags,
-Bottlerocket's ``kube-reserved``/``system-reserved``/``eviction-hard``
-tables), as Karpenter passes them: karpy sizes the node's allocatable with
-them, so the kubelet must reserve the same, or pods karpy placed on the node
-would not fit on it. The output is deterministic (labels
+neither, the AMI's bootstrap computes it. Every other field of the class'
+``kubelet`` is passed on as Karpenter passes it: ``kubeReserved``,
+``systemReserved`` and ``evictionHard`` because karpy sizes the node's
+allocatable with them (the kubelet must reserve the same, or pods karpy placed
+on the node would not fit on it); ``clusterDNS`` (the first address for AL2 and
+Bottlerocket, the list for AL2023; it wins over the cluster's), ``podsPerCore``,
+``evictionSoft`` and its grace periods (in Go's duration form, ``1m30s``),
+``evictionMaxPodGracePeriod``, the image GC thresholds and ``cpuCFSQuota``
+because the node's kubelet is where they act. A Custom class cannot carry the
+latter (:meth:`karpy.api.nodeclass.EC2NodeClass.parse` refuses them). The output is deterministic (labels
 sorted, fixed boundary ``//`` unless a body line starts with ``--//``, when a
 longer one is taken), so equal inputs give equal documents and a launch
 template found by its content is found again.
@@ -71,6 +80,7 @@ Why it is safe:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shlex
@@ -83,9 +93,11 @@ from typing import Any
 
 import yaml
 
+from karpy.api.duration import DurationError, parse_duration
 from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
     EVICTION_SIGNALS,
+    INSTANCE_STORE_RAID0,
     KUBELET_RESERVABLE,
     EC2NodeClass,
     KubeletConfiguration,
@@ -155,6 +167,7 @@ def user_data(
         taints=taints,
         max_pods=max_pods if max_pods is not None else node_class.kubelet.max_pods,
         kubelet=node_class.kubelet,
+        instance_store_policy=node_class.instance_store_policy,
     )
 
 
@@ -170,6 +183,21 @@ class NodeBootstrap:
     kube_reserved: Mapping[str, str] = field(default_factory=dict)
     system_reserved: Mapping[str, str] = field(default_factory=dict)
     eviction_hard: Mapping[str, str] = field(default_factory=dict)
+    # The class' other kubelet settings, checked; None or empty when unset.
+    pods_per_core: int | None = None
+    cluster_dns: tuple[str, ...] = ()
+    eviction_soft: Mapping[str, str] = field(default_factory=dict)
+    eviction_soft_grace_period: Mapping[str, str] = field(default_factory=dict)
+    eviction_max_pod_grace_period: int | None = None
+    image_gc_high_threshold_percent: int | None = None
+    image_gc_low_threshold_percent: int | None = None
+    cpu_cfs_quota: bool | None = None
+    raid0: bool = False  # instanceStorePolicy RAID0: the instance store disks hold ephemeral storage
+
+    @property
+    def dns_ip(self) -> str:
+        """The kubelet's cluster DNS address: the class' first ``clusterDNS``, else the cluster's."""
+        return self.cluster_dns[0] if self.cluster_dns else self.cluster.dns_ip
 
 
 def render_user_data(
@@ -181,6 +209,7 @@ def render_user_data(
     taints: Sequence[Taint],
     max_pods: int | None = None,
     kubelet: KubeletConfiguration | None = None,
+    instance_store_policy: str = "",
 ) -> str:
     """The UserData for AMI ``family`` with the class' own ``custom`` user data merged in."""
     if family == AMI_FAMILY_CUSTOM:
@@ -193,7 +222,16 @@ def render_user_data(
         max_pods,
         kube_reserved=_reserved("kubeReserved", kubelet.kube_reserved),
         system_reserved=_reserved("systemReserved", kubelet.system_reserved),
-        eviction_hard=_eviction_thresholds(kubelet.eviction_hard),
+        eviction_hard=_eviction_thresholds("evictionHard", kubelet.eviction_hard),
+        pods_per_core=kubelet.pods_per_core,
+        cluster_dns=_checked_addresses(kubelet.cluster_dns),
+        eviction_soft=_eviction_thresholds("evictionSoft", kubelet.eviction_soft),
+        eviction_soft_grace_period=_grace_periods(kubelet.eviction_soft_grace_period),
+        eviction_max_pod_grace_period=kubelet.eviction_max_pod_grace_period,
+        image_gc_high_threshold_percent=kubelet.image_gc_high_threshold_percent,
+        image_gc_low_threshold_percent=kubelet.image_gc_low_threshold_percent,
+        cpu_cfs_quota=kubelet.cpu_cfs_quota,
+        raid0=instance_store_policy == INSTANCE_STORE_RAID0,
     )
     if family == AMI_FAMILY_AL2023:
         return _al2023(custom, node)
@@ -235,17 +273,60 @@ def _reserved(field_name: str, amounts: ResourceAmounts) -> dict[str, str]:
     return {name: format_amount(name, amount) for name, amount in sorted(amounts.items())}
 
 
-def _eviction_thresholds(thresholds: Mapping[str, str]) -> dict[str, str]:
+def _eviction_thresholds(field_name: str, thresholds: Mapping[str, str]) -> dict[str, str]:
     for signal, value in thresholds.items():
         if signal not in EVICTION_SIGNALS:
-            raise UserDataError(f"kubelet.evictionHard: {signal!r} is not an eviction signal")
+            raise UserDataError(f"kubelet.{field_name}: {signal!r} is not an eviction signal")
         if _PERCENTAGE.match(value):
             continue
         try:
             Quantity.parse(value)
         except QuantityError as error:
-            raise UserDataError(f"kubelet.evictionHard {signal}: {error}") from error
+            raise UserDataError(f"kubelet.{field_name} {signal}: {error}") from error
     return dict(sorted(thresholds.items()))
+
+
+def _grace_periods(periods: Mapping[str, str]) -> dict[str, str]:
+    """Soft eviction grace periods in Go's canonical form (``90s`` is ``1m30s``), as Karpenter writes them."""
+    checked = {}
+    for signal, value in sorted(periods.items()):
+        if signal not in EVICTION_SIGNALS:
+            raise UserDataError(f"kubelet.evictionSoftGracePeriod: {signal!r} is not an eviction signal")
+        try:
+            checked[signal] = go_duration_string(parse_duration(value))
+        except DurationError as error:
+            raise UserDataError(f"kubelet.evictionSoftGracePeriod {signal}: {error}") from error
+    return checked
+
+
+def go_duration_string(seconds: float) -> str:
+    """Go's ``time.Duration.String()`` of whole or fractional seconds: ``1h2m3s``, ``1m30s``, ``0s``."""
+    if seconds == 0:
+        return "0s"
+    sign = "-" if seconds < 0 else ""
+    nanos = round(abs(seconds) * 1e9)
+    hours, nanos = divmod(nanos, 3600 * 10**9)
+    minutes, nanos = divmod(nanos, 60 * 10**9)
+    whole, fraction = divmod(nanos, 10**9)
+    text = f"{whole}.{fraction:09d}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    if minutes:
+        return f"{sign}{minutes}m{text}"
+    return sign + text
+
+
+def _checked_addresses(addresses: Sequence[str]) -> tuple[str, ...]:
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError as error:
+            raise UserDataError(f"kubelet.clusterDNS: {address!r} is not an IP address") from error
+    return tuple(addresses)
+
+
+def _is_ipv6(address: str) -> bool:
+    return bool(address) and ipaddress.ip_address(address).version == 6
 
 
 def _flag_map(flag: str, values: Mapping[str, str], separator: str) -> list[str]:
@@ -343,24 +424,39 @@ def node_config(node: NodeBootstrap) -> dict[str, Any]:
     kubelet_config: dict[str, Any] = {}
     if node.max_pods is not None:
         kubelet_config["maxPods"] = node.max_pods
-    if node.cluster.dns_ip:
+    if node.pods_per_core is not None:
+        kubelet_config["podsPerCore"] = node.pods_per_core
+    if node.cluster_dns:
+        kubelet_config["clusterDNS"] = list(node.cluster_dns)
+    elif node.cluster.dns_ip:
         kubelet_config["clusterDNS"] = [node.cluster.dns_ip]
     for key, values in (
         ("kubeReserved", node.kube_reserved),
         ("systemReserved", node.system_reserved),
         ("evictionHard", node.eviction_hard),
+        ("evictionSoft", node.eviction_soft),
+        ("evictionSoftGracePeriod", node.eviction_soft_grace_period),
     ):
         if values:
             kubelet_config[key] = dict(values)
+    # The KubeletConfiguration's own names, as nodeadm merges them into the kubelet's config file.
+    for key, value in (
+        ("evictionMaxPodGracePeriod", node.eviction_max_pod_grace_period),
+        ("imageGCHighThresholdPercent", node.image_gc_high_threshold_percent),
+        ("imageGCLowThresholdPercent", node.image_gc_low_threshold_percent),
+        ("cpuCFSQuota", node.cpu_cfs_quota),
+    ):
+        if value is not None:
+            kubelet_config[key] = value
     kubelet_config["registerWithTaints"] = [taint.to_dict() for taint in node.taints]
     kubelet: dict[str, Any] = {"config": kubelet_config}
     if node.labels:
         kubelet["flags"] = [_node_labels_flag(node.labels)]
-    return {
-        "apiVersion": NODECONFIG_API_VERSION,
-        "kind": "NodeConfig",
-        "spec": {"cluster": cluster_spec, "kubelet": kubelet},
-    }
+    spec: dict[str, Any] = {"cluster": cluster_spec, "kubelet": kubelet}
+    if node.raid0:
+        # nodeadm assembles the instance store disks into one RAID0 array for the kubelet and containerd.
+        spec["instance"] = {"localStorage": {"strategy": INSTANCE_STORE_RAID0}}
+    return {"apiVersion": NODECONFIG_API_VERSION, "kind": "NodeConfig", "spec": spec}
 
 
 def _al2023(custom: str, node: NodeBootstrap) -> str:
@@ -386,8 +482,10 @@ def bootstrap_script(node: NodeBootstrap) -> str:
     ]
     if node.cluster.ca_bundle:
         command.append(f"--b64-cluster-ca {shlex.quote(node.cluster.ca_bundle)}")
-    if node.cluster.dns_ip:
-        command.append(f"--dns-cluster-ip {shlex.quote(node.cluster.dns_ip)}")
+    if _is_ipv6(node.dns_ip):
+        command.append("--ip-family ipv6")
+    if node.dns_ip:
+        command.append(f"--dns-cluster-ip {shlex.quote(node.dns_ip)}")
     kubelet_args = []
     if node.labels:
         kubelet_args.append(_node_labels_flag(node.labels))
@@ -398,8 +496,24 @@ def bootstrap_script(node: NodeBootstrap) -> str:
         kubelet_args.append(f"--max-pods={node.max_pods}")
     kubelet_args += _flag_map("kube-reserved", node.kube_reserved, "=")
     kubelet_args += _flag_map("system-reserved", node.system_reserved, "=")
+    if node.pods_per_core is not None:
+        kubelet_args.append(f"--pods-per-core={node.pods_per_core}")
     kubelet_args += _flag_map("eviction-hard", node.eviction_hard, "<")
+    kubelet_args += _flag_map("eviction-soft", node.eviction_soft, "<")
+    kubelet_args += _flag_map("eviction-soft-grace-period", node.eviction_soft_grace_period, "=")
+    for flag, value in (
+        ("eviction-max-pod-grace-period", node.eviction_max_pod_grace_period),
+        ("image-gc-high-threshold", node.image_gc_high_threshold_percent),
+        ("image-gc-low-threshold", node.image_gc_low_threshold_percent),
+    ):
+        if value is not None:
+            kubelet_args.append(f"--{flag}={value}")
+    if node.cpu_cfs_quota is not None:
+        kubelet_args.append(f"--cpu-cfs-quota={str(node.cpu_cfs_quota).lower()}")
     command.append(f"--kubelet-extra-args {shlex.quote(' '.join(kubelet_args))}")
+    if node.raid0:
+        # bootstrap.sh assembles the instance store disks into one RAID0 array for the kubelet.
+        command.append("--local-disks raid0")
     return "\n".join(
         [
             "#!/bin/bash -xe",
@@ -441,17 +555,49 @@ def _bottlerocket(custom: str, node: NodeBootstrap) -> str:
     kubernetes["api-server"] = node.cluster.endpoint
     if node.cluster.ca_bundle:
         kubernetes["cluster-certificate"] = node.cluster.ca_bundle
-    if node.cluster.dns_ip:
-        kubernetes["cluster-dns-ip"] = node.cluster.dns_ip
+    if node.dns_ip:
+        kubernetes["cluster-dns-ip"] = node.dns_ip
     if node.max_pods is not None:
         kubernetes["max-pods"] = node.max_pods
     for key, values in (
         ("kube-reserved", node.kube_reserved),
         ("system-reserved", node.system_reserved),
         ("eviction-hard", node.eviction_hard),
+        ("eviction-soft", node.eviction_soft),
+        ("eviction-soft-grace-period", node.eviction_soft_grace_period),
     ):
         if values:
             kubernetes[key] = dict(values)
+    if node.eviction_max_pod_grace_period is not None:
+        kubernetes["eviction-max-pod-grace-period"] = node.eviction_max_pod_grace_period
+    # Bottlerocket takes the image GC thresholds as strings.
+    for key, percent in (
+        ("image-gc-high-threshold-percent", node.image_gc_high_threshold_percent),
+        ("image-gc-low-threshold-percent", node.image_gc_low_threshold_percent),
+    ):
+        if percent is not None:
+            kubernetes[key] = str(percent)
+    if node.cpu_cfs_quota is not None:
+        kubernetes["cpu-cfs-quota-enforced"] = node.cpu_cfs_quota
+    if node.raid0:
+        commands = _table(settings, "bootstrap-commands", "settings.bootstrap-commands")
+        # Before the kubelet starts: the instance store disks as one array, bound where pods' data lives.
+        commands["000-mount-instance-storage"] = {
+            "commands": [
+                ["apiclient", "ephemeral-storage", "init"],
+                [
+                    "apiclient",
+                    "ephemeral-storage",
+                    "bind",
+                    "--dirs",
+                    "/var/lib/containerd",
+                    "/var/lib/kubelet",
+                    "/var/log/pods",
+                ],
+            ],
+            "mode": "always",
+            "essential": True,
+        }
     node_labels = _table(kubernetes, "node-labels", "settings.kubernetes.node-labels")
     node_labels.update(node.labels)
     node_taints: dict[str, list[str]] = {}

@@ -241,10 +241,17 @@ class KwokCloudProvider:
             return self._hydrate_node(existing, nodeclaim.spec)
         offered = self._check_node_class(nodeclaim.spec.node_class_ref)
         launch = self._choose(nodeclaim, offered)
-        self._boot(name, launch, self.registration_delay)
+        self._boot(name, launch, self._registration_delay_of(nodeclaim.spec.node_class_ref))
         launched = self._hydrate(name, nodeclaim.spec, launch)
         # The class' hash as it was launched from, as Karpenter's AWS provider annotates.
         return launched.with_metadata(annotations=kwoknodeclass_hash(offered.value).annotations())
+
+    def _registration_delay_of(self, ref: NodeClassRef) -> float:
+        """The class' ``nodeRegistrationDelay`` when it sets one, else the provider's delay."""
+        node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+        if isinstance(node_class, KWOKNodeClass) and node_class.node_registration_delay is not None:
+            return node_class.node_registration_delay
+        return self.registration_delay
 
     def _boot(self, name: str, launch: KwokLaunch, delay: float) -> None:
         """Create the launch's Node after ``delay`` seconds, off the reconcile thread either way.
@@ -296,7 +303,8 @@ class KwokCloudProvider:
         if not zone or not capacity_type:
             return False
         launch = self._launch(claim, instance_type, zone, capacity_type)
-        left = launched.last_transition_time + self.registration_delay - time.time()
+        delay = self._registration_delay_of(claim.spec.node_class_ref)
+        left = launched.last_transition_time + delay - time.time()
         log.info("resuming the boot of kwok instance %s (%.0fs left)", name, max(0.0, left))
         self._boot(name, launch, left)
         return True
