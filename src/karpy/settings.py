@@ -63,6 +63,9 @@ FEATURE_GATES: dict[str, bool] = {
     # Karpenter's alpha gate: karpy's API takes spec.replicas, so the pool does what it says unless
     # the gate is turned off, which leaves static pools without nodes, as Karpenter's gate does.
     "StaticCapacity": True,
+    # NodeOverlays (karpenter.sh/v1alpha1) are watched and applied to prices and capacities; off, as in
+    # Karpenter (alpha).
+    "NodeOverlay": False,
 }
 
 
@@ -168,6 +171,8 @@ class FeatureGates:
     """CapacityBuffer: CapacityBuffers are watched and the room they ask for kept free."""
     static_capacity: bool = FEATURE_GATES["StaticCapacity"]
     """StaticCapacity: static NodePools (spec.replicas) are kept at their replica count."""
+    node_overlay: bool = FEATURE_GATES["NodeOverlay"]
+    """NodeOverlay: NodeOverlays are watched and applied wherever nodes are priced or sized."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +262,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         "SpotToSpotConsolidation": base.spot_to_spot_consolidation,
         "CapacityBuffer": base.capacity_buffer,
         "StaticCapacity": base.static_capacity,
+        "NodeOverlay": base.node_overlay,
     }
     for item in text.split(","):
         if not item.strip():
@@ -273,6 +279,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
         capacity_buffer=gates["CapacityBuffer"],
         static_capacity=gates["StaticCapacity"],
+        node_overlay=gates["NodeOverlay"],
     )
 
 

@@ -64,6 +64,10 @@ class NodeClassNotReadyError(CloudProviderError):
     """The NodePool's node class is missing or not resolved (no subnets, no AMI…)."""
 
 
+class NodePoolNotEvaluatedError(CloudProviderError):
+    """The NodeOverlays were not yet worked out for the NodePool: nothing is launched for it till then."""
+
+
 class LaunchInProgressError(CloudProviderError):
     """``create`` started the launch and it runs in the background (see the module docstring)."""
 

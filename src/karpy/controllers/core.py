@@ -27,6 +27,7 @@ from karpy.controllers.disruption_conditions import NodeClaimDisruptionCondition
 from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
+from karpy.controllers.nodeoverlay import NodeOverlayController, OverlayStore, overlaid
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.static import StaticCapacity
@@ -55,6 +56,11 @@ class CoreControllers:
     # the metrics recorders (if asked) and static capacity (if its gate is on: static pools keep
     # their replicas under either autoscaler).
     rest: tuple[Controller, ...]
+    # The cloud each controller calls, NodeOverlays applied when their gate is on: what a caller's own
+    # controllers (the Cluster Autoscaler baseline, the provider's) are given too.
+    cloud_for: CloudFor
+    # The NodeOverlays' last evaluation (None: the NodeOverlay gate is off).
+    overlays: OverlayStore | None = None
 
     @property
     def controllers(self) -> tuple[Controller, ...]:
@@ -78,6 +84,7 @@ def core_controllers(
     record_metrics: bool = True,
     capacity_buffers: bool = False,
     static_capacity: bool = True,
+    node_overlays: bool = False,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -90,7 +97,13 @@ def core_controllers(
     ask for.
     ``static_capacity`` False (the ``StaticCapacity`` gate off) leaves static NodePools
     without nodes.
+    ``node_overlays`` True (the NodeOverlay gate) adds the NodeOverlay controller, last, and
+    gives every controller the catalogs with the overlays applied (``CoreControllers.cloud_for``).
     """
+    plain_cloud_for = cloud_for
+    overlays = OverlayStore() if node_overlays else None
+    if overlays is not None:
+        cloud_for = overlaid(plain_cloud_for, overlays)
     room = BufferRoom(cluster, clock) if capacity_buffers else None
     provisioner = Provisioner(
         cluster, cloud_for(Provisioner.name), clock, settings=provisioning, metrics=metrics, buffers=room
@@ -123,9 +136,15 @@ def core_controllers(
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:
         rest.append(CapacityBufferController(cluster, clock, room))
+    if overlays is not None:
+        rest.append(
+            NodeOverlayController(cluster, plain_cloud_for(NodeOverlayController.name), clock, overlays)
+        )
     return CoreControllers(
         provisioner=provisioner,
         disruption=disruption,
         deciders=(provisioner, conditions, disruption),
         rest=tuple(rest),
+        cloud_for=cloud_for,
+        overlays=overlays,
     )

@@ -89,6 +89,8 @@ class SimulationSettings:
     """The CapacityBuffer feature gate: the scenario's CapacityBuffers are resolved and their room kept."""
     static_capacity: bool = True
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
+    node_overlays: bool = False
+    """The NodeOverlay feature gate: the scenario's NodeOverlays price and size nodes, the bill included."""
 
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     """The simulated cloud: its catalog, prices, delays and failures."""
@@ -188,11 +190,19 @@ class Simulation:
             record_metrics=metrics is not None,
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
+            node_overlays=self.settings.node_overlays,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)
         if self.provisioner.buffers is not None:
             self.provisioner.buffers.subscribe(self.runtime.on_change)
+        self.overlays = core.overlays
+        if self.overlays is not None:
+            self.overlays.subscribe(self.runtime.on_change)
+            # The bill is what the overlays say an instance costs (a Savings Plan's price, say).
+            self.recorder.price_of = self.overlays.price
+        # Every other controller of karpy run too is given the catalogs the overlays priced.
+        controller_cloud = core.cloud_for
         self.disruption = core.disruption
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
@@ -211,7 +221,7 @@ class Simulation:
         if self.settings.autoscaler == "cluster-autoscaler":
             self.cluster_autoscaler = ClusterAutoscaler(
                 self.cluster,
-                cloud_for(ClusterAutoscaler.name),
+                controller_cloud(ClusterAutoscaler.name),
                 self.clock,
                 flags=self.settings.cluster_autoscaler,
                 note=self.recorder.note,
@@ -227,7 +237,7 @@ class Simulation:
             # that acts on them, as karpy run's AWS provider has), kube-scheduler, the kubelets, the
             # workload controllers and the HPA.
             InterruptionController(
-                self.cluster, cloud_for(InterruptionController.name), self.clock, metrics=self.metrics
+                self.cluster, controller_cloud(InterruptionController.name), self.clock, metrics=self.metrics
             ),
             self.interruptions,
             SimulatedKubeScheduler(self.cluster),
