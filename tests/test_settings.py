@@ -195,7 +195,7 @@ def test_static_capacity_is_a_gate_karpy_honours_on_by_default() -> None:
         (
             "NodeRepair=true",
             "FEATURE_GATES: unknown feature gate 'NodeRepair'"
-            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity)",
+            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity, NodeOverlay)",
         ),
         (
             "SpotToSpotConsolidation",

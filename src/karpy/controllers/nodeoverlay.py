@@ -43,6 +43,7 @@ from karpy.api.nodeoverlay import (
     NodeOverlayStatus,
 )
 from karpy.api.nodepool import NodePool, status_only_change
+from karpy.api.quantity import ResourceAmounts
 from karpy.cloud.provider import (
     CloudProvider,
     CloudProviderError,
@@ -111,6 +112,13 @@ class OverlayStore:
         if self.evaluation is None:
             return price
         return self.evaluation.price(nodepool, instance_type, zone, capacity_type, price)
+
+    def extended_capacity(self, nodepool: str, instance_type: str) -> ResourceAmounts:
+        """The extended resources the overlays add to ``instance_type`` in ``nodepool`` (none before any)."""
+        if self.evaluation is None:
+            return {}
+        update = self.evaluation.updates.get(nodepool, {}).get(instance_type)
+        return dict(update.capacity) if update is not None else {}
 
 
 class OverlaidCloudProvider:

@@ -78,9 +78,9 @@ class PodRecord:
 class Recorder:
     clock: Clock
     cloud: SimulatedCloud | None = None
-    # What a launched offering costs an hour, given (NodePool, instance type, zone, capacity type, the
-    # cloud's price): None, the cloud's price (NodeOverlays set it otherwise).
-    price_of: Callable[[str, str, str, str, float], float] | None = None
+    # What a launched offering costs an hour, given (the NodeClaim, instance type, zone, capacity type,
+    # the cloud's price): None, the cloud's price (NodeOverlays set it otherwise).
+    price_of: Callable[[NodeClaim, str, str, str, float], float] | None = None
     rows: list[WatchRow] = field(default_factory=list)
     nodeclaims: dict[str, NodeClaimRecord] = field(default_factory=dict)
     pods: dict[str, PodRecord] = field(default_factory=dict)  # by the pod's uid
@@ -129,7 +129,7 @@ class Recorder:
             price = instance.price if instance is not None else 0.0
             if instance is not None and self.price_of is not None:
                 price = self.price_of(
-                    new.nodepool, instance.instance_type.name, instance.zone, instance.capacity_type, price
+                    new, instance.instance_type.name, instance.zone, instance.capacity_type, price
                 )
             record.price_per_hour = price
         record.node = new.status.node_name or record.node

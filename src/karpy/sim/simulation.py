@@ -200,13 +200,16 @@ class Simulation:
         if self.overlays is not None:
             self.overlays.subscribe(self.runtime.on_change)
             # The bill is what the overlays say an instance costs (a Savings Plan's price, say).
-            self.recorder.price_of = self.overlays.price
+            self.recorder.price_of = self._overlaid_price
         # Every other controller of karpy run too is given the catalogs the overlays priced.
         controller_cloud = core.cloud_for
         self.disruption = core.disruption
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
         )
+        if self.overlays is not None:
+            # A node reports the extended resources overlays say its type has (its device plugins').
+            self.kubelet.extended_resources = self.overlays.extended_capacity
         # The cloud's warnings (a scenario's cloud.interruptions), and the controller karpy run has for them.
         self.interruptions = SimulatedInterruptions(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
@@ -265,6 +268,17 @@ class Simulation:
         self.end = self.clock.now()
         # Called every turn of the loop (karpy.sim.budget.RunWatch): may stop the run by raising.
         self.watch: Callable[[], None] | None = None
+
+    def _overlaid_price(
+        self, claim: NodeClaim, instance_type: str, zone: str, capacity_type: str, price: float
+    ) -> float:
+        """What the NodeOverlays say an instance launched for ``claim`` costs an hour."""
+        if self.overlays is None:
+            return price
+        pool = claim.nodepool
+        if not pool and self.cluster_autoscaler is not None:
+            pool = self.cluster_autoscaler.nodepool_of(claim.name)
+        return self.overlays.price(pool, instance_type, zone, capacity_type, price)
 
     def _track_disruption(self, kind: str, old: object | None, new: object | None) -> None:
         """Keep ``disruption_peak`` up to date as NodeClaims and Nodes change.
