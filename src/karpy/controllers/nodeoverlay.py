@@ -77,7 +77,7 @@ class OverlayStore:
         self._listeners: list[Listener] = []
         # Pool -> (the provider's catalog, the version applied, the result): the same list while
         # neither changes, so what is keyed by the list's identity downstream stays.
-        self._applied: dict[str, tuple[Sequence[InstanceType], int, list[InstanceType]]] = {}
+        self._applied: dict[str, tuple[list[InstanceType], int, list[InstanceType]]] = {}
 
     def subscribe(self, listener: Listener) -> None:
         """Be told when a new evaluation is published (the provisioner plans again then)."""
@@ -92,8 +92,8 @@ class OverlayStore:
         for listener in list(self._listeners):
             listener(OVERLAYS_EVALUATED, None, None)
 
-    def apply(self, nodepool: str, catalog: Sequence[InstanceType]) -> Sequence[InstanceType]:
-        """``catalog`` as the overlays make it for ``nodepool``."""
+    def apply(self, nodepool: str, catalog: list[InstanceType]) -> list[InstanceType]:
+        """``catalog`` as the overlays make it for ``nodepool``: the same list while neither changes."""
         evaluation = self.evaluation
         if evaluation is None or nodepool not in evaluation.evaluated:
             raise NodePoolNotEvaluatedError(f"NodePool {nodepool} is awaiting nodeoverlay evaluation")
@@ -130,7 +130,7 @@ class OverlaidCloudProvider:
         self.name = cloud.name
 
     def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
-        return list(self.store.apply(nodepool.name, self.cloud.get_instance_types(nodepool)))
+        return self.store.apply(nodepool.name, self.cloud.get_instance_types(nodepool))
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         return self.cloud.create(nodeclaim)
