@@ -141,6 +141,31 @@ def buffer_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return {**BUFFER, "spec": spec}
 
 
+# A NodeOverlay (karpenter.sh/v1alpha1, served with the NodeOverlay feature gate's CRD).
+OVERLAY: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1alpha1",
+    "kind": "NodeOverlay",
+    "metadata": {"name": RULE_OBJECT},
+    "spec": {
+        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+        "priceAdjustment": "-10%",
+        "weight": 10,
+    },
+}
+
+
+def overlay_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A NodeOverlay of ``spec`` alone (not merged: the rules are about fields left out)."""
+    return {**OVERLAY, "spec": spec}
+
+
+def overlay_requirement(key: str, operator: str, values: list[str] | None = None) -> dict[str, Any]:
+    written: dict[str, Any] = {"key": key, "operator": operator}
+    if values is not None:
+        written["values"] = values
+    return overlay_spec({"requirements": [written]})
+
+
 SELECTOR_TAGS = {"karpenter.sh/discovery": "it"}
 BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     # Requirement keys and template labels outside the restricted label domains.
@@ -738,6 +763,41 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         buffer_spec({"podTemplateRef": {"name": "shape"}}),
         "If podTemplateRef is set, replicas or limits must also be set",
     ),
+    (
+        "overlay-both-prices",
+        overlay_spec({"requirements": [], "price": "0.1", "priceAdjustment": "-10%"}),
+        "cannot set both 'price' and 'priceAdjustment'",
+    ),
+    (
+        "overlay-not-in-empty",
+        overlay_requirement("node.kubernetes.io/instance-type", "NotIn", []),
+        "requirements with operator 'NotIn' must have a value defined",
+    ),
+    (
+        "overlay-in-empty",
+        overlay_requirement("node.kubernetes.io/instance-type", "In", []),
+        "requirements with operator 'In' must have a value defined",
+    ),
+    (
+        "overlay-gte-two-values",
+        overlay_requirement("karpenter.k8s.aws/instance-cpu", "Gte", ["2", "4"]),
+        "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value",
+    ),
+    (
+        "overlay-karpenter-domain",
+        overlay_requirement("karpenter.sh/team", "Exists"),
+        'label domain "karpenter.sh" is restricted',
+    ),
+    (
+        "overlay-hostname",
+        overlay_requirement("kubernetes.io/hostname", "Exists"),
+        'label "kubernetes.io/hostname" is restricted',
+    ),
+    (
+        "overlay-capacity-cpu",
+        overlay_spec({"requirements": [], "capacity": {"cpu": "4"}}),
+        "invalid resource restricted",
+    ),
 ]
 
 
@@ -924,6 +984,21 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
             {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "app"}, "percentage": 20}
         ),
     ),
+    ("overlay-price-adjustment", OVERLAY),
+    ("overlay-price", overlay_spec({"requirements": [], "price": "0.05"})),
+    (
+        "overlay-capacity-nodepool-gte",
+        overlay_spec(
+            {
+                "requirements": [
+                    {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+                    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["4"]},
+                ],
+                "capacity": {"hugepages-2Mi": "100Mi", "example.com/gpu-slice": "4"},
+                "weight": 10000,
+            }
+        ),
+    ),
 ]
 
 
@@ -1042,7 +1117,18 @@ FULL_KWOK_CLASS: dict[str, Any] = {
     "metadata": {"name": RULE_OBJECT},
     "spec": {"nodeRegistrationDelay": "5s"},
 }
-FULL_OBJECTS = [FULL_POOL, FULL_CLAIM, FULL_NODE_CLASS, FULL_ALIAS_NODE_CLASS, FULL_KWOK_CLASS]
+FULL_OVERLAY: dict[str, Any] = overlay_spec(
+    {
+        "requirements": [
+            {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]},
+        ],
+        "price": "0.05",
+        "capacity": {"example.com/gpu-slice": "4"},
+        "weight": 10,
+    }
+)
+FULL_OBJECTS = [FULL_POOL, FULL_CLAIM, FULL_NODE_CLASS, FULL_ALIAS_NODE_CLASS, FULL_KWOK_CLASS, FULL_OVERLAY]
 
 Path = tuple[str | int, ...]
 INTEGER_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
@@ -1271,7 +1357,13 @@ def related_paths(one: str, other: str) -> bool:
     return one == other or one.startswith(f"{other}.") or other.startswith(f"{one}.")
 
 
-CASE_BASES = {"NodePool": POOL, "NodeClaim": CLAIM, "EC2NodeClass": NODE_CLASS, "CapacityBuffer": BUFFER}
+CASE_BASES = {
+    "NodePool": POOL,
+    "NodeClaim": CLAIM,
+    "EC2NodeClass": NODE_CLASS,
+    "CapacityBuffer": BUFFER,
+    "NodeOverlay": OVERLAY,
+}
 
 
 def cel_witnesses(kind: str, path: str, message: str) -> list[str]:

@@ -24,6 +24,7 @@ def test_the_charts_crds_are_the_crds_karpy_prints_one_per_file() -> None:
         "karpenter.k8s.aws_ec2nodeclasses.yaml",
         "karpenter.kwok.sh_kwoknodeclasses.yaml",
         "karpenter.sh_nodeclaims.yaml",
+        "karpenter.sh_nodeoverlays.yaml",
         "karpenter.sh_nodepools.yaml",
     ]
 

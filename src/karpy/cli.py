@@ -274,6 +274,7 @@ def simulate(args: argparse.Namespace) -> int:
             settings.capacity_buffers = gates.capacity_buffer
             settings.static_capacity = gates.static_capacity
             settings.node_repair = gates.node_repair
+            settings.node_overlays = gates.node_overlay
         if node_overhead_cost is not None:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, node_overhead_cost=node_overhead_cost
@@ -435,6 +436,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             capacity_buffers=options.feature_gates.capacity_buffer,
             static_capacity=options.feature_gates.static_capacity,
             node_repair=options.feature_gates.node_repair,
+            node_overlays=options.feature_gates.node_overlay,
             leader_election=election,
             observability=ObservabilitySettings(
                 metrics_port=options.metrics_port, health_probe_port=options.health_probe_port

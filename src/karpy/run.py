@@ -111,7 +111,7 @@ from karpy.controllers.metering import MeteredCloudProvider
 from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
-from karpy.kube._resources import BUFFER_TYPES, WATCHED_TYPES
+from karpy.kube._resources import BUFFER_TYPES, OVERLAY_TYPES, WATCHED_TYPES
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
@@ -149,6 +149,9 @@ class RunSettings:
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
     node_repair: bool = False
     """The NodeRepair feature gate: unhealthy nodes are repaired (:mod:`karpy.disruption.repair`)."""
+    node_overlays: bool = False
+    """The NodeOverlay feature gate: NodeOverlays are watched, evaluated and applied to every catalog
+    (:mod:`karpy.controllers.nodeoverlay`)."""
 
     cloud: KwokSettings | AwsSettings = field(default_factory=KwokSettings)
     """The cloud provider's settings (:mod:`karpy.providers`): kwok's (the default) or AWS's."""
@@ -224,7 +227,11 @@ class Runner:
         self.elector = LeaderElector(transport, election) if election is not None else None
         # Every write but the lease's passes the elector's fence (see "Fencing" above).
         fenced = transport.fenced(self.elector.check_leading) if self.elector is not None else transport
-        kinds = (*WATCHED_TYPES, *BUFFER_TYPES) if self.settings.capacity_buffers else WATCHED_TYPES
+        kinds = (
+            *WATCHED_TYPES,
+            *(BUFFER_TYPES if self.settings.capacity_buffers else ()),
+            *(OVERLAY_TYPES if self.settings.node_overlays else ()),
+        )
         self.cluster = KubeCluster(fenced, clock=self.clock, kinds=kinds)
         self.changes: queue.Queue[Change] = queue.Queue()
         self.observability = RunObservability(
@@ -255,13 +262,17 @@ class Runner:
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
             node_repair=self.settings.node_repair,
+            node_overlays=self.settings.node_overlays,
         )
         # A refused NodePool is announced on the loop's thread (the provisioner's), to its status.
         core.provisioner.refusals.subscribe(self.runtime.on_change)
         # So is a change of the CapacityBuffers' room, to the provisioner.
         if core.provisioner.buffers is not None:
             core.provisioner.buffers.subscribe(self.runtime.on_change)
-        for controller in (*core.controllers, *self.provider.controllers(cloud)):
+        # And a new evaluation of the NodeOverlays, to the provisioner.
+        if core.overlays is not None:
+            core.overlays.subscribe(self.runtime.on_change)
+        for controller in (*core.controllers, *self.provider.controllers(core.cloud_for)):
             self.runtime.register(controller)
 
     def _election_refused(self) -> str:

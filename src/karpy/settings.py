@@ -67,6 +67,9 @@ FEATURE_GATES: dict[str, bool] = {
     # policies past their toleration are replaced, within the Unhealthy budgets. Off, as in Karpenter
     # v1.15 (an alpha gate): replacing nodes on a condition is a change of behaviour to opt into.
     "NodeRepair": False,
+    # NodeOverlays (karpenter.sh/v1alpha1) are watched and applied to prices and capacities; off, as in
+    # Karpenter (alpha).
+    "NodeOverlay": False,
 }
 
 
@@ -196,6 +199,8 @@ class FeatureGates:
     """StaticCapacity: static NodePools (spec.replicas) are kept at their replica count."""
     node_repair: bool = FEATURE_GATES["NodeRepair"]
     """NodeRepair: nodes unhealthy by the cloud provider's repair policies are replaced."""
+    node_overlay: bool = FEATURE_GATES["NodeOverlay"]
+    """NodeOverlay: NodeOverlays are watched and applied wherever nodes are priced or sized."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +295,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         "CapacityBuffer": base.capacity_buffer,
         "StaticCapacity": base.static_capacity,
         "NodeRepair": base.node_repair,
+        "NodeOverlay": base.node_overlay,
     }
     for item in text.split(","):
         if not item.strip():
@@ -307,6 +313,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         capacity_buffer=gates["CapacityBuffer"],
         static_capacity=gates["StaticCapacity"],
         node_repair=gates["NodeRepair"],
+        node_overlay=gates["NodeOverlay"],
     )
 
 

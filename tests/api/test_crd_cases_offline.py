@@ -110,7 +110,7 @@ def test_every_cel_rule_of_the_crds_has_a_case() -> None:
 
 def test_the_derivation_covers_every_kind_and_constraint() -> None:
     kinds = {name.split(":", 1)[0].rstrip("0123456789") for name, _, _ in DERIVED_BAD}
-    assert kinds == {"NodePool", "NodeClaim", "EC2NodeClass", "KWOKNodeClass"}
+    assert kinds == {"NodePool", "NodeClaim", "EC2NodeClass", "KWOKNodeClass", "NodeOverlay"}
     constraints = {name.split(":")[2] for name, _, _ in DERIVED_BAD}
     assert constraints >= {"type", "enum", "pattern", "maxLength", "maxItems", "minItems", "maxProperties"}
     assert constraints >= {"minimum", "maximum", "required", "format"}

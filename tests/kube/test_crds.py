@@ -25,6 +25,7 @@ from karpy.api.crds import (
 )
 
 EXPECTED_NAMES = {
+    "nodeoverlays.karpenter.sh": ("karpenter.sh", "NodeOverlay", "nodeoverlays", "v1alpha1"),
     "nodepools.karpenter.sh": ("karpenter.sh", "NodePool", "nodepools", "v1"),
     "nodeclaims.karpenter.sh": ("karpenter.sh", "NodeClaim", "nodeclaims", "v1"),
     "ec2nodeclasses.karpenter.k8s.aws": ("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses", "v1"),
@@ -92,13 +93,14 @@ def test_every_crd_is_an_apiextensions_v1_crd_with_its_names_scope_and_status(cr
     assert {"apiVersion", "kind", "metadata", "spec", "status"} <= set(schema["properties"])
 
 
-def test_the_crds_cover_the_five_kinds_node_classes_first() -> None:
+def test_the_crds_cover_the_six_kinds_node_classes_first() -> None:
     assert [crd["metadata"]["name"] for crd in all_crds()] == [
         "ec2nodeclasses.karpenter.k8s.aws",
         "kwoknodeclasses.karpenter.kwok.sh",
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "capacitybuffers.autoscaling.x-k8s.io",
+        "nodeoverlays.karpenter.sh",
     ]
 
 
@@ -114,6 +116,17 @@ def test_capacitybuffer_names_and_printer_columns_are_karpenters() -> None:
         "CONDITIONSSTATUS",
         "CONDITIONSREASON",
         "AGE",
+    ]
+
+
+def test_nodeoverlay_names_and_printer_columns_are_karpenters() -> None:
+    (crd,) = [crd for crd in all_crds() if crd["spec"]["names"]["kind"] == "NodeOverlay"]
+    assert crd["spec"]["names"]["shortNames"] == ["overlays"]
+    assert crd["spec"]["names"]["categories"] == ["karpenter"]
+    assert columns(crd) == [
+        ("READY", '.status.conditions[?(@.type=="Ready")].status', 0),
+        ("AGE", ".metadata.creationTimestamp", 0),
+        ("WEIGHT", ".spec.weight", 1),
     ]
 
 

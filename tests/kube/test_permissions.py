@@ -36,6 +36,7 @@ from karpy.api.core import Node, Pod, PodSpec
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClassStatus
+from karpy.api.nodeoverlay import NodeOverlay, NodeOverlayStatus
 from karpy.api.nodepool import NodeClassRef, NodePoolStatus
 from karpy.api.taints import Taint
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, ApiStatusError, ApiTransport
@@ -44,7 +45,9 @@ from karpy.kube._resources import (
     CAPACITY_BUFFER,
     EC2_NODE_CLASS,
     KWOK_NODE_CLASS,
+    NODE_OVERLAY,
     NODEPOOL,
+    OVERLAY_TYPES,
     POD,
     WATCHED_TYPES,
 )
@@ -219,8 +222,17 @@ def drive(server: RecordingServer) -> None:
             "spec": {"podTemplateRef": {"name": "shape"}, "replicas": 1},
         },
     )
-    # With the CapacityBuffer feature gate, as karpy run watches with it.
-    kinds = (*WATCHED_TYPES, *BUFFER_TYPES)
+    overlay = server.seed(
+        NODE_OVERLAY.collection_path(),
+        {
+            "apiVersion": NODE_OVERLAY.api_version,
+            "kind": "NodeOverlay",
+            "metadata": {"name": "savings-plan"},
+            "spec": {"requirements": [], "priceAdjustment": "-20%"},
+        },
+    )
+    # With the CapacityBuffer and NodeOverlay feature gates, as karpy run watches with them.
+    kinds = (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES)
     cluster = KubeCluster(transport, kinds=kinds)
     cluster.start()
     assert cluster.wait_for_sync(10)
@@ -261,6 +273,10 @@ def drive(server: RecordingServer) -> None:
     warm = parse_record(CAPACITY_BUFFER, buffer)
     assert isinstance(warm, CapacityBuffer)
     cold.update_status(warm.with_status(CapacityBufferStatus(conditions=(READY,), replicas=1)))
+    # A NodeOverlay's status (the nodeoverlay controller).
+    priced = parse_record(NODE_OVERLAY, overlay)
+    assert isinstance(priced, NodeOverlay)
+    cold.update_status(priced.with_status(NodeOverlayStatus(conditions=(READY,))))
     # Events, once and repeated, about a pod (its namespace) and a NodeClaim (default).
     pod = Pod(metadata=ObjectMeta(name="web-1", namespace="shop", uid="u1"), spec=PodSpec())
     for _ in range(2):

@@ -62,6 +62,7 @@ from typing import Any
 
 import yaml
 
+from karpy.api import nodeoverlay
 from karpy.api.capacitybuffer import ACTIVE_CAPACITY
 from karpy.api.capacitybuffer import GROUP as CAPACITY_BUFFER_GROUP
 from karpy.api.capacitybuffer import KIND as CAPACITY_BUFFER_KIND
@@ -1260,9 +1261,120 @@ def capacitybuffer_crd() -> CRD:
     )
 
 
+def nodeoverlay_crd() -> CRD:
+    """``nodeoverlays.karpenter.sh``: prices and extended capacity karpy plans with (the NodeOverlay gate).
+
+    Karpenter v1.15's v1alpha1 CRD: cluster-scoped, short name ``overlays``,
+    its patterns for ``price`` and ``priceAdjustment``, its CEL rules (not both
+    prices; ``In``/``NotIn`` with values; one integer for ``Gt``/``Lt``/``Gte``/
+    ``Lte``; no cpu, memory, ephemeral-storage or pods in ``capacity``; the
+    karpenter.sh and hostname keys restricted), weight 1..10000, and its
+    printer columns (Weight with ``-o wide``).
+    """
+    key = _string(maxLength=316, pattern=LABEL_KEY_PATTERN)
+    key["x-kubernetes-validations"] = [
+        _rule(
+            f'self in ["{LABEL_CAPACITY_TYPE}", "{LABEL_NODEPOOL}"]'
+            f' || !{_domain("self")}.endsWith("{GROUP}")',
+            nodeoverlay.MESSAGE_KARPENTER_DOMAIN,
+        ),
+        _rule('self != "kubernetes.io/hostname"', nodeoverlay.MESSAGE_HOSTNAME),
+    ]
+    numeric = " || ".join(f"x.operator == '{operator}'" for operator in ("Gt", "Lt", "Gte", "Lte"))
+    restricted = ", ".join(f"'{name}'" for name in nodeoverlay.RESTRICTED_CAPACITY)
+    spec: Schema = {
+        "type": "object",
+        "description": "Which instance types and offerings the overlay applies to, and what it changes.",
+        "required": ["requirements"],
+        "properties": {
+            "requirements": {
+                "type": "array",
+                "description": "Well-known labels, karpenter.sh/nodepool and template labels to match.",
+                "maxItems": nodeoverlay.MAX_REQUIREMENTS,
+                "x-kubernetes-list-type": "atomic",
+                "items": {
+                    "type": "object",
+                    "required": ["key", "operator"],
+                    "properties": {
+                        "key": key,
+                        "operator": _string(enum=list(nodeoverlay.OPERATORS)),
+                        "values": {
+                            "type": "array",
+                            "items": _string(maxLength=MAX_LABEL_VALUE_LENGTH, pattern=LABEL_VALUE_PATTERN),
+                            "x-kubernetes-list-type": "atomic",
+                        },
+                    },
+                },
+                "x-kubernetes-validations": [
+                    _rule(
+                        "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+                        nodeoverlay.MESSAGE_NOT_IN_VALUES,
+                    ),
+                    _rule(
+                        "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+                        nodeoverlay.MESSAGE_IN_VALUES,
+                    ),
+                    _rule(
+                        f"self.all(x, ({numeric}) ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                        nodeoverlay.MESSAGE_NUMERIC,
+                    ),
+                ],
+            },
+            "price": _string(
+                pattern=nodeoverlay.PRICE_PATTERN, description="The price of the matching offerings."
+            ),
+            "priceAdjustment": _string(
+                pattern=nodeoverlay.PRICE_ADJUSTMENT_PATTERN,
+                description="A change of their price: +0.5 or -0.5 (absolute), +10% or -15%.",
+            ),
+            "capacity": {
+                **_resource_list("Extended resources added to the matching instance types."),
+                "x-kubernetes-validations": [
+                    _rule(f"self.all(x, !(x in [{restricted}]))", nodeoverlay.MESSAGE_RESTRICTED_CAPACITY)
+                ],
+            },
+            "weight": {
+                "type": "integer",
+                "format": "int32",
+                "minimum": nodeoverlay.MIN_WEIGHT,
+                "maximum": nodeoverlay.MAX_WEIGHT,
+                "description": "Precedence over other overlays: higher first (unset is 0).",
+            },
+        },
+        "x-kubernetes-validations": [
+            _rule("!has(self.price) || !has(self.priceAdjustment)", nodeoverlay.MESSAGE_BOTH_PRICES)
+        ],
+    }
+    conditions = _conditions()
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    status: Schema = {"type": "object", "properties": {"conditions": conditions}}
+    schema = _object_schema("A NodeOverlay: prices and capacity that are not the cloud's.", spec, status)
+    schema["required"] = ["spec"]
+    columns: list[Schema] = [
+        _ready_column(),
+        _age_column(),
+        {"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1},
+    ]
+    return _crd(
+        group=nodeoverlay.GROUP,
+        kind=nodeoverlay.KIND,
+        plural="nodeoverlays",
+        versions=[_version(nodeoverlay.VERSION, schema, columns)],
+        short_names=("overlays",),
+    )
+
+
 def all_crds() -> list[CRD]:
-    """Every CRD karpy needs, node classes first (NodePools refer to them), CapacityBuffer last."""
-    return [ec2nodeclass_crd(), kwoknodeclass_crd(), nodepool_crd(), nodeclaim_crd(), capacitybuffer_crd()]
+    """Every CRD karpy needs, node classes first (NodePools refer to them), the gated kinds last."""
+    return [
+        ec2nodeclass_crd(),
+        kwoknodeclass_crd(),
+        nodepool_crd(),
+        nodeclaim_crd(),
+        capacitybuffer_crd(),
+        nodeoverlay_crd(),
+    ]
 
 
 def render_yaml(crds: Iterable[CRD]) -> str:

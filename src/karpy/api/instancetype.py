@@ -39,6 +39,8 @@ class Offering:
     capacity_type: str
     price: float
     available: bool = True
+    # A NodeOverlay set or adjusted the price (karpy.scheduling.overlays).
+    price_overlaid: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class InstanceType:
     capacity: ResourceAmounts
     overhead: Overhead = field(default_factory=Overhead)
     allocatable: ResourceAmounts = field(default_factory=dict)
+    # A NodeOverlay added to the capacity (karpy.scheduling.overlays).
+    capacity_overlaid: bool = False
 
     @classmethod
     def build(
@@ -74,6 +78,11 @@ class InstanceType:
             for resource, amount in subtract_amounts(capacity, overhead.total()).items()
         }
         return cls(name, requirements, offerings, capacity, overhead, allocatable)
+
+    @property
+    def price_overlaid(self) -> bool:
+        """Whether a NodeOverlay set the price of any of its offerings."""
+        return any(offering.price_overlaid for offering in self.offerings)
 
     def available_offerings(self, requirements: Requirements | None = None) -> list[Offering]:
         """Available offerings whose zone and capacity type ``requirements`` admit."""

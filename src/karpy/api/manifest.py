@@ -55,6 +55,8 @@ from karpy.api.hpa import HorizontalPodAutoscaler
 from karpy.api.kubevalidation import refusal
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeClass
+from karpy.api.nodeoverlay import API_VERSION as NODE_OVERLAY_API_VERSION
+from karpy.api.nodeoverlay import NodeOverlay
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, GROUP, NodePool
 from karpy.api.structural import manifest_errors
 
@@ -103,6 +105,7 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"): lambda reader, _: HorizontalPodAutoscaler.parse(reader),
     (CAPACITY_BUFFER_API_VERSION, "CapacityBuffer"): lambda reader, _: CapacityBuffer.parse(reader),
     ("v1", "PodTemplate"): lambda reader, _: NamedPodTemplate.parse(reader),
+    (NODE_OVERLAY_API_VERSION, "NodeOverlay"): lambda reader, _: NodeOverlay.parse(reader),
 }
 KNOWN_KINDS = frozenset(kind for _, kind in PARSERS)
 # Karpenter's kinds before v1beta1 (v0.32), which guides still print, and what took their place.

@@ -75,6 +75,10 @@ class NodeRebootNotImplementedError(CloudProviderError):
     """The provider cannot reboot an instance in place (node repair replaces the node instead)."""
 
 
+class NodePoolNotEvaluatedError(CloudProviderError):
+    """The NodeOverlays were not yet worked out for the NodePool: nothing is launched for it till then."""
+
+
 class LaunchInProgressError(CloudProviderError):
     """``create`` started the launch and it runs in the background (see the module docstring)."""
 

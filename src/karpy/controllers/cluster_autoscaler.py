@@ -58,7 +58,7 @@ from karpy.baselines.cluster_autoscaler import (
     to_remove,
     unneeded_nodes,
 )
-from karpy.cloud.provider import CloudProvider
+from karpy.cloud.provider import CloudProvider, NodePoolNotEvaluatedError
 from karpy.controllers.state import admitted_daemonsets, pdb_blocked_pods
 from karpy.operator.cluster import Clock, Cluster, NotFoundError
 from karpy.operator.runtime import Watch
@@ -93,7 +93,11 @@ def derive_node_groups(
             continue
         requirements = pool.template.requirement_set()
         allowed_capacity = requirements.get(LABEL_CAPACITY_TYPE)
-        for instance_type in cloud.get_instance_types(pool):
+        try:
+            catalog = cloud.get_instance_types(pool)
+        except NodePoolNotEvaluatedError:
+            continue  # no group until the NodeOverlays priced the pool's types (the next scan)
+        for instance_type in catalog:
             if instance_type.requirements.intersects(requirements) is not None:
                 continue
             capacity_types = sorted({offering.capacity_type for offering in instance_type.offerings})
@@ -149,6 +153,8 @@ class ClusterAutoscaler:
         self.events: list[ScalingEvent] = []
         self.started_at = clock.now()
         self._launched = 0
+        # NodeClaim name -> the NodePool whose template it was made from (what prices its instance).
+        self._claim_pools: dict[str, str] = {}
         # A pod or node changed since the last scan (whose conclusions may no longer hold).
         self._stale = True
 
@@ -191,6 +197,10 @@ class ClusterAutoscaler:
         if self.groups is None:
             return derive_node_groups(self.cluster.nodepools(), self.cloud, self.flags)
         return self.groups
+
+    def nodepool_of(self, claim: str) -> str:
+        """The NodePool the NodeClaim named ``claim`` was made from ("" if not by this autoscaler)."""
+        return self._claim_pools.get(claim, "")
 
     def _pool_for(self, group: NodeGroup) -> NodePool | None:
         if group.nodepool:
@@ -318,6 +328,7 @@ class ClusterAutoscaler:
     def _create_claim(self, group: NodeGroup, pool: NodePool) -> None:
         self._launched += 1
         name = f"{group.name}-{self._launched:05d}"
+        self._claim_pools[name] = pool.name
         requirements = [
             Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", group.instance_types),
             Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", (group.capacity_type,)),

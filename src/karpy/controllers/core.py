@@ -28,6 +28,7 @@ from karpy.controllers.garbagecollection import GarbageCollector
 from karpy.controllers.metering import metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodeclass_hash import NodeClassHashController
+from karpy.controllers.nodeoverlay import NodeOverlayController, OverlayStore, overlaid
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.reboot import RebootController
@@ -57,6 +58,11 @@ class CoreControllers:
     # the metrics recorders (if asked), static capacity (if its gate is on: static pools keep
     # their replicas under either autoscaler) and the node class hash annotations.
     rest: tuple[Controller, ...]
+    # The cloud each controller calls, NodeOverlays applied when their gate is on: what a caller's own
+    # controllers (the Cluster Autoscaler baseline, the provider's) are given too.
+    cloud_for: CloudFor
+    # The NodeOverlays' last evaluation (None: the NodeOverlay gate is off).
+    overlays: OverlayStore | None = None
 
     @property
     def controllers(self) -> tuple[Controller, ...]:
@@ -81,6 +87,7 @@ def core_controllers(
     capacity_buffers: bool = False,
     static_capacity: bool = True,
     node_repair: bool = False,
+    node_overlays: bool = False,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -94,7 +101,13 @@ def core_controllers(
     ``static_capacity`` False (the ``StaticCapacity`` gate off) leaves static NodePools
     without nodes. ``node_repair`` True (the ``NodeRepair`` gate) has disruption
     repair unhealthy nodes by the cloud provider's repair policies.
+    ``node_overlays`` True (the NodeOverlay gate) adds the NodeOverlay controller, last, and
+    gives every controller the catalogs with the overlays applied (``CoreControllers.cloud_for``).
     """
+    plain_cloud_for = cloud_for
+    overlays = OverlayStore() if node_overlays else None
+    if overlays is not None:
+        cloud_for = overlaid(plain_cloud_for, overlays)
     room = BufferRoom(cluster, clock) if capacity_buffers else None
     provisioner = Provisioner(
         cluster, cloud_for(Provisioner.name), clock, settings=provisioning, metrics=metrics, buffers=room
@@ -130,8 +143,12 @@ def core_controllers(
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:
         rest.append(CapacityBufferController(cluster, clock, room))
+    if overlays is not None:
+        rest.append(
+            NodeOverlayController(cluster, plain_cloud_for(NodeOverlayController.name), clock, overlays)
+        )
     # Last, so the others keep their order; only a cloud whose NodeClaims carry the class' hash.
-    hashing = cloud_for(NodeClassHashController.name)
+    hashing = plain_cloud_for(NodeClassHashController.name)
     if isinstance(hashing, NodeClassHashing):
         rest.append(NodeClassHashController(cluster, hashing))
     return CoreControllers(
@@ -139,4 +156,6 @@ def core_controllers(
         disruption=disruption,
         deciders=(provisioner, conditions, disruption),
         rest=tuple(rest),
+        cloud_for=cloud_for,
+        overlays=overlays,
     )

@@ -34,6 +34,7 @@ from karpy.api.core import Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import TERMINATION_FINALIZER, NodeClaim, NodeClaimSpec
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
+from karpy.api.nodeoverlay import CAPACITY_OVERLAY_APPLIED, PRICE_OVERLAY_APPLIED
 from karpy.api.nodepool import (
     API_VERSION_V1,
     CONDITION_READY,
@@ -48,6 +49,7 @@ from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.capacitybuffer import BUFFER_ROOM, BufferRoom
 from karpy.controllers.launchloop import LaunchLoopGuard
+from karpy.controllers.nodeoverlay import OVERLAYS_EVALUATED
 from karpy.controllers.refusals import NodePoolRefusals, refusal_message
 from karpy.controllers.state import PoolTypesCache, scheduling_snapshot
 from karpy.logs import about, named
@@ -138,6 +140,8 @@ class Provisioner:
             Watch("NodePool", self._on_nodepool),
             # The CapacityBuffers' virtual pods changed (karpy.controllers.capacitybuffer).
             *([Watch(BUFFER_ROOM, lambda old, new: self.trigger())] if self.buffers is not None else []),
+            # The NodeOverlays were evaluated (karpy.controllers.nodeoverlay): prices and pools changed.
+            Watch(OVERLAYS_EVALUATED, self._on_overlays),
         ]
 
     def trigger(self) -> list[str]:
@@ -227,6 +231,10 @@ class Provisioner:
             return False
         nodepool = self.cluster.nodepool(new.nodepool)
         return nodepool is not None and bool(nodepool.limits)
+
+    def _on_overlays(self, old: object | None, new: object | None) -> Iterable[str]:
+        # A pool awaiting its first evaluation may take the pods left pending meanwhile.
+        return self.trigger() if self.cluster.pending_pods() else ()
 
     def _on_nodepool(self, old: object | None, new: object | None) -> Iterable[str]:
         if status_only_change(old, new) and _readiness(old) == _readiness(new):
@@ -427,6 +435,11 @@ def build_nodeclaim(nodepool: NodePool, new: NewNodeClaim) -> NodeClaim:
     annotations = dict(template.annotations)
     annotations[NODEPOOL_HASH_ANNOTATION] = nodepool.template_hash()
     annotations[NODEPOOL_HASH_VERSION_ANNOTATION] = NODEPOOL_HASH_VERSION
+    # Karpenter's marks of a NodeClaim whose instance types a NodeOverlay priced or sized.
+    if any(instance_type.price_overlaid for instance_type in new.instance_types):
+        annotations[PRICE_OVERLAY_APPLIED] = "true"
+    if any(instance_type.capacity_overlaid for instance_type in new.instance_types):
+        annotations[CAPACITY_OVERLAY_APPLIED] = "true"
     # Owned by its NodePool, as Karpenter's are: deleting the NodePool then deletes its
     # NodeClaims (the garbage collector's cascade), which drain and terminate as usual.
     owners = (

@@ -51,7 +51,12 @@ from karpy.api.taints import (
     Taint,
     untolerated,
 )
-from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClassProblem
+from karpy.cloud.provider import (
+    CloudProvider,
+    CloudProviderError,
+    NodeClassProblem,
+    NodePoolNotEvaluatedError,
+)
 from karpy.disruption.static import StaticCount
 from karpy.operator.cluster import ClusterReader
 from karpy.scheduling.solver import (
@@ -634,6 +639,8 @@ def scheduling_snapshot(
                 instance_types[pool.name] = pool_types.priced(
                     pool, cluster.node_class(ref.group, ref.kind, ref.name), cloud.get_instance_types(pool)
                 )
+            except NodePoolNotEvaluatedError as error:
+                log.debug("NodePool %s: %s", pool.name, error)  # the NodeOverlays' first evaluation is due
             except CloudProviderError as error:
                 log.warning("NodePool %s has no instance types: %s", pool.name, error)
         types = pool_types.get(pool, daemonsets, instance_types[pool.name])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from karpy.api.capacitybuffer import API_VERSION as CAPACITY_BUFFER_API_VERSION
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, KWOK_GROUP, KWOK_KIND
+from karpy.api.nodeoverlay import API_VERSION as NODE_OVERLAY_API_VERSION
 from karpy.api.nodepool import API_VERSION_V1
 
 
@@ -71,6 +72,9 @@ EVENT = ResourceType("Event", "v1", "events", namespaced=True)
 CAPACITY_BUFFER = ResourceType(
     "CapacityBuffer", CAPACITY_BUFFER_API_VERSION, "capacitybuffers", namespaced=True
 )
+# What the NodeOverlay feature gate has watched.
+NODE_OVERLAY = ResourceType("NodeOverlay", NODE_OVERLAY_API_VERSION, "nodeoverlays", namespaced=False)
+OVERLAY_TYPES: tuple[ResourceType, ...] = (NODE_OVERLAY,)
 POD_TEMPLATE = ResourceType("PodTemplate", "v1", "podtemplates", namespaced=True)
 DEPLOYMENT = ResourceType("Deployment", "apps/v1", "deployments", namespaced=True)
 STATEFUL_SET = ResourceType("StatefulSet", "apps/v1", "statefulsets", namespaced=True)
@@ -101,5 +105,5 @@ WATCHED_TYPES: tuple[ResourceType, ...] = (
 )
 
 TYPES_BY_KIND: dict[str, ResourceType] = {
-    resource.kind: resource for resource in (*WATCHED_TYPES, *BUFFER_TYPES)
+    resource.kind: resource for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES)
 }

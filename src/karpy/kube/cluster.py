@@ -93,6 +93,7 @@ from karpy.api.manifest import PARSERS
 from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClassStatus
+from karpy.api.nodeoverlay import NodeOverlayStatus
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePoolStatus, UnreadableNodePool
 from karpy.api.structural import manifest_errors
 from karpy.kube._encode import (
@@ -684,15 +685,17 @@ class KubeCluster(TypedReads):
         resource = _resource_of(obj)
         meta = _meta_of(obj)
         status = getattr(obj, "status", None)
-        if not isinstance(status, NodePoolStatus | NodeClassStatus | CapacityBufferStatus):
+        if not isinstance(
+            status, NodePoolStatus | NodeClassStatus | CapacityBufferStatus | NodeOverlayStatus
+        ):
             raise TypeError(f"KubeCluster does not write the status of {resource.kind} objects")
         current = self._current(resource, meta)
         stored = current.get("status")
         stored = stored if isinstance(stored, dict) else {}
-        # A CapacityBuffer's status is all karpy's (as Karpenter writes it whole).
+        # A CapacityBuffer's and a NodeOverlay's status are all karpy's (as Karpenter writes them whole).
         wanted = (
             status.to_dict()
-            if isinstance(status, CapacityBufferStatus)
+            if isinstance(status, CapacityBufferStatus | NodeOverlayStatus)
             else merged_owned_status(stored, status)
         )
         unchanged = wanted == stored

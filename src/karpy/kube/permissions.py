@@ -6,7 +6,8 @@ Every request karpy makes is one of a few shapes (see :mod:`karpy.kube.cluster`,
 - the informers list and watch every kind in ``_resources.WATCHED_TYPES``,
   across all namespaces, and with the CapacityBuffer feature gate those of
   ``_resources.BUFFER_TYPES`` (CapacityBuffers, PodTemplates, Deployments,
-  StatefulSets, ReplicaSets), whose ``status`` karpy writes for CapacityBuffers;
+  StatefulSets, ReplicaSets), whose ``status`` karpy writes for CapacityBuffers,
+  and with the NodeOverlay feature gate NodeOverlays, whose ``status`` it writes too;
 - the controllers create, update (PUT) and delete NodeClaims and write their
   ``status`` subresource; patch Nodes (taints, labels, the termination
   finalizer) and delete them once their instance is gone; evict pods
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from karpy.kube._resources import BUFFER_TYPES, WATCHED_TYPES
+from karpy.kube._resources import BUFFER_TYPES, OVERLAY_TYPES, WATCHED_TYPES
 from karpy.kube.leader import DEFAULT_LEASE_NAME
 
 
@@ -111,6 +112,7 @@ _WATCHED_ONLY = {
     ("apps", "replicasets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
 }
 BUFFER_GATE = "only with the CapacityBuffer feature gate on, which the walkthrough leaves off"
+OVERLAY_GATE = "only with the NodeOverlay feature gate on, which the walkthrough leaves off"
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -232,6 +234,22 @@ RULES: tuple[Rule, ...] = (
         "replicas, the resolved template and the ReadyForProvisioning and Provisioning conditions"
         " (capacitybuffer controller, provisioning)",
     ),
+    Rule(
+        "karpenter.sh",
+        "nodeoverlays",
+        ("list", "watch", "get"),
+        Scope.CLUSTER,
+        Provider.ALL,
+        f"{INFORMER} (NodeOverlay gate); read before a status write when not cached",
+    ),
+    Rule(
+        "karpenter.sh",
+        "nodeoverlays/status",
+        ("update",),
+        Scope.CLUSTER,
+        Provider.ALL,
+        "the ValidationSucceeded and Ready conditions (nodeoverlay controller)",
+    ),
     *(
         Rule(group, plural, LIST_WATCH, Scope.CLUSTER, Provider.ALL, f"{INFORMER}: {why}")
         for (group, plural), why in _WATCHED_ONLY.items()
@@ -295,6 +313,14 @@ NOT_EXERCISED_ON_KWOK: Mapping[tuple[str, str, str], str] = {
             ("apps", "deployments", LIST_WATCH),
             ("apps", "statefulsets", LIST_WATCH),
             ("apps", "replicasets", LIST_WATCH),
+        )
+        for verb in verbs
+    },
+    **{
+        (group, plural, verb): OVERLAY_GATE
+        for group, plural, verbs in (
+            ("karpenter.sh", "nodeoverlays", ("list", "watch", "get")),
+            ("karpenter.sh", "nodeoverlays/status", ("update",)),
         )
         for verb in verbs
     },
@@ -365,8 +391,8 @@ def granting_rule(rules: Iterable[Rule], request: ApiRequest, namespace: str) ->
 
 
 def watched_resources() -> set[tuple[str, str]]:
-    """(group, plural) of every kind the informers list and watch (the CapacityBuffer gate's too)."""
-    return {(resource.group, resource.plural) for resource in (*WATCHED_TYPES, *BUFFER_TYPES)}
+    """(group, plural) of every kind the informers list and watch (the gated kinds' too)."""
+    return {(resource.group, resource.plural) for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES)}
 
 
 DOCS_TABLE_HEADER = (

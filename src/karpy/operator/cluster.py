@@ -43,6 +43,7 @@ from karpy.api.core import (
 )
 from karpy.api.nodeclaim import NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClass
+from karpy.api.nodeoverlay import NodeOverlay
 from karpy.api.nodepool import NodePool, UnreadableNodePool
 
 KubeObject = TypeVar("KubeObject")
@@ -172,6 +173,10 @@ class ClusterReader(Protocol):
         ...
 
     def capacity_buffer(self, namespace: str, name: str) -> CapacityBuffer | None: ...
+
+    def node_overlays(self) -> Iterable[NodeOverlay]:
+        """The NodeOverlays (none unless the NodeOverlay feature gate has them watched)."""
+        ...
 
     def pod_template(self, namespace: str, name: str) -> NamedPodTemplate | None: ...
 

@@ -30,6 +30,7 @@ from karpy.api.core import (
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeoverlay import NodeOverlay
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, UnreadableNodePool
 
 
@@ -185,6 +186,9 @@ class TypedReads:
     def capacity_buffer(self, namespace: str, name: str) -> CapacityBuffer | None:
         found = self._get("CapacityBuffer", f"{namespace}/{name}")
         return found if isinstance(found, CapacityBuffer) else None
+
+    def node_overlays(self) -> Iterable[NodeOverlay]:
+        return self._all("NodeOverlay")
 
     def pod_template(self, namespace: str, name: str) -> NamedPodTemplate | None:
         found = self._get("PodTemplate", f"{namespace}/{name}")

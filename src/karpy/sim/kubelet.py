@@ -17,13 +17,14 @@ Kubernetes (restartPolicy Always), so they never finish here either.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from karpy.api.conditions import TRUE
 from karpy.api.core import POD_PENDING, POD_RUNNING, POD_SUCCEEDED, Node, NodeCondition, Pod, run_duration
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclass import KWOKNodeClass
+from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_HOSTNAME
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.operator.cluster import Clock, NotFoundError
@@ -61,6 +62,9 @@ class SimulatedKubelet:
         self.runtime = runtime
         self.settings = settings or KubeletSettings()
         self._registered_at: dict[str, float] = {}
+        # The extended resources a node of (NodePool, instance type) reports beyond its type's, as a
+        # device plugin would make it (what NodeOverlays say it has); None: none.
+        self.extended_resources: Callable[[str, str], ResourceAmounts] | None = None
         self._bound_at: dict[str, float] = {}
         self._stopping_at: dict[str, float] = {}
         cloud.launch_listeners.append(self._on_launch)
@@ -133,13 +137,16 @@ class SimulatedKubelet:
             taints.extend(claim.spec.taints)
             taints.extend(claim.spec.startup_taints)
         labels[LABEL_HOSTNAME] = instance.node_name
+        extended: ResourceAmounts = {}
+        if self.extended_resources is not None and claim is not None:
+            extended = self.extended_resources(claim.nodepool, instance.instance_type.name)
         self.cluster.create(
             Node(
                 metadata=ObjectMeta(name=instance.node_name, labels=labels),
                 provider_id=provider_id,
                 taints=tuple(taints),
-                capacity=dict(instance.instance_type.capacity),
-                allocatable=dict(instance.instance_type.allocatable),
+                capacity={**instance.instance_type.capacity, **extended},
+                allocatable={**instance.instance_type.allocatable, **extended},
                 conditions=(NodeCondition("Ready", "False", "KubeletNotReady"),),
             )
         )

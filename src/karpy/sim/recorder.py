@@ -13,6 +13,7 @@ JSON output are built from this record alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,9 @@ class PodRecord:
 class Recorder:
     clock: Clock
     cloud: SimulatedCloud | None = None
+    # What a launched offering costs an hour, given (the NodeClaim, instance type, zone, capacity type,
+    # the cloud's price): None, the cloud's price (NodeOverlays set it otherwise).
+    price_of: Callable[[NodeClaim, str, str, str, float], float] | None = None
     rows: list[WatchRow] = field(default_factory=list)
     nodeclaims: dict[str, NodeClaimRecord] = field(default_factory=dict)
     pods: dict[str, PodRecord] = field(default_factory=dict)  # by the pod's uid
@@ -122,7 +126,12 @@ class Recorder:
             record.capacity_type = new.capacity_type
             record.zone = new.zone
             instance = self.cloud.instances.get(new.status.provider_id) if self.cloud else None
-            record.price_per_hour = instance.price if instance is not None else 0.0
+            price = instance.price if instance is not None else 0.0
+            if instance is not None and self.price_of is not None:
+                price = self.price_of(
+                    new, instance.instance_type.name, instance.zone, instance.capacity_type, price
+                )
+            record.price_per_hour = price
         record.node = new.status.node_name or record.node
         if record.ready_at is None and new.is_true(CONDITION_READY):
             record.ready_at = now

@@ -92,6 +92,8 @@ class SimulationSettings:
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
     node_repair: bool = False
     """The NodeRepair feature gate: unhealthy nodes are repaired (:mod:`karpy.disruption.repair`)."""
+    node_overlays: bool = False
+    """The NodeOverlay feature gate: the scenario's NodeOverlays price and size nodes, the bill included."""
 
     cloud: SimulatedCloudSettings = field(default_factory=SimulatedCloudSettings)
     """The simulated cloud: its catalog, prices, delays and failures."""
@@ -192,15 +194,26 @@ class Simulation:
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
             node_repair=self.settings.node_repair,
+            node_overlays=self.settings.node_overlays,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)
         if self.provisioner.buffers is not None:
             self.provisioner.buffers.subscribe(self.runtime.on_change)
+        self.overlays = core.overlays
+        if self.overlays is not None:
+            self.overlays.subscribe(self.runtime.on_change)
+            # The bill is what the overlays say an instance costs (a Savings Plan's price, say).
+            self.recorder.price_of = self._overlaid_price
+        # Every other controller of karpy run too is given the catalogs the overlays priced.
+        controller_cloud = core.cloud_for
         self.disruption = core.disruption
         self.kubelet = SimulatedKubelet(
             self.cluster, self.cloud, self.clock, self.runtime, self.settings.kubelet
         )
+        if self.overlays is not None:
+            # A node reports the extended resources overlays say its type has (its device plugins').
+            self.kubelet.extended_resources = self.overlays.extended_capacity
         # The cloud's warnings (a scenario's cloud.interruptions), and the controller karpy run has for them.
         self.interruptions = SimulatedInterruptions(
             self.cluster, self.cloud, self.clock, self.runtime, self.recorder.note
@@ -219,7 +232,7 @@ class Simulation:
         if self.settings.autoscaler == "cluster-autoscaler":
             self.cluster_autoscaler = ClusterAutoscaler(
                 self.cluster,
-                cloud_for(ClusterAutoscaler.name),
+                controller_cloud(ClusterAutoscaler.name),
                 self.clock,
                 flags=self.settings.cluster_autoscaler,
                 note=self.recorder.note,
@@ -235,7 +248,7 @@ class Simulation:
             # that acts on them, as karpy run's AWS provider has), kube-scheduler, the kubelets, the
             # workload controllers and the HPA.
             InterruptionController(
-                self.cluster, cloud_for(InterruptionController.name), self.clock, metrics=self.metrics
+                self.cluster, controller_cloud(InterruptionController.name), self.clock, metrics=self.metrics
             ),
             self.interruptions,
             self.node_failures,
@@ -264,6 +277,17 @@ class Simulation:
         self.end = self.clock.now()
         # Called every turn of the loop (karpy.sim.budget.RunWatch): may stop the run by raising.
         self.watch: Callable[[], None] | None = None
+
+    def _overlaid_price(
+        self, claim: NodeClaim, instance_type: str, zone: str, capacity_type: str, price: float
+    ) -> float:
+        """What the NodeOverlays say an instance launched for ``claim`` costs an hour."""
+        if self.overlays is None:
+            return price
+        pool = claim.nodepool
+        if not pool and self.cluster_autoscaler is not None:
+            pool = self.cluster_autoscaler.nodepool_of(claim.name)
+        return self.overlays.price(pool, instance_type, zone, capacity_type, price)
 
     def _track_disruption(self, kind: str, old: object | None, new: object | None) -> None:
         """Keep ``disruption_peak`` up to date as NodeClaims and Nodes change.

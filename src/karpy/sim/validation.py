@@ -17,6 +17,9 @@
   ``minValues``; a pool that can never launch anything is almost always a
   typo in an instance type, a zone or an arch.
   These are errors whatever the caller: no cluster can make them right.
+- A NodeOverlay must pass Karpenter's runtime validation (a restricted
+  label in its requirements, say): one that does not changes nothing, and
+  is an error whatever the caller.
 
 - A pod's ``priorityClassName`` must name a PriorityClass among the inputs
   or one every cluster has: the Priority admission plugin refuses the pod
@@ -50,6 +53,7 @@ from karpy.api.instancetype import InstanceType
 from karpy.api.kubevalidation import missing_priority_class
 from karpy.api.manifest import LoadedObject, LoadResult
 from karpy.api.nodeclass import KWOK_KIND, EC2NodeClass, KWOKNodeClass
+from karpy.api.nodeoverlay import NodeOverlay, runtime_problem
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import Operator, Requirement, Requirements
 from karpy.cloud.aws_catalog import instance_type_from_entry, load_catalog
@@ -164,6 +168,12 @@ def validate_references(
             problem = nodepool_problem(item.obj)
             if problem is not None:
                 loaded.add_error(f"{where}: {problem}")
+                continue
+        if isinstance(item.obj, NodeOverlay):
+            # What Karpenter's runtime validation refuses (ValidationSucceeded=False, RuntimeValidation).
+            problem = runtime_problem(item.obj)
+            if problem is not None:
+                loaded.add_error(f'{item.source}: NodeOverlay "{item.obj.name}": {problem}')
                 continue
         kept.append(item)
     loaded.objects = kept
