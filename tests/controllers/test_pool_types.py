@@ -121,3 +121,14 @@ def test_solves_sharing_a_memo_plan_as_solves_without_one_and_reuse_its_answers(
     # Another solve over the same types (a consolidation's next candidate) asks nothing new.
     assert shape(solve(pods[:5], [], [shared])) == shape(solve(pods[:5], [], [alone]))
     assert (len(memo.matrices), len(memo.ranks), len(memo.compatible)) == filled
+
+
+def test_pools_with_catalogs_of_their_own_keep_their_priced_lists() -> None:
+    # NodeOverlays give pools their own lists: pricing one must not throw away the other's.
+    cache = PoolTypesCache(0.02)
+    first, second = make_nodepool("first"), make_nodepool("second")
+    own = [dataclasses.replace(instance_type) for instance_type in CATALOG]
+    priced_first = cache.priced(first, None, CATALOG)
+    priced_second = cache.priced(second, None, own)
+    assert cache.priced(first, None, CATALOG) is priced_first
+    assert cache.priced(second, None, own) is priced_second

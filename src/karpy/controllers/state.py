@@ -430,6 +430,11 @@ class PoolTypes:
     memo: TypeMemo = field(default_factory=TypeMemo)
 
 
+# The priced catalogs PoolTypesCache keeps: one per node cost and catalog list in use (a catalog
+# replaced by the provider is left behind, and goes once this many newer ones were priced).
+PRICED_ENTRIES = 64
+
+
 class PoolTypesCache:
     """Each NodePool's :class:`PoolTypes`, kept while what they are worked out from stays.
 
@@ -448,9 +453,10 @@ class PoolTypesCache:
         self._entries: dict[
             str, tuple[Sequence[InstanceType], NodeClaimTemplate, tuple[DaemonSet, ...], PoolTypes]
         ] = {}
-        # By the cost a node adds: pools of one node class (or of classes that cost alike) share a
-        # list, so ten thousand pools price the catalog once, not ten thousand times.
-        self._priced: dict[float, tuple[Sequence[InstanceType], list[InstanceType]]] = {}
+        # By the cost a node adds and the catalog: pools of one node class (or of classes that cost
+        # alike) share a list, so ten thousand pools price the catalog once, not ten thousand times;
+        # pools whose NodeOverlays differ each have theirs. The oldest entries go past PRICED_ENTRIES.
+        self._priced: dict[tuple[float, int], tuple[Sequence[InstanceType], list[InstanceType]]] = {}
         # The DaemonSets, LimitRanges and RuntimeClasses last read, and the DaemonSets admitted under them.
         self._admitted: tuple[tuple[object, ...], tuple[DaemonSet, ...]] | None = None
 
@@ -480,11 +486,15 @@ class PoolTypesCache:
         must not make an unknown price look known.
         """
         cost = node_cost(node_class, self.node_overhead_cost).total
-        entry = self._priced.get(cost)
+        # The entry holds the catalog, so its id cannot be another list's while the entry stays.
+        key = (cost, id(catalog))
+        entry = self._priced.get(key)
         if entry is not None and entry[0] is catalog:
             return entry[1]
         priced = list(catalog) if cost == 0 else [with_node_cost(type_, cost) for type_ in catalog]
-        self._priced[cost] = (catalog, priced)
+        self._priced[key] = (catalog, priced)
+        while len(self._priced) > PRICED_ENTRIES:
+            del self._priced[next(iter(self._priced))]
         return priced
 
     def get(
