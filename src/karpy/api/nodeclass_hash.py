@@ -60,6 +60,7 @@ EC2_HASHED_FIELDS: Mapping[str, str] = {
     "metadata_options": "metadataOptions",
     "associate_public_ip_address": "associatePublicIPAddress",
     "detailed_monitoring": "detailedMonitoring",
+    "instance_store_policy": "instanceStorePolicy",
     "ami_family": "amiFamily",  # as resolved: amiFamily, else the alias' family
 }
 # Fields of the model left out of the hash, and why.
