@@ -16,6 +16,7 @@ from typing import Any
 
 from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
+    BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
     CONTEXT_UNSUPPORTED_MESSAGE,
     RESERVATIONS_UNSUPPORTED_MESSAGE,
     SSM_PARAMETER_UNSUPPORTED_MESSAGE,
@@ -688,6 +689,23 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("context-refused", node_class({"context": "ctx-0abc"}), CONTEXT_UNSUPPORTED_MESSAGE),
     *(
+        (f"bottlerocket-pods-per-core-{how}", node_class(spec), BOTTLEROCKET_PODS_PER_CORE_MESSAGE)
+        for how, spec in (
+            (
+                "alias",
+                {"amiSelectorTerms": [{"alias": "bottlerocket@latest"}], "kubelet": {"podsPerCore": 2}},
+            ),
+            (
+                "family",
+                {
+                    "amiFamily": "Bottlerocket",
+                    "amiSelectorTerms": [{"name": "br-*"}],
+                    "kubelet": {"podsPerCore": 2},
+                },
+            ),
+        )
+    ),
+    *(
         (f"{kind}-{field}-time-added-refused", manifest, TIME_ADDED_UNSUPPORTED_MESSAGE)
         for field in ("taints", "startupTaints")
         for kind, manifest in (
@@ -1190,6 +1208,7 @@ CEL_BOUND_CONFLICTS = frozenset(
 CEL_VALUE_CONFLICTS = frozenset(
     {
         ("spec.amiFamily", json.dumps(AMI_FAMILY_CUSTOM)),
+        ("spec.amiFamily", json.dumps("Bottlerocket")),  # podsPerCore cannot act there
         # Karpenter's Balanced is in the enum only to be refused in words.
         ("spec.disruption.consolidationPolicy", json.dumps(BALANCED)),
     }

@@ -74,6 +74,7 @@ from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
     AMI_FAMILY_REQUIRED_MESSAGE,
     AMI_TERMS,
+    BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
     CONTEXT_UNSUPPORTED_MESSAGE,
     EC2_GROUP,
     EC2_KIND,
@@ -1101,6 +1102,12 @@ def ec2nodeclass_crd() -> CRD:
                 "recreate this node class if you want to change this.",
             ),
             *_ami_family_rules(),
+            _rule(
+                "!has(self.kubelet) || !has(self.kubelet.podsPerCore) || (has(self.amiFamily) ? "
+                "self.amiFamily != 'Bottlerocket' : "
+                "!self.amiSelectorTerms.exists(t, has(t.alias) && t.alias.startsWith('bottlerocket@')))",
+                BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
+            ),
             _rule("!has(self.context)", CONTEXT_UNSUPPORTED_MESSAGE),
             _rule(
                 "!has(self.capacityReservationSelectorTerms)"
