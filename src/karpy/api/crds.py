@@ -91,6 +91,7 @@ from karpy.api.nodeclass import (
     MAX_ALIAS_LENGTH,
     MAX_HOP_LIMIT,
     MIN_HOP_LIMIT,
+    ONE_CLUSTER_DNS_MESSAGE,
     ONE_ROOT_VOLUME_MESSAGE,
     RESERVATION_ID_MESSAGE,
     RESERVATION_ID_OTHERS,
@@ -99,6 +100,7 @@ from karpy.api.nodeclass import (
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
+    SINGLE_DNS_FAMILIES,
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
     SSM_PARAMETER_UNSUPPORTED_MESSAGE,
@@ -1107,6 +1109,14 @@ def ec2nodeclass_crd() -> CRD:
                 "self.amiFamily != 'Bottlerocket' : "
                 "!self.amiSelectorTerms.exists(t, has(t.alias) && t.alias.startsWith('bottlerocket@')))",
                 BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
+            ),
+            _rule(
+                "!has(self.kubelet) || !has(self.kubelet.clusterDNS) || "
+                "self.kubelet.clusterDNS.size() <= 1 || "
+                f"(has(self.amiFamily) ? !(self.amiFamily in {quoted_list(SINGLE_DNS_FAMILIES)}) : "
+                "!self.amiSelectorTerms.exists(t, has(t.alias) && "
+                "(t.alias.startsWith('al2@') || t.alias.startsWith('bottlerocket@'))))",
+                ONE_CLUSTER_DNS_MESSAGE,
             ),
             _rule("!has(self.context)", CONTEXT_UNSUPPORTED_MESSAGE),
             _rule(

@@ -125,6 +125,12 @@ RESERVATIONS_UNSUPPORTED_MESSAGE = (
 BOTTLEROCKET_PODS_PER_CORE_MESSAGE = (
     "kubelet.podsPerCore cannot act on Bottlerocket, whose settings have no such key; set maxPods instead"
 )
+# AL2's bootstrap.sh and Bottlerocket take one cluster DNS address: the others would be dropped.
+SINGLE_DNS_FAMILIES = ("AL2", "Bottlerocket")
+ONE_CLUSTER_DNS_MESSAGE = (
+    "kubelet.clusterDNS takes one address with the AL2 and Bottlerocket AMI families, whose bootstrap "
+    "has a single DNS setting"
+)
 INSTANCE_STORE_RAID0 = "RAID0"
 INSTANCE_STORE_POLICIES = (INSTANCE_STORE_RAID0,)
 GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
@@ -678,6 +684,8 @@ class EC2NodeClass:
         )
         if family == "Bottlerocket" and kubelet.pods_per_core is not None:
             raise spec.obj("kubelet").error("podsPerCore", BOTTLEROCKET_PODS_PER_CORE_MESSAGE)
+        if family in SINGLE_DNS_FAMILIES and len(kubelet.cluster_dns) > 1:
+            raise spec.obj("kubelet").error("clusterDNS", ONE_CLUSTER_DNS_MESSAGE)
         if spec.string("amiFamily") == AMI_FAMILY_CUSTOM:
             for name in kubelet.user_data_only_fields():
                 raise spec.obj("kubelet").error(name, custom_kubelet_message(name))

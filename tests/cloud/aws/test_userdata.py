@@ -575,3 +575,9 @@ def test_a_soft_eviction_grace_period_that_is_no_duration_is_refused_when_the_cl
 def test_a_bottlerocket_class_refuses_pods_per_core_which_its_settings_lack() -> None:
     with pytest.raises(ManifestError, match=r"kubelet\.podsPerCore cannot act on Bottlerocket"):
         documented_kubelet_user_data(AMI_FAMILY_BOTTLEROCKET, {"podsPerCore": 4})
+
+
+@pytest.mark.parametrize("family", [AMI_FAMILY_AL2, AMI_FAMILY_BOTTLEROCKET])
+def test_a_second_cluster_dns_address_is_refused_where_the_bootstrap_takes_one(family: str) -> None:
+    with pytest.raises(ManifestError, match="clusterDNS takes one address"):
+        documented_kubelet_user_data(family, {"clusterDNS": ["10.100.0.10", "10.100.0.11"]})
