@@ -167,6 +167,8 @@ QUANTITY_PATTERN = (
 )
 DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
+# A Go duration (the kubelet's soft eviction grace periods): 90s, 1m30s, 1.5h.
+GO_DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
 BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
 BUDGET_SCHEDULE_PATTERN = (
     r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
@@ -452,7 +454,9 @@ def _kubelet_properties() -> Schema:
         "kubeReserved": _reserved("kubeReserved", "Resources reserved for Kubernetes system components."),
         "evictionHard": _eviction_map("evictionHard", threshold),
         "evictionSoft": _eviction_map("evictionSoft", dict(threshold)),
-        "evictionSoftGracePeriod": _eviction_map("evictionSoftGracePeriod", _string()),
+        "evictionSoftGracePeriod": _eviction_map(
+            "evictionSoftGracePeriod", _string(pattern=GO_DURATION_PATTERN)
+        ),
         "evictionMaxPodGracePeriod": {"type": "integer", "format": "int32"},
         "imageGCHighThresholdPercent": percent,
         "imageGCLowThresholdPercent": dict(percent),
