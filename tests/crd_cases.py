@@ -16,7 +16,9 @@ from typing import Any
 
 from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
+    BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
     CONTEXT_UNSUPPORTED_MESSAGE,
+    ONE_CLUSTER_DNS_MESSAGE,
     RESERVATIONS_UNSUPPORTED_MESSAGE,
     SSM_PARAMETER_UNSUPPORTED_MESSAGE,
     USER_DATA_ONLY_KUBELET_FIELDS,
@@ -118,6 +120,9 @@ CUSTOM_REFUSED_KUBELET: dict[str, dict[str, Any]] = {
     "cpuCFSQuota": {"cpuCFSQuota": False},
 }
 
+
+# Two cluster DNS addresses: AL2023's NodeConfig takes a list, AL2's and Bottlerocket's one address.
+DNS_PAIR = ["10.100.0.10", "10.100.0.11"]
 
 # A taint as kubectl shows a Node's, with the time it was put on.
 TIMED_TAINT = {"key": "example.com/a", "effect": "NoExecute", "timeAdded": "2024-01-01T00:00:00Z"}
@@ -713,6 +718,40 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("context-refused", node_class({"context": "ctx-0abc"}), CONTEXT_UNSUPPORTED_MESSAGE),
     *(
+        (
+            f"cluster-dns-two-on-{family}",
+            node_class(
+                {"amiSelectorTerms": [{"alias": f"{family}@latest"}], "kubelet": {"clusterDNS": DNS_PAIR}}
+            ),
+            ONE_CLUSTER_DNS_MESSAGE,
+        )
+        for family in ("al2", "bottlerocket")
+    ),
+    (
+        "cluster-dns-two-on-al2-by-family",
+        node_class(
+            {"amiFamily": "AL2", "amiSelectorTerms": [{"name": "al2-*"}], "kubelet": {"clusterDNS": DNS_PAIR}}
+        ),
+        ONE_CLUSTER_DNS_MESSAGE,
+    ),
+    *(
+        (f"bottlerocket-pods-per-core-{how}", node_class(spec), BOTTLEROCKET_PODS_PER_CORE_MESSAGE)
+        for how, spec in (
+            (
+                "alias",
+                {"amiSelectorTerms": [{"alias": "bottlerocket@latest"}], "kubelet": {"podsPerCore": 2}},
+            ),
+            (
+                "family",
+                {
+                    "amiFamily": "Bottlerocket",
+                    "amiSelectorTerms": [{"name": "br-*"}],
+                    "kubelet": {"podsPerCore": 2},
+                },
+            ),
+        )
+    ),
+    *(
         (f"{kind}-{field}-time-added-refused", manifest, TIME_ADDED_UNSUPPORTED_MESSAGE)
         for field in ("taints", "startupTaints")
         for kind, manifest in (
@@ -839,6 +878,7 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
     ("when-empty", pool({"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}})),
     ("expire-never-and-grace", claim_spec({"expireAfter": "Never", "terminationGracePeriod": "48h"})),
     ("gt-one-integer", requirement("karpenter.k8s.aws/instance-generation", "Gt", "2")),
+    ("cluster-dns-two-on-al2023", node_class({"kubelet": {"clusterDNS": DNS_PAIR}})),
     (
         "gte-lte-bounds",
         claim_spec(
@@ -1276,6 +1316,7 @@ CEL_BOUND_CONFLICTS = frozenset(
 CEL_VALUE_CONFLICTS = frozenset(
     {
         ("spec.amiFamily", json.dumps(AMI_FAMILY_CUSTOM)),
+        ("spec.amiFamily", json.dumps("Bottlerocket")),  # podsPerCore cannot act there
         # Karpenter's Balanced is in the enum only to be refused in words.
         ("spec.disruption.consolidationPolicy", json.dumps(BALANCED)),
     }

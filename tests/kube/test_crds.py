@@ -171,7 +171,10 @@ def test_nodepool_defaults_are_karpenters() -> None:
     disruption = properties(spec, "disruption")
     assert disruption["default"] == {"consolidateAfter": "0s"}
     assert properties(disruption, "consolidationPolicy")["default"] == "WhenEmptyOrUnderutilized"
-    assert properties(disruption, "consolidationPolicy")["enum"] == ["WhenEmpty", "WhenEmptyOrUnderutilized"]
+    # Karpenter v1.15's enum; Balanced is refused by a rule of its own, in words.
+    policy = properties(disruption, "consolidationPolicy")
+    assert policy["enum"] == ["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
+    assert policy["x-kubernetes-validations"][0]["rule"] == "self != 'Balanced'"
     assert properties(disruption, "budgets")["default"] == [{"nodes": "10%"}]
     assert properties(disruption, "budgets")["items"]["properties"]["reasons"]["items"]["enum"] == [
         "Empty",

@@ -75,6 +75,7 @@ from karpy.api.nodeclass import (
     AMI_FAMILY_CUSTOM,
     AMI_FAMILY_REQUIRED_MESSAGE,
     AMI_TERMS,
+    BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
     CONTEXT_UNSUPPORTED_MESSAGE,
     EC2_GROUP,
     EC2_KIND,
@@ -91,6 +92,7 @@ from karpy.api.nodeclass import (
     MAX_ALIAS_LENGTH,
     MAX_HOP_LIMIT,
     MIN_HOP_LIMIT,
+    ONE_CLUSTER_DNS_MESSAGE,
     ONE_ROOT_VOLUME_MESSAGE,
     RESERVATION_ID_MESSAGE,
     RESERVATION_ID_OTHERS,
@@ -99,6 +101,7 @@ from karpy.api.nodeclass import (
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
+    SINGLE_DNS_FAMILIES,
     SOFT_EVICTION_GRACE_MESSAGE,
     SOFT_EVICTION_MESSAGE,
     SSM_PARAMETER_UNSUPPORTED_MESSAGE,
@@ -165,6 +168,8 @@ QUANTITY_PATTERN = (
 )
 DURATION_OR_NEVER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
+# A Go duration (the kubelet's soft eviction grace periods): 90s, 1m30s, 1.5h.
+GO_DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
 BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
 BUDGET_SCHEDULE_PATTERN = (
     r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"
@@ -450,7 +455,9 @@ def _kubelet_properties() -> Schema:
         "kubeReserved": _reserved("kubeReserved", "Resources reserved for Kubernetes system components."),
         "evictionHard": _eviction_map("evictionHard", threshold),
         "evictionSoft": _eviction_map("evictionSoft", dict(threshold)),
-        "evictionSoftGracePeriod": _eviction_map("evictionSoftGracePeriod", _string()),
+        "evictionSoftGracePeriod": _eviction_map(
+            "evictionSoftGracePeriod", _string(pattern=GO_DURATION_PATTERN)
+        ),
         "evictionMaxPodGracePeriod": {"type": "integer", "format": "int32"},
         "imageGCHighThresholdPercent": percent,
         "imageGCLowThresholdPercent": dict(percent),
@@ -1102,6 +1109,20 @@ def ec2nodeclass_crd() -> CRD:
                 "recreate this node class if you want to change this.",
             ),
             *_ami_family_rules(),
+            _rule(
+                "!has(self.kubelet) || !has(self.kubelet.podsPerCore) || (has(self.amiFamily) ? "
+                "self.amiFamily != 'Bottlerocket' : "
+                "!self.amiSelectorTerms.exists(t, has(t.alias) && t.alias.startsWith('bottlerocket@')))",
+                BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
+            ),
+            _rule(
+                "!has(self.kubelet) || !has(self.kubelet.clusterDNS) || "
+                "self.kubelet.clusterDNS.size() <= 1 || "
+                f"(has(self.amiFamily) ? !(self.amiFamily in {quoted_list(SINGLE_DNS_FAMILIES)}) : "
+                "!self.amiSelectorTerms.exists(t, has(t.alias) && "
+                "(t.alias.startsWith('al2@') || t.alias.startsWith('bottlerocket@'))))",
+                ONE_CLUSTER_DNS_MESSAGE,
+            ),
             _rule("!has(self.context)", CONTEXT_UNSUPPORTED_MESSAGE),
             _rule(
                 "!has(self.capacityReservationSelectorTerms)"

@@ -121,6 +121,16 @@ SSM_PARAMETER_UNSUPPORTED_MESSAGE = (
 RESERVATIONS_UNSUPPORTED_MESSAGE = (
     "capacityReservationSelectorTerms is not supported by karpy: it launches into no capacity reservation"
 )
+# Bottlerocket's settings have no pods-per-core key: Karpenter ignores podsPerCore there; karpy refuses it.
+BOTTLEROCKET_PODS_PER_CORE_MESSAGE = (
+    "kubelet.podsPerCore cannot act on Bottlerocket, whose settings have no such key; set maxPods instead"
+)
+# AL2's bootstrap.sh and Bottlerocket take one cluster DNS address: the others would be dropped.
+SINGLE_DNS_FAMILIES = ("AL2", "Bottlerocket")
+ONE_CLUSTER_DNS_MESSAGE = (
+    "kubelet.clusterDNS takes one address with the AL2 and Bottlerocket AMI families, whose bootstrap "
+    "has a single DNS setting"
+)
 INSTANCE_STORE_RAID0 = "RAID0"
 INSTANCE_STORE_POLICIES = (INSTANCE_STORE_RAID0,)
 GC_THRESHOLDS_MESSAGE = "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
@@ -669,6 +679,13 @@ class EC2NodeClass:
                 f"must be one of {', '.join(INSTANCE_STORE_POLICIES)}, got {instance_store_policy!r}",
             )
         kubelet = KubeletConfiguration.parse(spec.obj("kubelet"))
+        family = spec.string("amiFamily") or next(
+            (_ALIAS_FAMILIES.get(term.alias.partition("@")[0], "") for term in ami_terms if term.alias), ""
+        )
+        if family == "Bottlerocket" and kubelet.pods_per_core is not None:
+            raise spec.obj("kubelet").error("podsPerCore", BOTTLEROCKET_PODS_PER_CORE_MESSAGE)
+        if family in SINGLE_DNS_FAMILIES and len(kubelet.cluster_dns) > 1:
+            raise spec.obj("kubelet").error("clusterDNS", ONE_CLUSTER_DNS_MESSAGE)
         if spec.string("amiFamily") == AMI_FAMILY_CUSTOM:
             for name in kubelet.user_data_only_fields():
                 raise spec.obj("kubelet").error(name, custom_kubelet_message(name))

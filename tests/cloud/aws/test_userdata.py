@@ -493,9 +493,11 @@ def test_al2_kubelet_flags_carry_every_kubelet_setting_of_the_class() -> None:
 
 
 def test_bottlerocket_settings_carry_every_kubelet_setting_it_has() -> None:
-    kubernetes = tomllib.loads(documented_kubelet_user_data(AMI_FAMILY_BOTTLEROCKET, KUBELET_ONLY))[
-        "settings"
-    ]["kubernetes"]
+    # Bottlerocket has no podsPerCore setting: a class asking for it is refused (below).
+    settings = {key: value for key, value in KUBELET_ONLY.items() if key != "podsPerCore"}
+    kubernetes = tomllib.loads(documented_kubelet_user_data(AMI_FAMILY_BOTTLEROCKET, settings))["settings"][
+        "kubernetes"
+    ]
     assert kubernetes["cluster-dns-ip"] == "fd00::a"
     assert kubernetes["eviction-soft"] == KUBELET_ONLY["evictionSoft"]
     assert kubernetes["eviction-soft-grace-period"] == {
@@ -568,3 +570,14 @@ def test_a_soft_eviction_grace_period_that_is_no_duration_is_refused_when_the_cl
                 "evictionSoftGracePeriod": {"memory.available": "1d"},
             },
         )
+
+
+def test_a_bottlerocket_class_refuses_pods_per_core_which_its_settings_lack() -> None:
+    with pytest.raises(ManifestError, match=r"kubelet\.podsPerCore cannot act on Bottlerocket"):
+        documented_kubelet_user_data(AMI_FAMILY_BOTTLEROCKET, {"podsPerCore": 4})
+
+
+@pytest.mark.parametrize("family", [AMI_FAMILY_AL2, AMI_FAMILY_BOTTLEROCKET])
+def test_a_second_cluster_dns_address_is_refused_where_the_bootstrap_takes_one(family: str) -> None:
+    with pytest.raises(ManifestError, match="clusterDNS takes one address"):
+        documented_kubelet_user_data(family, {"clusterDNS": ["10.100.0.10", "10.100.0.11"]})
