@@ -11,6 +11,9 @@ before its old node is drained.
 - **Drift**: every old node is replaced; a PodDisruptionBudget keeps one of
   the two pods running throughout, and the timeline shows that each old node
   was deleted only after a replacement was up.
+- **Node class drift**: a KWOKNodeClass switched to Karpenter's kwok catalog
+  (``karpy.dev/kwok-instance-types``) marks its nodes Drifted with
+  ``NodeClassDrift``, and they are replaced by nodes of the new catalog.
 - **do-not-disrupt**: the node of a pod annotated ``karpenter.sh/do-not-disrupt``
   stays, Drifted but blocked, with a ``DisruptionBlocked`` Event saying why;
   the other node of the pool is replaced all the same.
@@ -56,6 +59,8 @@ pytestmark = pytest.mark.integration
 INSTANCE_TYPE = "c5.large"  # 2 vCPU: one 1-CPU pod per node
 DRIFT_POOL = "it-drift"
 DND_POOL = "it-dnd"
+CLASS_POOL = "it-kwok-class"
+KARPENTER_TYPE = "c-2x-amd64-linux"  # Karpenter's kwok catalog: 2 CPUs, one 1-CPU pod per node
 
 
 @pytest.fixture
@@ -273,3 +278,42 @@ def test_a_do_not_disrupt_pod_keeps_its_drifted_node_while_the_others_are_replac
         if event["reason"] == "DisruptionBlocked" and event["object"] == f"NodeClaim/{kept[0]['name']}"
     ]
     assert any("do-not-disrupt" in message for message in sim_blocked)
+
+
+def test_a_kwok_class_switched_to_another_catalog_drifts_its_nodes_onto_the_new_one(
+    runner: ControlPlane, namespace: str
+) -> None:
+    plane = runner
+    app = "class-app"
+    both_catalogs = nodepool(CLASS_POOL, [INSTANCE_TYPE, KARPENTER_TYPE], consolidate_after="10m")
+    kwok_class = node_class(CLASS_POOL)
+    kwok_class["metadata"]["annotations"] = {"karpy.dev/kwok-instance-types": "aws"}
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=as_yaml(kwok_class, both_catalogs, deployment(CLASS_POOL, namespace, app, 2)),
+    )
+    wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=60, what="2 pods Running")
+    original = pool_claims(plane, CLASS_POOL)
+    assert {claim["metadata"]["labels"][LABEL_INSTANCE_TYPE] for claim in original.values()} == {
+        INSTANCE_TYPE
+    }
+    assert all(
+        "karpy.dev/kwoknodeclass-hash" in claim["metadata"]["annotations"] for claim in original.values()
+    )
+
+    plane.kubectl(
+        "annotate", "kwoknodeclass", CLASS_POOL, "--overwrite", "karpy.dev/kwok-instance-types=karpenter"
+    )
+    reasons: set[str] = set()
+
+    def replaced() -> bool:
+        claims = pool_claims(plane, CLASS_POOL)
+        reasons.update(condition(claim, "Drifted").get("reason", "") for claim in claims.values())
+        types = {claim["metadata"]["labels"].get(LABEL_INSTANCE_TYPE) for claim in claims.values()}
+        return not original.keys() & claims.keys() and len(claims) == 2 and types == {KARPENTER_TYPE}
+
+    wait_until(replaced, timeout=180, what="both nodes replaced by Karpenter's kwok types")
+    wait_until(lambda: len(running_pods(plane, namespace, app)) == 2, timeout=60, what="2 pods Running again")
+    assert "NodeClassDrift" in reasons, reasons
