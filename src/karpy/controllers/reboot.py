@@ -259,7 +259,6 @@ class RebootController:
         )
         self.cluster.update(nodeclaim.with_status(conditions=conditions))
         self._uninitialize(node)
-        self.cluster.record_event(nodeclaim, EVENT_NORMAL, "RebootIssued", f"Rebooting Node {node.name}")
         return POLL
 
     def _issued(self, nodeclaim: NodeClaim, node: Node, now: float) -> float | None:
@@ -267,6 +266,11 @@ class RebootController:
         pre_boot = nodeclaim.metadata.annotations.get(REBOOT_PRE_BOOT_ID_ANNOTATION, "")
         if node.boot_id == pre_boot:
             return POLL
+        if REBOOTING_TAINT in node.taints:
+            # Karpenter's Event for the new boot, once.
+            self.cluster.record_event(
+                nodeclaim, EVENT_NORMAL, "RebootObserved", f"Node {node.name} booted again"
+            )
         node = self._fence(node, fenced=False)
         if not node.ready:
             return POLL
@@ -288,7 +292,6 @@ class RebootController:
         conditions = set_condition(conditions, CONDITION_READY, TRUE, now)
         stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
         self._issuing_since.pop(nodeclaim.name, None)
-        self.cluster.record_event(stored, EVENT_NORMAL, "RebootSucceeded", f"Node {node.name} rebooted")
         self.metrics.node_reboots.labels(result="succeeded").inc()
         log.info("rebooted node %s in place", node.name, extra=about(stored, node))
         return None
