@@ -226,6 +226,7 @@ def test_a_reboot_policy_reboots_the_node_in_place_and_its_pods_wait_for_it() ->
     assert after is not None and after.initialized
     (pod,) = list(simulation.cluster.pods())
     assert pod.phase == "Running" and pod.node_name == name
+    assert [labels for labels in simulation.metrics.node_reboots.label_values()] == [("succeeded",)]
 
 
 def test_a_fault_that_outlives_two_reboots_gets_the_node_replaced() -> None:

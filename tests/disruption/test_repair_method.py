@@ -316,3 +316,10 @@ def test_after_a_reboot_the_toleration_counts_from_its_end() -> None:
     assert not method.considers(sick)
     assert method.next_due([sick]) == NOW + 20.0  # 30 s from the reboot's end
     assert repair([sick]).next_due([sick]) is None  # eligible already
+
+
+def test_an_empty_node_of_a_reboot_policy_is_replaced_when_the_cloud_cannot_reboot() -> None:
+    reboot = NodeCondition("KWOKRebootRequired", "True", "E2E", last_transition_time=NOW - MINUTE)
+    empty = candidate(node("empty", reboot))
+    command = repair([empty]).compute([empty], {"default": 1}).command
+    assert isinstance(command, RepairCommand) and not command.reboot and command.replacements == []

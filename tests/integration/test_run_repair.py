@@ -6,8 +6,8 @@ True (the kwok provider's policy: 30 s toleration, drain bounded at 45 s), with
 a strategic-merge patch of its status, as a node problem detector would post
 it; the fake kubelet keeps posting Ready, so only repair can act. The node is
 replaced first: a new node comes up and the pod runs there, and the old one is
-gone once the drain bound forced the pod that do-not-disrupt pins. Without the
-gate the same node stays.
+gone once the drain bound forced the pod that do-not-disrupt pins. (Without the
+gate nothing is repaired: tests/controllers/test_node_repair.py.)
 """
 
 from __future__ import annotations
@@ -86,16 +86,6 @@ def test_an_unhealthy_node_is_replaced_first_and_its_pinned_pod_forced_at_the_dr
             f"-> pod on {moved} and {sick} gone {time.monotonic() - faulted:.1f}s"
         )
         events = get_items(plane, "events", "-A", "--field-selector", "reason=DisruptionTerminating")
-        assert any(sick in event["message"] or event["involvedObject"]["name"] == sick for event in events)
-
-
-def test_without_the_gate_an_unhealthy_node_stays(crds: ControlPlane, namespace: str) -> None:
-    plane = crds
-    pool = POOL + "-off"
-    plane.kubectl("apply", "-f", "-", stdin=as_yaml(node_class(pool), nodepool(pool, ["c5.large"])))
-    with running_karpy(plane, RunSettings(node_repair=False), pools=[pool]):
-        plane.kubectl("apply", "-f", "-", stdin=as_yaml(deployment(pool, namespace, APP, 1)))
-        sick = wait_until(lambda: running_on(plane, namespace), timeout=60, what="the pod Running")
-        fault(plane, sick)
-        time.sleep(50)  # past the policy's 30 s toleration and the 15 s re-check
-        assert {c["status"].get("nodeName") for c in pool_claims(plane, pool).values()} == {sick}
+        assert any(event["involvedObject"]["name"] == sick for event in events)
+        # The pinned pod would hold its new node's drain for ever once the pool goes: it goes first.
+        plane.kubectl("delete", "deployment", APP, "-n", namespace, "--wait=false")

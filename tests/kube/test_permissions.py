@@ -257,6 +257,8 @@ def drive(server: RecordingServer) -> None:
     claim = cold.update(claim.with_metadata(labels={**claim.metadata.labels, "registered": "true"}))
     cold.update(claim.with_status(conditions=(READY,)))
     cold.update(node.with_changes(taints=(Taint("karpenter.sh/disrupted", "NoSchedule"),)))
+    # The kwok provider's reboot: a new boot ID, in the Node's status.
+    cold.update(node.with_changes(boot_id="kwok-reboot-1"))
     # Status of the NodePool and the node classes (the nodepool and EC2NodeClass status controllers).
     for resource, raw in ((NODEPOOL, pool), (EC2_NODE_CLASS, ec2), (KWOK_NODE_CLASS, kwok)):
         record = parse_record(resource, {"apiVersion": resource.api_version, "kind": resource.kind, **raw})

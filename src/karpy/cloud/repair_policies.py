@@ -11,9 +11,10 @@
   30 minutes, and the EKS node monitoring agent's AcceleratedHardwareReady
   False for 10 minutes, StorageReady, NetworkingReady, KernelReady and
   ContainerRuntimeReady False for 30 minutes, all replacing the node with
-  the NodeClaim's own terminationGracePeriod as the drain bound. These are
-  the tolerations Karpenter's AWS provider has shipped since node repair
-  came (v1.1); docs/disruption.md says so.
+  the NodeClaim's own terminationGracePeriod as the drain bound: Karpenter's
+  AWS provider v1.14.1's set (its v1.15 one was not at hand), with Ready False
+  as the v1.15 fallback and ``.*`` as the others' reason regex, which matches
+  what v1.14.1's matched (docs/consolidation.md#node-repair).
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def core_controllers(
     if record_metrics:
         rest += metrics_controllers(cluster, clock, metrics)
     if node_repair:
-        rest.append(RebootController(cluster, cloud_for(RebootController.name), clock))
+        rest.append(RebootController(cluster, cloud_for(RebootController.name), clock, metrics=metrics))
     if static_capacity:  # after the others: it acts on static pools alone, so their order stays
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:

@@ -238,7 +238,7 @@ class DisruptionController:
         now = self.clock.now()
         self._planned = None
         candidates, pool_sizes, disrupting = self.candidates()
-        repair = self._repair(now) if self.repair_policies is not None else None
+        repair = self._repair(candidates, now) if self.repair_policies is not None else None
         self.repair_due = repair.next_due(candidates) if repair is not None else None
         self.blocked = {}
         emptiness = EmptinessDecision()
@@ -272,10 +272,13 @@ class DisruptionController:
             place, now, uninitialized=uninitialized(self.cluster), pdb_blocked=pdb_blocked_pods(self.cluster)
         )
 
-    def _repair(self, now: float) -> Repair:
+    def _repair(self, candidates: Sequence[Candidate], now: float) -> Repair:
         """The repair method (run first: fixing a fault outranks any rebalance), with the Nodes of
-        each NodePool for its breaker."""
+        each NodePool for its breaker; what it reads of the cluster is read only when a candidate
+        matches a policy (most passes of a healthy cluster)."""
         assert self.repair_policies is not None
+        if not any(self.repair_policies.is_unhealthy(candidate.node) for candidate in candidates):
+            return Repair(self.repair_policies, now, {}, None)
         nodes_by_pool: dict[str, list[Node]] = {}
         for node in self.cluster.nodes():
             pool = node.metadata.labels.get(LABEL_NODEPOOL)

@@ -70,6 +70,7 @@ from karpy.operator.cluster import (
     EvictionRefusedError,
     NotFoundError,
 )
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
 
 log = logging.getLogger("karpy.reboot")
@@ -119,7 +120,10 @@ class RebootController:
 
     name = "nodeclaim.reboot"
 
-    def __init__(self, cluster: Cluster, cloud: CloudProvider, clock: Clock) -> None:
+    def __init__(
+        self, cluster: Cluster, cloud: CloudProvider, clock: Clock, *, metrics: Metrics | None = None
+    ) -> None:
+        self.metrics = metrics if metrics is not None else Metrics()
         self.cluster = cluster
         self.cloud = cloud
         self.clock = clock
@@ -135,7 +139,11 @@ class RebootController:
         return []
 
     def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
-        if not isinstance(new, Node):
+        # Only fenced Nodes (a new boot ID shows on one): every other Node's heartbeat is no concern.
+        fenced = isinstance(new, Node) and REBOOTING_TAINT in new.taints
+        if not isinstance(new, Node) or not (
+            fenced or (isinstance(old, Node) and REBOOTING_TAINT in old.taints)
+        ):
             return []
         for claim in self.cluster.nodeclaims():
             if claim.status.node_name == new.name and claim.rebooting:
@@ -161,7 +169,7 @@ class RebootController:
         if deadline is not None and now > deadline:
             issued = rebooting.reason == REBOOT_ISSUED
             why = "the node did not come back in time" if issued else "the reboot was not issued in time"
-            return self._fail(nodeclaim, node, why)
+            return self._fail(nodeclaim, node, why, result="recovery_timeout" if issued else "provider_error")
         if rebooting.reason == REBOOT_REQUESTED:
             return self._requested(nodeclaim, node, now)
         if rebooting.reason == REBOOT_ISSUED:
@@ -182,7 +190,9 @@ class RebootController:
         try:
             bound = reboot_drain_bound(nodeclaim)
         except ValueError as error:
-            return self._fail(nodeclaim, node, f"invalid reboot request: {error}", replace=False)
+            return self._fail(
+                nodeclaim, node, f"invalid reboot request: {error}", replace=False, result="invalid_request"
+            )
         node = self._fence(node, fenced=True)
         pre_boot = nodeclaim.metadata.annotations.get(REBOOT_PRE_BOOT_ID_ANNOTATION)
         if pre_boot is not None and node.boot_id != pre_boot:
@@ -249,7 +259,6 @@ class RebootController:
         )
         self.cluster.update(nodeclaim.with_status(conditions=conditions))
         self._uninitialize(node)
-        self.cluster.record_event(nodeclaim, EVENT_NORMAL, "RebootIssued", f"Rebooting Node {node.name}")
         return POLL
 
     def _issued(self, nodeclaim: NodeClaim, node: Node, now: float) -> float | None:
@@ -257,6 +266,11 @@ class RebootController:
         pre_boot = nodeclaim.metadata.annotations.get(REBOOT_PRE_BOOT_ID_ANNOTATION, "")
         if node.boot_id == pre_boot:
             return POLL
+        if REBOOTING_TAINT in node.taints:
+            # Karpenter's Event for the new boot, once.
+            self.cluster.record_event(
+                nodeclaim, EVENT_NORMAL, "RebootObserved", f"Node {node.name} booted again"
+            )
         node = self._fence(node, fenced=False)
         if not node.ready:
             return POLL
@@ -278,12 +292,18 @@ class RebootController:
         conditions = set_condition(conditions, CONDITION_READY, TRUE, now)
         stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
         self._issuing_since.pop(nodeclaim.name, None)
-        self.cluster.record_event(stored, EVENT_NORMAL, "RebootSucceeded", f"Node {node.name} rebooted")
+        self.metrics.node_reboots.labels(result="succeeded").inc()
         log.info("rebooted node %s in place", node.name, extra=about(stored, node))
         return None
 
     def _fail(
-        self, nodeclaim: NodeClaim, node: Node | None, why: str, *, replace: bool = True
+        self,
+        nodeclaim: NodeClaim,
+        node: Node | None,
+        why: str,
+        *,
+        replace: bool = True,
+        result: str = "provider_error",
     ) -> float | None:
         """End the reboot: lift the fence, and replace the node unless the request itself was bad."""
         if node is not None:
@@ -295,6 +315,7 @@ class RebootController:
         )
         nodeclaim = self.cluster.update(nodeclaim.with_status(conditions=conditions))
         self.cluster.record_event(nodeclaim, EVENT_WARNING, "RebootFailed", f"Reboot failed: {why}")
+        self.metrics.node_reboots.labels(result=result).inc()
         log.warning("reboot of %s failed: %s", nodeclaim.name, why, extra=about(nodeclaim, node))
         if not replace:
             return None

@@ -310,15 +310,13 @@ class RepairCommand:
     replacements: list[NewNodeClaim]
     # The drain bound to stamp on the NodeClaim when it is deleted (None: its own grace period).
     drain_bound: float | None
+    # Reboot in place (the cloud can, and the node has reboots left) rather than replace.
+    reboot: bool = False
     reason: str = REASON_UNHEALTHY
 
     @property
     def nodeclaim_names(self) -> list[str]:
         return [self.candidate.nodeclaim.name]
-
-    @property
-    def reboot(self) -> bool:
-        return self.decision.action is RepairAction.REBOOT and not self.replacements
 
     @property
     def description(self) -> str:
@@ -413,7 +411,7 @@ class Repair:
                 and self.can_reboot
                 and name not in self.reboots_exhausted
             ):
-                result.command = RepairCommand(candidate, decision, [], bound)
+                result.command = RepairCommand(candidate, decision, [], bound, reboot=True)
                 return result
             replacements = self._replacements(candidate, result)
             if replacements is None:

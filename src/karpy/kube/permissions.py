@@ -149,6 +149,15 @@ RULES: tuple[Rule, ...] = (
         "the kwok provider registers the Node of each instance itself (cloud/kwok/provider.py)",
     ),
     Rule(
+        "",
+        "nodes/status",
+        ("patch",),
+        Scope.CLUSTER,
+        Provider.KWOK,
+        "the kwok provider reboots a Node in place by giving it a new boot ID, as Karpenter's kwok"
+        " provider does (node repair's RebootNode)",
+    ),
+    Rule(
         "karpenter.sh",
         "nodeclaims",
         ("list", "watch", "get", "create", "update", "delete"),

@@ -158,6 +158,12 @@ class Metrics:
             "termination mode.",
             ["condition", "nodepool", "capacity_type", "image_id", "termination_mode"],
         )
+        self.node_reboots = r.counter(
+            f"{NAMESPACE}_nodes_reboots_total",
+            "Number of node reboots carried out by Karpenter, labeled by terminal result (succeeded, "
+            "provider_error, recovery_timeout).",
+            ["result"],
+        )
         self.pods_startup_duration = r.summary(
             f"{NAMESPACE}_pods_startup_duration_seconds",
             "The time from pod creation until the pod is running.",
