@@ -70,6 +70,7 @@ def test_the_lifecycle_launches_a_passs_nodeclaims_at_once_in_a_turn(monkeypatch
         runtime.enqueue(NodeClaimLifecycle.name, f"claim-{index}")
     try:
         assert runtime.run_round() == CLAIMS
+        assert runtime.wait_for_workers(timeout=10) == CLAIMS
     finally:
         runtime.close()
     assert runtime.errors == []
@@ -90,6 +91,7 @@ def test_pod_events_of_several_nodes_are_written_at_once(monkeypatch: pytest.Mon
         runtime.enqueue(NodeClaimPodEvents.name, f"node-{claim.name}")
     try:
         assert runtime.run_round() == CLAIMS
+        assert runtime.wait_for_workers(timeout=10) == CLAIMS
     finally:
         runtime.close()
     assert runtime.errors == []
