@@ -34,7 +34,8 @@ as in the simulator, and the controllers' determinism arguments still hold
 modulo timing; the one exception is a controller that declares its reconciles
 of different keys independent (the NodeClaim lifecycle's
 ``max_concurrent_reconciles``): the Runtime runs that many of its keys at once
-on worker threads, and still acts on their outcomes on this thread.
+on worker threads while the loop goes on, and acts on their outcomes on this
+thread (a finished one puts a wake-up on the queue).
 
 **Start-up waits for the caches.** The controllers read only from informer
 caches; reconciling against a half-listed cache would, for instance, see
@@ -130,6 +131,9 @@ log = logging.getLogger("karpy.run")
 MAX_IDLE_WAIT = 0.5
 
 Change = tuple[str, object | None, object | None]
+# Put on the queue when a reconcile running on a worker thread has finished: no controller
+# watches it, it only wakes the loop to take the outcome in (Runtime.run_round).
+RECONCILE_FINISHED = "karpy.run/ReconcileFinished"
 
 
 @dataclass(slots=True)
@@ -238,7 +242,12 @@ class Runner:
             self.settings.observability, lambda: self.cluster.synced, self._election_refused
         )
         metrics = self.observability.metrics
-        self.runtime = Runtime(self.clock, observer=metrics.reconciled)
+        # A concurrent reconcile that finished wakes the loop, as a change does.
+        self.runtime = Runtime(
+            self.clock,
+            observer=metrics.reconciled,
+            wake=lambda: self.changes.put((RECONCILE_FINISHED, None, None)),
+        )
         # The cloud provider the settings name (karpy.providers), with the controllers it adds.
         self.provider = provider_of(self.settings.cloud).build(
             self.settings.cloud, ProviderContext(self.cluster, self.clock, metrics, fenced, self._hand_over)

@@ -317,16 +317,26 @@ class Gathering:
         return self.answer
 
 
-def test_a_controller_that_allows_it_has_its_due_keys_reconciled_at_once_in_a_turn() -> None:
+def test_a_controller_that_allows_it_has_its_due_keys_reconciled_at_once_and_the_turn_goes_on() -> None:
     # Four launches, each waiting for the other three (a round trip each): one at a time,
     # the first would wait for good (the barrier breaks after 5 s and each reconcile fails).
     launches = Gathering("launches", together=4, concurrency=4, answer=2.0)
-    runtime = Runtime(clock := VirtualClock())
+    other = Recording("other")
+    woken = threading.Semaphore(0)
+    runtime = Runtime(clock := VirtualClock(), wake=woken.release)
     runtime.register(launches)
+    runtime.register(other)
+    other.clock = clock
     for index in range(4):
         runtime.enqueue("launches", f"claim-{index}")
+    runtime.enqueue("other", "k")
     try:
-        assert runtime.run_round() == 4
+        # The turn starts the four and reconciles the other controller's key without waiting.
+        assert runtime.run_round() == 5
+        assert [key for _, key in other.calls] == ["k"]
+        for _ in range(4):
+            assert woken.acquire(timeout=5)  # each finished reconcile wakes the loop
+        assert runtime.run_round() == 0  # takes the outcomes in
     finally:
         runtime.close()
     assert sorted(launches.calls) == [f"claim-{index}" for index in range(4)]
@@ -336,7 +346,7 @@ def test_a_controller_that_allows_it_has_its_due_keys_reconciled_at_once_in_a_tu
     assert runtime.next_due() == clock.now() + 2.0
 
 
-def test_concurrent_reconciles_keep_to_their_bound_and_run_due_keeps_them_one_at_a_time() -> None:
+def test_keys_beyond_the_bound_start_as_workers_free_and_run_due_keeps_them_one_at_a_time() -> None:
     # Two at a time: four keys are two pairs, each pair meeting at the barrier.
     launches = Gathering("launches", together=2, concurrency=2)
     runtime = Runtime(VirtualClock())
@@ -344,10 +354,14 @@ def test_concurrent_reconciles_keep_to_their_bound_and_run_due_keeps_them_one_at
     for index in range(4):
         runtime.enqueue("launches", f"claim-{index}")
     try:
-        assert runtime.run_round() == 4
+        assert runtime.run_round() == 2
+        assert runtime.next_due() is None  # the other two wait for a worker, not for a time
+        assert runtime.wait_for_workers(timeout=5) == 2
+        assert runtime.run_round() == 2
+        assert runtime.wait_for_workers(timeout=5) == 2
     finally:
         runtime.close()
-    assert runtime.errors == [] and len(launches.calls) == 4
+    assert runtime.errors == [] and sorted(launches.calls) == [f"claim-{index}" for index in range(4)]
     # The simulator's run_due never starts a thread: the same controller runs on the caller's.
     alone = Gathering("alone", together=1, concurrency=8)
     runtime = Runtime(VirtualClock())
@@ -358,18 +372,53 @@ def test_concurrent_reconciles_keep_to_their_bound_and_run_due_keeps_them_one_at
     assert alone.threads == {threading.current_thread().name}
 
 
-def test_a_concurrent_reconcile_that_lost_leadership_ends_the_turn_and_stale_ones_are_retried() -> None:
+def test_a_key_requested_while_it_reconciles_is_reconciled_again_once_it_has_finished() -> None:
+    gate = threading.Event()
+
+    class Slow:
+        name = "slow"
+        max_concurrent_reconciles = 4
+
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def watches(self) -> list[Watch]:
+            return [Watch("Thing", lambda old, new: [str(new)])]
+
+        def reconcile(self, key: str) -> float | None:
+            self.calls.append(key)
+            assert gate.wait(timeout=5)
+            return None
+
+    slow = Slow()
+    runtime = Runtime(VirtualClock())
+    runtime.register(slow)
+    runtime.on_change("Thing", None, "claim-0")
+    try:
+        assert runtime.run_round() == 1
+        runtime.on_change("Thing", None, "claim-0")  # changed while it reconciles: held, not started
+        assert runtime.run_round() == 0 and slow.calls == ["claim-0"]
+        gate.set()
+        assert runtime.wait_for_workers(timeout=5) == 1
+        assert runtime.run_round() == 1  # once more, now that it has finished
+        assert runtime.wait_for_workers(timeout=5) == 1
+    finally:
+        runtime.close()
+    assert slow.calls == ["claim-0", "claim-0"]
+
+
+def test_a_concurrent_reconcile_that_lost_leadership_ends_the_loop_and_stale_ones_are_retried() -> None:
     lost = Gathering("lost", together=2, concurrency=2, answer=NotLeaderError("not leading"))
     runtime = Runtime(VirtualClock())
     runtime.register(lost)
     for index in range(5):
         runtime.enqueue("lost", f"claim-{index}")
+    assert runtime.run_round() == 2
     with pytest.raises(NotLeaderError):
-        runtime.run_round()
+        runtime.wait_for_workers(timeout=5)
     runtime.close()
-    # The first two ran (together), the other three were not started and stay due.
+    # The first two ran (together), the other three were not started.
     assert sorted(lost.calls) == ["claim-0", "claim-1"]
-    assert runtime.next_due() is not None
     stale = Gathering("stale", together=3, concurrency=3, answer=ConflictError("changed"))
     runtime = Runtime(clock := VirtualClock())
     runtime.register(stale)
@@ -377,6 +426,7 @@ def test_a_concurrent_reconcile_that_lost_leadership_ends_the_turn_and_stale_one
         runtime.enqueue("stale", f"claim-{index}")
     try:
         assert runtime.run_round() == 3
+        assert runtime.wait_for_workers(timeout=5) == 3
     finally:
         runtime.close()
     assert runtime.stale_writes == 3 and runtime.errors == []

@@ -31,13 +31,17 @@ A controller whose reconciles of different keys touch different objects may
 say so with a ``max_concurrent_reconciles`` above 1 (the NodeClaim lifecycle:
 each launch, registration and initialization is a few round trips to the API
 server about its own NodeClaim and Node). In the real loop
-(:meth:`Runtime.run_round`) that many of its due keys are then reconciled at
+(:meth:`Runtime.run_round`) up to that many of its keys are then reconciled at
 once on worker threads, as controller-runtime's ``MaxConcurrentReconciles``
-does, while everything the Runtime keeps (the queue, requeues, errors) is still
-touched by the loop's thread only, and one key is never reconciled twice at
-once. The simulator (:meth:`Runtime.run_due`) reconciles them one after another
-at the same virtual instant, which is the same thing there: a reconcile takes
-no virtual time.
+does: a due key starts as soon as a worker is free, and the loop goes on with
+the other controllers meanwhile (the ``wake`` callback tells it a reconcile has
+finished). Everything the Runtime keeps (the queue, requeues, errors) is still
+touched by the loop's thread only, when it takes in the finished reconciles at
+its next turn, and one key is never reconciled twice at once: a key requested
+while it runs is held until it has finished. The simulator
+(:meth:`Runtime.run_due`) reconciles them one after another at the same
+virtual instant, which is the same thing there: a reconcile takes no virtual
+time.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -118,8 +122,17 @@ class Runtime:
     # Reconciles at one instant past which the controllers are surely looping.
     MAX_RECONCILES_PER_INSTANT = 200_000
 
-    def __init__(self, clock: Clock, observer: ReconcileObserver | None = None) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        observer: ReconcileObserver | None = None,
+        *,
+        wake: Callable[[], None] | None = None,
+    ) -> None:
         self.clock = clock
+        # Called from a worker thread when a concurrent reconcile has finished, so that a loop
+        # waiting for its next due key or change takes the outcome in (``karpy run``'s queue).
+        self.wake = wake
         # Told how long each reconcile took (``karpy run``'s reconcile metrics); the simulator
         # passes none, so its runs never read the wall clock.
         self.observer = observer
@@ -139,12 +152,24 @@ class Runtime:
         # Worker threads for the concurrent reconciles of run_round, made on first use.
         self._workers: ThreadPoolExecutor | None = None
         self._worker_count = 0
+        # The keys reconciling on a worker; the due time asked for each meanwhile, held until it
+        # has finished; per controller, its keys due that wait for a free worker (their entries,
+        # still current in ``_due`` unless superseded).
+        self._running: dict[tuple[str, str], Future[_Outcome]] = {}
+        self._held: dict[tuple[str, str], float] = {}
+        self._waiting: dict[str, list[tuple[float, int, str, str]]] = {}
 
     def close(self) -> None:
-        """Let the worker threads go (after the reconciles they run, if any)."""
+        """Let the worker threads go, once the reconciles they run have finished (their outcomes dropped)."""
         if self._workers is not None:
             self._workers.shutdown(wait=True)
             self._workers = None
+        self._running.clear()
+
+    def wait_for_workers(self, timeout: float | None = None) -> int:
+        """Wait for the reconciles running on workers and take their outcomes in; how many."""
+        wait(list(self._running.values()), timeout=timeout)
+        return self._take_finished()
 
     def register(self, controller: Controller) -> None:
         if controller.name in self._controllers:
@@ -156,6 +181,11 @@ class Runtime:
     def enqueue(self, controller: str, key: str, after: float = 0.0) -> None:
         """Reconcile ``key`` with ``controller`` in ``after`` seconds (earliest request wins)."""
         due = self.clock.now() + max(0.0, after)
+        if (controller, key) in self._running:
+            # Reconciling now: once more after it, as soon as it has finished if due by then.
+            held = self._held.get((controller, key))
+            self._held[(controller, key)] = due if held is None else min(held, due)
+            return
         current = self._due.get((controller, key))
         if current is not None and current[0] <= due:
             return
@@ -218,22 +248,28 @@ class Runtime:
         per controller, while one with a long queue still gets most of the loop
         when the others have little to do (one key each per turn would hand
         each launch a turn of every other controller). A controller with a
-        ``max_concurrent_reconciles`` above 1 spends its budget reconciling that
-        many keys at once (:meth:`_run_concurrently`).
+        ``max_concurrent_reconciles`` above 1 has up to that many keys
+        reconciling at once on worker threads, and the turn does not wait for them
+        (:meth:`_start_concurrently`); what they came to is taken in at the
+        start of a later turn.
         """
+        self._take_finished()
+        count = 0
         now = self.clock.now()
-        queues: dict[str, list[tuple[float, int, str, str]]] = {}
+        queues: dict[str, list[tuple[float, int, str, str]]] = {
+            name: waiting for name, waiting in self._waiting.items() if waiting
+        }
+        self._waiting = {}
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
             _, _, name, key = entry
             if self._due.get((name, key)) != entry[:2]:
                 continue  # superseded by an earlier request
             queues.setdefault(name, []).append(entry)
-        count = 0
         for name, entries in queues.items():
             concurrency = max_concurrent_reconciles(self._controllers[name])
-            if concurrency > 1 and len(entries) > 1:
-                count += self._run_concurrently(name, entries, concurrency)
+            if concurrency > 1:
+                count += self._start_concurrently(name, entries, concurrency)
                 continue
             started = self.clock.now()
             for position, (_, _, _, key) in enumerate(entries):
@@ -246,15 +282,15 @@ class Runtime:
                 count += 1
         return count
 
-    def _run_concurrently(
+    def _start_concurrently(
         self, name: str, entries: list[tuple[float, int, str, str]], concurrency: int
     ) -> int:
-        """A controller's turn with up to ``concurrency`` of its keys reconciled at once.
+        """Start ``entries``' keys on worker threads, up to ``concurrency`` of ``name``'s at once; how many.
 
-        A new key starts as soon as one finishes, until the turn's budget is
-        spent; the keys then running finish, the others wait for the next turn.
-        Each outcome is acted on here, on the loop's thread. A lost leadership
-        ends the turn once the reconciles running have finished, and is raised.
+        The loop does not wait for them: it takes their outcomes in at a later
+        turn (:meth:`_take_finished`). Keys beyond the bound wait for a free
+        worker, outside the queue's time order, so the loop sleeps until a
+        reconcile finishes (``wake``) instead of turning for them.
         """
         if self._workers is None or self._worker_count < concurrency:
             if self._workers is not None:
@@ -262,39 +298,49 @@ class Runtime:
             self._workers = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="karpy-reconcile")
             self._worker_count = concurrency
         controller = self._controllers[name]
-        started = self.clock.now()
-        running: dict[Future[_Outcome], str] = {}
-        position = 0
-        count = 0
+        busy = sum(1 for running, _ in self._running if running == name)
+        started = 0
+        wake = self.wake
+        waiting: list[tuple[float, int, str, str]] = []
+        for entry in entries:
+            _, _, _, key = entry
+            if self._due.get((name, key)) != entry[:2]:
+                continue  # superseded while it waited
+            if busy >= concurrency:
+                waiting.append(entry)
+                continue
+            del self._due[(name, key)]
+            self.reconciles += 1
+            future = self._workers.submit(self._attempt, controller, key)
+            self._running[(name, key)] = future
+            if wake is not None:
+                future.add_done_callback(lambda _: wake())
+            busy += 1
+            started += 1
+        if waiting:
+            self._waiting[name] = waiting
+        return started
+
+    def _take_finished(self) -> int:
+        """Act on the outcomes of the concurrent reconciles that have finished, on this thread.
+
+        A lost leadership is raised once the others finished are acted on.
+        """
+        finished = [(task, future) for task, future in self._running.items() if future.done()]
         lost: NotLeaderError | None = None
-        while position < len(entries) or running:
-            while (
-                position < len(entries)
-                and len(running) < concurrency
-                and lost is None
-                and (position == 0 or self.clock.now() - started < TURN_BUDGET)
-            ):
-                key = entries[position][3]
-                del self._due[(name, key)]
-                self.reconciles += 1
-                running[self._workers.submit(self._attempt, controller, key)] = key
-                position += 1
-                count += 1
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                outcome = future.result()
-                if isinstance(outcome.error, NotLeaderError):
-                    lost = lost or outcome.error
-                    running.pop(future)
-                    continue
-                self._settle(name, running.pop(future), outcome)
-        for entry in entries[position:]:
-            heapq.heappush(self._heap, entry)
+        for (name, key), future in finished:
+            del self._running[(name, key)]
+            outcome = future.result()
+            if isinstance(outcome.error, NotLeaderError):
+                lost = lost or outcome.error
+                continue
+            self._settle(name, key, outcome)
+            held = self._held.pop((name, key), None)
+            if held is not None:
+                self.enqueue(name, key, held - self.clock.now())
         if lost is not None:
             raise lost
-        return count
+        return len(finished)
 
     def _reconcile(self, name: str, key: str) -> None:
         self.reconciles += 1
