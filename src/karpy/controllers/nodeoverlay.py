@@ -128,7 +128,8 @@ class OverlaidCloudProvider:
         self.cloud = cloud
         self.store = store
         self.name = cloud.name
-        self.supports_reboot = cloud.supports_reboot
+        # A stand-in cloud of a test may not say; one that does not say cannot reboot.
+        self.supports_reboot: bool = getattr(cloud, "supports_reboot", False)
 
     def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
         return self.store.apply(nodepool.name, self.cloud.get_instance_types(nodepool))
