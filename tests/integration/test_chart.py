@@ -250,7 +250,11 @@ def test_every_value_set(helm: Helm) -> None:
         "text",
     )
     assert options.feature_gates == FeatureGates(
-        spot_to_spot_consolidation=False, capacity_buffer=True, static_capacity=False, node_overlay=True
+        spot_to_spot_consolidation=False,
+        capacity_buffer=True,
+        static_capacity=False,
+        node_repair=True,
+        node_overlay=True,
     )
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"

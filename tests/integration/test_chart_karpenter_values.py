@@ -233,7 +233,9 @@ def test_every_refused_key_is_named_in_one_failure(helm: Helm) -> None:
     assert not refused.ok
     named = [key for key, entry in karpenter_decisions().items() if refusal(key) in refused.stderr]
     assert named == [key for key, entry in karpenter_decisions().items() if entry["decision"] == "refused"]
-    assert len(named) >= 10
+    assert (
+        len(named) >= 5
+    )  # a handful stays refused (the gates karpy has no behaviour for and settings without one)
 
 
 def test_every_taken_and_ignored_key_at_once(helm: Helm) -> None:

@@ -307,6 +307,11 @@ NOT_EXERCISED_ON_KWOK: Mapping[tuple[str, str, str], str] = {
     ("", "pods", "delete"): "only past a terminationGracePeriod, which the walkthrough does not set",
     ("", "events", "patch"): "only for a repeat of an Event karpy recorded, which these runs do not cause",
     ("", "nodes", "get"): "only when a patched Node is not in the cache yet",
+    (
+        "",
+        "nodes/status",
+        "patch",
+    ): "only when node repair reboots a kwok node (the NodeRepair gate, off in these runs)",
     ("karpenter.sh", "nodeclaims", "get"): "only when an updated NodeClaim is not in the cache yet",
     ("karpenter.sh", "nodepools", "get"): "only when a NodePool is not in the cache yet",
     ("karpenter.k8s.aws", "ec2nodeclasses", "get"): "only when a class is not in the cache yet",
