@@ -17,7 +17,7 @@ from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef
-from karpy.controllers.launchloop import FUTILE_LAUNCHES, HOLD, LaunchLoopGuard, workload_of
+from karpy.controllers.launchloop import FUTILE_LAUNCHES, HOLD, SETTLE, LaunchLoopGuard, workload_of
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
@@ -48,6 +48,7 @@ def launch_that_came_up_empty(guard: LaunchLoopGuard, clock: VirtualClock, name:
     guard.record(claim, [pod])
     clock.advance(60)
     guard.on_nodeclaim(None, claim)
+    clock.advance(SETTLE)  # up long enough for kube-scheduler to have placed the pod there
 
 
 def test_a_recreated_replica_is_the_same_demand_and_a_bare_pod_its_own() -> None:
@@ -93,3 +94,23 @@ def test_a_launch_whose_pods_ran_on_other_nodes_is_no_futile_launch() -> None:
         guard.on_pod(pod, ran)
     pending = [replica("web-abc-evicted")]
     assert guard.admit(pending) == (pending, {})
+
+
+def test_nodes_that_came_up_moments_ago_are_not_judged_before_kube_scheduler_binds_to_them() -> None:
+    # A pass's nodes initialize within a second or two of each other; a pass reopened by a bind
+    # then finds the workload's pods planned for three of them still pending: not refused, only
+    # not bound yet. Held then, they waited 15 minutes.
+    _, clock, guard = setup()
+    pods = [replica(f"web-abc-{index}") for index in range(FUTILE_LAUNCHES)]
+    claims = [initialized(f"node-{index}") for index in range(FUTILE_LAUNCHES)]
+    for claim, pod in zip(claims, pods, strict=True):
+        guard.record(claim, [pod])
+    clock.advance(3)
+    for claim in claims:
+        guard.on_nodeclaim(None, claim)
+    clock.advance(1)
+    assert guard.admit(pods) == (pods, {})
+    # Still kept by none of them once they have been up a while: a loop, held.
+    clock.advance(SETTLE)
+    allowed, held = guard.admit(pods)
+    assert allowed == [] and len(held) == FUTILE_LAUNCHES

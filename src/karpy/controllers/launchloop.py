@@ -26,6 +26,13 @@ before it; consolidation then removes it, and without this the workload's
 next pending pods (a scale-in's evictions) were held for 15 minutes. A
 workload whose pods land, as with a scale-up, is never held.
 
+A node is judged only once it has been up for :data:`SETTLE`: kube-scheduler
+binds some 50 pods a second, so in a large scale-up the pods planned for a node
+that has just initialized are often still pending, not refused. Judged at
+once, a pass that a bind reopened moments after the first nodes came up held a
+workload spread over three of them (seen with concurrent launches, where a
+pass's nodes all initialize within a second or two).
+
 After :data:`FUTILE_LAUNCHES` futile launches within :data:`WINDOW`, the
 workload's pending pods are held: provisioning launches nothing for them for
 :data:`HOLD` (doubling for each hold in a row, up to :data:`MAX_HOLD`), and
@@ -59,6 +66,9 @@ HOLD = 15 * 60.0
 MAX_HOLD = 4 * 3600.0
 # A pod that ran this long on the node launched for it was served there, whatever became of it.
 SERVED_AFTER = 5 * 60.0
+# Seconds a node must have been up (its NodeClaim initialized) before its launch can be futile:
+# kube-scheduler's binds of a large scale-up (about 50 a second) have reached it by then.
+SETTLE = 20.0
 
 EVENT_REASON = "LaunchLoop"
 
@@ -77,6 +87,7 @@ class _Launch:
     workload: str
     at: float
     node: str = ""  # set once the NodeClaim is initialized
+    up_since: float = 0.0  # when it was seen initialized
     running_since: float | None = None  # when a pod of the workload was first seen running there
     served: bool = False
 
@@ -99,6 +110,7 @@ class LaunchLoopGuard:
     window: float = WINDOW
     hold: float = HOLD
     max_hold: float = MAX_HOLD
+    settle: float = SETTLE
     _launches: dict[str, list[_Launch]] = field(default_factory=dict)
     # The launches not initialized yet, by NodeClaim; the initialized ones, by Node; the
     # launches not served yet, by the key of a pod they were made for.
@@ -115,6 +127,7 @@ class LaunchLoopGuard:
             return
         for launch in self._of_claim.pop(new.name, ()):
             launch.node = new.status.node_name
+            launch.up_since = self.clock.now()
             self._on_node.setdefault(launch.node, []).append(launch)
 
     def on_pod(self, old: object | None, new: object | None) -> None:
@@ -165,7 +178,7 @@ class LaunchLoopGuard:
         for workload, workload_pods in by_workload.items():
             hold = self._held.get(workload)
             if hold is None or hold.until <= now:
-                futile = self._futile(workload)
+                futile = self._futile(workload, now)
                 if len(futile) < self.futile_launches:
                     allowed.extend(workload_pods)
                     continue
@@ -187,11 +200,13 @@ class LaunchLoopGuard:
         now = self.clock.now()
         return min((hold.until for hold in self._held.values() if hold.until > now), default=None)
 
-    def _futile(self, workload: str) -> list[_Launch]:
+    def _futile(self, workload: str, now: float) -> list[_Launch]:
         """The workload's futile launches, up to as many as make a hold (a pass need not count on)."""
         futile: list[_Launch] = []
         for launch in self._launches.get(workload, ()):
-            if launch.node and not launch.served and not self._hosts(launch.node, workload):
+            if not launch.node or now - launch.up_since < self.settle:
+                continue  # not up yet, or not for long enough to judge
+            if not launch.served and not self._hosts(launch.node, workload):
                 futile.append(launch)
                 if len(futile) == self.futile_launches:
                     break
