@@ -222,7 +222,10 @@ class RebootController:
         self._issuing_since.setdefault(nodeclaim.name, now)
         rebooting = nodeclaim.condition(CONDITION_REBOOTING)
         assert rebooting is not None
-        operation = f"{nodeclaim.metadata.uid or nodeclaim.name}-{int(rebooting.last_transition_time)}"
+        # Stable across retries, and (as Karpenter's) naming the boot it leaves: a new boot ID is
+        # never the one before, whatever the clock's resolution.
+        pre = nodeclaim.metadata.annotations.get(REBOOT_PRE_BOOT_ID_ANNOTATION, "")
+        operation = f"{nodeclaim.metadata.uid or nodeclaim.name}-{int(rebooting.last_transition_time)}-{pre}"
         try:
             self.cloud.reboot(nodeclaim, operation)
         except NodeRebootNotImplementedError:
