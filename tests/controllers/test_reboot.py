@@ -29,3 +29,10 @@ def test_the_drain_bound_is_read_back_and_a_bad_one_refused() -> None:
         reboot_drain_bound(claim({REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION: "soon"}))
     with pytest.raises(ValueError, match="negative"):
         reboot_drain_bound(claim({REBOOT_TERMINATION_GRACE_PERIOD_ANNOTATION: "-1s"}))
+
+
+def test_a_cached_nodeclaim_older_than_the_controllers_own_write_is_not_acted_on() -> None:
+    from karpy.controllers.reboot import _older
+
+    assert _older("5", "7") and not _older("7", "7") and not _older("9", "7")
+    assert not _older("", "7") and not _older("abc", "7")

@@ -82,6 +82,7 @@ ISSUANCE_TIMEOUT = 5 * 60.0
 MIN_DRAIN = 5.0
 POLL = 15.0
 DRAIN_POLL = 1.0
+CACHE_LAG = 0.5
 
 
 def reboot_drain_bound(nodeclaim: NodeClaim) -> float | None:
@@ -110,6 +111,15 @@ def go_duration(seconds: float) -> str:
     return f"{secs}s"
 
 
+def _older(cached: str, written: str) -> bool:
+    """Whether a cached resourceVersion predates one written (etcd's are increasing integers;
+    anything else is taken as current)."""
+    try:
+        return bool(cached and written) and int(cached) < int(written)
+    except ValueError:
+        return False
+
+
 def _drained(pod: Pod) -> bool:
     """A pod the reboot's drain moves (not a DaemonSet's, a mirror pod or one done)."""
     return not (pod.is_terminal or pod.is_daemonset_pod or drained_with_the_node(pod))
@@ -129,6 +139,9 @@ class RebootController:
         self.clock = clock
         # When each reboot's first provider call was made (the issuance timeout counts from it).
         self._issuing_since: dict[str, float] = {}
+        # The resourceVersion of each NodeClaim as this controller last wrote it: a cached one
+        # older than that is a NodeClaim the cache has not caught up with, not to act on again.
+        self._written: dict[str, str] = {}
 
     def watches(self) -> list[Watch]:
         return [Watch("NodeClaim", self._on_nodeclaim), Watch("Node", self._on_node)]
@@ -152,8 +165,11 @@ class RebootController:
 
     def reconcile(self, key: str) -> float | None:
         nodeclaim = self.cluster.nodeclaim(key)
+        if _older(nodeclaim.metadata.resource_version if nodeclaim else "", self._written.get(key, "")):
+            return CACHE_LAG  # the cache is behind this controller's own last write
         if nodeclaim is None or not nodeclaim.rebooting or nodeclaim.metadata.deleting:
             self._issuing_since.pop(key, None)
+            self._written.pop(key, None)
             return None
         rebooting = nodeclaim.condition(CONDITION_REBOOTING)
         assert rebooting is not None
@@ -202,11 +218,14 @@ class RebootController:
             if wait is not None:
                 return wait
             annotations = {**nodeclaim.metadata.annotations, REBOOT_PRE_BOOT_ID_ANNOTATION: node.boot_id}
-            nodeclaim = self.cluster.update(nodeclaim.with_metadata(annotations=annotations))
+            nodeclaim = self._write(nodeclaim.with_metadata(annotations=annotations))
         self._issuing_since.setdefault(nodeclaim.name, now)
         rebooting = nodeclaim.condition(CONDITION_REBOOTING)
         assert rebooting is not None
-        operation = f"{nodeclaim.metadata.uid or nodeclaim.name}-{int(rebooting.last_transition_time)}"
+        # Stable across retries, and (as Karpenter's) naming the boot it leaves: a new boot ID is
+        # never the one before, whatever the clock's resolution.
+        pre = nodeclaim.metadata.annotations.get(REBOOT_PRE_BOOT_ID_ANNOTATION, "")
+        operation = f"{nodeclaim.metadata.uid or nodeclaim.name}-{int(rebooting.last_transition_time)}-{pre}"
         try:
             self.cloud.reboot(nodeclaim, operation)
         except NodeRebootNotImplementedError:
@@ -257,15 +276,18 @@ class RebootController:
         conditions = set_condition(
             conditions, CONDITION_INITIALIZED, UNKNOWN, now, REASON_REBOOTING, "node is rebooting"
         )
-        self.cluster.update(nodeclaim.with_status(conditions=conditions))
+        self._write(nodeclaim.with_status(conditions=conditions))
         self._uninitialize(node)
         return POLL
 
     def _issued(self, nodeclaim: NodeClaim, node: Node, now: float) -> float | None:
-        node = self._uninitialize(node)
         pre_boot = nodeclaim.metadata.annotations.get(REBOOT_PRE_BOOT_ID_ANNOTATION, "")
         if node.boot_id == pre_boot:
+            # Not back yet: the node is not initialized until it is (after a restart too).
+            self._uninitialize(node)
             return POLL
+        # Back: from here on only forward (a reconcile on a stale NodeClaim must not take the
+        # initialized label off a node this reboot already initialized again).
         if REBOOTING_TAINT in node.taints:
             # Karpenter's Event for the new boot, once.
             self.cluster.record_event(
@@ -279,7 +301,7 @@ class RebootController:
         annotations = {
             k: v for k, v in nodeclaim.metadata.annotations.items() if k != REBOOT_PRE_BOOT_ID_ANNOTATION
         }
-        nodeclaim = self.cluster.update(nodeclaim.with_metadata(annotations=annotations))
+        nodeclaim = self._write(nodeclaim.with_metadata(annotations=annotations))
         conditions = set_condition(
             nodeclaim.status.conditions,
             CONDITION_REBOOTING,
@@ -290,7 +312,7 @@ class RebootController:
         )
         conditions = set_condition(conditions, CONDITION_INITIALIZED, TRUE, now)
         conditions = set_condition(conditions, CONDITION_READY, TRUE, now)
-        stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
+        stored = self._write(nodeclaim.with_status(conditions=conditions))
         self._issuing_since.pop(nodeclaim.name, None)
         self.metrics.node_reboots.labels(result="succeeded").inc()
         log.info("rebooted node %s in place", node.name, extra=about(stored, node))
@@ -313,7 +335,7 @@ class RebootController:
         conditions = set_condition(
             nodeclaim.status.conditions, CONDITION_REBOOTING, FALSE, now, REBOOT_FAILED, why
         )
-        nodeclaim = self.cluster.update(nodeclaim.with_status(conditions=conditions))
+        nodeclaim = self._write(nodeclaim.with_status(conditions=conditions))
         self.cluster.record_event(nodeclaim, EVENT_WARNING, "RebootFailed", f"Reboot failed: {why}")
         self.metrics.node_reboots.labels(result=result).inc()
         log.warning("reboot of %s failed: %s", nodeclaim.name, why, extra=about(nodeclaim, node))
@@ -331,12 +353,17 @@ class RebootController:
                     **nodeclaim.metadata.annotations,
                     TERMINATION_TIMESTAMP_ANNOTATION: format_timestamp(deadline),
                 }
-                nodeclaim = self.cluster.update(nodeclaim.with_metadata(annotations=annotations))
+                nodeclaim = self._write(nodeclaim.with_metadata(annotations=annotations))
         try:
             self.cluster.delete(nodeclaim)
         except NotFoundError:
             pass
         return None
+
+    def _write(self, nodeclaim: NodeClaim) -> NodeClaim:
+        stored = self.cluster.update(nodeclaim)
+        self._written[stored.name] = stored.metadata.resource_version
+        return stored
 
     def _fence(self, node: Node, *, fenced: bool) -> Node:
         if (REBOOTING_TAINT in node.taints) == fenced:
