@@ -441,20 +441,7 @@ def _parse_interruption(errors: FieldErrors, reader: FieldReader, end_of_run: fl
     kind = errors.read(reader, lambda: reader.string("kind", SPOT_INTERRUPTION), SPOT_INTERRUPTION)
     if kind not in INTERRUPTION_KINDS:
         errors.add(reader.error("kind", f"one of {', '.join(INTERRUPTION_KINDS)}, not {kind!r}"))
-    fraction: float | None = None
-    text = errors.read(reader, lambda: reader.scalar_str("fraction"), None)
-    if text is not None:
-        try:
-            fraction = float(text)
-        except ValueError:
-            fraction = -1.0
-        if not 0.0 < fraction <= 1.0:
-            errors.add(reader.error("fraction", f"a number above 0 and at most 1, not {text!r}"))
-    count = errors.read(reader, lambda: reader.integer("count"), None)
-    if count is not None and count < 0:
-        errors.add(reader.error("count", "must not be negative"))
-    if fraction is not None and count is not None:
-        errors.add(reader.error("", "give fraction or count, not both"))
+    fraction, count = _parse_share(errors, reader)
     state = errors.read(reader, lambda: reader.string("state"), "")
     if state and kind != STATE_CHANGE:
         errors.add(reader.error("state", f"only for kind {STATE_CHANGE}"))
@@ -471,20 +458,8 @@ def _parse_interruption(errors: FieldErrors, reader: FieldReader, end_of_run: fl
     )
 
 
-def _parse_node_failure(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> NodeFailure:
-    at = errors.read(reader, lambda: _duration(reader, "at"), 0.0)
-    if at > end_of_run:
-        errors.add(reader.error("at", _after_the_end(at, end_of_run, "the failure would never come")))
-    condition = errors.read(
-        reader, lambda: reader.obj("condition"), FieldReader({}, reader.child_path("condition"))
-    )
-    condition_type = errors.read(condition, lambda: condition.string("type", "Ready"), "Ready")
-    if not condition_type:
-        errors.add(condition.error("type", "must not be empty"))
-    status = errors.read(condition, lambda: condition.string("status", "Unknown"), "Unknown")
-    if status not in ("True", "False", "Unknown"):
-        errors.add(condition.error("status", f"one of True, False, Unknown, not {status!r}"))
-    reason = errors.read(condition, lambda: condition.string("reason", "NodeStatusUnknown"), "")
+def _parse_share(errors: FieldErrors, reader: FieldReader) -> tuple[float | None, int | None]:
+    """How many of the chosen instances an interruption or failure takes: ``fraction`` or ``count``."""
     fraction: float | None = None
     text = errors.read(reader, lambda: reader.scalar_str("fraction"), None)
     if text is not None:
@@ -499,6 +474,24 @@ def _parse_node_failure(errors: FieldErrors, reader: FieldReader, end_of_run: fl
         errors.add(reader.error("count", "must not be negative"))
     if fraction is not None and count is not None:
         errors.add(reader.error("", "give fraction or count, not both"))
+    return fraction, count
+
+
+def _parse_node_failure(errors: FieldErrors, reader: FieldReader, end_of_run: float) -> NodeFailure:
+    at = errors.read(reader, lambda: _duration(reader, "at"), 0.0)
+    if at > end_of_run:
+        errors.add(reader.error("at", _after_the_end(at, end_of_run, "the failure would never come")))
+    condition = errors.read(
+        reader, lambda: reader.obj("condition"), FieldReader({}, reader.child_path("condition"))
+    )
+    condition_type = errors.read(condition, lambda: condition.string("type", "Ready"), "Ready")
+    if not condition_type:
+        errors.add(condition.error("type", "must not be empty"))
+    status = errors.read(condition, lambda: condition.string("status", "Unknown"), "Unknown")
+    if status not in ("True", "False", "Unknown"):
+        errors.add(condition.error("status", f"one of True, False, Unknown, not {status!r}"))
+    reason = errors.read(condition, lambda: condition.string("reason", "NodeStatusUnknown"), "")
+    fraction, count = _parse_share(errors, reader)
     return NodeFailure(
         at=at,
         condition_type=condition_type,
