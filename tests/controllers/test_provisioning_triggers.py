@@ -19,9 +19,10 @@ import dataclasses
 
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
-from karpy.api.conditions import TRUE, Condition
+from karpy.api.conditions import FALSE, TRUE, Condition
 from karpy.api.core import Pod
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
+from karpy.api.nodepool import CONDITION_NODECLASS_READY, CONDITION_READY, NodePool
 from karpy.controllers.provisioning import BATCH_KEY
 from karpy.sim.simulation import Simulation
 
@@ -129,3 +130,31 @@ def test_a_nodeclaim_initialized_after_its_pods_were_bound_opens_no_batch() -> N
     first, _ = sorted(nominated)
     assert _bind(simulation, first, nominated[first]) == []
     assert _initialize(simulation, nominated[first]) == []
+
+
+def test_a_pool_still_not_ready_but_for_another_reason_opens_a_batch_for_pending_pods() -> None:
+    """Pods are told why their pool cannot launch by the pass after the reason changed.
+
+    A node class' status first says "not resolved yet", then names the selector that
+    matches nothing; the pool's NodeClassReady stays False across both, and without a
+    pass after the second its pending pods are never told which selector it was.
+    """
+    simulation = Simulation()
+    simulation.apply(load_objects(KWOK_NODE_CLASS, kwok_nodepool(""), UNPLACEABLE_POD))
+    simulation.run(30, until_steady=False)
+    assert simulation.cluster.pending_pods()
+    (pool,) = simulation.cluster.nodepools()
+    (watch,) = [w for w in simulation.provisioner.watches() if w.kind == "NodePool"]
+
+    def not_ready(message: str) -> NodePool:
+        conditions = (
+            Condition(CONDITION_READY, FALSE, "NodeClassNotReady", "NodeClassReady=False"),
+            Condition(CONDITION_NODECLASS_READY, FALSE, "NodeClassNotReady", message),
+        )
+        return dataclasses.replace(pool, status=dataclasses.replace(pool.status, conditions=conditions))
+
+    unresolved = not_ready("EC2NodeClass/default is not ready: subnets not resolved yet")
+    named = not_ready("EC2NodeClass/default is not ready: no subnet matches karpenter.sh/discovery=my-k3z")
+    assert list(watch.mapper(unresolved, named)) == [BATCH_KEY]
+    # The same reason written again opens none: the pass would tell the pods nothing new.
+    assert list(watch.mapper(named, dataclasses.replace(named))) == []

@@ -37,6 +37,7 @@ from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodeoverlay import CAPACITY_OVERLAY_APPLIED, PRICE_OVERLAY_APPLIED
 from karpy.api.nodepool import (
     API_VERSION_V1,
+    CONDITION_NODECLASS_READY,
     CONDITION_READY,
     NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION,
@@ -417,9 +418,21 @@ class Provisioner:
             self.trigger()
 
 
-def _readiness(pool: object | None) -> str:
-    ready = find_condition(pool.status.conditions, CONDITION_READY) if isinstance(pool, NodePool) else None
-    return ready.status if ready is not None else ""
+def _readiness(pool: object | None) -> tuple[str, ...]:
+    """The pool's Ready and NodeClassReady, status and message.
+
+    The message too: a pool whose class goes from "not resolved yet" to naming the
+    selector that matches nothing stays False, and its pending pods are told why only
+    by a pass after the change.
+    """
+    if not isinstance(pool, NodePool):
+        return ()
+    found = (
+        find_condition(pool.status.conditions, kind) for kind in (CONDITION_READY, CONDITION_NODECLASS_READY)
+    )
+    return tuple(
+        part for condition in found if condition is not None for part in (condition.status, condition.message)
+    )
 
 
 def describe_requests(requests: ResourceAmounts) -> str:
