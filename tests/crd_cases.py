@@ -25,7 +25,6 @@ from karpy.api.nodeclass import (
     ami_family_alias_message,
     custom_kubelet_message,
 )
-from karpy.api.nodepool import BALANCED, BALANCED_UNSUPPORTED_MESSAGE
 from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
 
 RULE_OBJECT = "it-crds-rule"
@@ -699,11 +698,6 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
     # Fields karpy keeps the shape of but refuses: nothing of karpy's would act on them.
     (
-        "consolidation-balanced-refused",
-        pool({"disruption": {"consolidationPolicy": "Balanced", "consolidateAfter": "1m"}}),
-        BALANCED_UNSUPPORTED_MESSAGE,
-    ),
-    (
         "reservations-refused",
         node_class(
             {
@@ -1317,8 +1311,6 @@ CEL_VALUE_CONFLICTS = frozenset(
     {
         ("spec.amiFamily", json.dumps(AMI_FAMILY_CUSTOM)),
         ("spec.amiFamily", json.dumps("Bottlerocket")),  # podsPerCore cannot act there
-        # Karpenter's Balanced is in the enum only to be refused in words.
-        ("spec.disruption.consolidationPolicy", json.dumps(BALANCED)),
     }
 )
 

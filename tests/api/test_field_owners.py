@@ -81,7 +81,7 @@ OWNERS: dict[str, dict[str, str]] = {
         "spec.template.spec": PROVISIONING,
         **_claim_spec("spec.template.spec."),
         "spec.disruption": "karpy.controllers.disruption:DisruptionController.reconcile",
-        # Balanced, Karpenter v1.15's third value, is refused (karpy.api.nodepool.BALANCED).
+        # WhenEmpty holds nodes with pods back; Balanced scores each move (karpy.disruption.balanced).
         "spec.disruption.consolidationPolicy": "karpy.disruption.candidates:consolidation_candidates",
         "spec.disruption.consolidateAfter": "karpy.disruption.emptiness:consolidatable_at",
         "spec.disruption.budgets": BUDGETS,

@@ -201,7 +201,7 @@ def test_custom_and_well_known_labels_are_allowed_in_the_template(labels: dict[s
 
 TEMPLATE_SPEC = "spec.template.spec"
 TEMPLATE_LABELS = "spec.template.metadata.labels"
-POLICY_MESSAGE = "must be one of WhenEmpty, WhenEmptyOrUnderutilized,"
+POLICY_MESSAGE = "must be one of WhenEmpty, WhenEmptyOrUnderutilized, Balanced,"
 BUDGET_NODES_MESSAGE = "must be a non-negative integer or a percentage up to 100%, got"
 NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 

@@ -121,8 +121,6 @@ from karpy.api.nodeclass import (
     valid_keys_message,
 )
 from karpy.api.nodepool import (
-    BALANCED,
-    BALANCED_UNSUPPORTED_MESSAGE,
     BUDGET_DURATION_PATTERN,
     CONSOLIDATION_POLICIES,
     DEFAULT_BUDGET_NODES,
@@ -640,13 +638,10 @@ def nodepool_crd() -> CRD:
         "properties": {
             "consolidationPolicy": _string(
                 default=WHEN_EMPTY_OR_UNDERUTILIZED,
-                # Karpenter's values: Balanced is in the enum so that it is refused in words.
-                enum=[*CONSOLIDATION_POLICIES, BALANCED],
-                **{
-                    "x-kubernetes-validations": [_rule(f"self != '{BALANCED}'", BALANCED_UNSUPPORTED_MESSAGE)]
-                },
-                description="Which nodes consolidation may remove: only empty ones, or also "
-                "underutilized ones.",
+                enum=list(CONSOLIDATION_POLICIES),
+                description="Which nodes consolidation may remove: only empty ones, also "
+                "underutilized ones, or underutilized ones only when a move's savings outweigh "
+                "its disruption (Balanced).",
             ),
             "consolidateAfter": _string(
                 pattern=DURATION_OR_NEVER_PATTERN,

@@ -78,15 +78,12 @@ API_VERSION_V1BETA1 = "karpenter.sh/v1beta1"
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 WHEN_UNDERUTILIZED_V1BETA1 = "WhenUnderutilized"
-CONSOLIDATION_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED)
-# Karpenter v1.15's third policy, which weighs a move's savings against the disruption it causes.
-# karpy does not score moves that way yet: refused by name rather than consolidated as another policy.
+# Karpenter v1.15's third policy: WhenEmptyOrUnderutilized, each move taken only when what it
+# saves outweighs the disruption it causes (karpy.disruption.balanced).
 BALANCED = "Balanced"
-BALANCED_UNSUPPORTED_MESSAGE = (
-    "consolidationPolicy Balanced is not implemented by karpy (it would consolidate as "
-    "WhenEmptyOrUnderutilized, without weighing savings against disruption); use WhenEmpty or "
-    "WhenEmptyOrUnderutilized"
-)
+CONSOLIDATION_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED, BALANCED)
+# The policies under which consolidation disrupts nodes that still have pods.
+CONSOLIDATES_UNDERUTILIZED = frozenset({WHEN_EMPTY_OR_UNDERUTILIZED, BALANCED})
 
 REASON_EMPTY = "Empty"
 REASON_UNDERUTILIZED = "Underutilized"
@@ -325,8 +322,6 @@ class Disruption:
     @classmethod
     def parse(cls, reader: FieldReader) -> Disruption:
         policy = reader.string("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED)
-        if policy == BALANCED:
-            raise reader.error("consolidationPolicy", BALANCED_UNSUPPORTED_MESSAGE)
         if policy not in CONSOLIDATION_POLICIES:
             raise reader.error(
                 "consolidationPolicy", f"must be one of {', '.join(CONSOLIDATION_POLICIES)}, got {policy!r}"

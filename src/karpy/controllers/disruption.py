@@ -47,9 +47,9 @@ from karpy.api.nodeclaim import (
 )
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
+    CONSOLIDATES_UNDERUTILIZED,
     REASON_UNDERUTILIZED,
     REASON_UNHEALTHY,
-    WHEN_EMPTY_OR_UNDERUTILIZED,
     NodePool,
 )
 from karpy.api.requirements import LABEL_NODEPOOL
@@ -678,7 +678,7 @@ class _Consolidation:
         disruption = candidate.nodepool.disruption
         return (
             not candidate.nodepool.is_static  # a static pool ignores its consolidation policy
-            and disruption.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED
+            and disruption.consolidation_policy in CONSOLIDATES_UNDERUTILIZED
             and disruption.consolidate_after is not None
         )
 

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
-from karpy.api.nodepool import WHEN_EMPTY_OR_UNDERUTILIZED
+from karpy.api.nodepool import CONSOLIDATES_UNDERUTILIZED
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE
 from karpy.disruption.emptiness import empty_since, reschedulable
 from karpy.disruption.method import Candidate
 from karpy.disruption.rejection import Rejection, RejectionKind
 
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+# Karpenter v1.15's own per-pod steer of consolidation, read before the pod deletion cost.
+DISRUPTION_COST_ANNOTATION = "karpenter.sh/disruption-cost"
 # Karpenter's per-pod eviction cost: 1 + priority / 2**25 + deletion cost / 2**27, clamped.
 _PRIORITY_SCALE = 2.0**25
 _DELETION_COST_SCALE = 2.0**27
@@ -53,9 +55,10 @@ class CandidateSelection:
 
 
 def eviction_cost(pod: Pod) -> float:
-    """Karpenter's cost of evicting one pod: about 1, more for priority and deletion cost."""
+    """Karpenter's cost of evicting one pod: about 1, more for priority and disruption or deletion cost."""
     cost = 1.0
-    deletion_cost = pod.metadata.annotations.get(POD_DELETION_COST_ANNOTATION)
+    annotations = pod.metadata.annotations
+    deletion_cost = annotations.get(DISRUPTION_COST_ANNOTATION, annotations.get(POD_DELETION_COST_ANNOTATION))
     if deletion_cost is not None:
         try:
             value = float(deletion_cost)
@@ -136,7 +139,7 @@ def eviction_blocker(candidate: Candidate, pdb_blocked: Mapping[str, str], now: 
     return None
 
 
-def _price_table(candidates: Sequence[Candidate], price_of: PriceOf) -> dict[str, float | None]:
+def price_table(candidates: Sequence[Candidate], price_of: PriceOf) -> dict[str, float | None]:
     if isinstance(price_of, Mapping):
         return {c.nodeclaim.name: price_of.get(c.nodeclaim.name) for c in candidates}
     return {c.nodeclaim.name: price_of(c) for c in candidates}
@@ -154,7 +157,7 @@ def _waiting(candidate: Candidate, now: float) -> tuple[Rejection | None, float 
     if disruption.consolidate_after is None:
         message = f"NodePool {pool.name} has consolidation disabled (consolidateAfter: Never)"
         return Rejection(RejectionKind.CONSOLIDATION_DISABLED, message), None
-    if disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+    if disruption.consolidation_policy not in CONSOLIDATES_UNDERUTILIZED:
         message = f"NodePool {pool.name} consolidates only empty nodes ({disruption.consolidation_policy})"
         return Rejection(RejectionKind.EMPTY_ONLY, message), None
     due = empty_since(candidate) + disruption.consolidate_after
@@ -183,7 +186,7 @@ def consolidation_candidates(
 ) -> CandidateSelection:
     """Which nodes consolidation may disrupt now (in disruption order), and why not the others."""
     selection = CandidateSelection()
-    prices = _price_table(candidates, price_of)
+    prices = price_table(candidates, price_of)
     for candidate in sorted(candidates, key=lambda c: c.nodeclaim.name):
         name = candidate.nodeclaim.name
         waiting, due = _waiting(candidate, now)

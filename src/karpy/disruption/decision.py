@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from karpy.api.nodepool import REASON_UNDERUTILIZED
+from karpy.api.nodepool import BALANCED, REASON_UNDERUTILIZED
 from karpy.api.requirements import Requirements
-from karpy.disruption.candidates import PriceOf, consolidation_candidates
+from karpy.disruption.balanced import BalancedEvaluator, pool_totals
+from karpy.disruption.candidates import PriceOf, consolidation_candidates, price_table
 from karpy.disruption.consolidation import (
     ConsolidationCommand,
     ConsolidationRules,
@@ -120,10 +121,16 @@ def decide_consolidation(
         selection.prices,
         rules=rules,
     )
+    balanced = None
+    if any(c.nodepool.disruption.consolidation_policy == BALANCED for c in eligible):
+        # The denominators count every node of the pool, candidates or not (Karpenter's rule).
+        priced = price_table(candidates, price_of)
+        known = {name: price for name, price in priced.items() if price is not None}
+        balanced = BalancedEvaluator(pool_totals(candidates, known), selection.prices)
     # Karpenter's order: multi-node, then single-node; the first command found is the one.
     methods: tuple[Method, ...] = (
-        MultiNodeConsolidation(simulator, selection.prices, rules),
-        SingleNodeConsolidation(simulator, selection.prices, rules),
+        MultiNodeConsolidation(simulator, selection.prices, rules, balanced),
+        SingleNodeConsolidation(simulator, selection.prices, rules, balanced),
     )
     command = None
     for method in methods:

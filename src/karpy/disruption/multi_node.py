@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from karpy.api.nodepool import REASON_UNDERUTILIZED
 from karpy.api.quantity import ResourceAmounts
+from karpy.disruption.balanced import BalancedEvaluator
 from karpy.disruption.candidates import capacity_type_of
 from karpy.disruption.consolidation import (
     MULTI_NODE_MERGE,
@@ -57,24 +58,35 @@ def consolidate_multi(
     allowed: Mapping[str, int],
     *,
     rules: ConsolidationRules,
+    balanced: BalancedEvaluator | None = None,
 ) -> ConsolidationCommand | None:
     """The largest prefix (2..100) of ``candidates`` that can be removed at once, by binary search.
 
     ``candidates`` in disruption order (see :func:`consolidation_candidates`);
-    each NodePool contributes no more than ``allowed`` of them.
+    each NodePool contributes no more than ``allowed`` of them. A prefix whose
+    move ``balanced`` scores too low counts as one that cannot go, as in Karpenter.
     """
     batchable = _within_budget(candidates, allowed)[:MAX_MULTI_NODE_CANDIDATES]
     best: ConsolidationCommand | None = None
     low, high = 2, len(batchable)
     while low <= high:
         middle = (low + high) // 2
-        result = evaluate(batchable[:middle], simulator, prices, rules)
+        result = _scored(evaluate(batchable[:middle], simulator, prices, rules), balanced)
         if isinstance(result, ConsolidationCommand):
             best = result
             low = middle + 1
         else:
             high = middle - 1
     return best
+
+
+def _scored(
+    result: ConsolidationCommand | Rejection, balanced: BalancedEvaluator | None
+) -> ConsolidationCommand | Rejection:
+    """The command, or why a Balanced NodePool turns it down."""
+    if balanced is None or isinstance(result, Rejection):
+        return result
+    return balanced.rejection(result.candidates, result.savings_per_hour) or result
 
 
 def waste(candidate: Candidate, price: float) -> float:
@@ -120,6 +132,7 @@ def consolidate_merge(
     allowed: Mapping[str, int],
     *,
     rules: ConsolidationRules,
+    balanced: BalancedEvaluator | None = None,
 ) -> ConsolidationCommand | None:
     """Merge underused nodes: grow each group greedily, keep the command that saves the most.
 
@@ -142,7 +155,9 @@ def consolidate_merge(
             disrupt = _within_budget(trial, allowed)
             if not disrupt:
                 break
-            result = evaluate(trial, simulator, prices, rules, disrupt=disrupt, max_new=len(trial) - 1)
+            result = _scored(
+                evaluate(trial, simulator, prices, rules, disrupt=disrupt, max_new=len(trial) - 1), balanced
+            )
             if isinstance(result, Rejection):
                 if not result.infeasible:
                     members = trial
@@ -179,17 +194,22 @@ class MultiNodeConsolidation:
     simulator: RemovalSimulator
     prices: Mapping[str, float]
     rules: ConsolidationRules
+    balanced: BalancedEvaluator | None = None
     reason: str = REASON_UNDERUTILIZED
 
     def considers(self, candidate: Candidate) -> bool:
         return True
 
     def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
-        command = consolidate_multi(candidates, self.simulator, self.prices, allowed, rules=self.rules)
+        command = consolidate_multi(
+            candidates, self.simulator, self.prices, allowed, rules=self.rules, balanced=self.balanced
+        )
         if self.rules.multi_node == MULTI_NODE_MERGE:
             # Merging also keeps Karpenter's largest prefix (up to 100 nodes at once, where a
             # merge group stops at 20): whichever saves more.
-            merged = consolidate_merge(candidates, self.simulator, self.prices, allowed, rules=self.rules)
+            merged = consolidate_merge(
+                candidates, self.simulator, self.prices, allowed, rules=self.rules, balanced=self.balanced
+            )
             if merged is not None and (command is None or merged.savings_per_hour > command.savings_per_hour):
                 command = merged
         return MethodResult(command)

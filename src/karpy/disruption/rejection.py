@@ -47,6 +47,8 @@ class RejectionKind(enum.Enum):
     TOO_FEW_SPOT_TYPES = "TooFewSpotTypes"
     MIN_VALUES_UNMET = "MinValuesUnmet"
     SAME_TYPE_NOT_CHEAPER = "SameTypeNotCheaper"
+    # consolidationPolicy: Balanced: the move saves too little for the disruption it causes.
+    BALANCED_SCORE_TOO_LOW = "BalancedScoreTooLow"
     # Node repair: vetoed by karpenter.sh/do-not-repair, or its NodePool's breaker is tripped.
     DO_NOT_REPAIR = "DoNotRepair"
     REPAIR_BREAKER = "RepairBreaker"

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from karpy.api.nodepool import REASON_UNDERUTILIZED
+from karpy.disruption.balanced import BalancedEvaluator
 from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules, evaluate
 from karpy.disruption.emptiness import is_empty
 from karpy.disruption.method import Candidate, MethodResult
@@ -26,16 +27,27 @@ def consolidate_single(
     allowed: Mapping[str, int],
     *,
     rules: ConsolidationRules,
+    balanced: BalancedEvaluator | None = None,
 ) -> tuple[ConsolidationCommand | None, dict[str, Rejection]]:
     """The first candidate, in the given order, that can be deleted or replaced alone.
 
     Returns the command (or None) and, for each candidate tried in vain, why.
+    ``balanced`` scores the moves of Balanced NodePools: a node that even a
+    delete would not score high enough for is not simulated (Karpenter's
+    CanPassThreshold), and a move that scores too low is no command.
     """
     unconsolidatable: dict[str, Rejection] = {}
     for candidate in candidates:
         if allowed.get(candidate.nodepool.name, 0) <= 0 or is_empty(candidate):
             continue
+        if balanced is not None and not balanced.can_pass(candidate):
+            rejected = balanced.rejection([candidate], prices.get(candidate.nodeclaim.name, 0.0))
+            if rejected is not None:
+                unconsolidatable[candidate.nodeclaim.name] = rejected
+            continue
         result = evaluate([candidate], simulator, prices, rules)
+        if isinstance(result, ConsolidationCommand) and balanced is not None:
+            result = balanced.rejection(result.candidates, result.savings_per_hour) or result
         if isinstance(result, ConsolidationCommand):
             return result, unconsolidatable
         unconsolidatable[candidate.nodeclaim.name] = result
@@ -49,6 +61,7 @@ class SingleNodeConsolidation:
     simulator: RemovalSimulator
     prices: Mapping[str, float]
     rules: ConsolidationRules
+    balanced: BalancedEvaluator | None = None
     reason: str = REASON_UNDERUTILIZED
 
     def considers(self, candidate: Candidate) -> bool:
@@ -57,6 +70,6 @@ class SingleNodeConsolidation:
 
     def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
         command, rejected = consolidate_single(
-            candidates, self.simulator, self.prices, allowed, rules=self.rules
+            candidates, self.simulator, self.prices, allowed, rules=self.rules, balanced=self.balanced
         )
         return MethodResult(command, rejected)

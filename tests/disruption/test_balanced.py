@@ -1,0 +1,103 @@
+"""consolidationPolicy Balanced: a move is taken only when its savings outweigh its disruption (k = 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from tests.disruption.test_consolidation import LARGE, ON_DEMAND_ONLY, XLARGE, Cluster, app_pod, owned
+from tests.support import make_nodepool, make_pod
+
+from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
+from karpy.disruption.balanced import (
+    BALANCED_K,
+    PoolTotals,
+    pool_totals,
+    reschedule_disruption_cost,
+    score_move,
+)
+from karpy.disruption.candidates import DISRUPTION_COST_ANNOTATION, eviction_cost
+from karpy.disruption.rejection import RejectionKind
+
+
+def pool(policy: str) -> Cluster:
+    spec = f"  disruption: {{consolidateAfter: 0s, consolidationPolicy: {policy}}}"
+    return Cluster(nodepool=make_nodepool("default", spec=spec, template_spec=ON_DEMAND_ONLY))
+
+
+def half_cpu_pods(prefix: str, count: int) -> list[Pod]:
+    return [owned(make_pod(f"{prefix}{index}", "500m", "512Mi")) for index in range(count)]
+
+
+def busy_node_and_a_big_one(policy: str, pods_on_a: int) -> Cluster:
+    """node-a (large.4x, $0.18/h) with ``pods_on_a`` small pods; node-b (xlarge.8x, $0.36/h), one pod,
+    held by do-not-disrupt: it counts in the pool's totals but is no candidate itself."""
+    cluster = pool(policy)
+    cluster.add("node-a", LARGE, half_cpu_pods("a", pods_on_a))
+    cluster.add("node-b", XLARGE, [app_pod("b1")], node_annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+    return cluster
+
+
+def test_karpenters_score_and_threshold() -> None:
+    totals = PoolTotals(cost=2.0, disruption_cost=10.0)
+    # Saves 10% of the cost for 20% of the disruption: 0.5, exactly the threshold 1/k.
+    assert score_move(0.2, 2.0, totals).score == pytest.approx(0.5)
+    assert score_move(0.2, 2.0, totals).approved
+    assert not score_move(0.19, 2.0, totals).approved
+    assert BALANCED_K == 2 and score_move(0.2, 2.0, totals).threshold == 0.5
+    # Nothing saved scores 0; no disruption at all scores infinity.
+    assert score_move(0.0, 2.0, totals).score == 0.0
+    assert math.isinf(score_move(0.1, 0.0, totals).score)
+    # Zero totals: nothing to weigh against, and the move fails (Karpenter's ScoreMove).
+    assert not score_move(1.0, 1.0, PoolTotals(0.0, 0.0)).approved
+
+
+def test_a_nodes_disruption_cost_is_one_plus_its_movable_pods_eviction_costs() -> None:
+    cluster = busy_node_and_a_big_one("Balanced", 4)
+    node_a, node_b = cluster.candidates
+    assert reschedule_disruption_cost(node_a) == pytest.approx(5.0)
+    # Karpenter v1.15's own annotation is read before the pod deletion cost, and a negative
+    # eviction cost counts as 0, never below the node's base of 1.
+    cheap = owned(make_pod("cheap", "100m", "64Mi"))
+    annotated = cheap.with_changes(
+        metadata=cheap.metadata.with_changes(annotations={DISRUPTION_COST_ANNOTATION: str(-(2**30))})
+    )
+    assert eviction_cost(annotated) < 0
+    annotated_node = dataclasses.replace(node_b, pods=(*node_b.pods, annotated))
+    assert reschedule_disruption_cost(annotated_node) == pytest.approx(2.0)
+    totals = pool_totals(cluster.candidates, cluster.prices)["default"]
+    assert totals.cost == pytest.approx(0.54)
+    assert totals.disruption_cost == pytest.approx(7.0)
+
+
+def test_a_move_that_disrupts_more_than_it_saves_is_not_taken_under_balanced() -> None:
+    # Deleting node-a saves a third of the pool's cost ($0.18 of $0.54) but moves five of its
+    # seven units of disruption (1 + 4 pods, of 1 + 4 + 1 + 1): score 0.47 < 0.5.
+    decision = busy_node_and_a_big_one("Balanced", 4).decide()
+    assert decision.command is None
+    rejection = decision.unconsolidatable["node-a"]
+    assert rejection.kind is RejectionKind.BALANCED_SCORE_TOO_LOW
+    assert "score 0.47, needs 0.50" in rejection.message
+    # The same pool under WhenEmptyOrUnderutilized deletes node-a.
+    command = busy_node_and_a_big_one("WhenEmptyOrUnderutilized", 4).decide().command
+    assert command is not None and command.nodeclaim_names == ["node-a"]
+
+
+def test_a_move_that_saves_enough_for_its_disruption_is_taken_under_balanced() -> None:
+    # One pod on node-a: a third of the cost for two of five units of disruption, score 0.83.
+    command = busy_node_and_a_big_one("Balanced", 1).decide().command
+    assert command is not None
+    assert command.is_delete and command.nodeclaim_names == ["node-a"]
+
+
+def test_a_multi_node_move_is_scored_as_a_whole() -> None:
+    # Three light nodes and one heavy: replacing the three light ones by a small.2x saves $0.39
+    # of the pool's $0.72 (54%) for 6 of its 13 units of disruption (46%): score 1.17.
+    cluster = pool("Balanced")
+    for name in ("node-a", "node-b", "node-c"):
+        cluster.add(name, LARGE, [app_pod(f"{name}-1")])
+    cluster.add("node-d", LARGE, half_cpu_pods("d", 6))
+    command = cluster.decide().command
+    assert command is not None
+    assert sorted(command.nodeclaim_names) == ["node-a", "node-b", "node-c"]
