@@ -232,6 +232,8 @@ def test_the_deployment_sets_the_variables_karpy_run_reads() -> None:
         "INTERRUPTION_QUEUE",
         "BATCH_IDLE_DURATION",
         "BATCH_MAX_DURATION",
+        "PREFERENCE_POLICY",
+        "MIN_VALUES_POLICY",
         "FEATURE_GATES",
         "KARPY_NODE_OVERHEAD_COST",
         "LOG_LEVEL",

@@ -276,24 +276,38 @@ def test_the_spot_to_spot_gate_reaches_the_disruption_controller(monkeypatch: py
     ("environ", "message"),
     [
         (
-            {"MIN_VALUES_POLICY": "BestEffort"},
-            "MIN_VALUES_POLICY: BestEffort is not implemented by karpy (karpy does not relax a "
-            "requirement's minValues); use Strict",
+            {"MIN_VALUES_POLICY": "Loose"},
+            "MIN_VALUES_POLICY: unknown policy 'Loose' (expected Strict or BestEffort)",
         ),
         (
-            {"PREFERENCE_POLICY": "Ignore"},
-            "PREFERENCE_POLICY: Ignore is not implemented by karpy (karpy does not drop pods' "
-            "preferences); use Respect",
+            {"PREFERENCE_POLICY": "ignore"},
+            "PREFERENCE_POLICY: unknown policy 'ignore' (expected Respect or Ignore)",
         ),
-        ({"MIN_VALUES_POLICY": "Loose"}, "MIN_VALUES_POLICY: unknown policy 'Loose' (karpy supports Strict)"),
     ],
 )
-def test_karpenters_scheduling_policies_karpy_lacks_are_refused_by_name(
-    environ: dict[str, str], message: str
-) -> None:
+def test_an_unknown_scheduling_policy_is_refused_by_name(environ: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError) as raised:
         options(environ=environ)
     assert str(raised.value) == message
+
+
+def test_karpenters_other_scheduling_policies_are_taken_and_reach_both_deciding_controllers() -> None:
+    chosen = options(environ={"MIN_VALUES_POLICY": "BestEffort", "PREFERENCE_POLICY": "Ignore"})
+    assert (chosen.min_values_policy, chosen.preference_policy) == ("BestEffort", "Ignore")
+    assert options("--min-values-policy", "BestEffort").min_values_policy == "BestEffort"
+    from karpy.controllers.disruption import DisruptionController
+    from karpy.controllers.provisioning import ProvisioningSettings
+    from karpy.kube._http import ApiTransport
+    from karpy.run import Runner, RunSettings
+    from karpy.scheduling.policy import SchedulingPolicy
+
+    policy = SchedulingPolicy(min_values="BestEffort", preferences="Ignore")
+    settings = RunSettings(provisioning=ProvisioningSettings(scheduling=policy))
+    # The runner is only built, never run: no request reaches the transport.
+    runner = Runner(cast(ApiTransport, object()), settings)
+    disruption = runner.runtime._controllers[DisruptionController.name]
+    assert isinstance(disruption, DisruptionController)
+    assert disruption.scheduling == policy
 
 
 def test_karpenters_default_scheduling_policies_are_karpys() -> None:

@@ -55,6 +55,7 @@ from karpy.api.manifest import LoadResult
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.controllers.core import consolidation_rules
 from karpy.logs import configure as configure_logging
+from karpy.scheduling.policy import MIN_VALUES_STRICT, PREFERENCE_RESPECT, SchedulingPolicy
 from karpy.settings import (
     SettingsError,
     add_run_options,
@@ -279,6 +280,13 @@ def simulate(args: argparse.Namespace) -> int:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, node_overhead_cost=node_overhead_cost
             )
+        settings.provisioning = dataclasses.replace(
+            settings.provisioning,
+            scheduling=SchedulingPolicy(
+                min_values=scenario.min_values_policy or MIN_VALUES_STRICT,
+                preferences=scenario.preference_policy or PREFERENCE_RESPECT,
+            ),
+        )
         simulation = Simulation(settings)
         simulation.watch = RunWatch(simulation.progress_line)
         STATUS.describe = simulation.progress_line
@@ -431,6 +439,9 @@ def run_against_cluster(args: argparse.Namespace) -> int:
                 batch_idle=options.batch_idle_duration,
                 batch_max=options.batch_max_duration,
                 node_overhead_cost=options.node_overhead_cost,
+                scheduling=SchedulingPolicy(
+                    min_values=options.min_values_policy, preferences=options.preference_policy
+                ),
             ),
             consolidation=consolidation_rules(options.feature_gates),
             capacity_buffers=options.feature_gates.capacity_buffer,

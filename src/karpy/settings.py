@@ -41,6 +41,12 @@ from typing import TypeVar
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.logs import LOG_FORMATS, parse_level
+from karpy.scheduling.policy import (
+    MIN_VALUES_POLICIES,
+    MIN_VALUES_STRICT,
+    PREFERENCE_POLICIES,
+    PREFERENCE_RESPECT,
+)
 
 T = TypeVar("T")
 
@@ -73,13 +79,11 @@ FEATURE_GATES: dict[str, bool] = {
 }
 
 
-# Karpenter's scheduling policies (settings of v1.4-v1.6): karpy does what their defaults say and
-# refuses the other values by name, so a setting is never accepted and ignored.
-MIN_VALUES_STRICT = "Strict"
-PREFERENCE_RESPECT = "Respect"
-_REFUSED_POLICIES = {
-    "MIN_VALUES_POLICY": (MIN_VALUES_STRICT, "BestEffort", "karpy does not relax a requirement's minValues"),
-    "PREFERENCE_POLICY": (PREFERENCE_RESPECT, "Ignore", "karpy does not drop pods' preferences"),
+# Karpenter's scheduling policies (settings of v1.4-v1.6), each value as Karpenter has it
+# (karpy.scheduling.policy says what each does).
+_POLICIES = {
+    "MIN_VALUES_POLICY": MIN_VALUES_POLICIES,
+    "PREFERENCE_POLICY": PREFERENCE_POLICIES,
 }
 
 
@@ -155,13 +159,14 @@ SETTINGS: tuple[Setting, ...] = (
         "MIN_VALUES_POLICY",
         MIN_VALUES_STRICT,
         "Strict: a pod stays pending rather than launch a node with fewer values than a requirement's"
-        " minValues (Karpenter's BestEffort is refused: karpy does not relax minValues)",
+        " minValues; BestEffort: such a node is launched, its minValues lowered to what it offers and"
+        " the NodeClaim annotated karpenter.sh/nodeclaim-min-values-relaxed",
     ),
     Setting(
         "PREFERENCE_POLICY",
         PREFERENCE_RESPECT,
         "Respect: preferred affinities and ScheduleAnyway spreads are honoured, relaxed one at a time"
-        " when they cannot be met (Karpenter's Ignore is refused: karpy does not drop them)",
+        " when they cannot be met; Ignore: provisioning plans as if pods had none",
     ),
     Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
     Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
@@ -220,9 +225,9 @@ class RunOptions:
     node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
     """KARPY_NODE_OVERHEAD_COST, in $/h."""
     min_values_policy: str = MIN_VALUES_STRICT
-    """MIN_VALUES_POLICY: Strict (the only policy karpy has)."""
+    """MIN_VALUES_POLICY: Strict or BestEffort."""
     preference_policy: str = PREFERENCE_RESPECT
-    """PREFERENCE_POLICY: Respect (the only policy karpy has)."""
+    """PREFERENCE_POLICY: Respect or Ignore."""
     feature_gates: FeatureGates = FeatureGates()
     """FEATURE_GATES."""
 
@@ -377,18 +382,17 @@ def _log_format(text: str) -> str:
 
 
 def _policy(env: str) -> Callable[[str], str]:
-    """The converter of MIN_VALUES_POLICY or PREFERENCE_POLICY: the default only, the other value refused."""
-    supported, refused, why = _REFUSED_POLICIES[env]
+    """The converter of MIN_VALUES_POLICY or PREFERENCE_POLICY: one of Karpenter's values, as written."""
+    return lambda text: parse_policy(env, text)
 
-    def convert(text: str) -> str:
-        value = text.strip()
-        if value == refused:
-            raise SettingsError(f"{refused} is not implemented by karpy ({why}); use {supported}")
-        if value != supported:
-            raise SettingsError(f"unknown policy {text!r} (karpy supports {supported})")
-        return value
 
-    return convert
+def parse_policy(env: str, text: str) -> str:
+    """A value of MIN_VALUES_POLICY or PREFERENCE_POLICY (``karpy run`` and a Scenario's settings)."""
+    supported = _POLICIES[env]
+    value = text.strip()
+    if value not in supported:
+        raise SettingsError(f"unknown policy {text!r} (expected {' or '.join(supported)})")
+    return value
 
 
 def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose: bool = False) -> RunOptions:

@@ -86,7 +86,8 @@ from karpy.disruption.static import StaticCount, StaticDrift, room_under_limit, 
 from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, ClusterReader
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
-from karpy.scheduling.solver import NewNodeClaim, NodePoolCapacity, Plan
+from karpy.scheduling.policy import SchedulingPolicy
+from karpy.scheduling.solver import DEFAULT_POLICY, NewNodeClaim, NodePoolCapacity, Plan
 
 log = logging.getLogger("karpy.disruption")
 
@@ -146,8 +147,12 @@ class DisruptionController:
         quiet_pass_ttl: float = QUIET_PASS_TTL,
         buffers: BufferRoom | None = None,
         node_repair: bool = False,
+        scheduling: SchedulingPolicy = DEFAULT_POLICY,
     ) -> None:
         self.cluster = cluster
+        # MIN_VALUES_POLICY and PREFERENCE_POLICY: where evicted pods would go is where provisioning
+        # would put them (Karpenter's disruption simulations take both too).
+        self.scheduling = scheduling
         # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
         # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
         self.repair_policies: RepairPolicyMatcher | None = (
@@ -403,6 +408,7 @@ class DisruptionController:
             frozenset((candidate.nodeclaim.name,)),
             self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
+            policy=self.scheduling,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
@@ -460,7 +466,11 @@ class DisruptionController:
             self.quiet_passes += 1
             return None
         snapshot = scheduling_snapshot(
-            self.cluster, self.cloud, pool_types=self._pool_types, unavailable=invalid_nodepools(self.cluster)
+            self.cluster,
+            self.cloud,
+            pool_types=self._pool_types,
+            unavailable=invalid_nodepools(self.cluster),
+            policy=self.scheduling,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
@@ -487,6 +497,7 @@ class DisruptionController:
                 namespace_labels=snapshot.namespace_labels,
                 savings_known=self._given_up.keys(),
                 memo=self.evaluations,
+                policy=self.scheduling,
             )
 
         decision = consolidation(underused, snapshot.pools)

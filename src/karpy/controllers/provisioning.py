@@ -65,7 +65,8 @@ from karpy.operator.cluster import (
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
 from karpy.scheduling.buffers import is_virtual
-from karpy.scheduling.solver import NewNodeClaim, Plan
+from karpy.scheduling.policy import MIN_VALUES_RELAXED_ANNOTATION, SchedulingPolicy
+from karpy.scheduling.solver import DEFAULT_POLICY, NewNodeClaim, Plan
 
 log = logging.getLogger("karpy.provisioning")
 
@@ -85,6 +86,9 @@ class ProvisioningSettings:
     node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
     """$/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST); the
     disruption controller prices nodes with the same figure (:mod:`karpy.api.nodecost`)."""
+
+    scheduling: SchedulingPolicy = DEFAULT_POLICY
+    """MIN_VALUES_POLICY and PREFERENCE_POLICY; disruption's simulations plan with them too."""
 
 
 @dataclass(slots=True)
@@ -286,7 +290,11 @@ class Provisioner:
         could take are told so).
         """
         snapshot = scheduling_snapshot(
-            self.cluster, self.cloud, pool_types=self._pool_types, unavailable=unavailable or {}
+            self.cluster,
+            self.cloud,
+            pool_types=self._pool_types,
+            unavailable=unavailable or {},
+            policy=self.settings.scheduling,
         )
         return snapshot.solve(self._still_pending(pods)), snapshot.nodepools
 
@@ -453,6 +461,8 @@ def build_nodeclaim(nodepool: NodePool, new: NewNodeClaim) -> NodeClaim:
         annotations[PRICE_OVERLAY_APPLIED] = "true"
     if any(instance_type.capacity_overlaid for instance_type in new.instance_types):
         annotations[CAPACITY_OVERLAY_APPLIED] = "true"
+    # Karpenter's mark on every NodeClaim it plans: whether MIN_VALUES_POLICY=BestEffort relaxed it.
+    annotations[MIN_VALUES_RELAXED_ANNOTATION] = "true" if new.min_values_relaxed else "false"
     # Owned by its NodePool, as Karpenter's are: deleting the NodePool then deletes its
     # NodeClaims (the garbage collector's cascade), which drain and terminate as usual.
     owners = (

@@ -59,7 +59,9 @@ from karpy.cloud.provider import (
 )
 from karpy.disruption.static import StaticCount
 from karpy.operator.cluster import ClusterReader
+from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.solver import (
+    DEFAULT_POLICY,
     NODES_RESOURCE,
     POD_RESOURCE,
     ExistingCapacity,
@@ -612,9 +614,18 @@ class SchedulingSnapshot:
     pools: list[NodePoolCapacity]
     existing: list[ExistingCapacity]
     namespace_labels: dict[str, dict[str, str]]
+    # MIN_VALUES_POLICY and PREFERENCE_POLICY.
+    policy: SchedulingPolicy = DEFAULT_POLICY
 
     def solve(self, pods: Sequence[Pod]) -> Plan:
-        return solve(pods, self.existing, self.pools, volume_terms(self.cluster, pods), self.namespace_labels)
+        return solve(
+            pods,
+            self.existing,
+            self.pools,
+            volume_terms(self.cluster, pods),
+            self.namespace_labels,
+            policy=self.policy,
+        )
 
 
 def scheduling_snapshot(
@@ -623,6 +634,7 @@ def scheduling_snapshot(
     exclude: frozenset[str] = frozenset(),
     pool_types: PoolTypesCache | None = None,
     unavailable: Mapping[str, str] | None = None,
+    policy: SchedulingPolicy = DEFAULT_POLICY,
 ) -> SchedulingSnapshot:
     """The cluster as the scheduling core sees it, without the NodeClaims in ``exclude``.
 
@@ -667,7 +679,9 @@ def scheduling_snapshot(
             capacity = dataclasses.replace(capacity, unavailable=STATIC_POOL_UNAVAILABLE)
         pools.append(capacity)
     existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
-    return SchedulingSnapshot(cluster, nodepools, instance_types, pools, existing, namespace_labels(cluster))
+    return SchedulingSnapshot(
+        cluster, nodepools, instance_types, pools, existing, namespace_labels(cluster), policy
+    )
 
 
 def _launch_problem(pool: NodePool, types: PoolTypes, catalog: Sequence[InstanceType]) -> str | None:

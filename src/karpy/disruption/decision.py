@@ -30,7 +30,8 @@ from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
 from karpy.scheduling.constraints import NamespaceLabels
-from karpy.scheduling.solver import ExistingCapacity, NodePoolCapacity
+from karpy.scheduling.policy import SchedulingPolicy
+from karpy.scheduling.solver import DEFAULT_POLICY, ExistingCapacity, NodePoolCapacity
 
 
 @dataclass(slots=True)
@@ -83,6 +84,7 @@ def decide_consolidation(
     namespace_labels: NamespaceLabels | None = None,
     savings_known: Container[str] = frozenset(),
     memo: EvaluationMemo | None = None,
+    policy: SchedulingPolicy = DEFAULT_POLICY,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -98,7 +100,9 @@ def decide_consolidation(
     in ``savings_known``: a caller that keeps the figure of a node while it
     stays blocked passes them, so each blocked node costs one simulation, not
     one per pass (a budget of zero over a large pool would otherwise simulate
-    every node on every pass for a figure nobody acts on).
+    every node on every pass for a figure nobody acts on). ``policy`` is the
+    scheduling policy provisioning plans with, so a simulation puts pods where
+    provisioning would.
     """
     selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
     decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
@@ -113,7 +117,13 @@ def decide_consolidation(
             held_back.append(candidate)
     eligible = [c for c in selection.eligible if c.nodeclaim.name not in decision.blocked]
     simulator = RemovalSimulator(
-        other_capacity, pools, volume_terms, namespace_labels, give_back_limits=rules.weights, memo=memo
+        other_capacity,
+        pools,
+        volume_terms,
+        namespace_labels,
+        give_back_limits=rules.weights,
+        memo=memo,
+        policy=policy,
     )
     decision.savings_given_up = savings_given_up(
         [c for c in held_back if c.nodeclaim.name not in savings_known],

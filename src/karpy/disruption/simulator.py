@@ -29,7 +29,9 @@ from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate
 from karpy.scheduling.constraints import NamespaceLabels
+from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.solver import (
+    DEFAULT_POLICY,
     NODES_RESOURCE,
     CapacityLeftOut,
     ExistingCapacity,
@@ -149,8 +151,11 @@ class RemovalSimulator:
         *,
         give_back_limits: bool = False,
         memo: EvaluationMemo | None = None,
+        policy: SchedulingPolicy = DEFAULT_POLICY,
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
+        # MIN_VALUES_POLICY and PREFERENCE_POLICY: where pods would go is where provisioning puts them.
+        self.policy = policy
         self.memo = memo
         # What every evaluation of this pass shares (pools, namespaces), for memo keys;
         # None when something cannot be told apart (the memo is then not used).
@@ -222,6 +227,7 @@ class RemovalSimulator:
             self.volume_terms,
             self.namespace_labels,
             stop_at=() if waiting is None else frozenset((waiting,)),
+            policy=self.policy,
         )
 
     def certain_first_target(self, inputs: tuple[list[Pod], list[ExistingCapacity]]) -> str | None:
@@ -298,7 +304,7 @@ class RemovalSimulator:
             if alone is None:
                 moving = [pod for pod in candidate.pods if reschedulable(pod)]
                 alone = not solve(
-                    moving, [], self.pools, self.volume_terms, self.namespace_labels
+                    moving, [], self.pools, self.volume_terms, self.namespace_labels, policy=self.policy
                 ).unschedulable
                 self._placeable_afresh[name] = alone
             if not alone:

@@ -31,6 +31,7 @@ name, and that is where code outside the package imports them from.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -130,6 +131,8 @@ class NewNodeClaim:
     pods: list[Pod]
     requests: ResourceAmounts
     daemon_overhead: ResourceAmounts
+    # MIN_VALUES_POLICY=BestEffort lowered a minValues its options could not meet.
+    min_values_relaxed: bool = False
 
     @property
     def price(self) -> float:
@@ -197,17 +200,37 @@ def min_values_met(requirements: Requirements, options: Sequence[InstanceType]) 
     return min_values_shortfall(requirements, options) is None
 
 
+def relaxed_min_values(requirements: Requirements, options: Sequence[InstanceType]) -> Requirements | None:
+    """``requirements`` with each minValues ``options`` do not meet lowered to the values they
+    offer (Karpenter's BestEffort), or None when every minValues is met."""
+    relaxed: list[Requirement] = []
+    for requirement in requirements:
+        lowered = requirement
+        if requirement.min_values is not None:
+            offered = len(_offered_values(requirement, options))
+            if offered < requirement.min_values:
+                lowered = dataclasses.replace(requirement, min_values=offered or None)
+        relaxed.append(lowered)
+    if all(a is b for a, b in zip(relaxed, requirements, strict=True)):
+        return None
+    return Requirements(*relaxed)
+
+
+def _offered_values(requirement: Requirement, options: Sequence[InstanceType]) -> set[str]:
+    return {
+        value
+        for instance_type in options
+        if (value := instance_type.requirements.get(requirement.key).any()) is not None
+        and requirement.has(value)
+    }
+
+
 def min_values_shortfall(requirements: Requirements, options: Sequence[InstanceType]) -> str | None:
     """The first requirement whose minValues ``options`` do not meet, as a message; None if all are met."""
     for requirement in requirements:
         if requirement.min_values is None:
             continue
-        values = {
-            value
-            for instance_type in options
-            if (value := instance_type.requirements.get(requirement.key).any()) is not None
-            and requirement.has(value)
-        }
+        values = _offered_values(requirement, options)
         if len(values) < requirement.min_values:
             return f"{requirement.key}: {len(values)} values, minValues {requirement.min_values}"
     return None

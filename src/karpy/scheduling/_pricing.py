@@ -30,7 +30,7 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
-from karpy.scheduling._model import NewNodeClaim, NodePoolCapacity, min_values_met
+from karpy.scheduling._model import NewNodeClaim, NodePoolCapacity, min_values_met, relaxed_min_values
 from karpy.scheduling._options import Target
 
 MAX_INSTANCE_TYPES = 60
@@ -100,17 +100,32 @@ class Prices:
                 else None
             )
             names = [t.name for t in kept]
+            if previous is not None and previous > len(names):
+                previous = len(names)  # BestEffort's NodeClaim, whose minValues ``finish`` lowers
             cached = (kept, Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", names, previous))
             self._kept[key] = cached
         return cached
 
 
-def finish(target: Target, prices: Prices) -> NewNodeClaim:
-    """The NodeClaim ``target`` becomes: its requirements with the options it lists, its pods."""
+def finish(target: Target, prices: Prices, *, relax_min_values: bool = False) -> NewNodeClaim:
+    """The NodeClaim ``target`` becomes: its requirements with the options it lists, its pods.
+
+    ``relax_min_values`` (MIN_VALUES_POLICY=BestEffort) lowers each minValues
+    the options listed do not meet to what they offer.
+    """
     pool = target.pool
     assert pool is not None
     kept, instance_types = prices.kept(target)
     requirements = target.requirements.copy()
+    relaxed = relaxed_min_values(requirements, kept) if relax_min_values else None
+    if relaxed is not None:
+        requirements = relaxed
+        # The listed options carry the minValues before it was lowered: list them again with
+        # the lowered one (an intersection keeps the larger of the two).
+        lowered = None
+        if LABEL_INSTANCE_TYPE in requirements:
+            lowered = requirements.get(LABEL_INSTANCE_TYPE).min_values
+        instance_types = Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", [t.name for t in kept], lowered)
     requirements.add(instance_types)
     overhead = pool.overhead(kept[0])
     return NewNodeClaim(
@@ -120,4 +135,5 @@ def finish(target: Target, prices: Prices) -> NewNodeClaim:
         pods=target.pods,
         requests=add_amounts(target.requests, overhead),
         daemon_overhead=dict(overhead),
+        min_values_relaxed=relaxed is not None,
     )

@@ -164,6 +164,17 @@ class PodConstraints:
         object.__setattr__(duplicate, "pod", pod)
         return duplicate
 
+    def without_preferences(self) -> PodConstraints:
+        """These constraints with no preferred affinity term and no ScheduleAnyway spread, as
+        PREFERENCE_POLICY=Ignore plans (:mod:`karpy.scheduling.policy`); PreferNoSchedule taints
+        are still avoided until relaxed, and nothing dropped counts as relaxed."""
+        preferred = self.preferred_affinity or self.preferred_anti_affinity or self.preferred_node_terms
+        if not (preferred or self.soft_spread):
+            return self
+        return dataclasses.replace(
+            self, preferred_affinity=(), preferred_anti_affinity=(), preferred_node_terms=(), soft_spread=()
+        )
+
     def relax(self) -> PodConstraints | None:
         """These constraints with one preference given up, or None when none is left."""
         if len(self.node_alternatives) > 1:

@@ -154,7 +154,11 @@ from karpy.scheduling.constraints import (
     PodSelector,
     pod_constraints,
 )
+from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.topology import Admission, Domain, Topology
+
+# PREFERENCE_POLICY=Respect and MIN_VALUES_POLICY=Strict, Karpenter's defaults.
+DEFAULT_POLICY = SchedulingPolicy()
 
 __all__ = [
     "GROWTH_WINDOW",
@@ -345,8 +349,13 @@ class _Scheduler:
         *,
         fill_limited_pools: bool = False,
         stop_at: Container[str] = (),
+        policy: SchedulingPolicy = DEFAULT_POLICY,
     ) -> None:
         self.volume_terms = volume_terms or {}
+        self.policy = policy
+        # Set while the pods that no NodeClaim could take with every minValues met are placed
+        # again under MIN_VALUES_POLICY=BestEffort (see ``place_group``).
+        self._relaxing_min_values = False
         self.stop_at = stop_at
         self.namespace_labels = namespace_labels
         # NodeClaims of pools with limits grow whatever growing costs (see ``_solve``).
@@ -434,6 +443,8 @@ class _Scheduler:
             for pod in pods:
                 plan.unschedulable[pod.key] = f"invalid pod constraint: {error}"
             return
+        if self.policy.ignores_preferences and constraints is not None:
+            constraints = constraints.without_preferences()
         requests = pod_requests(pods[0])
         if (
             constraints is not None
@@ -444,6 +455,7 @@ class _Scheduler:
         remaining = list(pods)
         reasons: list[str] = []
         limit_refusals = self._limit_refusals
+        first = constraints
         while remaining and constraints is not None:
             reasons = []
             if self._is_topology_free(constraints):
@@ -452,11 +464,22 @@ class _Scheduler:
                 remaining = self._place_each(constraints, requests, remaining, plan, reasons)
             if remaining:
                 constraints = constraints.relax()
+                if constraints is None and self.policy.relaxes_min_values and not self._relaxing_min_values:
+                    # BestEffort: only pods no NodeClaim takes with minValues met go where it is not.
+                    self._relaxing_min_values = True
+                    constraints = first
+                    self._opening_cache.clear()
+                    self._opened_cache.clear()
+        self._relaxing_min_values = False
         reason = "; ".join(reasons) if reasons else "no NodePool exists"
         if remaining and self._limit_refusals > limit_refusals:
             self.left_at_limit = True
         for pod in remaining:
             plan.unschedulable[pod.key] = reason
+
+    def _min_values_met(self, requirements: Requirements, options: Sequence[InstanceType]) -> bool:
+        """Whether ``options`` meet every minValues, or need not (BestEffort's second try)."""
+        return self._relaxing_min_values or min_values_met(requirements, options)
 
     def _is_topology_free(self, constraints: PodConstraints) -> bool:
         return not (
@@ -782,7 +805,7 @@ class _Scheduler:
                 if self._growing_costs_more(pool, target, after, option, requests, most):
                     continue
                 keep = np.flatnonzero(takes >= most)
-                if checks_min_values and not min_values_met(merged, self._types(pool, rows[keep])):
+                if checks_min_values and not self._min_values_met(merged, self._types(pool, rows[keep])):
                     continue
                 count = most
                 break
@@ -1025,7 +1048,7 @@ class _Scheduler:
         if narrowed_further:
             fits_all &= self._labels_allow(pool, requirements)[rows]
         kept_rows = rows[fits_all]
-        if any(requirement.min_values for requirement in requirements) and not min_values_met(
+        if any(requirement.min_values for requirement in requirements) and not self._min_values_met(
             requirements, self._types(pool, kept_rows)
         ):
             return kept_rows[:0]
@@ -1230,7 +1253,7 @@ class _Scheduler:
                         reason = within
                         continue
                     rows = within
-                    if not min_values_met(narrowed, self._types(pool, rows)):
+                    if not self._min_values_met(narrowed, self._types(pool, rows)):
                         reason = "the instance types within the NodePool's limits do not satisfy minValues"
                         continue
                 target.update(narrowed, rows, dict(requests))
@@ -1611,6 +1634,7 @@ def solve(
     namespace_labels: NamespaceLabels | None = None,
     *,
     stop_at: Container[str] = (),
+    policy: SchedulingPolicy = DEFAULT_POLICY,
 ) -> Plan:
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
 
@@ -1621,9 +1645,10 @@ def solve(
     pod placed on one of them returns a plan with ``stopped_at`` set and
     nothing else worked out (a consolidation simulation that would count on
     a node not yet initialized is no command, whatever the rest says).
+    ``policy`` is MIN_VALUES_POLICY and PREFERENCE_POLICY (:mod:`karpy.scheduling.policy`).
     """
     with _cycle_collection_paused():
-        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels, stop_at)
+        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels, stop_at, policy)
 
 
 @contextmanager
@@ -1654,6 +1679,7 @@ def _solve(
     volume_terms: Mapping[str, Sequence[Requirements]],
     namespace_labels: NamespaceLabels | None,
     stop_at: Container[str] = (),
+    policy: SchedulingPolicy = DEFAULT_POLICY,
 ) -> Plan:
     """The plan for ``pods``; made a second time, filling limited pools, if a limit left pods pending.
 
@@ -1682,10 +1708,19 @@ def _solve(
         # The plan kept may be the second one, which need not use what the first stopped at.
         stop_at = ()
     plan, left_at_limit = _plan(
-        groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=False, stop_at=stop_at
+        groups,
+        existing,
+        pools,
+        volume_terms,
+        namespace_labels,
+        fill_limited_pools=False,
+        stop_at=stop_at,
+        policy=policy,
     )
     if left_at_limit:
-        fuller, _ = _plan(groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=True)
+        fuller, _ = _plan(
+            groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=True, policy=policy
+        )
         if _placed_by_priority(fuller, pods) > _placed_by_priority(plan, pods):
             plan = fuller
     return plan
@@ -1700,6 +1735,7 @@ def _plan(
     *,
     fill_limited_pools: bool,
     stop_at: Container[str] = (),
+    policy: SchedulingPolicy = DEFAULT_POLICY,
 ) -> tuple[Plan, bool]:
     """One plan for the ``groups`` of alike pods, and whether a limit left some pending."""
     plan = Plan()
@@ -1712,6 +1748,7 @@ def _plan(
         namespace_labels,
         fill_limited_pools=fill_limited_pools,
         stop_at=stop_at,
+        policy=policy,
     )
     try:
         for group in groups:
@@ -1720,7 +1757,9 @@ def _plan(
         return Plan(stopped_at=stopped.name), False
     scheduler.repack()
     prices = Prices()
-    plan.new_nodeclaims = [finish(target, prices) for target in scheduler.bins]
+    plan.new_nodeclaims = [
+        finish(target, prices, relax_min_values=policy.relaxes_min_values) for target in scheduler.bins
+    ]
     return plan, scheduler.left_at_limit
 
 

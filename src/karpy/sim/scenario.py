@@ -19,6 +19,8 @@ applied at time zero, the run going on until the cluster is steady), or a
       settings:                         # karpy's settings, as karpy run takes them
         featureGates: SpotToSpotConsolidation=true
         nodeOverheadCost: 0.02          # $/h per node beyond its price (KARPY_NODE_OVERHEAD_COST)
+        minValuesPolicy: BestEffort     # MIN_VALUES_POLICY (Strict by default)
+        preferencePolicy: Ignore        # PREFERENCE_POLICY (Respect by default)
       cloud:                            # optional simulated-cloud settings
         registrationDelay: 30s
         capacityFailures:
@@ -88,7 +90,7 @@ from karpy.baselines.cluster_autoscaler import (
 from karpy.cloud.aws_catalog import load_catalog
 from karpy.cloud.kwok_catalog import KwokInstanceTypes, parse_kwok_instance_types
 from karpy.operator.interruption import STATES
-from karpy.settings import FeatureGates, parse_feature_gates, parse_node_overhead_cost
+from karpy.settings import FeatureGates, parse_feature_gates, parse_node_overhead_cost, parse_policy
 from karpy.sim.cloud import (
     INTERRUPTION_KINDS,
     SPOT_INTERRUPTION,
@@ -178,6 +180,10 @@ class Scenario:
     feature_gates: FeatureGates | None = None
     # spec.settings.nodeOverheadCost ($/h), read as karpy run reads KARPY_NODE_OVERHEAD_COST; None: not given.
     node_overhead_cost: float | None = None
+    # spec.settings.minValuesPolicy and preferencePolicy, read as karpy run reads MIN_VALUES_POLICY
+    # and PREFERENCE_POLICY; None: not given.
+    min_values_policy: str | None = None
+    preference_policy: str | None = None
     # spec.load: demand over time per workload, what HorizontalPodAutoscalers read.
     loads: list[WorkloadLoad] = field(default_factory=list)
     run_until_steady: bool = True
@@ -813,6 +819,18 @@ def parse_scenario(
             scenario.node_overhead_cost = parse_node_overhead_cost(str(settings.raw("nodeOverheadCost")))
         except ValueError as error:
             errors.add(settings.error("nodeOverheadCost", str(error)))
+    policies = (("minValuesPolicy", "MIN_VALUES_POLICY"), ("preferencePolicy", "PREFERENCE_POLICY"))
+    for field_name, env in policies:
+        if settings.has(field_name):
+            try:
+                value = parse_policy(env, str(settings.raw(field_name)))
+            except ValueError as error:
+                errors.add(settings.error(field_name, str(error)))
+                continue
+            if field_name == "minValuesPolicy":
+                scenario.min_values_policy = value
+            else:
+                scenario.preference_policy = value
 
     node_groups: list[tuple[str, NodeGroup]] = []
     if spec.has("clusterAutoscaler"):
