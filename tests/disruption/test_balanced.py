@@ -12,12 +12,14 @@ from tests.support import make_nodepool, make_pod
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
 from karpy.disruption.balanced import (
     BALANCED_K,
+    BalancedEvaluator,
     PoolTotals,
     pool_totals,
     reschedule_disruption_cost,
     score_move,
 )
 from karpy.disruption.candidates import DISRUPTION_COST_ANNOTATION, eviction_cost
+from karpy.disruption.consolidation import ConsolidationCommand
 from karpy.disruption.rejection import RejectionKind
 
 
@@ -101,3 +103,16 @@ def test_a_multi_node_move_is_scored_as_a_whole() -> None:
     command = cluster.decide().command
     assert command is not None
     assert sorted(command.nodeclaim_names) == ["node-a", "node-b", "node-c"]
+
+
+def test_a_plan_the_budgets_split_is_scored_on_every_node_its_saving_counts() -> None:
+    # A merge the budgets let go one node at a time saves what removing both saves: it is scored
+    # on both nodes' disruption, not on the one disrupted first (which would pass at 0.83).
+    cluster = pool("Balanced")
+    node_a = cluster.add("node-a", LARGE, [app_pod("a1")])
+    node_b = cluster.add("node-b", LARGE, [app_pod("b1")])
+    evaluator = BalancedEvaluator(pool_totals(cluster.candidates, cluster.prices), cluster.prices)
+    plan = ConsolidationCommand([node_a], None, 0.15, "merge", planned=[node_b])
+    assert evaluator.rejection([node_a], 0.15) is None
+    rejection = evaluator.rejection_of(plan)
+    assert rejection is not None and rejection.kind is RejectionKind.BALANCED_SCORE_TOO_LOW

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from karpy.api.nodepool import BALANCED
 from karpy.disruption.candidates import eviction_cost
+from karpy.disruption.consolidation import ConsolidationCommand
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate
 from karpy.disruption.rejection import Rejection, RejectionKind
@@ -143,6 +144,11 @@ class BalancedEvaluator:
                     f"needs {score.threshold:.2f})",
                 )
         return None
+
+    def rejection_of(self, command: ConsolidationCommand) -> Rejection | None:
+        """:meth:`rejection` of a command: its saving is reckoned on the nodes it disrupts now and
+        those it plans to remove once the budgets let them go, so it is scored on all of them."""
+        return self.rejection([*command.candidates, *command.planned], command.savings_per_hour)
 
     def can_pass(self, candidate: Candidate) -> bool:
         """Karpenter's CanPassThreshold: whether deleting the node alone (the best move of it) passes."""

@@ -86,7 +86,7 @@ def _scored(
     """The command, or why a Balanced NodePool turns it down."""
     if balanced is None or isinstance(result, Rejection):
         return result
-    return balanced.rejection(result.candidates, result.savings_per_hour) or result
+    return balanced.rejection_of(result) or result
 
 
 def waste(candidate: Candidate, price: float) -> float:

@@ -47,7 +47,7 @@ def consolidate_single(
             continue
         result = evaluate([candidate], simulator, prices, rules)
         if isinstance(result, ConsolidationCommand) and balanced is not None:
-            result = balanced.rejection(result.candidates, result.savings_per_hour) or result
+            result = balanced.rejection_of(result) or result
         if isinstance(result, ConsolidationCommand):
             return result, unconsolidatable
         unconsolidatable[candidate.nodeclaim.name] = result
