@@ -1,9 +1,12 @@
 """consolidationPolicy Balanced in the simulator: the same controllers as ``karpy run`` score each move.
 
-One node whose pods could move to a node a quarter of its instance price is
-replaced under WhenEmptyOrUnderutilized; under Balanced the move saves 47% of
-the pool's cost (the per-node cost counted) for all of its disruption, below
-the 0.5 Karpenter's k = 2 asks, and the node stays, the reason in the report.
+One m5.2xlarge whose pods fit an m5.large or an m5.xlarge is replaced under
+WhenEmptyOrUnderutilized; under Balanced the move saves 47% of the pool's cost
+(the per-node cost counted) for all of its disruption, below the 0.5
+Karpenter's k = 2 asks, and the node stays, the reason in the report.
+Karpenter would take it: it reckons the saving on the cheapest option, the
+m5.large (71%), though the launch may get the m5.xlarge; karpy reckons it on
+the dearest option the replacement may launch as.
 Nodes left with a pod each are merged under both policies: deleting two of
 three saves as much of the cost as of the disruption (score 1).
 """

@@ -14,7 +14,8 @@ pool's is the sum over all its nodes, candidates or not. A move that saves a
 tenth of the pool's cost is taken when it disrupts at most a fifth of the
 pool's pods. Empty nodes are not scored (emptiness deletes them under every
 policy), nor are pools with another policy; a move across several Balanced
-pools must pass in each, its savings shared by what each pool's nodes cost.
+pools must pass in each, its savings shared by what each pool's nodes cost;
+a plan the budgets split is scored on every node its saving counts.
 
 karpy scores a replacement on the saving it can count on (the removed nodes'
 price less the worst launch price of the replacement's options, which is
