@@ -315,6 +315,25 @@ class Gauge(_ValueFamily):
     def dec(self, amount: float = 1.0) -> None:
         self.labels().dec(amount)
 
+    def replace(self, values: Iterable[tuple[Mapping[str, str], float]], **matching: str) -> None:
+        """Replace every series whose labels include ``matching`` (all, when none) by ``values``, at once.
+
+        A scrape sees either the old series or the new, never an empty family
+        in between (as a :meth:`remove_matching` then sets would let it).
+        """
+        unknown = set(matching) - set(self.label_names)
+        if unknown:
+            raise MetricError(f"{self.name}: unknown labels {sorted(unknown)}")
+        fresh: dict[LabelValues, _Value] = {}
+        for labels, value in values:
+            key = self._key({**labels, **matching})
+            fresh.setdefault(key, _Value()).value = float(value)
+        positions = [(self.label_names.index(label), value) for label, value in matching.items()]
+        with self._lock:
+            for key in [k for k in self._series if all(k[i] == v for i, v in positions)]:
+                del self._series[key]
+            self._series.update(fresh)
+
 
 class HistogramSeries(_Handle["Histogram"]):
     __slots__ = ()
