@@ -213,3 +213,35 @@ def test_node_metrics_pass_every_five_seconds_in_run_and_on_changes_in_the_simul
     on_changes = NodeMetrics(simulation.cluster, simulation.clock, metrics)
     assert on_changes.reconcile("all") is None
     assert {watch.kind for watch in on_changes.watches()} == {"Node", "NodeClaim", "Pod"}
+
+
+def test_every_pod_has_one_state_series_with_its_node_and_goes_with_it() -> None:
+    simulation, metrics = simulated(POOL, APP)
+    exposition = scrape(metrics)
+    assert exposition.types["karpenter_pods_state"] == "gauge"
+    states = exposition.series("karpenter_pods_state")
+    pods = simulation.pods()
+    assert len(states) == len(pods) == 4
+    for pod in pods:
+        node = simulation.cluster.node(pod.node_name)
+        assert node is not None
+        owner = pod.metadata.owner_references[0]
+        labels = {
+            "name": pod.metadata.name,
+            "namespace": "default",
+            "owner": f"/apis/apps/v1/namespaces/default/replicasets/{owner.name}",
+            "node": node.name,
+            "scheduled": "true",
+            "nodepool": "default",
+            "zone": node.metadata.labels["topology.kubernetes.io/zone"],
+            "arch": "amd64",
+            "capacity_type": node.metadata.labels["karpenter.sh/capacity-type"],
+            "instance_type": node.metadata.labels["node.kubernetes.io/instance-type"],
+            "phase": "Running",
+            "ready": "true",
+            "managed": "true",
+        }
+        assert states[frozenset(labels.items())] == 1
+    simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
+    simulation.run(600)
+    assert not scrape(metrics).find("karpenter_pods_state")

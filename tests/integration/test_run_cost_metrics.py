@@ -149,6 +149,10 @@ def test_the_walkthrough_shows_its_cost_and_its_nodes_in_karpenters_metrics(
         assert allocatable == [parse_resource_list(nodes[name]["status"]["allocatable"])["cpu"] / 1000]
         (lifetime,) = exposition.find("karpenter_nodes_current_lifetime_seconds", node_name=name)
         assert 0 < lifetime < 600
+    states = exposition.find(
+        "karpenter_pods_state", namespace=namespace, nodepool=NODEPOOL, phase="Running", ready="true"
+    )
+    assert states == [1] * REPLICAS
     utilization = exposition.find("karpenter_cluster_utilization_percent", resource_type="cpu")
     assert utilization and 0 < utilization[0] <= 100
 

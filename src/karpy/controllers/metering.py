@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from karpy.api.core import POD_PENDING, POD_RUNNING, Node, Pod
@@ -28,6 +28,9 @@ from karpy.api.requirements import (
     AWS_LABEL_INSTANCE_MEMORY,
     KWOK_LABEL_INSTANCE_CPU,
     KWOK_LABEL_INSTANCE_MEMORY,
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
     LABEL_ZONE,
 )
@@ -149,22 +152,33 @@ class MeteredCloudProvider:
 
 @dataclass(slots=True)
 class PodMetrics:
-    """Pod start-up and binding durations, from the pod changes the runtime hands out.
+    """Pod start-up and binding durations, and ``karpenter_pods_state``, from the pod changes handed out.
 
     It measures in the change mappers, which see every transition (a reconcile
     would read the cache later and could miss a pod that went Pending, bound
     and Running between two reconciles). Only transitions seen happening
     count: a pod already Running when karpy starts says nothing about karpy.
+
+    ``karpenter_pods_state`` has one series per pod (value 1), as Karpenter's:
+    its name, namespace, owner (the first owner reference as a self link), node,
+    phase, readiness, and the NodePool, zone, architecture, capacity type and
+    instance type of its node as they were when the pod last changed; the
+    series goes with the pod. Without a ``cluster`` (a test's) it is not kept.
     """
 
     clock: Clock
     metrics: Metrics
+    cluster: ClusterReader | None = None
     name: str = "metrics.pod"
+    # Each pod's series of karpenter_pods_state, by the pod's namespace/name.
+    _states: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def watches(self) -> list[Watch]:
         return [Watch("Pod", self._on_pod)]
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        if self.cluster is not None:
+            self._record_state(old, new)
         if not isinstance(old, Pod) or not isinstance(new, Pod):
             return ()
         created = new.metadata.creation_timestamp
@@ -177,8 +191,46 @@ class PodMetrics:
             self.metrics.pods_startup_duration.observe(elapsed)
         return ()
 
+    def _record_state(self, old: object | None, new: object | None) -> None:
+        pod = new if isinstance(new, Pod) else old if isinstance(old, Pod) else None
+        if pod is None:
+            return
+        previous = self._states.pop(pod.key, None)
+        labels = pod_state_labels(new, self.cluster) if isinstance(new, Pod) else None
+        if previous is not None and previous != labels:
+            self.metrics.pods_state.remove(**previous)
+        if labels is not None:
+            self._states[pod.key] = labels
+            self.metrics.pods_state.labels(**labels).set(1)
+
     def reconcile(self, key: str) -> float | None:
         return None
+
+
+def pod_state_labels(pod: Pod, cluster: ClusterReader | None) -> dict[str, str]:
+    """A pod's labels on ``karpenter_pods_state`` (Karpenter's ``makeLabels``)."""
+    owner = pod.metadata.owner_references[0] if pod.metadata.owner_references else None
+    node = cluster.node(pod.node_name) if cluster is not None and pod.node_name else None
+    node_labels = node.metadata.labels if node is not None else {}
+    return {
+        "name": pod.metadata.name,
+        "namespace": pod.metadata.namespace,
+        "owner": (
+            f"/apis/{owner.api_version}/namespaces/{pod.metadata.namespace}/{owner.kind.lower()}s/{owner.name}"
+            if owner is not None
+            else ""
+        ),
+        "node": pod.node_name,
+        "scheduled": "true" if pod.node_name else "false",
+        "nodepool": node_labels.get(LABEL_NODEPOOL, ""),
+        "zone": node_labels.get(LABEL_ZONE, ""),
+        "arch": node_labels.get(LABEL_ARCH, ""),
+        "capacity_type": node_labels.get(LABEL_CAPACITY_TYPE, ""),
+        "instance_type": node_labels.get(LABEL_INSTANCE_TYPE, ""),
+        "phase": pod.phase,
+        "ready": "true" if pod.ready else "false",
+        "managed": "true" if node_labels.get(LABEL_NODEPOOL) else "false",
+    }
 
 
 @dataclass(slots=True)
@@ -516,7 +568,7 @@ def metrics_controllers(
     changed (the simulator: see :class:`NodePoolMetrics`).
     """
     controllers: list[PodMetrics | NodePoolMetrics | ClusterStateMetrics | NodeMetrics | OfferingMetrics] = [
-        PodMetrics(clock, metrics),
+        PodMetrics(clock, metrics, cluster),
         NodePoolMetrics(
             cluster,
             metrics,
