@@ -155,7 +155,7 @@ def test_node_metrics_show_allocatable_requests_daemons_and_overhead_per_node() 
     assert nodes
     for node in nodes:
         labels = node_metric_labels(node)
-        assert set(labels) == set(NODE_LABEL_NAMES)
+        assert tuple(labels) == NODE_LABEL_NAMES  # in declaration order: the pass keys series by it
         assert labels["nodepool"] == "default" and labels["managed"] == "true"
         assert labels["instance_type"] == node.metadata.labels["node.kubernetes.io/instance-type"]
         cpu = {**labels, "resource_type": "cpu"}

@@ -465,19 +465,12 @@ class NodeMetrics:
 
     def reconcile(self, key: str) -> float | None:
         now = self.clock.now()
-        figures: dict[str, list[tuple[dict[str, str], float]]] = {
-            "allocatable": [],
-            "pod_requests": [],
-            "pod_limits": [],
-            "daemon_requests": [],
-            "daemon_limits": [],
-            "system_overhead": [],
-        }
-        lifetimes: list[tuple[dict[str, str], float]] = []
-        allocatable_total: ResourceAmounts = {}
-        requested_total: ResourceAmounts = {}
+        rows: dict[str, list[tuple[tuple[str, ...], float]]] = {figure: [] for figure in _NODE_FIGURES}
+        lifetimes: list[tuple[tuple[str, ...], float]] = []
+        allocatable_total: dict[str, int] = {}
+        requested_total: dict[str, int] = {}
         for node in self.cluster.nodes():
-            labels = node_metric_labels(node)
+            base = tuple(node_metric_labels(node).values())
             pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
             daemons = [pod for pod in pods if pod.is_daemonset_pod]
             requests = _sum(pod.spec.requests for pod in pods)
@@ -490,21 +483,21 @@ class NodeMetrics:
                 "system_overhead": subtract_amounts(node.capacity, node.allocatable),
             }
             for figure, amounts in per_node.items():
-                figures[figure].extend(
-                    ({**labels, "resource_type": resource_type_label(name)}, resource_value(name, amount))
+                rows[figure].extend(
+                    ((*base, resource_type_label(name)), resource_value(name, amount))
                     for name, amount in amounts.items()
                 )
             created = node.metadata.creation_timestamp
-            lifetimes.append((labels, max(0.0, now - created) if created is not None else 0.0))
-            allocatable_total = add_amounts(allocatable_total, node.allocatable)
-            requested_total = add_amounts(requested_total, requests)
+            lifetimes.append((base, max(0.0, now - created) if created is not None else 0.0))
+            _add_into(allocatable_total, node.allocatable)
+            _add_into(requested_total, requests)
         m = self.metrics
-        m.nodes_allocatable.replace(figures["allocatable"])
-        m.nodes_pod_requests.replace(figures["pod_requests"])
-        m.nodes_pod_limits.replace(figures["pod_limits"])
-        m.nodes_daemon_requests.replace(figures["daemon_requests"])
-        m.nodes_daemon_limits.replace(figures["daemon_limits"])
-        m.nodes_system_overhead.replace(figures["system_overhead"])
+        m.nodes_allocatable.replace(rows["allocatable"])
+        m.nodes_pod_requests.replace(rows["pod_requests"])
+        m.nodes_pod_limits.replace(rows["pod_limits"])
+        m.nodes_daemon_requests.replace(rows["daemon_requests"])
+        m.nodes_daemon_limits.replace(rows["daemon_limits"])
+        m.nodes_system_overhead.replace(rows["system_overhead"])
         m.nodes_lifetime.replace(lifetimes)
         m.cluster_utilization.replace(
             ({"resource_type": resource_type_label(name)}, 100 * requested_total.get(name, 0) / amount)
@@ -514,8 +507,18 @@ class NodeMetrics:
         return self.resync
 
 
+_NODE_FIGURES = (
+    "allocatable",
+    "pod_requests",
+    "pod_limits",
+    "daemon_requests",
+    "daemon_limits",
+    "system_overhead",
+)
+
+
 def node_metric_labels(node: Node) -> dict[str, str]:
-    """A Node's labels on Karpenter's node metrics (see :data:`NODE_LABEL_NAMES`)."""
+    """A Node's labels on Karpenter's node metrics, in the order of :data:`NODE_LABEL_NAMES`."""
     labels = node.metadata.labels
     out = {
         name: next((labels[key] for key in keys if labels.get(key)), "")
@@ -546,10 +549,15 @@ def pod_limits(pod: Pod) -> ResourceAmounts:
     return add_amounts(limits, resources.overhead) if limits else {}
 
 
+def _add_into(total: dict[str, int], amounts: ResourceAmounts) -> None:
+    for name, amount in amounts.items():
+        total[name] = total.get(name, 0) + amount
+
+
 def _sum(amounts: Iterable[ResourceAmounts]) -> ResourceAmounts:
-    total: ResourceAmounts = {}
+    total: dict[str, int] = {}
     for each in amounts:
-        total = add_amounts(total, each)
+        _add_into(total, each)
     return total
 
 

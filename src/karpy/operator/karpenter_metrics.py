@@ -91,11 +91,11 @@ def well_known_label_name(key: str) -> str:
 # The labels of Karpenter's node metrics: one per well-known label (its name after the ``/``), the
 # core's and the providers' karpy serves (kwok's and AWS's: a kwok node of the AWS catalog carries
 # AWS's), then the node's name, phase and whether a NodePool manages it.
-NODE_WELL_KNOWN_LABELS: dict[str, tuple[str, ...]] = {}
-for _key in sorted(WELL_KNOWN_LABELS):
-    NODE_WELL_KNOWN_LABELS.setdefault(well_known_label_name(_key), ())
-    NODE_WELL_KNOWN_LABELS[well_known_label_name(_key)] += (_key,)
-NODE_LABEL_NAMES: tuple[str, ...] = (*sorted(NODE_WELL_KNOWN_LABELS), "node_name", "phase", "managed")
+NODE_WELL_KNOWN_LABELS: dict[str, tuple[str, ...]] = {
+    name: tuple(sorted(key for key in WELL_KNOWN_LABELS if well_known_label_name(key) == name))
+    for name in sorted({well_known_label_name(key) for key in WELL_KNOWN_LABELS})
+}
+NODE_LABEL_NAMES: tuple[str, ...] = (*NODE_WELL_KNOWN_LABELS, "node_name", "phase", "managed")
 
 POD_STATE_LABELS: tuple[str, ...] = (
     "name",
