@@ -193,6 +193,25 @@ def test_nodes_created_and_terminated_are_counted_by_nodepool_and_zone() -> None
     assert sum(exposition.series("karpenter_nodes_terminated_total").values()) == len(zones)
     # The nodes gone, their series went with them.
     assert not exposition.find("karpenter_nodes_allocatable")
+    # How long their termination and their lives took, by NodePool, in Karpenter's types and buckets.
+    assert exposition.types["karpenter_nodes_termination_duration_seconds"] == "summary"
+    assert exposition.types["karpenter_nodes_lifetime_duration_seconds"] == "histogram"
+    assert exposition.types["karpenter_nodeclaims_termination_duration_seconds"] == "histogram"
+    for name in (
+        "karpenter_nodes_termination_duration_seconds_count",
+        "karpenter_nodes_lifetime_duration_seconds_count",
+        "karpenter_nodeclaims_termination_duration_seconds_count",
+    ):
+        assert exposition.value(name, nodepool="default") == len(zones)
+    lifetime_buckets = exposition.find("karpenter_nodes_lifetime_duration_seconds_bucket", le="900")
+    assert lifetime_buckets == [len(zones)]  # they lived less than 15 minutes of virtual time
+    assert exposition.find("karpenter_nodeclaims_termination_duration_seconds_bucket", le="2048") == [
+        len(zones)
+    ]
+    assert (
+        exposition.value("karpenter_nodes_termination_duration_seconds", nodepool="default", quantile="1")
+        >= 0
+    )
 
 
 def test_a_gauge_replaces_its_series_at_once() -> None:

@@ -167,4 +167,8 @@ def test_the_walkthrough_shows_its_cost_and_its_nodes_in_karpenters_metrics(
 
     exposition = wait_until(emptied, timeout=120, interval=1.0, what="the empty nodes gone and counted")
     assert exposition.value("karpenter_nodepools_cost_total", nodepool=NODEPOOL) == 0
+    count = "karpenter_nodes_termination_duration_seconds_count"
+    assert exposition.value(count, nodepool=NODEPOOL) == len(claims)
+    count = "karpenter_nodeclaims_termination_duration_seconds_count"
+    assert exposition.value(count, nodepool=NODEPOOL) == len(claims)
     assert not exposition.find("karpenter_nodes_allocatable", nodepool=NODEPOOL)

@@ -417,7 +417,10 @@ class NodeMetrics:
     ``karpenter_nodes_created_total`` and ``_terminated_total`` are counted from
     the changes handed out, as they happen: a NodeClaim becoming Registered
     (Karpenter counts at registration) and a NodePool's Node leaving the cluster
-    (Karpenter counts when its termination finalizer lets it go).
+    (Karpenter counts when its termination finalizer lets it go). A Node leaving
+    also observes ``karpenter_nodes_termination_duration_seconds`` (since its
+    deletion was asked) and ``_lifetime_duration_seconds`` (since its creation),
+    and a NodeClaim leaving ``karpenter_nodeclaims_termination_duration_seconds``.
 
     Karpenter's controller runs every 5 s whatever changed (``resync``), which
     is what ``karpy run`` does: reacting to every pod change would recompute
@@ -441,9 +444,15 @@ class NodeMetrics:
     def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
         if isinstance(old, Node) and new is None and LABEL_NODEPOOL in old.metadata.labels:
             labels = old.metadata.labels
-            self.metrics.nodes_terminated.labels(
-                nodepool=labels[LABEL_NODEPOOL], zone=labels.get(LABEL_ZONE, "")
-            ).inc()
+            pool = labels[LABEL_NODEPOOL]
+            self.metrics.nodes_terminated.labels(nodepool=pool, zone=labels.get(LABEL_ZONE, "")).inc()
+            now = self.clock.now()
+            if old.metadata.deletion_timestamp is not None:
+                waited = max(0.0, now - old.metadata.deletion_timestamp)
+                self.metrics.nodes_termination_duration.labels(nodepool=pool).observe(waited)
+            if old.metadata.creation_timestamp is not None:
+                lived = max(0.0, now - old.metadata.creation_timestamp)
+                self.metrics.nodes_lifetime_duration.labels(nodepool=pool).observe(lived)
         if self.resync is not None and old is not None and new is not None:
             return ()  # the periodic pass sees it; arrivals and departures start one at once
         return (PASS_KEY,)
@@ -452,6 +461,9 @@ class NodeMetrics:
         registered = isinstance(new, NodeClaim) and new.registered
         if registered and isinstance(old, NodeClaim) and isinstance(new, NodeClaim) and not old.registered:
             self.metrics.nodes_created.labels(nodepool=new.nodepool, zone=new.zone).inc()
+        if isinstance(old, NodeClaim) and new is None and old.metadata.deletion_timestamp is not None:
+            waited = max(0.0, self.clock.now() - old.metadata.deletion_timestamp)
+            self.metrics.nodeclaims_termination_duration.labels(nodepool=old.nodepool).observe(waited)
         return ()
 
     @staticmethod

@@ -97,6 +97,15 @@ NODE_WELL_KNOWN_LABELS: dict[str, tuple[str, ...]] = {
 }
 NODE_LABEL_NAMES: tuple[str, ...] = (*NODE_WELL_KNOWN_LABELS, "node_name", "phase", "managed")
 
+# Karpenter's buckets of karpenter_nodes_lifetime_duration_seconds: 15 minutes to 30 days.
+_HOUR = 3600.0
+_DAY = 24 * _HOUR
+NODE_LIFETIME_BUCKETS: tuple[float, ...] = (
+    0.25 * _HOUR, 0.5 * _HOUR, 0.75 * _HOUR, _HOUR, 2 * _HOUR, 4 * _HOUR, 6 * _HOUR, 8 * _HOUR,
+    10 * _HOUR, 12 * _HOUR, 16 * _HOUR, 20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY,
+    15 * _DAY, 20 * _DAY, 25 * _DAY, 30 * _DAY,
+)  # fmt: skip
+
 POD_STATE_LABELS: tuple[str, ...] = (
     "name",
     "namespace",
@@ -295,6 +304,23 @@ class Metrics:
             f"{NAMESPACE}_nodes_terminated_total",
             "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
             ["nodepool", "zone"],
+        )
+        self.nodes_termination_duration = r.summary(
+            f"{NAMESPACE}_nodes_termination_duration_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            ["nodepool"],
+        )
+        self.nodes_lifetime_duration = r.histogram(
+            f"{NAMESPACE}_nodes_lifetime_duration_seconds",
+            "The lifetime duration of the nodes since creation.",
+            ["nodepool"],
+            NODE_LIFETIME_BUCKETS,
+        )
+        self.nodeclaims_termination_duration = r.histogram(
+            f"{NAMESPACE}_nodeclaims_termination_duration_seconds",
+            "Duration of NodeClaim termination in seconds.",
+            ["nodepool"],
+            tuple(float(2**power) for power in range(12)),
         )
         per_resource = [*NODE_LABEL_NAMES, "resource_type"]
         self.nodes_allocatable = r.gauge(
