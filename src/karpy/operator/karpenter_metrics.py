@@ -51,6 +51,14 @@ What is measured, and where:
 - ``karpenter_cluster_state_synced`` (1 once the caches have listed; ``karpy
   run`` sets it) and ``karpenter_cluster_state_node_count`` (Nodes in the
   cache).
+- Cost and capacity, recorded by :mod:`karpy.controllers.metering` (docs/run.md
+  has the table): ``karpenter_nodepools_cost_total{nodepool}`` (the $/h of a
+  NodePool's NodeClaims at karpy's prices, overlaid by NodeOverlays) and its
+  error counter; the AWS provider's offering price, availability and
+  instance-type size gauges; the per-node gauges (``karpenter_nodes_allocatable``,
+  ``_total_pod_requests``...) labelled by :data:`NODE_LABEL_NAMES`, the node
+  created and terminated counters, termination and lifetime durations, and
+  ``karpenter_pods_state``, one series per pod.
 - ``karpenter_build_info{version}``: constant 1.
 - ``karpy_provisioning_launch_loops_total``, karpy's own: each time provisioning
   stops launching for a workload caught in a launch loop
