@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from karpy.api.manifest import parse_manifests
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.sim.simulation import Simulation
 
 PAGE = Path(__file__).parent.parent / "docs" / "run.md"
@@ -50,3 +51,12 @@ def test_the_walkthrough_gets_the_nodes_the_page_names() -> None:
     assert all(pod.spec.node_name for pod in simulation.pods()), "the walkthrough's pods did not all run"
     launched = Counter((claim.instance_type, claim.capacity_type) for claim in simulation.nodeclaims())
     assert launched == documented_nodes()
+
+
+def test_the_metrics_table_lists_every_metric_karpy_run_exports() -> None:
+    """docs/run.md's table of exported metrics names every family of the registry, and no other."""
+    section = (
+        PAGE.read_text().split("## Metrics", 1)[1].split("metrics karpy does not export yet, and why", 1)[0]
+    )
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", section, re.M))
+    assert documented == set(Metrics().registry.names())

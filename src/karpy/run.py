@@ -104,6 +104,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.core import core_controllers
 from karpy.controllers.garbagecollection import PASS_KEY as GC_PASS_KEY
@@ -281,6 +282,9 @@ class Runner:
         # And a new evaluation of the NodeOverlays, to the provisioner.
         if core.overlays is not None:
             core.overlays.subscribe(self.runtime.on_change)
+            if isinstance(self.cloud, KwokCloudProvider):
+                # A kwok node reports the extended resources overlays give its type, as device plugins would.
+                self.cloud.extended_resources = core.overlays.extended_capacity
         for controller in (*core.controllers, *self.provider.controllers(core.cloud_for)):
             self.runtime.register(controller)
 

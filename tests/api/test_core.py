@@ -787,3 +787,17 @@ def test_a_pdb_without_a_selector_selects_no_pod_and_an_empty_one_selects_all() 
     )
     assert not missing.selects(pod)
     assert empty.selects(pod)
+
+
+@pytest.mark.parametrize(("status", "ready"), [("True", True), ("False", False), (None, False)])
+def test_a_pod_is_ready_when_its_ready_condition_is_true(status: str | None, ready: bool) -> None:
+    conditions = [] if status is None else [{"type": "Ready", "status": status}]
+    manifest = {
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [{"name": "a"}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True"}, *conditions],
+        },
+    }
+    assert Pod.parse(FieldReader(manifest)).ready is ready

@@ -228,3 +228,43 @@ def test_a_node_class_delay_of_zero_registers_at_once_whatever_the_provider_says
     provider = KwokCloudProvider(store, registration_delay=600.0)
     _launched(store, provider, "default-fast")
     assert _wait_for_node(store, "default-fast", 10.0)
+
+
+def test_a_node_reports_the_extended_resources_overlays_give_its_type_in_its_pool() -> None:
+    store = _store()
+    provider = KwokCloudProvider(store)
+    asked: list[tuple[str, str]] = []
+
+    def extended(nodepool: str, instance_type: str) -> dict[str, int]:
+        asked.append((nodepool, instance_type))
+        return {"example.com/gpu": 2, "hugepages-2Mi": 2**30} if nodepool == "default" else {}
+
+    provider.extended_resources = extended
+    claim = store.create(
+        NodeClaim(
+            metadata=ObjectMeta(name="gpu", labels={LABEL_NODEPOOL: "default"}),
+            spec=NodeClaimSpec(
+                node_class_ref=NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default"),
+                requirements=(Requirement.from_operator(LABEL_INSTANCE_TYPE, "In", ["c5.large"]),),
+            ),
+        )
+    )
+    provider.create(claim)
+    assert _wait_for_node(store, "gpu", 10)
+    node = store.node("gpu")
+    assert node is not None
+    assert asked == [("default", "c5.large")]
+    assert node.capacity["example.com/gpu"] == node.allocatable["example.com/gpu"] == 2
+    assert node.capacity["hugepages-2Mi"] == node.allocatable["hugepages-2Mi"] == 2**30
+    # The type's own resources are untouched.
+    assert node.capacity["cpu"] == 2000 and node.allocatable["cpu"] < 2000
+
+
+def test_without_overlays_a_node_reports_its_type_alone() -> None:
+    store = _store()
+    provider = KwokCloudProvider(store)
+    claim = _launched(store, provider, "plain")
+    assert _wait_for_node(store, claim.name, 10)
+    node = store.node("plain")
+    assert node is not None
+    assert not any("/" in resource for resource in node.capacity)

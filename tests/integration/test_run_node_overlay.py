@@ -97,3 +97,65 @@ def test_an_overlaid_price_changes_what_is_launched(
         annotations = claim["metadata"].get("annotations", {})
         assert annotations.get("karpenter.sh/price-overlay-applied") == "true"
         assert "karpenter.sh/capacity-overlay-applied" not in annotations
+
+
+GPU_POOL = "it-overlay-gpu"
+GPU_OVERLAY = "it-overlay-gpu-slices"
+GPU = "example.com/gpu"
+
+
+def gpu_overlay() -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": GPU_OVERLAY},
+        "spec": {
+            "requirements": [
+                {"key": LABEL_NODEPOOL, "operator": "In", "values": [GPU_POOL]},
+                {"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": ["c5.large"]},
+            ],
+            "capacity": {GPU: "2"},
+        },
+    }
+
+
+@pytest.fixture
+def gpu_slices(crds: ControlPlane) -> Iterator[None]:
+    crds.kubectl("apply", "-f", "-", stdin=as_yaml(gpu_overlay()))
+    yield
+    crds.kubectl("delete", "nodeoverlay", GPU_OVERLAY, "--ignore-not-found", "--wait=false")
+
+
+def test_a_kwok_node_reports_the_capacity_an_overlay_adds_so_its_pods_bind(
+    crds: ControlPlane, gpu_slices: None, namespace: str
+) -> None:
+    """Two pods of one GPU slice each: the overlay gives c5.large two, so karpy launches one c5.large;
+    the real kube-scheduler binds them only if the kwok Node reports the two slices."""
+    plane = crds
+    plane.kubectl("apply", "-f", "-", stdin=as_yaml(node_class(GPU_POOL), nodepool(GPU_POOL, ["c5.large"])))
+    app = deployment(GPU_POOL, namespace, "gpu-app", 2, cpu="100m", memory="128Mi")
+    (container,) = app["spec"]["template"]["spec"]["containers"]
+    container["resources"]["requests"][GPU] = "1"
+    container["resources"]["limits"] = {GPU: "1"}
+    with running_karpy(plane, RunSettings(node_overlays=True), pools=[GPU_POOL]):
+        wait_until(
+            lambda: validation_of(plane, GPU_OVERLAY) == ("True", "ValidationSucceeded"),
+            timeout=60,
+            what="ValidationSucceeded",
+        )
+        plane.kubectl("apply", "-f", "-", stdin=as_yaml(app))
+        wait_until(lambda: len(running_pods(plane, namespace, "gpu-app")) == 2, timeout=120, what="two pods")
+        (claim,) = pool_claims(plane, GPU_POOL).values()
+        assert claim["metadata"]["labels"][LABEL_INSTANCE_TYPE] == "c5.large"
+        assert claim["metadata"].get("annotations", {}).get("karpenter.sh/capacity-overlay-applied") == "true"
+        node = json.loads(plane.kubectl("get", "node", claim["status"]["nodeName"], "-o", "json"))
+        assert node["status"]["capacity"][GPU] == "2"
+        assert node["status"]["allocatable"][GPU] == "2"
+
+
+def validation_of(plane: ControlPlane, name: str) -> tuple[str, str] | None:
+    found = json.loads(plane.kubectl("get", "nodeoverlay", name, "-o", "json"))
+    for condition in found.get("status", {}).get("conditions", []):
+        if condition["type"] == "ValidationSucceeded":
+            return condition["status"], condition["reason"]
+    return None

@@ -345,6 +345,8 @@ class Pod:
     phase: str = POD_PENDING
     unschedulable_reason: str = ""
     start_time: float | None = None
+    # The Ready condition is True (read for Karpenter's karpenter_pods_state only).
+    ready: bool = False
 
     kind = "Pod"
 
@@ -366,6 +368,7 @@ class Pod:
             phase=status.string("phase", POD_PENDING),
             unschedulable_reason=unschedulable,
             start_time=parse_timestamp(started, status.child_path("startTime")) if started else None,
+            ready=any(kind == "Ready" and state == "True" for kind, state, _ in conditions),
         )
 
     @property

@@ -88,6 +88,7 @@ def core_controllers(
     static_capacity: bool = True,
     node_repair: bool = False,
     node_overlays: bool = False,
+    periodic_metrics: bool = True,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -103,6 +104,8 @@ def core_controllers(
     repair unhealthy nodes by the cloud provider's repair policies.
     ``node_overlays`` True (the NodeOverlay gate) adds the NodeOverlay controller, last, and
     gives every controller the catalogs with the overlays applied (``CoreControllers.cloud_for``).
+    ``periodic_metrics`` False has the metrics recorders pass only on changes, never on a timer
+    (the simulator, whose virtual clock a timer would keep from settling).
     """
     plain_cloud_for = cloud_for
     overlays = OverlayStore() if node_overlays else None
@@ -137,7 +140,7 @@ def core_controllers(
     if garbage_collection:
         rest.append(GarbageCollector(cluster, cloud_for(GarbageCollector.name), clock, metrics=metrics))
     if record_metrics:
-        rest += metrics_controllers(cluster, clock, metrics)
+        rest += metrics_controllers(cluster, clock, metrics, cloud_for, periodic=periodic_metrics)
     if node_repair:
         rest.append(RebootController(cluster, cloud_for(RebootController.name), clock, metrics=metrics))
     if static_capacity:  # after the others: it acts on static pools alone, so their order stays

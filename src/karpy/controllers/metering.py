@@ -13,31 +13,63 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
-from karpy.api.core import POD_PENDING, POD_RUNNING, Pod
+from karpy.api.core import POD_PENDING, POD_RUNNING, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodeclass_hash import NodeClassHash
-from karpy.api.nodepool import NodePool
+from karpy.api.nodepool import NodePool, status_only_change
+from karpy.api.quantity import ResourceAmounts, add_amounts, max_amounts, subtract_amounts
+from karpy.api.requirements import (
+    AWS_LABEL_INSTANCE_CPU,
+    AWS_LABEL_INSTANCE_MEMORY,
+    KWOK_LABEL_INSTANCE_CPU,
+    KWOK_LABEL_INSTANCE_MEMORY,
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+)
 from karpy.cloud.provider import (
     CloudProvider,
+    CloudProviderError,
     InsufficientCapacityError,
     LaunchInProgressError,
     NodeClaimNotFoundError,
     NodeClassHashing,
     NodeClassNotReadyError,
     NodeClassProblem,
+    NodePoolNotEvaluatedError,
     RepairPolicy,
 )
-from karpy.controllers.state import nodepool_resources
+from karpy.controllers.nodeoverlay import OVERLAYS_EVALUATED
+from karpy.controllers.state import launched_price, nodepool_resources
 from karpy.operator.cluster import Clock, ClusterReader
-from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.karpenter_metrics import (
+    NODE_WELL_KNOWN_LABELS,
+    Metrics,
+    resource_type_label,
+    resource_value,
+)
 from karpy.operator.runtime import Watch
 
 T = TypeVar("T")
+
+# The key of the controllers that reconcile everything in one pass.
+PASS_KEY = "all"
+# Seconds between the passes Karpenter's metrics controllers make whatever changed: the NodePool
+# metrics every 10 s, the node metrics every 5 s, the AWS provider's offering metrics every minute.
+NODEPOOL_RESYNC = 10.0
+NODE_RESYNC = 5.0
+OFFERING_RESYNC = 60.0
+NODEPOOL_METRICS = "metrics.nodepool"
+INSTANCE_CPU_LABELS = (AWS_LABEL_INSTANCE_CPU, KWOK_LABEL_INSTANCE_CPU)
+INSTANCE_MEMORY_LABELS = (AWS_LABEL_INSTANCE_MEMORY, KWOK_LABEL_INSTANCE_MEMORY)
+OFFERING_METRICS = "metrics.offerings"
 
 
 def cloud_error_label(error: Exception) -> str:
@@ -120,22 +152,33 @@ class MeteredCloudProvider:
 
 @dataclass(slots=True)
 class PodMetrics:
-    """Pod start-up and binding durations, from the pod changes the runtime hands out.
+    """Pod start-up and binding durations, and ``karpenter_pods_state``, from the pod changes handed out.
 
     It measures in the change mappers, which see every transition (a reconcile
     would read the cache later and could miss a pod that went Pending, bound
     and Running between two reconciles). Only transitions seen happening
     count: a pod already Running when karpy starts says nothing about karpy.
+
+    ``karpenter_pods_state`` has one series per pod (value 1), as Karpenter's:
+    its name, namespace, owner (the first owner reference as a self link), node,
+    phase, readiness, and the NodePool, zone, architecture, capacity type and
+    instance type of its node as they were when the pod last changed; the
+    series goes with the pod. Without a ``cluster`` (a test's) it is not kept.
     """
 
     clock: Clock
     metrics: Metrics
+    cluster: ClusterReader | None = None
     name: str = "metrics.pod"
+    # Each pod's series of karpenter_pods_state, by the pod's namespace/name.
+    _states: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def watches(self) -> list[Watch]:
         return [Watch("Pod", self._on_pod)]
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        if self.cluster is not None:
+            self._record_state(old, new)
         if not isinstance(old, Pod) or not isinstance(new, Pod):
             return ()
         created = new.metadata.creation_timestamp
@@ -148,20 +191,81 @@ class PodMetrics:
             self.metrics.pods_startup_duration.observe(elapsed)
         return ()
 
+    def _record_state(self, old: object | None, new: object | None) -> None:
+        pod = new if isinstance(new, Pod) else old if isinstance(old, Pod) else None
+        if pod is None:
+            return
+        previous = self._states.pop(pod.key, None)
+        labels = pod_state_labels(new, self.cluster) if isinstance(new, Pod) else None
+        if previous is not None and previous != labels:
+            self.metrics.pods_state.remove(**previous)
+        if labels is not None:
+            self._states[pod.key] = labels
+            self.metrics.pods_state.labels(**labels).set(1)
+
     def reconcile(self, key: str) -> float | None:
         return None
 
 
+def pod_state_labels(pod: Pod, cluster: ClusterReader | None) -> dict[str, str]:
+    """A pod's labels on ``karpenter_pods_state`` (Karpenter's ``makeLabels``)."""
+    owner = pod.metadata.owner_references[0] if pod.metadata.owner_references else None
+    node = cluster.node(pod.node_name) if cluster is not None and pod.node_name else None
+    node_labels = node.metadata.labels if node is not None else {}
+    return {
+        "name": pod.metadata.name,
+        "namespace": pod.metadata.namespace,
+        "owner": (
+            f"/apis/{owner.api_version}/namespaces/{pod.metadata.namespace}/{owner.kind.lower()}s/{owner.name}"
+            if owner is not None
+            else ""
+        ),
+        "node": pod.node_name,
+        "scheduled": "true" if pod.node_name else "false",
+        "nodepool": node_labels.get(LABEL_NODEPOOL, ""),
+        "zone": node_labels.get(LABEL_ZONE, ""),
+        "arch": node_labels.get(LABEL_ARCH, ""),
+        "capacity_type": node_labels.get(LABEL_CAPACITY_TYPE, ""),
+        "instance_type": node_labels.get(LABEL_INSTANCE_TYPE, ""),
+        "phase": pod.phase,
+        "ready": "true" if pod.ready else "false",
+        "managed": "true" if node_labels.get(LABEL_NODEPOOL) else "false",
+    }
+
+
 @dataclass(slots=True)
 class NodePoolMetrics:
-    """``karpenter_nodepools_usage`` and ``_limit``, per NodePool, kept up to date on changes."""
+    """``karpenter_nodepools_usage``, ``_limit`` and ``_cost_total``, per NodePool, kept up to date.
+
+    The cost is Karpenter's cluster cost tracker's figure: the sum, over the
+    NodePool's NodeClaims that say what was launched (instance type, zone and
+    capacity type labels), of that offering's hourly price in the catalog
+    ``cloud`` gives the pool (with NodeOverlays applied when their gate is on,
+    since every controller's cloud is then the overlaid one). An offering the
+    catalog no longer lists counts 0, as Karpenter's does. A catalog that
+    cannot be had (an unready node class) counts one
+    ``karpenter_nodepools_cost_tracker_errors_total`` and keeps the last
+    figure. Without a ``cloud`` no cost is recorded.
+
+    ``resync`` (seconds) reconciles every NodePool again that often, as
+    Karpenter's does every 10 s: prices change with no object changing (the AWS
+    price refresh). The simulator leaves it out: its prices change only with
+    an overlay evaluation, which is watched, and a periodic reconcile would keep
+    its virtual clock from settling.
+    """
 
     cluster: ClusterReader
     metrics: Metrics
-    name: str = "metrics.nodepool"
+    cloud: CloudProvider | None = None
+    resync: float | None = None
+    name: str = NODEPOOL_METRICS
 
     def watches(self) -> list[Watch]:
-        return [Watch("NodePool", self._pool_of), Watch("NodeClaim", self._pool_of)]
+        return [
+            Watch("NodePool", self._pool_of),
+            Watch("NodeClaim", self._pool_of),
+            Watch(OVERLAYS_EVALUATED, self._every_pool),
+        ]
 
     @staticmethod
     def _pool_of(old: object | None, new: object | None) -> Iterable[str]:
@@ -173,6 +277,9 @@ class NodePoolMetrics:
                 names.add(obj.nodepool)
         return sorted(names)
 
+    def _every_pool(self, old: object | None, new: object | None) -> Iterable[str]:
+        return sorted(pool.name for pool in self.cluster.nodepools())
+
     def reconcile(self, key: str) -> float | None:
         nodepool = self.cluster.nodepool(key)
         if nodepool is None:
@@ -180,7 +287,95 @@ class NodePoolMetrics:
             return None
         claims = [claim for claim in self.cluster.nodeclaims() if claim.nodepool == key]
         self.metrics.nodepool_observed(nodepool, nodepool_resources(claims))
-        return None
+        if self.cloud is not None:
+            self._record_cost(nodepool, claims)
+        return self.resync
+
+    def _record_cost(self, nodepool: NodePool, claims: list[NodeClaim]) -> None:
+        launched = [claim for claim in claims if claim.instance_type and claim.zone and claim.capacity_type]
+        if not launched:
+            self.metrics.nodepools_cost.labels(nodepool=nodepool.name).set(0)
+            return
+        try:
+            catalog = self.cloud.get_instance_types(nodepool) if self.cloud is not None else []
+        except NodePoolNotEvaluatedError:
+            return  # the overlays' first evaluation announces itself (watched above)
+        except CloudProviderError:
+            self.metrics.nodepools_cost_errors.labels(nodepool=nodepool.name).inc()
+            return
+        cost = sum(launched_price(claim, catalog) for claim in launched)
+        self.metrics.nodepools_cost.labels(nodepool=nodepool.name).set(cost)
+
+
+@dataclass(slots=True)
+class OfferingMetrics:
+    """The AWS provider's offering and instance type metrics, from the catalogs of every NodePool.
+
+    ``karpenter_cloudprovider_instance_type_offering_price_estimate`` and
+    ``_offering_available`` per (instance type, capacity type, zone), and
+    ``_instance_type_cpu_cores`` and ``_memory_bytes`` per instance type, for
+    every type the NodePools' catalogs list (Karpenter's AWS provider lists
+    its NodePools' whole catalogs the same way: one series per offering, a few
+    thousand for the bundled AWS catalog). Prices are the overlaid ones when
+    the NodeOverlay gate is on; an offering two NodePools price differently
+    shows the price of the last NodePool by name, as Karpenter's map keeps the
+    last. Each pass replaces every series at once, so offerings no NodePool
+    lists any more go. Karpenter's controller runs every minute (``resync``).
+    """
+
+    cluster: ClusterReader
+    cloud: CloudProvider
+    metrics: Metrics
+    resync: float | None = None
+    name: str = OFFERING_METRICS
+
+    def watches(self) -> list[Watch]:
+        return [Watch("NodePool", self._on_nodepool), Watch(OVERLAYS_EVALUATED, lambda old, new: [PASS_KEY])]
+
+    @staticmethod
+    def _on_nodepool(old: object | None, new: object | None) -> Iterable[str]:
+        return () if status_only_change(old, new) else (PASS_KEY,)
+
+    def reconcile(self, key: str) -> float | None:
+        available: dict[tuple[str, str, str], bool] = {}
+        price: dict[tuple[str, str, str], float] = {}
+        cpu: dict[str, float] = {}
+        memory: dict[str, float] = {}
+        for nodepool in sorted(self.cluster.nodepools(), key=lambda pool: pool.name):
+            try:
+                catalog = self.cloud.get_instance_types(nodepool)
+            except CloudProviderError:
+                continue  # that pool's series only; the error is the provider's to report
+            for instance_type in catalog:
+                cpu[instance_type.name], memory[instance_type.name] = instance_type_size(instance_type)
+                for offering in instance_type.offerings:
+                    dimensions = (instance_type.name, offering.capacity_type, offering.zone)
+                    available[dimensions] = available.get(dimensions, False) or offering.available
+                    price[dimensions] = offering.price
+        m = self.metrics
+        m.offering_available.replace((_offering_labels(d), 1.0 if a else 0.0) for d, a in available.items())
+        m.offering_price.replace((_offering_labels(d), p) for d, p in price.items())
+        m.instance_type_cpu.replace(({"instance_type": name}, value) for name, value in cpu.items())
+        m.instance_type_memory.replace(({"instance_type": name}, value) for name, value in memory.items())
+        return self.resync
+
+
+def instance_type_size(instance_type: InstanceType) -> tuple[float, float]:
+    """An instance type's vCPUs and memory bytes as the cloud describes it (the AWS provider's figures:
+    the ``instance-cpu`` and ``instance-memory`` labels, in MiB), not its capacity with the VM overhead
+    taken off; a type without those labels gives its capacity."""
+    labels = instance_type.requirements.labels(include_well_known=True)
+    cpu = next((labels[key] for key in INSTANCE_CPU_LABELS if key in labels), None)
+    memory = next((labels[key] for key in INSTANCE_MEMORY_LABELS if key in labels), None)
+    return (
+        float(cpu) if cpu is not None else resource_value("cpu", instance_type.capacity.get("cpu", 0)),
+        float(memory) * 2**20 if memory is not None else float(instance_type.capacity.get("memory", 0)),
+    )
+
+
+def _offering_labels(dimensions: tuple[str, str, str]) -> dict[str, str]:
+    instance_type, capacity_type, zone = dimensions
+    return {"instance_type": instance_type, "capacity_type": capacity_type, "zone": zone}
 
 
 @dataclass(slots=True)
@@ -204,12 +399,209 @@ class ClusterStateMetrics:
         return None
 
 
+@dataclass(slots=True)
+class NodeMetrics:
+    """Karpenter's per-node gauges and node counters (``metrics.node``, Karpenter's name).
+
+    Each pass replaces, for every Node, ``karpenter_nodes_allocatable``,
+    ``_total_pod_requests``, ``_total_pod_limits``, ``_total_daemon_requests``,
+    ``_total_daemon_limits`` and ``_system_overhead`` (one series per resource the
+    figure names), ``_current_lifetime_seconds``, and the cluster's
+    ``karpenter_cluster_utilization_percent`` per resource. A node's series
+    carry Karpenter's labels: one per well-known label (empty when the Node has
+    none), its name, its phase (the deprecated ``status.phase``, which karpy does
+    not read: always empty, as real kubelets leave it) and whether a NodePool
+    manages it. Pods that finished (Succeeded, Failed) count for nothing, as in
+    Karpenter's cluster state.
+
+    ``karpenter_nodes_created_total`` and ``_terminated_total`` are counted from
+    the changes handed out, as they happen: a NodeClaim becoming Registered
+    (Karpenter counts at registration) and a NodePool's Node leaving the cluster
+    (Karpenter counts when its termination finalizer lets it go). A Node leaving
+    also observes ``karpenter_nodes_termination_duration_seconds`` (since its
+    deletion was asked) and ``_lifetime_duration_seconds`` (since its creation),
+    and a NodeClaim leaving ``karpenter_nodeclaims_termination_duration_seconds``.
+
+    Karpenter's controller runs every 5 s whatever changed (``resync``), which
+    is what ``karpy run`` does: reacting to every pod change would recompute
+    every node's sums on every batch of a 10,000-pod scale-up. The simulator
+    has no resync (it would keep the virtual clock from settling): it passes
+    again when a Node or a pod's binding or phase changes.
+    """
+
+    cluster: ClusterReader
+    clock: Clock
+    metrics: Metrics
+    resync: float | None = None
+    name: str = "metrics.node"
+
+    def watches(self) -> list[Watch]:
+        watches = [Watch("Node", self._on_node), Watch("NodeClaim", self._on_nodeclaim)]
+        if self.resync is None:
+            watches.append(Watch("Pod", self._on_pod))
+        return watches
+
+    def _on_node(self, old: object | None, new: object | None) -> Iterable[str]:
+        if isinstance(old, Node) and new is None and LABEL_NODEPOOL in old.metadata.labels:
+            labels = old.metadata.labels
+            pool = labels[LABEL_NODEPOOL]
+            self.metrics.nodes_terminated.labels(nodepool=pool, zone=labels.get(LABEL_ZONE, "")).inc()
+            now = self.clock.now()
+            if old.metadata.deletion_timestamp is not None:
+                waited = max(0.0, now - old.metadata.deletion_timestamp)
+                self.metrics.nodes_termination_duration.labels(nodepool=pool).observe(waited)
+            if old.metadata.creation_timestamp is not None:
+                lived = max(0.0, now - old.metadata.creation_timestamp)
+                self.metrics.nodes_lifetime_duration.labels(nodepool=pool).observe(lived)
+        if self.resync is not None and old is not None and new is not None:
+            return ()  # the periodic pass sees it; arrivals and departures start one at once
+        return (PASS_KEY,)
+
+    def _on_nodeclaim(self, old: object | None, new: object | None) -> Iterable[str]:
+        registered = isinstance(new, NodeClaim) and new.registered
+        if registered and isinstance(old, NodeClaim) and isinstance(new, NodeClaim) and not old.registered:
+            self.metrics.nodes_created.labels(nodepool=new.nodepool, zone=new.zone).inc()
+        if isinstance(old, NodeClaim) and new is None and old.metadata.deletion_timestamp is not None:
+            waited = max(0.0, self.clock.now() - old.metadata.deletion_timestamp)
+            self.metrics.nodeclaims_termination_duration.labels(nodepool=old.nodepool).observe(waited)
+        return ()
+
+    @staticmethod
+    def _on_pod(old: object | None, new: object | None) -> Iterable[str]:
+        if isinstance(old, Pod) and isinstance(new, Pod):
+            if old.node_name == new.node_name and old.is_terminal == new.is_terminal:
+                return ()
+            return (PASS_KEY,) if new.node_name else ()
+        changed = new if new is not None else old
+        return (PASS_KEY,) if isinstance(changed, Pod) and changed.node_name else ()
+
+    def reconcile(self, key: str) -> float | None:
+        now = self.clock.now()
+        rows: dict[str, list[tuple[tuple[str, ...], float]]] = {figure: [] for figure in _NODE_FIGURES}
+        lifetimes: list[tuple[tuple[str, ...], float]] = []
+        allocatable_total: dict[str, int] = {}
+        requested_total: dict[str, int] = {}
+        for node in self.cluster.nodes():
+            base = tuple(node_metric_labels(node).values())
+            pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
+            daemons = [pod for pod in pods if pod.is_daemonset_pod]
+            requests = _sum(pod.spec.requests for pod in pods)
+            per_node = {
+                "allocatable": node.allocatable,
+                "pod_requests": requests,
+                "pod_limits": _sum(pod_limits(pod) for pod in pods),
+                "daemon_requests": _sum(pod.spec.requests for pod in daemons),
+                "daemon_limits": _sum(pod_limits(pod) for pod in daemons),
+                "system_overhead": subtract_amounts(node.capacity, node.allocatable),
+            }
+            for figure, amounts in per_node.items():
+                rows[figure].extend(
+                    ((*base, resource_type_label(name)), resource_value(name, amount))
+                    for name, amount in amounts.items()
+                )
+            created = node.metadata.creation_timestamp
+            lifetimes.append((base, max(0.0, now - created) if created is not None else 0.0))
+            _add_into(allocatable_total, node.allocatable)
+            _add_into(requested_total, requests)
+        m = self.metrics
+        m.nodes_allocatable.replace(rows["allocatable"])
+        m.nodes_pod_requests.replace(rows["pod_requests"])
+        m.nodes_pod_limits.replace(rows["pod_limits"])
+        m.nodes_daemon_requests.replace(rows["daemon_requests"])
+        m.nodes_daemon_limits.replace(rows["daemon_limits"])
+        m.nodes_system_overhead.replace(rows["system_overhead"])
+        m.nodes_lifetime.replace(lifetimes)
+        m.cluster_utilization.replace(
+            ({"resource_type": resource_type_label(name)}, 100 * requested_total.get(name, 0) / amount)
+            for name, amount in allocatable_total.items()
+            if amount
+        )
+        return self.resync
+
+
+_NODE_FIGURES = (
+    "allocatable",
+    "pod_requests",
+    "pod_limits",
+    "daemon_requests",
+    "daemon_limits",
+    "system_overhead",
+)
+
+
+def node_metric_labels(node: Node) -> dict[str, str]:
+    """A Node's labels on Karpenter's node metrics, in the order of :data:`NODE_LABEL_NAMES`."""
+    labels = node.metadata.labels
+    out = {
+        name: next((labels[key] for key in keys if labels.get(key)), "")
+        for name, keys in NODE_WELL_KNOWN_LABELS.items()
+    }
+    out["node_name"] = node.name
+    out["phase"] = ""
+    out["managed"] = "true" if labels.get(LABEL_NODEPOOL) else "false"
+    return out
+
+
+def pod_limits(pod: Pod) -> ResourceAmounts:
+    """A pod's limits as Karpenter sums them: its app containers' and sidecars', or an init container's
+    if larger, pod-level limits in place of those for what they name, plus the overhead."""
+    resources = pod.spec.resources
+    containers: ResourceAmounts = {}
+    sidecars: ResourceAmounts = {}
+    init_peak: ResourceAmounts = {}
+    for container in resources.containers:
+        if not container.init:
+            containers = add_amounts(containers, container.limits)
+        elif container.sidecar:
+            sidecars = add_amounts(sidecars, container.limits)
+            init_peak = max_amounts(init_peak, sidecars)
+        else:
+            init_peak = max_amounts(init_peak, add_amounts(sidecars, container.limits))
+    limits = max_amounts(add_amounts(containers, sidecars), init_peak) | dict(resources.pod_limits)
+    return add_amounts(limits, resources.overhead) if limits else {}
+
+
+def _add_into(total: dict[str, int], amounts: ResourceAmounts) -> None:
+    for name, amount in amounts.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _sum(amounts: Iterable[ResourceAmounts]) -> ResourceAmounts:
+    total: dict[str, int] = {}
+    for each in amounts:
+        _add_into(total, each)
+    return total
+
+
 def metrics_controllers(
-    cluster: ClusterReader, clock: Clock, metrics: Metrics
-) -> list[PodMetrics | NodePoolMetrics | ClusterStateMetrics]:
-    """The controllers that only record metrics, for a runtime to register."""
-    return [
-        PodMetrics(clock, metrics),
-        NodePoolMetrics(cluster, metrics),
+    cluster: ClusterReader,
+    clock: Clock,
+    metrics: Metrics,
+    cloud_for: Callable[[str], CloudProvider] | None = None,
+    *,
+    periodic: bool = True,
+) -> list[PodMetrics | NodePoolMetrics | ClusterStateMetrics | NodeMetrics | OfferingMetrics]:
+    """The controllers that only record metrics, for a runtime to register.
+
+    ``cloud_for`` (the cloud each controller calls) adds the cost and offering
+    metrics; ``periodic`` False leaves out the passes Karpenter makes whatever
+    changed (the simulator: see :class:`NodePoolMetrics`).
+    """
+    controllers: list[PodMetrics | NodePoolMetrics | ClusterStateMetrics | NodeMetrics | OfferingMetrics] = [
+        PodMetrics(clock, metrics, cluster),
+        NodePoolMetrics(
+            cluster,
+            metrics,
+            cloud_for(NODEPOOL_METRICS) if cloud_for is not None else None,
+            NODEPOOL_RESYNC if periodic else None,
+        ),
         ClusterStateMetrics(cluster, metrics),
+        NodeMetrics(cluster, clock, metrics, NODE_RESYNC if periodic else None),
     ]
+    if cloud_for is not None:
+        controllers.append(
+            OfferingMetrics(
+                cluster, cloud_for(OFFERING_METRICS), metrics, OFFERING_RESYNC if periodic else None
+            )
+        )
+    return controllers

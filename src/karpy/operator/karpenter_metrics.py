@@ -51,6 +51,14 @@ What is measured, and where:
 - ``karpenter_cluster_state_synced`` (1 once the caches have listed; ``karpy
   run`` sets it) and ``karpenter_cluster_state_node_count`` (Nodes in the
   cache).
+- Cost and capacity, recorded by :mod:`karpy.controllers.metering` (docs/run.md
+  has the table): ``karpenter_nodepools_cost_total{nodepool}`` (the $/h of a
+  NodePool's NodeClaims at karpy's prices, overlaid by NodeOverlays) and its
+  error counter; the AWS provider's offering price, availability and
+  instance-type size gauges; the per-node gauges (``karpenter_nodes_allocatable``,
+  ``_total_pod_requests``...) labelled by :data:`NODE_LABEL_NAMES`, the node
+  created and terminated counters, termination and lifetime durations, and
+  ``karpenter_pods_state``, one series per pod.
 - ``karpenter_build_info{version}``: constant 1.
 - ``karpy_provisioning_launch_loops_total``, karpy's own: each time provisioning
   stops launching for a workload caught in a launch loop
@@ -70,6 +78,7 @@ from karpy import __version__
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
+from karpy.api.requirements import WELL_KNOWN_LABELS
 from karpy.operator.metrics import Gauge, Registry
 
 NAMESPACE = "karpenter"
@@ -80,6 +89,46 @@ REASON_EXPIRED = "expired"
 REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 REASON_LIVENESS = "liveness"
 REASON_NODECLASS_NOT_READY = "nodeclass_not_ready"
+
+
+def well_known_label_name(key: str) -> str:
+    """A well-known label as Karpenter's node metrics name it: ``topology.kubernetes.io/zone`` -> ``zone``."""
+    return key.rpartition("/")[2].lower().replace("-", "_")
+
+
+# The labels of Karpenter's node metrics: one per well-known label (its name after the ``/``), the
+# core's and the providers' karpy serves (kwok's and AWS's: a kwok node of the AWS catalog carries
+# AWS's), then the node's name, phase and whether a NodePool manages it.
+NODE_WELL_KNOWN_LABELS: dict[str, tuple[str, ...]] = {
+    name: tuple(sorted(key for key in WELL_KNOWN_LABELS if well_known_label_name(key) == name))
+    for name in sorted({well_known_label_name(key) for key in WELL_KNOWN_LABELS})
+}
+NODE_LABEL_NAMES: tuple[str, ...] = (*NODE_WELL_KNOWN_LABELS, "node_name", "phase", "managed")
+
+# Karpenter's buckets of karpenter_nodes_lifetime_duration_seconds: 15 minutes to 30 days.
+_HOUR = 3600.0
+_DAY = 24 * _HOUR
+NODE_LIFETIME_BUCKETS: tuple[float, ...] = (
+    0.25 * _HOUR, 0.5 * _HOUR, 0.75 * _HOUR, _HOUR, 2 * _HOUR, 4 * _HOUR, 6 * _HOUR, 8 * _HOUR,
+    10 * _HOUR, 12 * _HOUR, 16 * _HOUR, 20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY,
+    15 * _DAY, 20 * _DAY, 25 * _DAY, 30 * _DAY,
+)  # fmt: skip
+
+POD_STATE_LABELS: tuple[str, ...] = (
+    "name",
+    "namespace",
+    "owner",
+    "node",
+    "scheduled",
+    "nodepool",
+    "zone",
+    "arch",
+    "capacity_type",
+    "instance_type",
+    "phase",
+    "ready",
+    "managed",
+)
 
 
 def reason_label(reason: str) -> str:
@@ -217,6 +266,119 @@ class Metrics:
         self.cluster_state_node_count = r.gauge(
             f"{NAMESPACE}_cluster_state_node_count", "Current count of nodes in cluster state"
         )
+        # Cost (alpha in Karpenter since v1.9): the $/h of each NodePool's NodeClaims at the offering
+        # prices karpy plans with, NodeOverlays applied when their gate is on (controllers/metering.py).
+        self.nodepools_cost = r.gauge(
+            f"{NAMESPACE}_nodepools_cost_total",
+            "Total cost of the nodepool from Karpenter's perspective. Units are determined by the cloud "
+            "provider. Not an authoritative source for billing. Includes modifications due to NodeOverlays",
+            ["nodepool"],
+        )
+        self.nodepools_cost_errors = r.counter(
+            f"{NAMESPACE}_nodepools_cost_tracker_errors_total",
+            "Number of errors encountered during cost tracking operations. Labeled by nodepool.",
+            ["nodepool"],
+        )
+        # The AWS provider's offering metrics, from whichever provider karpy runs.
+        offering = ["instance_type", "capacity_type", "zone"]
+        self.offering_available = r.gauge(
+            f"{NAMESPACE}_cloudprovider_instance_type_offering_available",
+            "Instance type offering availability, based on instance type, capacity type, and zone",
+            offering,
+        )
+        self.offering_price = r.gauge(
+            f"{NAMESPACE}_cloudprovider_instance_type_offering_price_estimate",
+            "Instance type offering estimated hourly price used when making informed decisions on node "
+            "cost calculation, based on instance type, capacity type, and zone.",
+            offering,
+        )
+        self.instance_type_cpu = r.gauge(
+            f"{NAMESPACE}_cloudprovider_instance_type_cpu_cores",
+            "VCPUs cores for a given instance type.",
+            ["instance_type"],
+        )
+        self.instance_type_memory = r.gauge(
+            f"{NAMESPACE}_cloudprovider_instance_type_memory_bytes",
+            "Memory, in bytes, for a given instance type.",
+            ["instance_type"],
+        )
+        # Nodes (pkg/metrics and pkg/controllers/metrics/node in Karpenter).
+        self.nodes_created = r.counter(
+            f"{NAMESPACE}_nodes_created_total",
+            "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone.",
+            ["nodepool", "zone"],
+        )
+        self.nodes_terminated = r.counter(
+            f"{NAMESPACE}_nodes_terminated_total",
+            "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
+            ["nodepool", "zone"],
+        )
+        self.nodes_termination_duration = r.summary(
+            f"{NAMESPACE}_nodes_termination_duration_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            ["nodepool"],
+        )
+        self.nodes_lifetime_duration = r.histogram(
+            f"{NAMESPACE}_nodes_lifetime_duration_seconds",
+            "The lifetime duration of the nodes since creation.",
+            ["nodepool"],
+            NODE_LIFETIME_BUCKETS,
+        )
+        self.nodeclaims_termination_duration = r.histogram(
+            f"{NAMESPACE}_nodeclaims_termination_duration_seconds",
+            "Duration of NodeClaim termination in seconds.",
+            ["nodepool"],
+            tuple(float(2**power) for power in range(12)),
+        )
+        per_resource = [*NODE_LABEL_NAMES, "resource_type"]
+        self.nodes_allocatable = r.gauge(
+            f"{NAMESPACE}_nodes_allocatable",
+            "Node allocatable are the resources allocatable by nodes.",
+            per_resource,
+        )
+        self.nodes_pod_requests = r.gauge(
+            f"{NAMESPACE}_nodes_total_pod_requests",
+            "Node total pod requests are the resources requested by pods bound to nodes, including the "
+            "DaemonSet pods.",
+            per_resource,
+        )
+        self.nodes_pod_limits = r.gauge(
+            f"{NAMESPACE}_nodes_total_pod_limits",
+            "Node total pod limits are the resources specified by pod limits, including the DaemonSet pods.",
+            per_resource,
+        )
+        self.nodes_daemon_requests = r.gauge(
+            f"{NAMESPACE}_nodes_total_daemon_requests",
+            "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
+            per_resource,
+        )
+        self.nodes_daemon_limits = r.gauge(
+            f"{NAMESPACE}_nodes_total_daemon_limits",
+            "Node total daemon limits are the resources specified by DaemonSet pod limits.",
+            per_resource,
+        )
+        self.nodes_system_overhead = r.gauge(
+            f"{NAMESPACE}_nodes_system_overhead",
+            "Node system daemon overhead are the resources reserved for system overhead, the difference "
+            "between the node's capacity and allocatable values are reported by the status.",
+            per_resource,
+        )
+        self.nodes_lifetime = r.gauge(
+            f"{NAMESPACE}_nodes_current_lifetime_seconds", "Node age in seconds", list(NODE_LABEL_NAMES)
+        )
+        self.cluster_utilization = r.gauge(
+            f"{NAMESPACE}_cluster_utilization_percent",
+            "Utilization of allocatable resources by pod requests",
+            ["resource_type"],
+        )
+        self.pods_state = r.gauge(
+            f"{NAMESPACE}_pods_state",
+            "Pod state is the current state of pods. This metric can be used several ways as it is labeled "
+            "by the pod name, namespace, owner, node, whether the pod is scheduled, nodepool name, zone, "
+            "architecture, capacity type, instance type, pod phase, pod readiness, and whether the node is "
+            "Karpenter-managed.",
+            list(POD_STATE_LABELS),
+        )
         # controller-runtime's own, which Karpenter exposes too: one series per controller.
         self.reconcile_time = r.histogram(
             "controller_runtime_reconcile_time_seconds",
@@ -304,3 +466,4 @@ class Metrics:
     def nodepool_gone(self, name: str) -> None:
         self.nodepools_usage.remove_matching(nodepool=name)
         self.nodepools_limit.remove_matching(nodepool=name)
+        self.nodepools_cost.remove_matching(nodepool=name)

@@ -175,6 +175,9 @@ class _Family(Generic[S]):
         self.label_names = tuple(label_names)
         self._lock = registry.lock
         self._series: dict[LabelValues, S] = {}
+        # Each series' label text as last rendered (value families): a scrape of tens of thousands
+        # of series with thirty labels each formats only the series that are new since the last.
+        self._label_text: dict[LabelValues, str] = {}
         if not self.label_names:
             self._series[()] = self._new_series()
 
@@ -239,6 +242,22 @@ class _ValueFamily(_Family[_Value]):
 
     def _render_series(self, out: list[str], labels: list[tuple[str, str]], series: _Value) -> None:
         out.append(f"{self.name}{format_labels(labels)} {format_value(series.value)}")
+
+    def render(self, out: list[str]) -> None:
+        if not self._series:
+            self._label_text = {}
+            return
+        out.append(f"# HELP {self.name} {escape_help(self.help)}")
+        out.append(f"# TYPE {self.name} {self.type_name}")
+        known = self._label_text
+        rendered: dict[LabelValues, str] = {}
+        for key in sorted(self._series):
+            text = known.get(key)
+            if text is None:
+                text = format_labels(list(zip(self.label_names, key, strict=True)))
+            rendered[key] = text
+            out.append(f"{self.name}{text} {format_value(self._series[key].value)}")
+        self._label_text = rendered
 
     def value(self, **values: str) -> float:
         """The current value of a series (0 if it does not exist)."""
@@ -314,6 +333,35 @@ class Gauge(_ValueFamily):
 
     def dec(self, amount: float = 1.0) -> None:
         self.labels().dec(amount)
+
+    def replace(
+        self, values: Iterable[tuple[Mapping[str, str] | LabelValues, float]], **matching: str
+    ) -> None:
+        """Replace every series whose labels include ``matching`` (all, when none) by ``values``, at once.
+
+        A scrape sees either the old series or the new, never an empty family
+        in between (as a :meth:`remove_matching` then sets would let it). Each
+        value's labels are a mapping (to which ``matching`` is added) or, for
+        the many series of one pass, every label value in declaration order.
+        """
+        unknown = set(matching) - set(self.label_names)
+        if unknown:
+            raise MetricError(f"{self.name}: unknown labels {sorted(unknown)}")
+        fresh: dict[LabelValues, _Value] = {}
+        width = len(self.label_names)
+        for labels, value in values:
+            if isinstance(labels, tuple):
+                if len(labels) != width:
+                    raise MetricError(f"{self.name}: expected {width} label values, got {labels}")
+                key = labels
+            else:
+                key = self._key({**labels, **matching})
+            fresh.setdefault(key, _Value()).value = float(value)
+        positions = [(self.label_names.index(label), value) for label, value in matching.items()]
+        with self._lock:
+            for key in [k for k in self._series if all(k[i] == v for i, v in positions)]:
+                del self._series[key]
+            self._series.update(fresh)
 
 
 class HistogramSeries(_Handle["Histogram"]):

@@ -201,11 +201,11 @@ class SimulatedKubelet:
             start_at = self._bound_at.get(pod.key, now) + self.settings.pod_start_delay
             if now < start_at:
                 return start_at - now
-            pod = self.cluster.update(pod.with_changes(phase=POD_RUNNING, start_time=now))
+            pod = self.cluster.update(pod.with_changes(phase=POD_RUNNING, start_time=now, ready=True))
         finish_at = self.finishes_at(pod)
         if finish_at is None:
             return None
         if now < finish_at:
             return finish_at - now
-        self.cluster.update(pod.with_changes(phase=POD_SUCCEEDED))
+        self.cluster.update(pod.with_changes(phase=POD_SUCCEEDED, ready=False))
         return None

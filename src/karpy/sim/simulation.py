@@ -195,6 +195,7 @@ class Simulation:
             static_capacity=self.settings.static_capacity,
             node_repair=self.settings.node_repair,
             node_overlays=self.settings.node_overlays,
+            periodic_metrics=False,
         )
         self.provisioner = core.provisioner
         self.provisioner.refusals.subscribe(self.runtime.on_change)

@@ -36,7 +36,14 @@ rule every karpy cloud shares (:mod:`karpy.disruption.nodeclass_drift`).
 The Node is created the way a kubelet registers: the instance type's labels,
 the zone and capacity type, the NodeClaim's labels and ``kubernetes.io/hostname``;
 the NodeClaim's taints and startup taints plus ``karpenter.sh/unregistered``
-(which the NodeClaim lifecycle controller lifts on registration). A Node's
+(which the NodeClaim lifecycle controller lifts on registration). Its capacity
+and allocatable are the instance type's, plus the extended resources
+NodeOverlays give the type in the NodeClaim's pool (``extended_resources``,
+set by ``karpy run`` with the NodeOverlay gate): on a real instance a device
+plugin reports those, and a kwok node has none, so without them kube-scheduler
+would never bind the pods karpy launched the node for. (Karpenter's kwok
+provider puts the NodeClaim's requested resources on the Node instead, which
+covers the extended resources its pods asked for, not the overlay's amount.) A Node's
 capacity and allocatable live in its status, which the cluster writer sends
 with the Node in one request, as a kubelet registers (written afterwards, it
 would race the fake kubelet, which fills in a default capacity for a Node it
@@ -62,6 +69,7 @@ import builtins
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -81,6 +89,7 @@ from karpy.api.nodeclaim import (
 from karpy.api.nodeclass import KWOKNodeClass, NodeClass
 from karpy.api.nodeclass_hash import NodeClassHash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
+from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -178,6 +187,9 @@ class KwokCloudProvider:
             KwokInstanceTypes.AWS: (frozenset(), self.instance_types),
             KwokInstanceTypes.KARPENTER: (frozenset(), self.karpenter_instance_types),
         }
+        # The extended resources NodeOverlays add to an instance type of a NodePool (pool, type):
+        # what its device plugins would report, put on the Node it registers (None: the gate is off).
+        self.extended_resources: Callable[[str, str], ResourceAmounts] | None = None
         self._lock = threading.Lock()
         # Boots not done yet, with what cancels each (a delayed boot's timer, a pool job).
         self._pending: dict[str, tuple[KwokLaunch, _Cancellable]] = {}
@@ -340,6 +352,9 @@ class KwokCloudProvider:
             *nodeclaim.spec.startup_taints,
             Taint(UNREGISTERED_TAINT_KEY, NO_EXECUTE),
         )
+        extended: ResourceAmounts = {}
+        if self.extended_resources is not None:
+            extended = self.extended_resources(nodeclaim.nodepool, instance_type.name)
         node = Node(
             metadata=ObjectMeta(
                 name=nodeclaim.name,
@@ -348,8 +363,8 @@ class KwokCloudProvider:
             ),
             provider_id=provider_id_for(nodeclaim.name),
             taints=taints,
-            capacity=dict(instance_type.capacity),
-            allocatable=dict(instance_type.allocatable),
+            capacity={**instance_type.capacity, **extended},
+            allocatable={**instance_type.allocatable, **extended},
         )
         return KwokLaunch(node=node, instance_type=instance_type, labels=labels)
 
