@@ -132,6 +132,17 @@ class CloudProvider(Protocol):
 
 
 @runtime_checkable
+class ReservationMarking(Protocol):
+    """A provider that launches into capacity reservations (the AWS provider and the simulated cloud).
+
+    An interruptible reservation whose capacity EC2 reclaims is marked used
+    up, by id, so nothing more is launched into it until EC2 is read again.
+    """
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None: ...
+
+
+@runtime_checkable
 class NodeClassHashing(Protocol):
     """A provider whose NodeClaims carry their node class' hash (every provider karpy ships).
 

@@ -31,6 +31,7 @@ from karpy.cloud.provider import (
     NodeClassNotReadyError,
     NodeClassProblem,
     RepairPolicy,
+    ReservationMarking,
 )
 from karpy.controllers.state import nodepool_resources
 from karpy.operator.cluster import Clock, ClusterReader
@@ -113,6 +114,10 @@ class MeteredCloudProvider:
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         # Bookkeeping inside the provider, not a call to the cloud: not metered.
         self.cloud.mark_offering_unavailable(instance_type, zone, capacity_type)
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        if isinstance(self.cloud, ReservationMarking):
+            self.cloud.mark_reservation_unavailable(reservation_id)
 
 
 # -- controllers that only record metrics ---------------------------------------
