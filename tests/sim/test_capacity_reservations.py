@@ -15,7 +15,13 @@ from karpy.api.requirements import (
     AWS_LABEL_CAPACITY_RESERVATION_TYPE,
     LABEL_CAPACITY_TYPE,
 )
-from karpy.sim.cloud import SimulatedCloudSettings, SimulatedReservation
+from karpy.operator.interruption import KIND_CAPACITY_RESERVATION_INTERRUPTION
+from karpy.sim.cloud import (
+    RESERVATION_INTERRUPTION,
+    Interruption,
+    SimulatedCloudSettings,
+    SimulatedReservation,
+)
 from karpy.sim.report import reservation_cost_of
 from karpy.sim.simulation import Simulation, SimulationSettings
 
@@ -178,3 +184,41 @@ def test_the_example_prints_the_cost_with_and_without_the_overlay_and_the_reserv
     # With it, two c5.2xlarge run in the reservation, priced near zero: the nodes cost far less.
     assert float(peaks[""].split("/")[0]) < 0.2
     assert float(peaks["NodeOverlay=false"].split("/")[0]) < 0.2
+
+
+def test_an_interruptible_reservations_warning_replaces_its_node_and_marks_the_reservation_used_up() -> None:
+    held = SimulatedReservation(
+        StatusCapacityReservation(
+            id="cr-0api", instance_type="c5.2xlarge", zone="us-east-1a", interruptible=True
+        ),
+        2,
+        {"team": "api"},
+    )
+    sim = simulation(held, replicas=8)
+    sim.run(300)
+    [claim] = [c for c in sim.nodeclaims() if c.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"]
+    sim.cloud.settings.interruptions.append(
+        Interruption(at=sim.clock.now() - sim.cloud.start + 1, kind=RESERVATION_INTERRUPTION)
+    )
+    sim.interruptions.schedule()
+    sim.run(600)
+    assert sim.cluster.nodeclaim(claim.name) is None
+    [record] = sim.interruptions.records
+    assert record.message_kind == KIND_CAPACITY_RESERVATION_INTERRUPTION
+    # The reservation took its slot back and is marked used up: the replacement is on-demand.
+    assert sim.cloud.reservations.count("cr-0api") == 0
+    kinds = by_capacity_type(sim)
+    assert "reserved" not in kinds and kinds["on-demand"]
+    assert not sim.cluster.has_pending_pods()
+
+
+def test_nodes_of_an_expiring_capacity_block_are_replaced_before_its_end() -> None:
+    sim = simulation(reservation(2, until=3600.0, kind="capacity-block"), replicas=8)
+    sim.run(300)
+    [claim] = [c for c in sim.nodeclaims() if c.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"]
+    assert sim.cloud.reservations_expiring_at() == {"cr-0api": sim.cloud.start + 20 * 60}
+    sim.run(25 * 60, until_steady=False)
+    # Deleted 40 minutes before the end (Karpenter's capacityreservation.expiration), pods moved on.
+    assert sim.cluster.nodeclaim(claim.name) is None
+    assert "reserved" not in by_capacity_type(sim)
+    assert not sim.cluster.has_pending_pods()

@@ -119,6 +119,11 @@ class MeteredCloudProvider:
         if isinstance(self.cloud, ReservationMarking):
             self.cloud.mark_reservation_unavailable(reservation_id)
 
+    def reservations_expiring_at(self) -> dict[str, float]:
+        if isinstance(self.cloud, ReservationMarking):
+            return self.cloud.reservations_expiring_at()
+        return {}
+
 
 # -- controllers that only record metrics ---------------------------------------
 

@@ -166,6 +166,11 @@ class OverlaidCloudProvider:
         if isinstance(self.cloud, ReservationMarking):
             self.cloud.mark_reservation_unavailable(reservation_id)
 
+    def reservations_expiring_at(self) -> dict[str, float]:
+        if isinstance(self.cloud, ReservationMarking):
+            return self.cloud.reservations_expiring_at()
+        return {}
+
 
 class NodeOverlayController:
     """Evaluates the NodeOverlays, writes their conditions and publishes the result (one key for all)."""

@@ -57,6 +57,7 @@ from karpy.api.nodeclass import (
 from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
+    AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
     CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
@@ -77,6 +78,8 @@ from karpy.cloud.provider import (
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
 from karpy.cloud.reservations import (
+    CAPACITY_BLOCK_EXPIRING_WINDOW,
+    RESERVATION_TYPE_CAPACITY_BLOCK,
     ReservationAvailability,
     reservation_labels,
     reservation_state,
@@ -129,7 +132,11 @@ SPOT_INTERRUPTION = "spot-interruption"
 REBALANCE = "rebalance"
 STATE_CHANGE = "state-change"
 SCHEDULED_CHANGE = "scheduled-change"
-INTERRUPTION_KINDS = (SPOT_INTERRUPTION, REBALANCE, STATE_CHANGE, SCHEDULED_CHANGE)
+RESERVATION_INTERRUPTION = "capacity-reservation-interruption"
+INTERRUPTION_KINDS = (SPOT_INTERRUPTION, REBALANCE, STATE_CHANGE, SCHEDULED_CHANGE, RESERVATION_INTERRUPTION)
+# Kinds whose instances the cloud takes back after the notice (a spot instance, or one in an
+# interruptible capacity reservation).
+RECLAIMING_KINDS = (SPOT_INTERRUPTION, RESERVATION_INTERRUPTION)
 # A spot instance is reclaimed this long after its interruption warning, as on EC2.
 SPOT_INTERRUPTION_NOTICE = 120.0
 
@@ -140,7 +147,8 @@ class Interruption:
 
     The instances are those of ``instance_types`` in ``zones`` (empty: any),
     spot ones only for a spot interruption or a rebalance recommendation
-    (EC2 sends those for spot instances alone); of these, the ``count``
+    (EC2 sends those for spot instances alone), instances in an interruptible
+    capacity reservation only for a capacity reservation interruption; of these, the ``count
     oldest, or the oldest ``fraction`` of them rounded up (all of them when
     neither is given): a fixed choice, so a run is repeatable.
     """
@@ -161,6 +169,8 @@ class Interruption:
     def describe_instances(self) -> str:
         """Which instances it is about, in words: ``spot instance of m5.large in us-east-1a``."""
         words = "spot instance" if self.spot_only else "instance"
+        if self.kind == RESERVATION_INTERRUPTION:
+            words = "instance in an interruptible capacity reservation"
         if self.instance_types:
             words += f" of {', '.join(self.instance_types)}"
         if self.zones:
@@ -175,6 +185,10 @@ class Interruption:
                 if (not self.instance_types or instance.instance_type.name in self.instance_types)
                 and (not self.zones or instance.zone in self.zones)
                 and (instance.capacity_type == CAPACITY_TYPE_SPOT or not self.spot_only)
+                and (
+                    self.kind != RESERVATION_INTERRUPTION
+                    or instance.labels.get(AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE) == "true"
+                )
             ),
             key=lambda instance: (instance.launched_at, instance.provider_id),
         )
@@ -378,6 +392,23 @@ class SimulatedCloud:
 
     def mark_reservation_unavailable(self, reservation_id: str) -> None:
         self.reservations.mark_unavailable(reservation_id)
+
+    def reservations_expiring_at(self) -> dict[str, float]:
+        """Each Capacity Block held, with when it is expiring (in cluster time)."""
+        if not self.settings.reserved_capacity:
+            return {}
+        return {
+            held.reservation.id: self.start + held.reservation.end_time - CAPACITY_BLOCK_EXPIRING_WINDOW
+            for held in self.settings.capacity_reservations
+            if held.reservation.reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK
+            and held.reservation.end_time is not None
+        }
+
+    def take_back_reserved(self, provider_id: str) -> None:
+        """An interruptible reservation takes the instance's slot back: its end frees nothing."""
+        instance = self.instances.get(provider_id)
+        if instance is not None and instance.reservation_id:
+            self.instances[provider_id] = dataclasses.replace(instance, reservation_id="")
 
     def instance_types_for(self, node_class: NodeClass) -> list[InstanceType]:
         reservations = self.reservations_for(node_class)

@@ -45,6 +45,7 @@ from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.provider import InsufficientCapacityError
 from karpy.cloud.reservations import RESERVED_PRICE_DIVISOR
 from karpy.controllers.interruption import InterruptionController
+from karpy.controllers.reservation_expiration import CapacityBlockExpiration
 from karpy.operator.interruption import KIND_CAPACITY_RESERVATION_INTERRUPTION, InterruptionMessage
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
@@ -152,13 +153,37 @@ def test_the_status_controller_writes_the_reservations_and_sets_the_providers_co
 
 
 def _reserved_harness(
-    aws: AwsWorld, proxy: FaultProxy, *, count: int = 2, known: int | None = None
+    aws: AwsWorld,
+    proxy: FaultProxy,
+    *,
+    count: int = 2,
+    known: int | None = None,
+    block_ends: float | None = None,
 ) -> Harness:
-    """A harness whose class lists reservation cr-0aaa (m5.large, us-east-1a); EC2 holds ``count`` free."""
-    proxy.add_capacity_reservation("cr-0aaa", "m5.large", "us-east-1a", count, interruptible=True)
+    """A harness whose class lists reservation cr-0aaa (m5.large, us-east-1a); EC2 holds ``count`` free.
+
+    Interruptible, or with ``block_ends`` a Capacity Block ending then.
+    """
+    kind = "default" if block_ends is None else "capacity-block"
+    interruptible = block_ends is None
+    proxy.add_capacity_reservation(
+        "cr-0aaa",
+        "m5.large",
+        "us-east-1a",
+        count,
+        interruptible=interruptible,
+        reservation_type=kind,
+        end=block_ends,
+    )
     harness = Harness(aws, proxy)
     reservation = StatusCapacityReservation(
-        id="cr-0aaa", instance_type="m5.large", zone="us-east-1a", owner_id="123456789012", interruptible=True
+        id="cr-0aaa",
+        instance_type="m5.large",
+        zone="us-east-1a",
+        owner_id="123456789012",
+        interruptible=interruptible,
+        reservation_type=kind,
+        end_time=block_ends,
     )
     node_class = harness.node_class
     harness.node_class = harness.cluster.update_status(
@@ -318,3 +343,26 @@ def test_an_interruptible_reservations_warning_on_the_queue_deletes_the_node_and
     assert reserved.provider.reservations.count("cr-0aaa") == 0
     left = reserved.cluster.nodeclaim(launched.name)
     assert left is None or left.metadata.deleting
+
+
+def test_a_nodeclaim_in_a_capacity_block_is_deleted_40_minutes_before_its_end(
+    aws: AwsWorld, proxy: FaultProxy
+) -> None:
+    ends = time.time() + 3600
+    harness = _reserved_harness(aws, proxy, block_ends=ends)
+    try:
+        launched = harness.launch(harness.nodeclaim("block", types=("m5.large",), capacity_types=RESERVED))
+        assert launched.metadata.labels[AWS_LABEL_CAPACITY_RESERVATION_TYPE] == "capacity-block"
+        assert _template_data(harness, launched)["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+        harness.cluster.update_status(harness.cluster.update(launched))
+        assert harness.provider.reservations_expiring_at() == {"cr-0aaa": ends - 40 * 60}
+        controller = CapacityBlockExpiration(harness.cluster, harness.provider, harness.clock)
+        wait = controller.reconcile(controller.KEY)
+        assert wait == pytest.approx(ends - 40 * 60 - harness.clock.now())
+        assert harness.cluster.nodeclaim(launched.name) is not None
+        harness.clock.advance(wait)
+        assert controller.reconcile(controller.KEY) is None
+        left = harness.cluster.nodeclaim(launched.name)
+        assert left is None or left.metadata.deleting
+    finally:
+        harness.provider.close()

@@ -145,6 +145,8 @@ from karpy.cloud.provider import (
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
 from karpy.cloud.reservations import (
+    CAPACITY_BLOCK_EXPIRING_WINDOW,
+    RESERVATION_TYPE_CAPACITY_BLOCK,
     Reservation,
     ReservationAvailability,
     reservation_labels,
@@ -593,6 +595,25 @@ class AwsCloudProvider:
         if reservation_id:
             self.reservations.mark_terminated(reservation_id)  # its slot is free again
         log.info("terminating instance %s of NodeClaim %s", instance_id, nodeclaim.name)
+
+    def reservations_expiring_at(self) -> dict[str, float]:
+        """Each Capacity Block some NodeClaim runs in, with when it is expiring (reconcile thread)."""
+        expiring: dict[str, float] = {}
+        if not self.settings.reserved_capacity:
+            return expiring
+        refs = {
+            nodeclaim.spec.node_class_ref
+            for nodeclaim in self.cluster.nodeclaims()
+            if AWS_LABEL_CAPACITY_RESERVATION_ID in nodeclaim.metadata.labels
+        }
+        for ref in refs:
+            node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+            if not isinstance(node_class, EC2NodeClass):
+                continue
+            for reservation in node_class.status.capacity_reservations:
+                if reservation.reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK and reservation.end_time:
+                    expiring[reservation.id] = reservation.end_time - CAPACITY_BLOCK_EXPIRING_WINDOW
+        return expiring
 
     def mark_reservation_unavailable(self, reservation_id: str) -> None:
         """An interruptible reservation reclaims its capacity: nothing more goes into it until EC2 says so."""
