@@ -358,7 +358,7 @@ def test_a_nodeclaim_in_a_capacity_block_is_deleted_40_minutes_before_its_end(
         assert harness.provider.reservations_expiring_at() == {"cr-0aaa": ends - 40 * 60}
         controller = CapacityBlockExpiration(harness.cluster, harness.provider, harness.clock)
         wait = controller.reconcile(controller.KEY)
-        assert wait == pytest.approx(ends - 40 * 60 - harness.clock.now())
+        assert wait is not None and wait == pytest.approx(ends - 40 * 60 - harness.clock.now())
         assert harness.cluster.nodeclaim(launched.name) is not None
         harness.clock.advance(wait)
         assert controller.reconcile(controller.KEY) is None
