@@ -19,7 +19,6 @@ from karpy.api.nodeclass import (
     BOTTLEROCKET_PODS_PER_CORE_MESSAGE,
     CONTEXT_UNSUPPORTED_MESSAGE,
     ONE_CLUSTER_DNS_MESSAGE,
-    RESERVATIONS_UNSUPPORTED_MESSAGE,
     SSM_PARAMETER_UNSUPPORTED_MESSAGE,
     USER_DATA_ONLY_KUBELET_FIELDS,
     ami_family_alias_message,
@@ -697,19 +696,6 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     ("limit-fraction-as-number", pool({"limits": {"cpu": 0.5}}), "spec.limits.cpu"),
     ("kubelet-max-pods-over-int32", kubelet({"maxPods": 2**31}), "format int32"),
     # Fields karpy keeps the shape of but refuses: nothing of karpy's would act on them.
-    (
-        "reservations-refused",
-        node_class(
-            {
-                "capacityReservationSelectorTerms": [
-                    {"id": "cr-0abc"},
-                    {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
-                    {"instanceMatchCriteria": "open"},
-                ]
-            }
-        ),
-        RESERVATIONS_UNSUPPORTED_MESSAGE,
-    ),
     ("context-refused", node_class({"context": "ctx-0abc"}), CONTEXT_UNSUPPORTED_MESSAGE),
     *(
         (
@@ -971,6 +957,18 @@ GOOD_OBJECTS: list[tuple[str, dict[str, Any]]] = [
         ),
     ),
     ("reservations-none", node_class({"capacityReservationSelectorTerms": []})),
+    (
+        "reservations-by-id-tags-and-criteria",
+        node_class(
+            {
+                "capacityReservationSelectorTerms": [
+                    {"id": "cr-0abc"},
+                    {"tags": SELECTOR_TAGS, "ownerID": "123456789012"},
+                    {"instanceMatchCriteria": "open"},
+                ]
+            }
+        ),
+    ),
     (
         "one-root-volume-and-a-snapshot",
         node_class(

@@ -30,6 +30,8 @@ def test_the_page_has_an_example_per_step_cloud_setting_and_workload_kind() -> N
         assert field in text
     for field in ("launchErrors:", "registrationFailures:", "interruptions:", "nodeFailures:", "jobs:"):
         assert field in text
+    for field in ("capacityReservations:",):
+        assert field in text
     for kind in ("Job", "CronJob", "StatefulSet", "PriorityClass", "Namespace"):
         assert f"kind: {kind}\n" in text
 

@@ -222,7 +222,8 @@ def test_the_node_repair_gate_reaches_the_disruption_controller(monkeypatch: pyt
         (
             "TerminateFirstRepair=true",
             "FEATURE_GATES: unknown feature gate 'TerminateFirstRepair'"
-            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity, NodeRepair, NodeOverlay)",
+            " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity, NodeRepair, NodeOverlay,"
+            " ReservedCapacity)",
         ),
         (
             "SpotToSpotConsolidation",

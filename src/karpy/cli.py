@@ -276,6 +276,7 @@ def simulate(args: argparse.Namespace) -> int:
             settings.static_capacity = gates.static_capacity
             settings.node_repair = gates.node_repair
             settings.node_overlays = gates.node_overlay
+            settings.cloud.reserved_capacity = gates.reserved_capacity
         if node_overhead_cost is not None:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, node_overhead_cost=node_overhead_cost

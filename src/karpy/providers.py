@@ -162,7 +162,13 @@ class AwsStack:
         from karpy.controllers.interruption import InterruptionController
 
         controllers: list[Controller] = [
-            EC2NodeClassStatusController(self.cluster, self.client, self.clock, settings=self.settings),
+            EC2NodeClassStatusController(
+                self.cluster,
+                self.client,
+                self.clock,
+                settings=self.settings,
+                reservations=self.provider.reservations,
+            ),
             LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
             InstanceProfileCleanup(self.cluster, self.client, self.settings),
             PricingRefresher(self.client, self.provider, self.clock, metrics=self.metrics),
@@ -240,6 +246,7 @@ def aws_settings(options: RunOptions, environ: Mapping[str, str]) -> AwsSettings
         cluster_endpoint=options.cluster_endpoint,
         cluster_ca_bundle=options.cluster_ca_bundle,
         launch_concurrency=options.aws_launch_concurrency,
+        reserved_capacity=options.feature_gates.reserved_capacity,
     )
 
 

@@ -76,6 +76,9 @@ FEATURE_GATES: dict[str, bool] = {
     # NodeOverlays (karpenter.sh/v1alpha1) are watched and applied to prices and capacities; off, as in
     # Karpenter (alpha).
     "NodeOverlay": False,
+    # Capacity reservations (EC2NodeClass capacityReservationSelectorTerms) are resolved, offered as
+    # capacity type reserved and launched into; on, as in Karpenter since v1.6.
+    "ReservedCapacity": True,
 }
 
 
@@ -206,6 +209,8 @@ class FeatureGates:
     """NodeRepair: nodes unhealthy by the cloud provider's repair policies are replaced."""
     node_overlay: bool = FEATURE_GATES["NodeOverlay"]
     """NodeOverlay: NodeOverlays are watched and applied wherever nodes are priced or sized."""
+    reserved_capacity: bool = FEATURE_GATES["ReservedCapacity"]
+    """ReservedCapacity: capacity reservations are offered as capacity type reserved and launched into."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +306,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         "StaticCapacity": base.static_capacity,
         "NodeRepair": base.node_repair,
         "NodeOverlay": base.node_overlay,
+        "ReservedCapacity": base.reserved_capacity,
     }
     for item in text.split(","):
         if not item.strip():
@@ -319,6 +325,7 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         static_capacity=gates["StaticCapacity"],
         node_repair=gates["NodeRepair"],
         node_overlay=gates["NodeOverlay"],
+        reserved_capacity=gates["ReservedCapacity"],
     )
 
 

@@ -28,7 +28,6 @@ from karpy.api.crds import all_crds
 from karpy.api.fields import UNSUPPORTED_FIELDS
 from karpy.api.nodeclass import (
     CONTEXT_UNSUPPORTED_MESSAGE,
-    RESERVATIONS_UNSUPPORTED_MESSAGE,
     SSM_PARAMETER_UNSUPPORTED_MESSAGE,
 )
 from karpy.api.taints import TIME_ADDED_UNSUPPORTED_MESSAGE
@@ -44,6 +43,8 @@ SIZING = "karpy.cloud.aws_catalog:instance_type_from_entry"
 USER_DATA = "karpy.cloud.aws.userdata:render_user_data"
 TEMPLATE = "karpy.cloud.aws.launchtemplates:LaunchOptions.template_data"
 BLOCK_DEVICE = "karpy.cloud.aws.launchtemplates:_block_device"
+RESERVATIONS = "karpy.cloud.aws.resolution:capacity_reservations"
+RESERVATION_FILTERS = "karpy.cloud.aws.resolution:_reservation_filters"
 
 
 def _claim_spec(prefix: str) -> dict[str, str]:
@@ -147,6 +148,11 @@ OWNERS: dict[str, dict[str, str]] = {
         "spec.blockDeviceMappings[].ebs.throughput": BLOCK_DEVICE,
         "spec.blockDeviceMappings[].ebs.volumeInitializationRate": BLOCK_DEVICE,
         "spec.blockDeviceMappings[].ebs.volumeSize": BLOCK_DEVICE,
+        "spec.capacityReservationSelectorTerms": RESERVATIONS,
+        "spec.capacityReservationSelectorTerms[].tags": RESERVATION_FILTERS,
+        "spec.capacityReservationSelectorTerms[].id": RESERVATIONS,
+        "spec.capacityReservationSelectorTerms[].ownerID": RESERVATION_FILTERS,
+        "spec.capacityReservationSelectorTerms[].instanceMatchCriteria": RESERVATION_FILTERS,
         "spec.blockDeviceMappings[].ebs.volumeType": BLOCK_DEVICE,
         "spec.metadataOptions": TEMPLATE,
         "spec.metadataOptions.httpEndpoint": TEMPLATE,
@@ -165,10 +171,6 @@ _TIMED_TAINTS = {
     for field in ("taints", "startupTaints")
     for prefix in ("spec.", "spec.template.spec.")
 }
-_RESERVATIONS = {
-    f"spec.capacityReservationSelectorTerms{sub}": RESERVATIONS_UNSUPPORTED_MESSAGE
-    for sub in ("", "[].tags", "[].id", "[].ownerID", "[].instanceMatchCriteria")
-}
 REFUSED: dict[str, dict[str, str]] = {
     "NodePool": {
         path: message for path, message in _TIMED_TAINTS.items() if path.startswith("spec.template")
@@ -179,7 +181,6 @@ REFUSED: dict[str, dict[str, str]] = {
     "EC2NodeClass": {
         "spec.context": CONTEXT_UNSUPPORTED_MESSAGE,
         "spec.amiSelectorTerms[].ssmParameter": SSM_PARAMETER_UNSUPPORTED_MESSAGE,
-        **_RESERVATIONS,
     },
     "KWOKNodeClass": {},
 }

@@ -18,7 +18,23 @@ every request to the upstream endpoint unchanged, except what its rules say:
   forwarded (the server is threaded, so concurrent calls wait concurrently);
 - **a call log** (:attr:`FaultProxy.calls`): the action of every request and,
   for CreateFleet, the ``karpenter.sh/nodeclaim`` tag value, so tests count
-  calls per NodeClaim.
+  calls per NodeClaim;
+- **capacity reservations** (:meth:`FaultProxy.add_capacity_reservation`):
+  moto has no capacity reservation API at all, so the proxy is EC2 for it:
+  it answers ``DescribeCapacityReservations`` from its table (ids, and the
+  ``state``, ``owner-id``, ``tag:``/``tag-key`` and ``instance-match-criteria``
+  filters Karpenter sends; an unknown id is EC2's
+  ``InvalidCapacityReservationId.NotFound``), remembers which launch template
+  targets which reservation (``CapacityReservationTarget`` in
+  ``CreateLaunchTemplate``), answers a CreateFleet override from a template
+  targeting a reservation with no instances left (or of another type or zone)
+  with EC2's ``ReservationCapacityExceeded``, takes one instance off the
+  reservation for each instance moto launches from such a template, adds
+  ``capacityReservationId`` to those instances in ``DescribeInstances``, and
+  gives the slot back on ``TerminateInstances``. A proxy rather than
+  botocore's Stubber, because the provider's calls then go through the real
+  SDK over HTTP like every other call of these tests, and the launch that
+  consumes a reservation is moto's real CreateFleet.
 
 Only the EC2 query protocol (form-encoded POST bodies, XML answers) is
 rewritten; other services pass through untouched.
@@ -38,6 +54,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from xml.sax.saxutils import escape
+
+import boto3
+from botocore.exceptions import ClientError
 
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -142,6 +161,67 @@ def _error_item(override: dict[str, str], template: dict[str, str], capacity_typ
     )
 
 
+@dataclass
+class ReservationRecord:
+    """One capacity reservation as the proxy's EC2 holds it."""
+
+    id: str
+    instance_type: str
+    zone: str
+    total: int
+    available: int
+    reservation_type: str = "default"
+    interruptible: bool = False
+    instance_match_criteria: str = "targeted"
+    owner_id: str = "123456789012"
+    end: float | None = None  # seconds since the epoch
+    state: str = "active"
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, filters: dict[str, list[str]]) -> bool:
+        for name, values in filters.items():
+            if name == "state" and self.state not in values:
+                return False
+            if name == "owner-id" and self.owner_id not in values:
+                return False
+            if name == "instance-match-criteria" and self.instance_match_criteria not in values:
+                return False
+            if name == "tag-key" and not set(values) & set(self.tags):
+                return False
+            if name.startswith("tag:") and self.tags.get(name.removeprefix("tag:")) not in values:
+                return False
+        return True
+
+    def xml(self) -> str:
+        end = (
+            "<endDate>" + time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(self.end)) + "</endDate>"
+            if self.end is not None
+            else ""
+        )
+        tags = "".join(
+            f"<item><key>{escape(key)}</key><value>{escape(value)}</value></item>"
+            for key, value in self.tags.items()
+        )
+        return (
+            f"<item><capacityReservationId>{self.id}</capacityReservationId><ownerId>{self.owner_id}</ownerId>"
+            f"<instanceType>{self.instance_type}</instanceType><availabilityZone>{self.zone}</availabilityZone>"
+            f"<totalInstanceCount>{self.total}</totalInstanceCount>"
+            f"<availableInstanceCount>{self.available}</availableInstanceCount><state>{self.state}</state>{end}"
+            f"<instanceMatchCriteria>{self.instance_match_criteria}</instanceMatchCriteria>"
+            f"<reservationType>{self.reservation_type}</reservationType>"
+            f"<interruptible>{'true' if self.interruptible else 'false'}</interruptible>"
+            f"<tagSet>{tags}</tagSet></item>"
+        )
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+        f"<Code>{code}</Code><Message>{escape(message)}</Message>"
+        f"</Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
+    ).encode()
+
+
 class FaultProxy:
     def __init__(self, upstream: str) -> None:
         parts = urlsplit(upstream)
@@ -153,6 +233,10 @@ class FaultProxy:
         self._delays: dict[str, float] = {}
         self._delays_after: dict[str, float] = {}
         self.calls: list[Call] = []
+        # Capacity reservations: the table, the templates that target one, the instances in one.
+        self.reservations: dict[str, ReservationRecord] = {}
+        self._template_targets: dict[str, str] = {}
+        self.reserved_instances: dict[str, str] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -167,6 +251,15 @@ class FaultProxy:
     ) -> None:
         with self._lock:
             self._capacity.append(CapacityRule(instance_type, zone, capacity_type, code))
+
+    def add_capacity_reservation(
+        self, reservation_id: str, instance_type: str, zone: str, count: int, **more: object
+    ) -> ReservationRecord:
+        """A reservation of ``count`` instances; ``more``: the other fields of :class:`ReservationRecord`."""
+        record = ReservationRecord(reservation_id, instance_type, zone, count, count, **more)  # type: ignore[arg-type]
+        with self._lock:
+            self.reservations[reservation_id] = record
+        return record
 
     def throttle(self, action: str, *, first: int = 0, per_second: float = 0.0) -> None:
         with self._lock:
@@ -184,6 +277,9 @@ class FaultProxy:
             self._delays.clear()
             self._delays_after.clear()
             self.calls.clear()
+            self.reservations.clear()
+            self._template_targets.clear()
+            self.reserved_instances.clear()
 
     # -- the call log ------------------------------------------------------
 
@@ -264,9 +360,25 @@ class FaultProxy:
         if call.throttled:
             self._answer(request, 503, _throttled_body())
             return
+        if call.action == "DescribeCapacityReservations":
+            status, answer = self._describe_reservations(form)
+            self._answer(request, status, answer)
+            return
+        if call.action == "CreateLaunchTemplate":
+            target = form.get(
+                "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"
+            )
+            if target:
+                with self._lock:
+                    self._template_targets[form.get("LaunchTemplateName", "")] = target
+        if call.action == "TerminateInstances":
+            self._free_reserved(form)
         errors = ""
+        reserved: dict[int, str] = {}
         if call.action == "CreateFleet":
+            form, reserved, reservation_errors = self._refuse_reserved(form)
             form, errors = self._refuse(form)
+            errors = reservation_errors + errors
             call.refused = bool(errors)
             if errors and not any(_OVERRIDE.match(key) for key in form):
                 # Nothing left to launch: EC2 answers 200 with the errors only.
@@ -279,11 +391,157 @@ class FaultProxy:
                 return
             body = urlencode(form).encode()
         status, headers, answer = self._forward(request, body)
+        if call.action == "CreateFleet" and reserved and status == 200:
+            self._take_reserved(answer.decode(), reserved)
+        if call.action == "DescribeInstances" and status == 200:
+            answer = self._with_reservation_ids(answer.decode()).encode()
         if delay_after:
             time.sleep(delay_after)
         if errors and status == 200:
             answer = _with_errors(answer.decode(), errors).encode()
         self._answer(request, status, answer, headers)
+
+    # -- capacity reservations ----------------------------------------------
+
+    def _describe_reservations(self, form: dict[str, str]) -> tuple[int, bytes]:
+        ids = [value for key, value in form.items() if key.startswith("CapacityReservationId.")]
+        filters: dict[str, list[str]] = {}
+        for key, value in form.items():
+            match = re.match(r"^Filter\.(\d+)\.Name$", key)
+            if match:
+                prefix = f"Filter.{match[1]}.Value."
+                filters[value] = [v for k, v in form.items() if k.startswith(prefix)]
+        with self._lock:
+            missing = [reservation_id for reservation_id in ids if reservation_id not in self.reservations]
+            if missing:
+                return 400, _error_body(
+                    "InvalidCapacityReservationId.NotFound",
+                    f"The capacity reservation ID '{missing[0]}' does not exist",
+                )
+            chosen = [
+                record
+                for record in self.reservations.values()
+                if (not ids or record.id in ids) and record.matches(filters)
+            ]
+            items = "".join(record.xml() for record in chosen)
+        xml = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<DescribeCapacityReservationsResponse xmlns="{EC2_XMLNS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{items}</capacityReservationSet>"
+            "</DescribeCapacityReservationsResponse>"
+        )
+        return 200, xml.encode()
+
+    def _refuse_reserved(self, form: dict[str, str]) -> tuple[dict[str, str], dict[int, str], str]:
+        """Overrides of templates targeting a reservation without room become ReservationCapacityExceeded.
+
+        Returns the form without them, the configs (by number) still targeting a reservation, and the
+        errorSet items.
+        """
+        configs: dict[int, str] = {}
+        for key, value in form.items():
+            match = re.match(
+                r"^LaunchTemplateConfigs\.(\d+)\.LaunchTemplateSpecification\.LaunchTemplateName$", key
+            )
+            if match and (target := self._target_of(value)):
+                configs[int(match[1])] = target
+        with self._lock:
+            records = dict(self.reservations)
+        if not configs:
+            return form, {}, ""
+        kept: dict[str, str] = {}
+        overrides: dict[tuple[int, int], dict[str, str]] = {}
+        for key, value in form.items():
+            match = _OVERRIDE.match(key)
+            if match and int(match[1]) in configs:
+                overrides.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+            else:
+                kept[key] = value
+        items = []
+        remaining: dict[int, list[dict[str, str]]] = {}
+        for (config, _index), override in sorted(overrides.items()):
+            record = records.get(configs[config])
+            fits = (
+                record is not None
+                and record.available > 0
+                and record.state == "active"
+                and override.get("InstanceType") == record.instance_type
+                and override.get("AvailabilityZone", record.zone) == record.zone
+            )
+            if fits:
+                remaining.setdefault(config, []).append(override)
+                continue
+            prefix = f"LaunchTemplateConfigs.{config}.LaunchTemplateSpecification."
+            template = {k.removeprefix(prefix): v for k, v in form.items() if k.startswith(prefix)}
+            items.append(_error_item(override, template, "on-demand", "ReservationCapacityExceeded"))
+        for config, left in remaining.items():
+            for index, override in enumerate(left, start=1):
+                for name, value in override.items():
+                    kept[f"LaunchTemplateConfigs.{config}.Overrides.{index}.{name}"] = value
+        return kept, {config: configs[config] for config in remaining}, "".join(items)
+
+    def _target_of(self, template: str) -> str:
+        """The reservation a launch template targets ("" for none), asking moto for one made before."""
+        with self._lock:
+            if template in self._template_targets:
+                return self._template_targets[template]
+        if not self.reservations:
+            return ""
+        ec2 = boto3.session.Session().client(
+            "ec2", endpoint_url=f"http://{self.upstream_host}:{self.upstream_port}"
+        )
+        try:
+            versions = ec2.describe_launch_template_versions(
+                LaunchTemplateName=template, Versions=["$Latest"]
+            )
+        except ClientError:
+            return ""
+        data = (
+            versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+            if versions["LaunchTemplateVersions"]
+            else {}
+        )
+        target = str(
+            data.get("CapacityReservationSpecification", {})
+            .get("CapacityReservationTarget", {})
+            .get("CapacityReservationId", "")
+        )
+        with self._lock:
+            self._template_targets[template] = target
+        return target
+
+    def _take_reserved(self, xml: str, reserved: dict[int, str]) -> None:
+        """Each instance moto launched from a template targeting a reservation takes one of its instances."""
+        launched = re.findall(r"<instanceIds>\s*<item>([^<]+)</item>", xml)
+        if not launched:
+            return
+        # karpy asks for one instance; moto launches the first override of the first config.
+        reservation_id = reserved[min(reserved)]
+        with self._lock:
+            record = self.reservations.get(reservation_id)
+            for instance_id in launched:
+                if record is not None and record.available > 0:
+                    record.available -= 1
+                    self.reserved_instances[instance_id] = reservation_id
+
+    def _free_reserved(self, form: dict[str, str]) -> None:
+        ids = [value for key, value in form.items() if key.startswith("InstanceId.")]
+        with self._lock:
+            for instance_id in ids:
+                reservation_id = self.reserved_instances.pop(instance_id, None)
+                record = self.reservations.get(reservation_id or "")
+                if record is not None:
+                    record.available = min(record.total, record.available + 1)
+
+    def _with_reservation_ids(self, xml: str) -> str:
+        with self._lock:
+            reserved = dict(self.reserved_instances)
+        for instance_id, reservation_id in reserved.items():
+            xml = xml.replace(
+                f"<instanceId>{instance_id}</instanceId>",
+                f"<instanceId>{instance_id}</instanceId><capacityReservationId>{reservation_id}</capacityReservationId>",
+            )
+        return xml
 
     def _refuse(self, form: dict[str, str]) -> tuple[dict[str, str], str]:
         """The form without the refused overrides (renumbered), and their errorSet items."""

@@ -146,8 +146,21 @@ RESOLVED_STATUS: dict[str, Any] = {
         },
     ],
     "instanceProfile": "my-k3s_0123",
-    # Not modelled by karpy (a newer Karpenter's field): kept by every write.
-    "capacityReservations": [{"id": "cr-1"}],
+    "capacityReservations": [
+        {
+            "availabilityZone": "us-east-1a",
+            "id": "cr-0abc",
+            "instanceMatchCriteria": "targeted",
+            "instanceType": "m5.large",
+            "ownerID": "123456789012",
+            "reservationType": "capacity-block",
+            "interruptible": False,
+            "state": "active",
+            "endTime": "2026-12-08T00:00:00Z",
+        }
+    ],
+    # Not modelled by karpy (a field a newer Karpenter might add): kept by every write.
+    "placementGroups": [{"id": "pg-1"}],
     "conditions": [],
 }
 
@@ -176,7 +189,7 @@ def test_a_node_class_status_write_keeps_the_fields_karpy_does_not_model() -> No
     written = merged_owned_status(
         RESOLVED_STATUS, NodeClassStatus((Condition("Ready", "False", "NodeClassNotServed", "no AWS", 1.0),))
     )
-    assert written["capacityReservations"] == RESOLVED_STATUS["capacityReservations"]
+    assert written["placementGroups"] == RESOLVED_STATUS["placementGroups"]
     assert [entry["reason"] for entry in written["conditions"]] == ["NodeClassNotServed"]
     transport = FakeTransport(echo)
     cluster, node_class = ec2_node_class_over(transport, RESOLVED_STATUS)
@@ -204,7 +217,7 @@ def test_the_resolved_fields_of_an_ec2_node_class_are_written_and_read_back_as_k
     method, path, body = transport.requests[-1]
     assert (method, path) == ("PUT", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status")
     assert isinstance(body, dict)
-    modelled = {key: value for key, value in RESOLVED_STATUS.items() if key != "capacityReservations"}
+    modelled = {key: value for key, value in RESOLVED_STATUS.items() if key != "placementGroups"}
     assert {key: value for key, value in body["status"].items() if key != "conditions"} == {
         key: value for key, value in modelled.items() if key != "conditions"
     }

@@ -189,9 +189,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "savings-plan" / "s
 
 
 def test_the_savings_plan_example_costs_less_with_the_overlay(capsys: pytest.CaptureFixture[str]) -> None:
-    code, with_overlay, _ = simulate_json(capsys, str(EXAMPLE))
+    # The NodeOverlay half of the example, its capacity reservation left out
+    # (tests/sim/test_capacity_reservations.py runs the other half).
+    code, with_overlay, _ = simulate_json(capsys, str(EXAMPLE), "--feature-gates", "ReservedCapacity=false")
     assert code == 0
-    code, without, _ = simulate_json(capsys, str(EXAMPLE), "--feature-gates", "NodeOverlay=false")
+    code, without, _ = simulate_json(
+        capsys, str(EXAMPLE), "--feature-gates", "NodeOverlay=false,ReservedCapacity=false"
+    )
     assert code == 0
     assert with_overlay["cost"]["peakPerHour"] < without["cost"]["peakPerHour"]
     types = {claim["instanceType"] for claim in with_overlay["nodeclaims"]}

@@ -97,7 +97,6 @@ from karpy.api.nodeclass import (
     RESERVATION_ID_MESSAGE,
     RESERVATION_ID_OTHERS,
     RESERVATION_NEEDS_ONE_OF,
-    RESERVATIONS_UNSUPPORTED_MESSAGE,
     RESTRICTED_TAG_KEYS,
     RESTRICTED_TAG_PREFIX,
     SECURITY_GROUP_TERMS,
@@ -1119,11 +1118,6 @@ def ec2nodeclass_crd() -> CRD:
                 ONE_CLUSTER_DNS_MESSAGE,
             ),
             _rule("!has(self.context)", CONTEXT_UNSUPPORTED_MESSAGE),
-            _rule(
-                "!has(self.capacityReservationSelectorTerms)"
-                " || self.capacityReservationSelectorTerms.size() == 0",
-                RESERVATIONS_UNSUPPORTED_MESSAGE,
-            ),
             *(
                 _rule(
                     f"!has(self.amiFamily) || self.amiFamily != '{AMI_FAMILY_CUSTOM}' || "
@@ -1143,6 +1137,7 @@ def ec2nodeclass_crd() -> CRD:
             "subnets": {"type": "array", "items": {"type": "object", **free_form}},
             "securityGroups": {"type": "array", "items": {"type": "object", **free_form}},
             "amis": {"type": "array", "items": {"type": "object", **free_form}},
+            "capacityReservations": {"type": "array", "items": {"type": "object", **free_form}},
         },
     }
     columns = [

@@ -30,8 +30,10 @@ fails ``karpy validate`` rather than the first node of a simulation.
 
 **No field accepted and ignored.** What nothing in karpy acts on is refused by
 the same rules, naming the field: ``context``, an AMI term's ``ssmParameter``,
-``capacityReservationSelectorTerms``, and with ``amiFamily: Custom`` (user data
-passed verbatim) the kubelet settings only karpy's user data would carry.
+and with ``amiFamily: Custom`` (user data passed verbatim) the kubelet settings
+only karpy's user data would carry. ``capacityReservationSelectorTerms`` are
+resolved into ``status.capacityReservations`` and launched into
+(:mod:`karpy.cloud.reservations`).
 ``tests/api/test_field_owners.py`` names the owner of every other field.
 """
 
@@ -46,7 +48,7 @@ from karpy.api.conditions import Condition
 from karpy.api.conversion import Conversion, copied_mapping, inline
 from karpy.api.core import read_resources
 from karpy.api.duration import DurationError, parse_duration
-from karpy.api.meta import ObjectMeta
+from karpy.api.meta import ObjectMeta, format_timestamp, parse_timestamp
 from karpy.api.quantity import ResourceAmounts
 
 EC2_GROUP = "karpenter.k8s.aws"
@@ -117,9 +119,6 @@ USER_DATA_ONLY_KUBELET_FIELDS = (
 CONTEXT_UNSUPPORTED_MESSAGE = "context is not supported by karpy: it launches instances with no fleet context"
 SSM_PARAMETER_UNSUPPORTED_MESSAGE = (
     "ssmParameter is not supported by karpy: select the AMIs by alias, id, name or tags"
-)
-RESERVATIONS_UNSUPPORTED_MESSAGE = (
-    "capacityReservationSelectorTerms is not supported by karpy: it launches into no capacity reservation"
 )
 # Bottlerocket's settings have no pods-per-core key: Karpenter ignores podsPerCore there; karpy refuses it.
 BOTTLEROCKET_PODS_PER_CORE_MESSAGE = (
@@ -301,8 +300,35 @@ RESERVATION_ID_MESSAGE = (
 )
 
 
+RESERVATION_MATCH_CRITERIA = ("open", "targeted")
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityReservationSelectorTerm:
+    """One ``capacityReservationSelectorTerms`` entry: tags ('*': any value), an id, an owner, a criteria."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    id: str = ""
+    owner_id: str = ""
+    instance_match_criteria: str = ""
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> CapacityReservationSelectorTerm:
+        criteria = reader.string("instanceMatchCriteria")
+        if criteria and criteria not in RESERVATION_MATCH_CRITERIA:
+            raise reader.error(
+                "instanceMatchCriteria", f"must be one of {', '.join(RESERVATION_MATCH_CRITERIA)}"
+            )
+        return cls(
+            tags=reader.str_map("tags"),
+            id=reader.string("id"),
+            owner_id=reader.string("ownerID"),
+            instance_match_criteria=criteria,
+        )
+
+
 def _check_reservation_terms(spec: FieldReader) -> None:
-    """Karpenter's rules on capacity reservation terms (karpy launches into none; a bad term is refused)."""
+    """Karpenter's rules on capacity reservation terms: one of tags, id or instanceMatchCriteria; id alone."""
     terms = spec.raw(RESERVATION_TERMS_FIELD)
     if not isinstance(terms, list):
         return  # absent, or of a type the schema check reports
@@ -330,8 +356,6 @@ def _check_unsupported(spec: FieldReader) -> None:
     for index, term in enumerate(terms if isinstance(terms, list) else ()):
         if isinstance(term, Mapping) and "ssmParameter" in term:
             raise spec.error(f"amiSelectorTerms[{index}].ssmParameter", SSM_PARAMETER_UNSUPPORTED_MESSAGE)
-    if spec.raw(RESERVATION_TERMS_FIELD):
-        raise spec.error(RESERVATION_TERMS_FIELD, RESERVATIONS_UNSUPPORTED_MESSAGE)
 
 
 def _check_ami_selection(spec: FieldReader, terms: tuple[SelectorTerm, ...]) -> None:
@@ -584,6 +608,59 @@ class StatusAMI:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusCapacityReservation:
+    """A capacity reservation the class' selector terms resolved to (Karpenter's status fields).
+
+    ``end_time`` is seconds since the epoch (None: the reservation does not
+    end); ``reservation_type`` is ``default`` or ``capacity-block``; ``state``
+    is ``active``, or ``expiring`` for a Capacity Block in EC2's reclaim window.
+    """
+
+    id: str
+    instance_type: str
+    zone: str
+    reservation_type: str = "default"
+    interruptible: bool = False
+    instance_match_criteria: str = "targeted"
+    owner_id: str = ""
+    end_time: float | None = None
+    state: str = "active"
+
+    @classmethod
+    def parse(cls, reader: FieldReader) -> StatusCapacityReservation:
+        end = reader.string("endTime")
+        return cls(
+            id=reader.string("id"),
+            instance_type=reader.string("instanceType"),
+            zone=reader.string("availabilityZone"),
+            reservation_type=reader.string("reservationType", "default"),
+            interruptible=reader.boolean("interruptible"),
+            instance_match_criteria=reader.string("instanceMatchCriteria", "targeted"),
+            owner_id=reader.string("ownerID"),
+            end_time=parse_timestamp(end, reader.child_path("endTime")) if end else None,
+            state=reader.string("state", "active"),
+        )
+
+    def to_status(self) -> dict[str, object]:
+        written: dict[str, object] = {
+            "availabilityZone": self.zone,
+            "id": self.id,
+            "instanceMatchCriteria": self.instance_match_criteria,
+            "instanceType": self.instance_type,
+            "ownerID": self.owner_id,
+            "reservationType": self.reservation_type,
+            "interruptible": self.interruptible,
+            "state": self.state,
+        }
+        if self.end_time is not None:
+            written["endTime"] = format_timestamp(self.end_time)
+        return written
+
+    def ended(self, now: float) -> bool:
+        return self.end_time is not None and self.end_time <= now
+
+
+@dataclass(frozen=True, slots=True)
 class NodeClassStatus:
     """A node class' status: its conditions and, for an EC2NodeClass, what its selectors resolved to.
 
@@ -598,6 +675,7 @@ class NodeClassStatus:
     security_groups: tuple[StatusSecurityGroup, ...] = ()
     amis: tuple[StatusAMI, ...] = ()
     instance_profile: str = ""
+    capacity_reservations: tuple[StatusCapacityReservation, ...] = ()
 
     @classmethod
     def parse(cls, reader: FieldReader) -> NodeClassStatus:
@@ -607,6 +685,7 @@ class NodeClassStatus:
             security_groups=reader.items("securityGroups", StatusSecurityGroup.parse),
             amis=reader.items("amis", StatusAMI.parse),
             instance_profile=reader.string("instanceProfile"),
+            capacity_reservations=reader.items("capacityReservations", StatusCapacityReservation.parse),
         )
 
 
@@ -616,6 +695,7 @@ class EC2NodeClass:
     subnet_selector_terms: tuple[SelectorTerm, ...]
     security_group_selector_terms: tuple[SelectorTerm, ...]
     ami_selector_terms: tuple[SelectorTerm, ...]
+    capacity_reservation_selector_terms: tuple[CapacityReservationSelectorTerm, ...] = ()
     role: str = ""
     instance_profile: str = ""
     tags: dict[str, str] = field(default_factory=dict)
@@ -694,6 +774,9 @@ class EC2NodeClass:
             subnet_selector_terms=subnets,
             security_group_selector_terms=security_groups,
             ami_selector_terms=ami_terms,
+            capacity_reservation_selector_terms=spec.items(
+                RESERVATION_TERMS_FIELD, CapacityReservationSelectorTerm.parse
+            ),
             role=role,
             instance_profile=instance_profile,
             tags=tags,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT
 from karpy.operator.cluster import Clock
 
 UNAVAILABLE_OFFERING_TTL = 180.0
@@ -29,11 +29,16 @@ Offering = tuple[str, str, str]  # (instance type, zone, capacity type)
 def launch_capacity_type(capacity_types: Iterable[str]) -> str:
     """The capacity type a launch asks for, given the capacity types of its admissible, available offerings.
 
-    Karpenter's rule, shared by every provider: spot whenever a spot offering
-    is there (the NodeClaim allowed it, or it would not be among the
-    admissible ones), on-demand otherwise.
+    Karpenter's rule, shared by every provider: reserved whenever a reserved
+    offering is there, else spot whenever a spot offering is there (the
+    NodeClaim allowed it, or it would not be among the admissible ones),
+    on-demand otherwise.
     """
-    return CAPACITY_TYPE_SPOT if CAPACITY_TYPE_SPOT in set(capacity_types) else CAPACITY_TYPE_ON_DEMAND
+    offered = set(capacity_types)
+    for capacity_type in (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT):
+        if capacity_type in offered:
+            return capacity_type
+    return CAPACITY_TYPE_ON_DEMAND
 
 
 class UnavailableOfferings:

@@ -132,6 +132,21 @@ class CloudProvider(Protocol):
 
 
 @runtime_checkable
+class ReservationMarking(Protocol):
+    """A provider that launches into capacity reservations (the AWS provider and the simulated cloud).
+
+    An interruptible reservation whose capacity EC2 reclaims is marked used
+    up, by id, so nothing more is launched into it until EC2 is read again;
+    ``reservations_expiring_at`` says, per reservation id, when a Capacity
+    Block is expiring (40 minutes before its end), so its nodes can go first.
+    """
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None: ...
+
+    def reservations_expiring_at(self) -> dict[str, float]: ...
+
+
+@runtime_checkable
 class NodeClassHashing(Protocol):
     """A provider whose NodeClaims carry their node class' hash (every provider karpy ships).
 

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from karpy.cloud.provider import CloudProvider, NodeClassHashing
+from karpy.cloud.provider import CloudProvider, NodeClassHashing, ReservationMarking
 from karpy.controllers.capacitybuffer import BufferRoom, CapacityBufferController
 from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
@@ -32,6 +32,7 @@ from karpy.controllers.nodeoverlay import NodeOverlayController, OverlayStore, o
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.reboot import RebootController
+from karpy.controllers.reservation_expiration import CapacityBlockExpiration
 from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
 from karpy.disruption.consolidation import ConsolidationRules
@@ -151,6 +152,10 @@ def core_controllers(
         rest.append(
             NodeOverlayController(cluster, plain_cloud_for(NodeOverlayController.name), clock, overlays)
         )
+    # Only a cloud that launches into capacity reservations: a Capacity Block's nodes go before its end.
+    reserving = plain_cloud_for(CapacityBlockExpiration.name)
+    if isinstance(reserving, ReservationMarking):
+        rest.append(CapacityBlockExpiration(cluster, reserving, clock))
     # Last, so the others keep their order; only a cloud whose NodeClaims carry the class' hash.
     hashing = plain_cloud_for(NodeClassHashController.name)
     if isinstance(hashing, NodeClassHashing):

@@ -64,13 +64,14 @@ from collections.abc import Iterable
 
 from karpy.api.core import Node
 from karpy.api.nodeclaim import NodeClaim
-from karpy.api.requirements import CAPACITY_TYPE_SPOT
-from karpy.cloud.provider import CloudProvider
+from karpy.api.requirements import AWS_LABEL_CAPACITY_RESERVATION_ID, CAPACITY_TYPE_SPOT
+from karpy.cloud.provider import CloudProvider, ReservationMarking
 from karpy.logs import about
 from karpy.operator.cluster import EVENT_NORMAL, EVENT_WARNING, Clock, Cluster, NotFoundError
 from karpy.operator.interruption import (
     ACTIONABLE_KINDS,
     INTERRUPTION,
+    KIND_CAPACITY_RESERVATION_INTERRUPTION,
     KIND_INSTANCE_STOPPED,
     KIND_INSTANCE_TERMINATED,
     KIND_NO_OP,
@@ -101,6 +102,11 @@ _EVENTS: dict[str, tuple[str, str, str]] = {
     ),
     KIND_INSTANCE_STOPPED: (EVENT_WARNING, "InstanceStopping", "Instance is stopping"),
     KIND_INSTANCE_TERMINATED: (EVENT_WARNING, "InstanceTerminating", "Instance is terminating"),
+    KIND_CAPACITY_RESERVATION_INTERRUPTION: (
+        EVENT_WARNING,
+        "CapacityReservationInstanceInterrupted",
+        "Capacity Reservation interruption warning was triggered",
+    ),
 }
 REASON_TERMINATING_ON_INTERRUPTION = "TerminatingOnInterruption"
 
@@ -182,6 +188,14 @@ class InterruptionController:
             # Launching the same offering again would only be reclaimed again; that holds for a
             # node already being deleted too (by consolidation, say), whose pods are moving now.
             self.cloud.mark_offering_unavailable(nodeclaim.instance_type, nodeclaim.zone, CAPACITY_TYPE_SPOT)
+        reservation_id = nodeclaim.metadata.labels.get(AWS_LABEL_CAPACITY_RESERVATION_ID, "")
+        if (
+            message.kind == KIND_CAPACITY_RESERVATION_INTERRUPTION
+            and reservation_id
+            and isinstance(self.cloud, ReservationMarking)
+        ):
+            # The reservation's capacity is being reclaimed: launch nothing more into it (Karpenter's).
+            self.cloud.mark_reservation_unavailable(reservation_id)
         if message.kind not in ACTIONABLE_KINDS or nodeclaim.metadata.deleting:
             # Already on its way out (a redelivery, or another reason): it is not deleted again.
             return

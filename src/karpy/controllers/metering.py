@@ -45,6 +45,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     NodePoolNotEvaluatedError,
     RepairPolicy,
+    ReservationMarking,
 )
 from karpy.controllers.nodeoverlay import OVERLAYS_EVALUATED
 from karpy.controllers.state import launched_price, nodepool_resources
@@ -145,6 +146,15 @@ class MeteredCloudProvider:
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         # Bookkeeping inside the provider, not a call to the cloud: not metered.
         self.cloud.mark_offering_unavailable(instance_type, zone, capacity_type)
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        if isinstance(self.cloud, ReservationMarking):
+            self.cloud.mark_reservation_unavailable(reservation_id)
+
+    def reservations_expiring_at(self) -> dict[str, float]:
+        if isinstance(self.cloud, ReservationMarking):
+            return self.cloud.reservations_expiring_at()
+        return {}
 
 
 # -- controllers that only record metrics ---------------------------------------

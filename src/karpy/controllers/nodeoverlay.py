@@ -50,6 +50,7 @@ from karpy.cloud.provider import (
     NodeClassProblem,
     NodePoolNotEvaluatedError,
     RepairPolicy,
+    ReservationMarking,
 )
 from karpy.operator.cluster import Clock, Cluster, KubeError
 from karpy.operator.runtime import Watch
@@ -160,6 +161,15 @@ class OverlaidCloudProvider:
 
     def mark_offering_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
         self.cloud.mark_offering_unavailable(instance_type, zone, capacity_type)
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        if isinstance(self.cloud, ReservationMarking):
+            self.cloud.mark_reservation_unavailable(reservation_id)
+
+    def reservations_expiring_at(self) -> dict[str, float]:
+        if isinstance(self.cloud, ReservationMarking):
+            return self.cloud.reservations_expiring_at()
+        return {}
 
 
 class NodeOverlayController:

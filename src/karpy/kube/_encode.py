@@ -25,7 +25,8 @@ So what is written depends on who owns the object:
   user's: only the status subresource is written, with the status fields
   karpy owns taken from the record and any others the server holds kept
   (:func:`merged_owned_status`). An EC2NodeClass' resolved ``subnets``,
-  ``securityGroups``, ``amis`` and ``instanceProfile`` are among the owned
+  ``securityGroups``, ``amis``, ``instanceProfile`` and
+  ``capacityReservations`` are among the owned
   fields (:func:`node_class_resolved_to_dict`): the AWS provider's status
   controller writes them, and every other writer of a node class' status
   carries them over from the record it read, so an empty one means "none
@@ -238,7 +239,14 @@ def owned_status_to_dict(status: NodePoolStatus | NodeClassStatus) -> tuple[JSON
     from the stored status by :func:`merged_owned_status`).
     """
     if isinstance(status, NodeClassStatus):
-        owned: tuple[str, ...] = ("subnets", "securityGroups", "amis", "instanceProfile", "conditions")
+        owned: tuple[str, ...] = (
+            "subnets",
+            "securityGroups",
+            "amis",
+            "instanceProfile",
+            "capacityReservations",
+            "conditions",
+        )
         result: JSON = node_class_resolved_to_dict(status)
     else:
         owned = ("resources", "nodes", "nodeClassObservedGeneration", "conditions")
@@ -274,6 +282,10 @@ def node_class_resolved_to_dict(status: NodeClassStatus) -> JSON:
         ]
     if status.instance_profile:
         result["instanceProfile"] = status.instance_profile
+    if status.capacity_reservations:
+        result["capacityReservations"] = [
+            reservation.to_status() for reservation in status.capacity_reservations
+        ]
     return result
 
 

@@ -33,11 +33,18 @@ KIND_REBALANCE_RECOMMENDATION = "rebalance_recommendation"
 KIND_SCHEDULED_CHANGE = "scheduled_change"
 KIND_INSTANCE_STOPPED = "instance_stopped"
 KIND_INSTANCE_TERMINATED = "instance_terminated"
+KIND_CAPACITY_RESERVATION_INTERRUPTION = "capacity_reservation_interrupted"
 KIND_NO_OP = "no_op"
 
 # Kinds whose NodeClaim is deleted (cordoned, drained and replaced); a rebalance recommendation is not.
 ACTIONABLE_KINDS = frozenset(
-    {KIND_SPOT_INTERRUPTION, KIND_SCHEDULED_CHANGE, KIND_INSTANCE_STOPPED, KIND_INSTANCE_TERMINATED}
+    {
+        KIND_SPOT_INTERRUPTION,
+        KIND_SCHEDULED_CHANGE,
+        KIND_INSTANCE_STOPPED,
+        KIND_INSTANCE_TERMINATED,
+        KIND_CAPACITY_RESERVATION_INTERRUPTION,
+    }
 )
 
 # What an EC2 instance state change means; a state not named here (pending, running) is a no-op.

@@ -22,6 +22,11 @@ the controllers can tell:
   for resources named after them), so changing a term selects other
   resources and drifts the nodes on them, as a real selector that now
   matches other resources does;
+- capacity reservations (:class:`SimulatedReservation`, a Scenario's
+  ``cloud.capacityReservations``) that an EC2NodeClass's
+  ``capacityReservationSelectorTerms`` select become ``reserved`` offerings
+  and launches through :mod:`karpy.cloud.reservations`, the code ``karpy run``
+  uses; they are billed used or not (:meth:`SimulatedCloud.reservation_fees`);
 - scheduled interruptions (:class:`Interruption`) pick some of its instances
   at a given time and warn of them as EC2 would through EventBridge (a spot
   interruption warning, a rebalance recommendation, a state change, a
@@ -42,10 +47,18 @@ from dataclasses import dataclass, field
 from karpy.api.instancetype import InstanceType
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec, NodeClaimStatus
-from karpy.api.nodeclass import INSTANCE_STORE_RAID0, EC2NodeClass, KWOKNodeClass, NodeClass
+from karpy.api.nodeclass import (
+    INSTANCE_STORE_RAID0,
+    EC2NodeClass,
+    KWOKNodeClass,
+    NodeClass,
+    StatusCapacityReservation,
+)
 from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
+    AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -64,6 +77,16 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
+from karpy.cloud.reservations import (
+    CAPACITY_BLOCK_EXPIRING_WINDOW,
+    RESERVATION_TYPE_CAPACITY_BLOCK,
+    ReservationAvailability,
+    reservation_labels,
+    reservation_state,
+    reservation_to_launch,
+    selected_by,
+    with_reserved_offerings,
+)
 from karpy.disruption.nodeclass_drift import LaunchedWith, Resolved, nodeclass_drift
 from karpy.operator.cluster import Clock, Cluster
 
@@ -109,7 +132,11 @@ SPOT_INTERRUPTION = "spot-interruption"
 REBALANCE = "rebalance"
 STATE_CHANGE = "state-change"
 SCHEDULED_CHANGE = "scheduled-change"
-INTERRUPTION_KINDS = (SPOT_INTERRUPTION, REBALANCE, STATE_CHANGE, SCHEDULED_CHANGE)
+RESERVATION_INTERRUPTION = "capacity-reservation-interruption"
+INTERRUPTION_KINDS = (SPOT_INTERRUPTION, REBALANCE, STATE_CHANGE, SCHEDULED_CHANGE, RESERVATION_INTERRUPTION)
+# Kinds whose instances the cloud takes back after the notice (a spot instance, or one in an
+# interruptible capacity reservation).
+RECLAIMING_KINDS = (SPOT_INTERRUPTION, RESERVATION_INTERRUPTION)
 # A spot instance is reclaimed this long after its interruption warning, as on EC2.
 SPOT_INTERRUPTION_NOTICE = 120.0
 
@@ -120,7 +147,8 @@ class Interruption:
 
     The instances are those of ``instance_types`` in ``zones`` (empty: any),
     spot ones only for a spot interruption or a rebalance recommendation
-    (EC2 sends those for spot instances alone); of these, the ``count``
+    (EC2 sends those for spot instances alone), instances in an interruptible
+    capacity reservation only for a capacity reservation interruption; of these, the ``count
     oldest, or the oldest ``fraction`` of them rounded up (all of them when
     neither is given): a fixed choice, so a run is repeatable.
     """
@@ -141,6 +169,8 @@ class Interruption:
     def describe_instances(self) -> str:
         """Which instances it is about, in words: ``spot instance of m5.large in us-east-1a``."""
         words = "spot instance" if self.spot_only else "instance"
+        if self.kind == RESERVATION_INTERRUPTION:
+            words = "instance in an interruptible capacity reservation"
         if self.instance_types:
             words += f" of {', '.join(self.instance_types)}"
         if self.zones:
@@ -155,6 +185,10 @@ class Interruption:
                 if (not self.instance_types or instance.instance_type.name in self.instance_types)
                 and (not self.zones or instance.zone in self.zones)
                 and (instance.capacity_type == CAPACITY_TYPE_SPOT or not self.spot_only)
+                and (
+                    self.kind != RESERVATION_INTERRUPTION
+                    or instance.labels.get(AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE) == "true"
+                )
             ),
             key=lambda instance: (instance.launched_at, instance.provider_id),
         )
@@ -195,6 +229,25 @@ class NodeFailure:
         return chosen.select(instances)
 
 
+# The account that owns the simulated cloud's reservations (a reservation's ownerID by default).
+SIMULATED_OWNER_ID = "123456789012"
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedReservation:
+    """A capacity reservation the simulated cloud holds (a Scenario's ``cloud.capacityReservations``).
+
+    ``reservation.end_time`` is seconds after the start of the run (None: no
+    end); ``count`` instances of its type in its zone, selected by an
+    EC2NodeClass's ``capacityReservationSelectorTerms`` by id, or by ``tags``,
+    owner and instance match criteria, as EC2's filters select them.
+    """
+
+    reservation: StatusCapacityReservation
+    count: int
+    tags: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class SimulatedCloudSettings:
     registration_delay: float = 30.0
@@ -205,6 +258,9 @@ class SimulatedCloudSettings:
     launch_errors: list[LaunchError] = field(default_factory=list)
     interruptions: list[Interruption] = field(default_factory=list)
     node_failures: list[NodeFailure] = field(default_factory=list)
+    capacity_reservations: list[SimulatedReservation] = field(default_factory=list)
+    # The ReservedCapacity gate: capacity reservations are offered and launched into.
+    reserved_capacity: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +278,8 @@ class Instance:
     # annotations from the launch (the node class hash): what drift compares.
     launched_with: LaunchedWith = field(default_factory=LaunchedWith)
     annotations: dict[str, str] = field(default_factory=dict)
+    # The capacity reservation it runs in ("" : none).
+    reservation_id: str = ""
 
 
 class SimulatedCloud:
@@ -246,6 +304,9 @@ class SimulatedCloud:
         self._launched_for: dict[str, str] = {}
         self.terminated: dict[str, Instance] = {}
         self.unavailable = UnavailableOfferings(clock)
+        # Instances left per capacity reservation, kept as EC2 would (karpy.cloud.reservations).
+        self.reservations = ReservationAvailability(clock)
+        self._counted: set[str] = set()
         self.launch_listeners: list[Callable[[Instance], None]] = []
         self._launches = 0
         # (kind, name, zones, unavailable offerings, root volume bytes, RAID0) → the class' instance types.
@@ -287,7 +348,77 @@ class SimulatedCloud:
                 zones.update(self.catalog.zones)
         return tuple(zone for zone in self.catalog.zones if zone in zones)
 
+    def reservations_for(self, node_class: NodeClass) -> tuple[StatusCapacityReservation, ...]:
+        """The reservations the class' selector terms pick, as its status would list them now.
+
+        As ``karpy run`` resolves them: ended ones are left out and a Capacity
+        Block near its end is ``expiring``; none with the ReservedCapacity gate off.
+        """
+        if not isinstance(node_class, EC2NodeClass) or not self.settings.reserved_capacity:
+            return ()
+        terms = node_class.capacity_reservation_selector_terms
+        now = self.clock.now()
+        picked = []
+        for held in self.settings.capacity_reservations:
+            reservation = held.reservation
+            if not selected_by(terms, reservation, held.tags):
+                continue
+            if reservation.id not in self._counted:
+                self._counted.add(reservation.id)
+                self.reservations.sync({reservation.id: held.count})
+            end = None if reservation.end_time is None else self.start + reservation.end_time
+            if end is not None and end <= now:
+                continue
+            state = reservation_state(reservation.reservation_type, end, now)
+            picked.append(dataclasses.replace(reservation, end_time=end, state=state))
+        return tuple(picked)
+
+    def reservation_fees(self) -> list[tuple[float, float, float]]:
+        """(from, until, $/hour) of each reservation held: its instances at on-demand price, used or not."""
+        fees = []
+        for held in self.settings.capacity_reservations:
+            entry = self.catalog.entry(held.reservation.instance_type)
+            if entry is None:
+                continue
+            end = held.reservation.end_time
+            fees.append(
+                (
+                    self.start,
+                    math.inf if end is None else self.start + end,
+                    held.count * entry.on_demand_price,
+                )
+            )
+        return fees
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        self.reservations.mark_unavailable(reservation_id)
+
+    def reservations_expiring_at(self) -> dict[str, float]:
+        """Each Capacity Block held, with when it is expiring (in cluster time)."""
+        if not self.settings.reserved_capacity:
+            return {}
+        return {
+            held.reservation.id: self.start + held.reservation.end_time - CAPACITY_BLOCK_EXPIRING_WINDOW
+            for held in self.settings.capacity_reservations
+            if held.reservation.reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK
+            and held.reservation.end_time is not None
+        }
+
+    def take_back_reserved(self, provider_id: str) -> None:
+        """An interruptible reservation takes the instance's slot back: its end frees nothing."""
+        instance = self.instances.get(provider_id)
+        if instance is not None and instance.reservation_id:
+            self.instances[provider_id] = dataclasses.replace(instance, reservation_id="")
+
     def instance_types_for(self, node_class: NodeClass) -> list[InstanceType]:
+        reservations = self.reservations_for(node_class)
+        types = self._catalog_types(node_class)
+        if not reservations:
+            return types
+        now = self.clock.now()
+        return [with_reserved_offerings(t, reservations, self.reservations, now) for t in types]
+
+    def _catalog_types(self, node_class: NodeClass) -> list[InstanceType]:
         zones = self.zones_for(node_class)
         unavailable = self.unavailable.now()
         ec2_class = node_class if isinstance(node_class, EC2NodeClass) else None
@@ -357,10 +488,18 @@ class SimulatedCloud:
                 f"no available offering satisfies the requirements of NodeClaim {nodeclaim.name}"
             )
         capacity_type = launch_capacity_type(offering.capacity_type for *_, offering in offerings)
+        reservations = self.reservations_for(node_class)
         failed: list[tuple[str, str, str]] = []
         for price, _, zone, instance_type, offering in sorted(offerings, key=lambda item: item[:3]):
             if offering.capacity_type != capacity_type:
                 continue
+            if capacity_type == CAPACITY_TYPE_RESERVED:
+                into = reservation_to_launch(
+                    reservations, self.reservations, instance_type.name, zone, self.clock.now()
+                )
+                if into is None:
+                    continue
+                return self._launch(nodeclaim, node_class, instance_type, zone, capacity_type, price, into)
             triple = (instance_type.name, zone, capacity_type)
             if any(failure.matches(*triple, elapsed) for failure in self.settings.capacity_failures):
                 failed.append(triple)
@@ -380,11 +519,15 @@ class SimulatedCloud:
         zone: str,
         capacity_type: str,
         price: float,
+        reservation: StatusCapacityReservation | None = None,
     ) -> NodeClaim:
         self._launches += 1
         labels = instance_type.requirements.labels(include_well_known=True)
         labels[LABEL_ZONE] = zone
         labels[LABEL_CAPACITY_TYPE] = capacity_type
+        if reservation is not None:
+            labels.update(reservation_labels(reservation))
+            self.reservations.mark_launched(reservation.id)
         if isinstance(node_class, KWOKNodeClass):
             provider_id = f"kwok://{nodeclaim.name}"
             node_name = nodeclaim.name
@@ -405,6 +548,7 @@ class SimulatedCloud:
             labels=labels,
             launched_with=self._launched_with(node_class, zone),
             annotations=self.node_class_hash(node_class).annotations(),
+            reservation_id=reservation.id if reservation is not None else "",
         )
         self.instances[provider_id] = instance
         self._launched_for[nodeclaim.metadata.name] = provider_id
@@ -438,6 +582,8 @@ class SimulatedCloud:
         instance = self.instances.pop(provider_id, None)
         if instance is not None:
             self.terminated[provider_id] = instance
+            if instance.reservation_id:
+                self.reservations.mark_terminated(instance.reservation_id)  # its slot is free again
         return instance
 
     def get(self, provider_id: str) -> NodeClaim:

@@ -9,7 +9,10 @@ instances it selects get one message each, fed through the simulator's
 acts on them is the very one ``karpy run`` uses, so what a scenario shows is
 what karpy does.
 
-A spot instance warned of is reclaimed two minutes after the warning if it is
+A spot instance warned of, or one in an interruptible capacity reservation
+(kind ``capacity-reservation-interruption``, EC2's ``Capacity Reservation
+Instance Interruption Warning``; the controller then also marks the
+reservation used up), is reclaimed two minutes after the warning if it is
 still there (karpy had deleted its NodeClaim and drained it in time
 otherwise): the instance is gone from the cloud and its Node turns NotReady,
 as a reclaimed instance's kubelet stops reporting. The termination of its
@@ -33,10 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from karpy.api.core import POD_RUNNING, NodeCondition
+from karpy.api.requirements import CAPACITY_TYPE_SPOT
 from karpy.operator.cluster import Clock
 from karpy.operator.interruption import (
     ACTIONABLE_KINDS,
     INTERRUPTION,
+    KIND_CAPACITY_RESERVATION_INTERRUPTION,
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
     KIND_SPOT_INTERRUPTION,
@@ -47,6 +52,8 @@ from karpy.operator.interruption import (
 from karpy.operator.runtime import Runtime, Watch
 from karpy.sim.cloud import (
     REBALANCE,
+    RECLAIMING_KINDS,
+    RESERVATION_INTERRUPTION,
     SCHEDULED_CHANGE,
     SPOT_INTERRUPTION,
     SPOT_INTERRUPTION_NOTICE,
@@ -83,6 +90,8 @@ def message_kind(interruption: Interruption) -> str:
         return KIND_REBALANCE_RECOMMENDATION
     if interruption.kind == SCHEDULED_CHANGE:
         return KIND_SCHEDULED_CHANGE
+    if interruption.kind == RESERVATION_INTERRUPTION:
+        return KIND_CAPACITY_RESERVATION_INTERRUPTION
     return kind_of_state(interruption.state)
 
 
@@ -172,7 +181,9 @@ class SimulatedInterruptions:
             )
             if kind in ACTIONABLE_KINDS:
                 self._awaiting.append(record)
-            if interruption.kind == SPOT_INTERRUPTION:
+            if interruption.kind == RESERVATION_INTERRUPTION:
+                self.cloud.take_back_reserved(instance.provider_id)
+            if interruption.kind in RECLAIMING_KINDS:
                 key = f"reclaim/{instance.provider_id}"
                 self._due.add(key)
                 self.runtime.enqueue(self.name, key, SPOT_INTERRUPTION_NOTICE)
@@ -205,7 +216,8 @@ class SimulatedInterruptions:
         for record in self.records:
             if record.nodeclaim == instance.nodeclaim and record.reclaimed_at is None:
                 record.reclaimed_at = self.clock.now()
-        self.note(f"spot instance {provider_id} reclaimed")
+        what = "spot instance" if instance.capacity_type == CAPACITY_TYPE_SPOT else "reserved instance"
+        self.note(f"{what} {provider_id} reclaimed")
         node = self.cluster.node(instance.node_name)
         if node is not None and node.ready:
             self.cluster.update(

@@ -13,6 +13,7 @@ from typing import Any
 from karpy.api.duration import format_age
 from karpy.api.meta import format_timestamp
 from karpy.api.quantity import format_amount
+from karpy.api.requirements import CAPACITY_TYPE_RESERVED
 from karpy.operator.cluster import EVENT_WARNING
 from karpy.operator.interruption import ACTIONABLE_KINDS
 from karpy.sim.simulation import Simulation
@@ -58,6 +59,23 @@ def cost_of(simulation: Simulation) -> dict[str, float]:
         "perHour": round(total / hours, 6) if hours > 0 else 0.0,
         "peakPerHour": round(peak, 6),
     }
+
+
+def reservation_cost_of(simulation: Simulation) -> dict[str, float]:
+    """What the run's capacity reservations bill, used or not: over the run, and per hour at its end.
+
+    A node in a reservation is priced near zero (Karpenter's reserved offering);
+    the reservation itself is paid at the on-demand price of its instances for
+    as long as it lasts, so the bill of a run is its nodes plus this.
+    """
+    start, end = simulation.clock.start, simulation.recorder.end
+    total = 0.0
+    at_end = 0.0
+    for since, until, per_hour in simulation.cloud.reservation_fees():
+        total += per_hour * max(0.0, min(until, end) - max(since, start)) / 3600.0
+        if since <= end < until or (until == end and since < end):
+            at_end += per_hour
+    return {"total": round(total, 6), "perHourAtEnd": round(at_end, 6)}
 
 
 def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -> dict[str, Any]:
@@ -163,6 +181,11 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
             for record in simulation.interruptions.records
         ],
         "cost": cost_of(simulation),
+        **(
+            {"capacityReservationCost": reservation_cost_of(simulation)}
+            if simulation.cloud.settings.capacity_reservations
+            else {}
+        ),
     }
 
 
@@ -357,6 +380,19 @@ def summary_lines(simulation: Simulation) -> list[str]:
     peak = cost["peakPerHour"]
     lines.append(f"  price at peak        ${peak:.4f}/hour")
     lines.append(f"  cost of the run      ${cost['total']:.4f}")
+    if simulation.cloud.settings.capacity_reservations:
+        fees = reservation_cost_of(simulation)
+        in_reservations = sum(1 for record in alive if record.capacity_type == CAPACITY_TYPE_RESERVED)
+        held = sum(reservation.count for reservation in simulation.cloud.settings.capacity_reservations)
+        lines.append(
+            f"  capacity reservations ${fees['perHourAtEnd']:.4f}/hour, billed used or not"
+            f" ({in_reservations} of {held} reserved instances in use at the end)"
+        )
+        lines.append(
+            f"  price at peak with reservations ${peak + fees['perHourAtEnd']:.4f}/hour"
+            f" (nodes ${peak:.4f} + reservations ${fees['perHourAtEnd']:.4f})"
+        )
+        lines.append(f"  cost of the run with reservations ${cost['total'] + fees['total']:.4f}")
     first, done = recorder.first_pending_at, recorder.all_running_at
     if first is not None and done is not None:
         lines.append(f"  first Pending pod -> all Running   {done - first:.0f}s")

@@ -61,6 +61,7 @@ every field, its default, and the workload kinds the simulator runs.
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ from karpy.api.manifest import (
     load_documents,
     parse_document,
 )
+from karpy.api.nodeclass import StatusCapacityReservation
 from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.baselines.cluster_autoscaler import (
@@ -89,10 +91,18 @@ from karpy.baselines.cluster_autoscaler import (
 )
 from karpy.cloud.aws_catalog import load_catalog
 from karpy.cloud.kwok_catalog import KwokInstanceTypes, parse_kwok_instance_types
+from karpy.cloud.reservations import (
+    MATCH_OPEN,
+    MATCH_TARGETED,
+    RESERVATION_TYPE_CAPACITY_BLOCK,
+    RESERVATION_TYPE_DEFAULT,
+    RESERVATION_TYPES,
+)
 from karpy.operator.interruption import STATES
 from karpy.settings import FeatureGates, parse_feature_gates, parse_node_overhead_cost, parse_policy
 from karpy.sim.cloud import (
     INTERRUPTION_KINDS,
+    SIMULATED_OWNER_ID,
     SPOT_INTERRUPTION,
     STATE_CHANGE,
     CapacityFailure,
@@ -100,6 +110,7 @@ from karpy.sim.cloud import (
     LaunchError,
     NodeFailure,
     RegistrationFailure,
+    SimulatedReservation,
 )
 from karpy.sim.field_errors import FieldErrors
 from karpy.sim.files import (
@@ -174,6 +185,7 @@ class Scenario:
     registration_failures: list[RegistrationFailure] = field(default_factory=list)
     interruptions: list[Interruption] = field(default_factory=list)
     node_failures: list[NodeFailure] = field(default_factory=list)
+    capacity_reservations: list[SimulatedReservation] = field(default_factory=list)
     # How long a Job's pod runs when its template has no karpy.dev/duration; None: until deleted.
     job_duration: float | None = None
     # spec.settings.featureGates, read as karpy run reads FEATURE_GATES; None: not given.
@@ -422,6 +434,46 @@ def _parse_failure(errors: FieldErrors, reader: FieldReader, end_of_run: float) 
         capacity_type=_offering_field(errors, reader, "capacityType", _capacity_type_error),
         start=start,
         end=end,
+    )
+
+
+def _parse_reservation(
+    errors: FieldErrors, reader: FieldReader, index: int, end_of_run: float
+) -> SimulatedReservation:
+    """One ``cloud.capacityReservations`` entry (docs/scenarios.md)."""
+    instance_type = errors.read(reader, lambda: reader.string("instanceType"), "")
+    zone = errors.read(reader, lambda: reader.string("zone"), "")
+    for key, value, known in (
+        ("instanceType", instance_type, _instance_type_error),
+        ("zone", zone, _zone_error),
+    ):
+        problem = known(value, reader.child_path(key)) if value else reader.error(key, "required")
+        if problem is not None:
+            errors.add(problem)
+    count = errors.read(reader, lambda: reader.integer("count"), None)
+    if count is None or count < 1:
+        errors.add(reader.error("count", "required: the reservation's number of instances, at least 1"))
+    reservation_type = errors.read(reader, lambda: reader.string("type", RESERVATION_TYPE_DEFAULT), "")
+    if reservation_type not in RESERVATION_TYPES:
+        errors.add(reader.error("type", f"one of {', '.join(RESERVATION_TYPES)}, not {reservation_type!r}"))
+    criteria = errors.read(reader, lambda: reader.string("instanceMatchCriteria", MATCH_TARGETED), "")
+    if criteria not in (MATCH_OPEN, MATCH_TARGETED):
+        errors.add(reader.error("instanceMatchCriteria", f"one of open, targeted, not {criteria!r}"))
+    until = errors.read(reader, lambda: _duration(reader, "until", INFINITY), INFINITY)
+    if reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK and until == INFINITY:
+        errors.add(reader.error("until", "required for a capacity-block: a Capacity Block ends"))
+    reservation = StatusCapacityReservation(
+        id=errors.read(reader, lambda: reader.string("id", f"cr-{index:017x}"), ""),
+        instance_type=instance_type,
+        zone=zone,
+        reservation_type=reservation_type,
+        interruptible=errors.read(reader, lambda: reader.boolean("interruptible"), False),
+        instance_match_criteria=criteria,
+        owner_id=errors.read(reader, lambda: reader.string("ownerID", SIMULATED_OWNER_ID), ""),
+        end_time=None if until == INFINITY else until,
+    )
+    return SimulatedReservation(
+        reservation, count or 0, errors.read(reader, lambda: reader.str_map("tags"), {})
     )
 
 
@@ -805,6 +857,12 @@ def parse_scenario(
     )
     scenario.node_failures = errors.items(
         cloud, "nodeFailures", lambda item: _parse_node_failure(errors, item, end_of_run)
+    )
+    numbered = itertools.count(1)  # a reservation without an id gets cr-000...1, cr-000...2...
+    scenario.capacity_reservations = errors.items(
+        cloud,
+        "capacityReservations",
+        lambda item: _parse_reservation(errors, item, next(numbered), end_of_run),
     )
 
     settings = errors.read(spec, lambda: spec.obj("settings"), FieldReader({}, "spec.settings"))

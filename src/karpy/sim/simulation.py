@@ -49,6 +49,7 @@ from karpy.api.nodepool import STATIC_TRANSITION_MESSAGE, NodePool, static_trans
 from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.baselines.cluster_autoscaler import ClusterAutoscalerFlags
 from karpy.cloud.provider import CloudProvider
+from karpy.cloud.reservations import CAPACITY_BLOCK_EXPIRING_WINDOW
 from karpy.controllers.cluster_autoscaler import ClusterAutoscaler
 from karpy.controllers.core import core_controllers
 from karpy.controllers.interruption import InterruptionController
@@ -493,6 +494,12 @@ class Simulation:
             *((failure.start, failure.end) for failure in settings.capacity_failures),
             *((error.start, error.end) for error in settings.launch_errors),
             *((failure.start, failure.end) for failure in settings.registration_failures),
+            # A reservation's end, and a Capacity Block's expiring window: its offerings change then.
+            *(
+                (held.reservation.end_time - CAPACITY_BLOCK_EXPIRING_WINDOW, held.reservation.end_time)
+                for held in settings.capacity_reservations
+                if held.reservation.end_time is not None
+            ),
         ]
         return sorted(
             {self.cloud.start + moment for window in windows for moment in window if moment != float("inf")}
@@ -533,6 +540,7 @@ class Simulation:
         self.cloud.settings.interruptions.extend(scenario.interruptions)
         self.interruptions.schedule()
         self.cloud.settings.node_failures.extend(scenario.node_failures)
+        self.cloud.settings.capacity_reservations.extend(scenario.capacity_reservations)
         self.node_failures.schedule()
         now = self.clock.now()
         for moment in self.cloud_window_boundaries():

@@ -79,6 +79,38 @@ class Ec2Instance:
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    # The capacity reservation the instance runs in ("" : none).
+    capacity_reservation_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityReservation:
+    """What the provider reads of a capacity reservation (DescribeCapacityReservations)."""
+
+    id: str
+    instance_type: str
+    zone: str
+    owner_id: str
+    instance_match_criteria: str
+    reservation_type: str  # "default" or "capacity-block"
+    interruptible: bool
+    end_time: float | None
+    available: int  # AvailableInstanceCount
+
+
+def _reservation(found: Mapping[str, Any]) -> CapacityReservation:
+    end = found.get("EndDate")
+    return CapacityReservation(
+        id=found["CapacityReservationId"],
+        instance_type=found.get("InstanceType", ""),
+        zone=found.get("AvailabilityZone", ""),
+        owner_id=found.get("OwnerId", ""),
+        instance_match_criteria=found.get("InstanceMatchCriteria", ""),
+        reservation_type=found.get("ReservationType") or "default",
+        interruptible=bool(found.get("Interruptible", False)),
+        end_time=end.timestamp() if isinstance(end, datetime) else None,
+        available=int(found.get("AvailableInstanceCount", 0)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +133,7 @@ def _instance(found: Mapping[str, Any]) -> Ec2Instance:
         instance_type=found.get("InstanceType", ""),
         zone=found.get("Placement", {}).get("AvailabilityZone", ""),
         capacity_type="spot" if found.get("InstanceLifecycle") == "spot" else "on-demand",
+        capacity_reservation_id=found.get("CapacityReservationId", ""),
         image_id=found.get("ImageId", ""),
         state=found.get("State", {}).get("Name", ""),
         launch_time=found["LaunchTime"].timestamp() if "LaunchTime" in found else 0.0,
@@ -211,6 +244,24 @@ class AwsClient:
                     for found in page["Subnets"]
                 )
         return subnets
+
+    def describe_capacity_reservations(
+        self, *, ids: Sequence[str] = (), filters: tuple[Filter, ...] = ()
+    ) -> list[CapacityReservation]:
+        """The reservations with ``ids``, or those ``filters`` select; an unknown id is none, not an error."""
+        found: list[CapacityReservation] = []
+        arguments: dict[str, Any] = {"Filters": _filters(filters)}
+        if ids:
+            arguments["CapacityReservationIds"] = list(ids)
+        try:
+            with _translated():
+                paginator = self._ec2.get_paginator("describe_capacity_reservations")
+                for page in paginator.paginate(**arguments):
+                    found.extend(_reservation(item) for item in page["CapacityReservations"])
+        except AwsApiError as error:
+            if error.code != "InvalidCapacityReservationId.NotFound":
+                raise
+        return found
 
     def describe_security_groups(self, filters: tuple[Filter, ...]) -> list[SecurityGroup]:
         groups: list[SecurityGroup] = []

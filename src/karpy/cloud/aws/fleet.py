@@ -14,8 +14,13 @@ the type's).
 addresses (most first), then id, so the first is Karpenter's choice, the
 subnet with the most free addresses.
 
-**Capacity type.** Spot when the NodeClaim allows spot and any admissible
-spot offering exists, else on-demand (the AWS provider's default). When the
+**Capacity type.** Reserved when the NodeClaim allows it and an admissible
+reserved offering exists (a capacity reservation with room,
+:mod:`karpy.cloud.reservations`), else spot when the NodeClaim allows spot
+and any admissible spot offering exists, else on-demand (the AWS provider's
+default). A reserved launch is an on-demand fleet with one launch template
+per reservation, each targeting it (``CapacityReservationSpecification``),
+as Karpenter's targeted launch mode makes it. When the
 NodeClaim allows both and both kinds are offered, types whose cheapest
 admissible offering is dearer than the cheapest on-demand offering are
 dropped, as Karpenter does, so a larger spot type never wins over a cheaper,
@@ -62,6 +67,7 @@ from karpy.api.instancetype import InstanceType, Offering
 from karpy.api.nodeclass import StatusAMI, StatusSubnet
 from karpy.api.requirements import (
     CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_NODEPOOL,
@@ -82,6 +88,7 @@ CAPACITY_ERROR_CODES = frozenset(
         "UnfulfillableCapacity",
         "Unsupported",
         "InsufficientFreeAddressesInSubnet",
+        "ReservationCapacityExceeded",
     }
 )
 # CreateFleet error codes that say "this account cannot run spot at all": EC2's spot
@@ -117,6 +124,13 @@ class FleetOverride:
     subnet_id: str
     image_id: str
     price: float
+    # A reserved launch: the capacity reservation this (type, zone) goes into.
+    reservation_id: str = ""
+
+    @property
+    def template_key(self) -> str:
+        """The launch template this override uses: one per AMI, and per reservation for reserved launches."""
+        return f"{self.image_id}/{self.reservation_id}" if self.reservation_id else self.image_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +148,16 @@ class LaunchPlan:
     @property
     def instance_types(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(override.instance_type for override in self.overrides))
+
+    @property
+    def templates(self) -> tuple[tuple[str, str, str], ...]:
+        """Each launch template the plan needs, once: (template key, AMI, reservation id)."""
+        return tuple(
+            dict.fromkeys(
+                (override.template_key, override.image_id, override.reservation_id)
+                for override in self.overrides
+            )
+        )
 
 
 def zonal_subnets(subnets: Sequence[StatusSubnet]) -> dict[str, str]:
@@ -165,8 +189,14 @@ def plan_launch(
     instance_types: Sequence[InstanceType],
     subnets: Sequence[StatusSubnet],
     amis: Sequence[StatusAMI],
+    reservation_ids: Mapping[tuple[str, str], str] | None = None,
 ) -> LaunchPlan:
-    """The CreateFleet overrides for a NodeClaim's requirements (module docstring); raises if none is left."""
+    """The CreateFleet overrides for a NodeClaim's requirements (module docstring); raises if none is left.
+
+    ``reservation_ids`` names, per (instance type, zone), the capacity reservation a reserved
+    launch there goes into; a reserved offering with none is left out.
+    """
+    reservation_ids = reservation_ids or {}
     zones = zonal_subnets(subnets)
     candidates: list[tuple[InstanceType, str, list[Offering]]] = []
     for instance_type in instance_types:
@@ -201,10 +231,20 @@ def plan_launch(
     chosen.sort(key=lambda item: (_cheapest(item[2]), item[0].name))
     chosen = chosen[:MAX_INSTANCE_TYPES]
     overrides = [
-        FleetOverride(instance_type.name, offering.zone, zones[offering.zone], image, offering.price)
+        FleetOverride(
+            instance_type.name,
+            offering.zone,
+            zones[offering.zone],
+            image,
+            offering.price,
+            reservation_ids.get((instance_type.name, offering.zone), ""),
+        )
         for instance_type, image, offerings in chosen
         for offering in offerings
     ]
+    if capacity_type == CAPACITY_TYPE_RESERVED:
+        # One reservation per (type, zone) can be launched into (karpy.cloud.reservations).
+        overrides = list({(o.instance_type, o.zone): o for o in overrides if o.reservation_id}.values())
     if not overrides:
         raise InsufficientCapacityError(
             "no available offering satisfies the NodeClaim's requirements in the node class' subnets and AMIs"
@@ -243,9 +283,14 @@ def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
 
 
 def fleet_request(plan: LaunchPlan, templates: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, Any]:
-    """CreateFleet's parameters for ``plan``; ``templates`` maps each AMI to its launch template's name."""
+    """CreateFleet's parameters for ``plan``; ``templates``: each template key to its launch template's name.
+
+    A reserved launch is an on-demand fleet whose templates target the
+    reservation (Karpenter's targeted launch); its capacity type is EC2's
+    ``on-demand``.
+    """
     configs = []
-    for image_id in plan.image_ids:
+    for key, _, _ in plan.templates:
         overrides = [
             {
                 "InstanceType": override.instance_type,
@@ -255,12 +300,12 @@ def fleet_request(plan: LaunchPlan, templates: Mapping[str, str], tags: Mapping[
                 "Priority": float(priority),
             }
             for priority, override in enumerate(plan.overrides)
-            if override.image_id == image_id
+            if override.template_key == key
         ]
         configs.append(
             {
                 "LaunchTemplateSpecification": {
-                    "LaunchTemplateName": templates[image_id],
+                    "LaunchTemplateName": templates[key],
                     "Version": "$Latest",
                 },
                 "Overrides": overrides,
@@ -271,7 +316,11 @@ def fleet_request(plan: LaunchPlan, templates: Mapping[str, str], tags: Mapping[
         "LaunchTemplateConfigs": configs,
         "TargetCapacitySpecification": {
             "TotalTargetCapacity": 1,
-            "DefaultTargetCapacityType": plan.capacity_type,
+            "DefaultTargetCapacityType": (
+                CAPACITY_TYPE_ON_DEMAND
+                if plan.capacity_type == CAPACITY_TYPE_RESERVED
+                else plan.capacity_type
+            ),
         },
         "TagSpecifications": [
             {"ResourceType": resource, "Tags": _tag_list(tags)}
@@ -368,6 +417,8 @@ def parse_fleet_response(response: Mapping[str, Any], plan: LaunchPlan) -> Fleet
         )
         lifecycle = str(raw.get("Lifecycle", "")) or plan.capacity_type
         capacity_type = CAPACITY_TYPE_SPOT if lifecycle == CAPACITY_TYPE_SPOT else CAPACITY_TYPE_ON_DEMAND
+        if plan.capacity_type == CAPACITY_TYPE_RESERVED:
+            capacity_type = CAPACITY_TYPE_RESERVED
         instance = LaunchedInstance(str(ids[0]), instance_type, zone, capacity_type, image_id)
         return FleetOutcome(instance, tuple(errors))
     return FleetOutcome(None, tuple(errors))

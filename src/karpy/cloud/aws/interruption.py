@@ -1,11 +1,15 @@
 """The interruption queue: EventBridge's EC2 and AWS Health events, read from SQS.
 
-With ``INTERRUPTION_QUEUE`` set, Karpenter's install routes four kinds of
+With ``INTERRUPTION_QUEUE`` set, Karpenter's install routes five kinds of
 EventBridge events to an SQS queue, and karpy reads them the same way:
 
 - ``EC2 Spot Instance Interruption Warning`` (source ``aws.ec2``):
   ``spot_interrupted`` for ``detail.instance-id`` (``detail.instance-action``
   is logged);
+- ``EC2 Capacity Reservation Instance Interruption Warning`` (``aws.ec2``):
+  ``capacity_reservation_interrupted`` for ``detail.instance-id``: an
+  interruptible reservation reclaims the instance; its NodeClaim is deleted
+  and the reservation marked used up (Karpenter v1.10);
 - ``EC2 Instance Rebalance Recommendation`` (``aws.ec2``):
   ``rebalance_recommendation`` for ``detail.instance-id``;
 - ``EC2 Instance State-change Notification`` (``aws.ec2``): by
@@ -65,6 +69,7 @@ import boto3
 from karpy.cloud.aws.client import _RETRIES, AwsApiError, _translated
 from karpy.logs import FailureStreak
 from karpy.operator.interruption import (
+    KIND_CAPACITY_RESERVATION_INTERRUPTION,
     KIND_NO_OP,
     KIND_REBALANCE_RECOMMENDATION,
     KIND_SCHEDULED_CHANGE,
@@ -91,6 +96,7 @@ SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
 REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
 STATE_CHANGE = "EC2 Instance State-change Notification"
 HEALTH_EVENT = "AWS Health Event"
+CAPACITY_RESERVATION_INTERRUPTION = "EC2 Capacity Reservation Instance Interruption Warning"
 
 
 class UnparseableMessageError(ValueError):
@@ -132,10 +138,14 @@ def parse_event(message_id: str, body: str, received: float) -> InterruptionMess
         raise UnparseableMessageError("detail is missing or not an object")
     kind, said = KIND_NO_OP, detail_type
     instance_ids: tuple[str, ...] = ()
-    if source == "aws.ec2" and detail_type in (SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION, STATE_CHANGE):
+    ec2_types = (SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION, STATE_CHANGE, CAPACITY_RESERVATION_INTERRUPTION)
+    if source == "aws.ec2" and detail_type in ec2_types:
         instance_ids = (_field(detail, "instance-id", "detail."),)
         if detail_type == SPOT_INTERRUPTION:
             kind, said = KIND_SPOT_INTERRUPTION, f"instance-action {detail.get('instance-action', '')}"
+        elif detail_type == CAPACITY_RESERVATION_INTERRUPTION:
+            kind = KIND_CAPACITY_RESERVATION_INTERRUPTION
+            said = f"instance-action {detail.get('instance-action', '')}"
         elif detail_type == REBALANCE_RECOMMENDATION:
             kind = KIND_REBALANCE_RECOMMENDATION
         else:

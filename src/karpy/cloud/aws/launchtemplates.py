@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
-from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, MetadataOptions
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, MetadataOptions, StatusCapacityReservation
 from karpy.api.nodeclass import BlockDeviceMapping as ClassBlockDeviceMapping
 from karpy.api.quantity import Quantity, amount_of
 from karpy.api.requirements import LABEL_REGION
@@ -80,6 +80,12 @@ PROFILE_RETRY_INTERVAL = 60.0
 CLEANING_TEMPLATES = "cleaning up the launch templates of deleted EC2NodeClasses"
 CLEANING_PROFILES = "cleaning up the instance profiles of deleted EC2NodeClasses"
 _GIGA = 10**9
+# EC2's CapacityReservationPreference and MarketType values of Karpenter's targeted launches.
+RESERVATIONS_ONLY = "capacity-reservations-only"
+RESERVATION_PREFERENCE_NONE = "none"
+MARKET_CAPACITY_BLOCK = "capacity-block"
+MARKET_INTERRUPTIBLE_RESERVATION = "interruptible-capacity-reservation"
+RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +102,20 @@ class LaunchOptions:
     associate_public_ip_address: bool | None = None
     tags: tuple[tuple[str, str], ...] = ()
     spot: bool = False
+    # Karpenter's targeted launch mode (gate ReservedCapacity): a reserved launch targets its
+    # reservation only, any other launch opts out of open reservations ("" : EC2's default, open).
+    reservation_preference: str = ""
+    capacity_reservation_id: str = ""
+    # A Capacity Block's or an interruptible reservation's market type ("" : none).
+    market_type: str = ""
 
     @property
     def name(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        options = asdict(self)
+        for key in ("reservation_preference", "capacity_reservation_id", "market_type"):
+            if not options[key]:
+                del options[key]  # the names of templates made before these fields stay the same
+        canonical = json.dumps(options, sort_keys=True, separators=(",", ":"))
         return TEMPLATE_NAME_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
     def template_data(self) -> dict[str, Any]:
@@ -132,6 +148,15 @@ class LaunchOptions:
                 }
             ]
             del data["SecurityGroupIds"]
+        if self.reservation_preference:
+            specification: dict[str, Any] = {"CapacityReservationPreference": self.reservation_preference}
+            if self.capacity_reservation_id:
+                specification["CapacityReservationTarget"] = {
+                    "CapacityReservationId": self.capacity_reservation_id
+                }
+            data["CapacityReservationSpecification"] = specification
+        if self.market_type:
+            data["InstanceMarketOptions"] = {"MarketType": self.market_type}
         if self.tags:
             tagged = ("network-interface", "spot-instances-request") if self.spot else ("network-interface",)
             data["TagSpecifications"] = [
@@ -176,12 +201,27 @@ def launch_options(
     tags: Mapping[str, str] | None = None,
     *,
     spot: bool = False,
+    targeted: bool = False,
+    reservation: StatusCapacityReservation | None = None,
 ) -> LaunchOptions:
     """The options of the class' launches from ``image_id`` with ``user_data``, from its resolved status.
 
     ``tags`` go on the network interfaces (and spot requests, with ``spot``)
-    the template launches; by default the class' own tags.
+    the template launches; by default the class' own tags. With ``targeted``
+    (Karpenter's targeted launch mode, gate ReservedCapacity on) a launch into
+    ``reservation`` targets it alone (``capacity-reservations-only``, and a
+    Capacity Block's or interruptible reservation's market type), and any
+    other launch opts out of open reservations (preference ``none``).
     """
+    preference, reservation_id, market_type = "", "", ""
+    if targeted and reservation is not None:
+        preference, reservation_id = RESERVATIONS_ONLY, reservation.id
+        if reservation.reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK:
+            market_type = MARKET_CAPACITY_BLOCK
+        elif reservation.interruptible:
+            market_type = MARKET_INTERRUPTIBLE_RESERVATION
+    elif targeted:
+        preference = RESERVATION_PREFERENCE_NONE
     return LaunchOptions(
         image_id=image_id,
         user_data=user_data,
@@ -193,6 +233,9 @@ def launch_options(
         associate_public_ip_address=node_class.associate_public_ip_address,
         tags=tuple(sorted((node_class.tags if tags is None else tags).items())),
         spot=spot,
+        reservation_preference=preference,
+        capacity_reservation_id=reservation_id,
+        market_type=market_type,
     )
 
 

@@ -17,6 +17,11 @@ exactly what karpy launches into. This controller does the same with
   Karpenter's interval for its EC2NodeClass controller (``RequeueAfter:
   5 * time.Minute``); it keeps the calls per class at a dozen an hour while a
   new AMI or subnet is picked up well within the time anybody waits for it.
+  A class with ``capacityReservationSelectorTerms`` is resolved every
+  :data:`RESERVATION_INTERVAL` (Karpenter's minute for reservations), and at a
+  reservation's end and the start of a Capacity Block's expiring window when
+  sooner; each resolution sets the provider's count of instances left in
+  each reservation to EC2's (:mod:`karpy.cloud.reservations`).
 - **What is written**: the resolution, through ``update_status``, only when
   it differs from the stored status, and a condition's
   ``lastTransitionTime`` moves only when its status flips
@@ -46,10 +51,11 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
-from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, StatusCapacityReservation
 from karpy.cloud.aws.client import AwsApiError, AwsClient
 from karpy.cloud.aws.resolution import ready_naming_causes, resolve_node_class
 from karpy.cloud.aws.settings import AwsSettings
+from karpy.cloud.reservations import CAPACITY_BLOCK_EXPIRING_WINDOW, ReservationAvailability
 from karpy.logs import FailureStreak, about
 from karpy.operator.cluster import Clock, Cluster
 from karpy.operator.readiness import log_ready_change
@@ -59,6 +65,8 @@ log = logging.getLogger("karpy.aws.nodeclass")
 
 # Seconds between two resolutions of an unchanged class (Karpenter's interval).
 RESOLVE_INTERVAL = 300.0
+# Seconds between two resolutions of a class with capacity reservations (Karpenter polls them each minute).
+RESERVATION_INTERVAL = 60.0
 # Seconds until a resolution that AWS failed for a passing reason is tried again.
 RETRY_INTERVAL = 30.0
 
@@ -73,8 +81,18 @@ class EC2NodeClassStatusController:
 
     name = "ec2nodeclass.status"
 
-    def __init__(self, cluster: Cluster, client: AwsClient, clock: Clock, *, settings: AwsSettings) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        client: AwsClient,
+        clock: Clock,
+        *,
+        settings: AwsSettings,
+        reservations: ReservationAvailability | None = None,
+    ) -> None:
         self.cluster = cluster
+        # The provider's counts of instances left per reservation, set from what EC2 says here.
+        self.reservations = reservations
         self.client = client
         self.settings = settings
         self.clock = clock
@@ -111,10 +129,27 @@ class EC2NodeClassStatusController:
         status = dataclasses.replace(
             resolution.node_class_status(), conditions=ready_naming_causes(resolution.conditions, now)
         )
+        if self.reservations is not None:
+            self.reservations.sync(resolution.available_instances)
         if status != node_class.status:
             self.cluster.update_status(dataclasses.replace(node_class, status=status))
             log_ready_change(node_class, node_class.status.conditions, status.conditions, self.name)
-        return RESOLVE_INTERVAL
+        return self._next_resolution(node_class, resolution.capacity_reservations, now)
+
+    def _next_resolution(
+        self, node_class: EC2NodeClass, reservations: tuple[StatusCapacityReservation, ...], now: float
+    ) -> float:
+        """Seconds to the next resolution: Karpenter's minute with reservations, sooner for one ending."""
+        if not node_class.capacity_reservation_selector_terms or not self.settings.reserved_capacity:
+            return RESOLVE_INTERVAL
+        moments = [
+            moment
+            for reservation in reservations
+            if reservation.end_time is not None
+            for moment in (reservation.end_time - CAPACITY_BLOCK_EXPIRING_WINDOW, reservation.end_time)
+            if moment > now
+        ]
+        return max(1.0, min([RESERVATION_INTERVAL, *(moment - now for moment in moments)]))
 
     def _failed(self, node_class: EC2NodeClass, error: AwsApiError) -> None:
         streak = self._failing.setdefault(node_class.name, FailureStreak(log, RETRY_INTERVAL, RETRY_INTERVAL))

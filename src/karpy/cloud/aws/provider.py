@@ -7,7 +7,12 @@ class' resolved subnets only, priced with the latest prices
 simulator sizes them, and only the types some resolved AMI serves (an arm64
 AMI alone offers no x86 type). Offerings that failed for capacity in the
 last 3 minutes are reported unavailable (:class:`UnavailableOfferings`), so
-the next scheduling pass falls back to other types, zones or on-demand. A
+the next scheduling pass falls back to other types, zones or on-demand. The
+class' capacity reservations (``status.capacityReservations``, gate
+ReservedCapacity) add ``reserved`` offerings priced near zero
+(:mod:`karpy.cloud.reservations`); a reserved launch targets its reservation,
+takes one off its count (a termination gives it back) and a refusal for
+capacity marks it used up, so the next pass falls back. A
 class that is missing or not Ready raises :class:`NodeClassNotReadyError`:
 nothing is planned for it, so no CreateFleet is ever attempted with a
 half-resolved class.
@@ -89,7 +94,14 @@ from karpy.api.nodeclass import (
 )
 from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
-from karpy.api.requirements import CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from karpy.api.requirements import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+)
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance
 from karpy.cloud.aws.fleet import (
@@ -132,6 +144,16 @@ from karpy.cloud.provider import (
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
+from karpy.cloud.reservations import (
+    CAPACITY_BLOCK_EXPIRING_WINDOW,
+    RESERVATION_TYPE_CAPACITY_BLOCK,
+    Reservation,
+    ReservationAvailability,
+    reservation_labels,
+    reservation_of,
+    reservation_to_launch,
+    with_reserved_offerings,
+)
 from karpy.disruption.nodeclass_drift import LaunchedWith, Resolved, nodeclass_drift
 from karpy.operator.cluster import Clock, ClusterReader
 
@@ -184,6 +206,8 @@ class AwsCloudProvider:
         # Shared with the launch threads: the unavailable offerings and the prices.
         self._lock = threading.Lock()
         self.unavailable = UnavailableOfferings(clock)
+        # Instances left per capacity reservation (its own lock; the status controller sets EC2's counts).
+        self.reservations = ReservationAvailability(clock)
         self._entries = {entry.name: entry for entry in self.catalog.entries}
         self._prices_version = 0
         self._types_cache: tuple[object, builtins.list[InstanceType]] | None = None
@@ -213,9 +237,20 @@ class AwsCloudProvider:
     def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
         return self._instance_types(self._node_class(nodepool.template.node_class_ref))
 
+    def _reservations(self, node_class: EC2NodeClass) -> tuple[Reservation, ...]:
+        """The class' resolved capacity reservations; none with the ReservedCapacity gate off."""
+        return node_class.status.capacity_reservations if self.settings.reserved_capacity else ()
+
     def _instance_types(self, node_class: EC2NodeClass) -> builtins.list[InstanceType]:
         zones = tuple(sorted({subnet.zone for subnet in node_class.status.subnets}))
         amis = node_class.status.amis
+        reservations = self._reservations(node_class)
+        now = self.clock.now()
+        # What the reserved offerings depend on: the reservations, which have room, which are over.
+        reserved_key = tuple(
+            (reservation, self.reservations.count(reservation.id) > 0, reservation.ended(now))
+            for reservation in reservations
+        )
         with self._lock:
             unavailable = self.unavailable.now()
             entries = builtins.list(self._entries.values())
@@ -228,6 +263,7 @@ class AwsCloudProvider:
                 node_class.instance_store_policy,
                 repr(amis),
                 self._prices_version,
+                reserved_key,
             )
             if self._types_cache is not None and self._types_cache[0] == key:
                 return self._types_cache[1]
@@ -245,7 +281,7 @@ class AwsCloudProvider:
                 instance_store_raid0=node_class.instance_store_policy == INSTANCE_STORE_RAID0,
             )
             if image_for(instance_type, amis) is not None:
-                types.append(instance_type)
+                types.append(with_reserved_offerings(instance_type, reservations, self.reservations, now))
         with self._lock:
             self._types_cache = (key, types)
         return types
@@ -332,8 +368,19 @@ class AwsCloudProvider:
                     "adopting instance %s, launched earlier for NodeClaim %s", found[0].id, nodeclaim.name
                 )
                 return self._hydrate(found[0], node_class, nodeclaim.spec)
+        reservations = self._reservations(node_class)
+        now = self.clock.now()
+        reservation_ids = {
+            (name, zone): into.id
+            for name, zone in {(r.instance_type, r.zone) for r in reservations}
+            if (into := reservation_to_launch(reservations, self.reservations, name, zone, now)) is not None
+        }
         plan = plan_launch(
-            nodeclaim.requirement_set(), instance_types, node_class.status.subnets, node_class.status.amis
+            nodeclaim.requirement_set(),
+            instance_types,
+            node_class.status.subnets,
+            node_class.status.amis,
+            reservation_ids,
         )
         tags = launch_tags(
             cluster_name=self.settings.cluster_name,
@@ -349,11 +396,22 @@ class AwsCloudProvider:
         for error in outcome.errors:
             if error.refuses_spot:
                 self._mark_spot_unavailable(instance_types)
+            elif error.is_capacity and error.capacity_type == CAPACITY_TYPE_RESERVED:
+                # The reservation is used up (Karpenter's MarkUnavailable): the next pass falls back.
+                reservation_id = reservation_ids.get((error.instance_type, error.zone), "")
+                log.info(
+                    "capacity reservation %s has no room (%s); marking it used up", reservation_id, error.code
+                )
+                self.reservations.mark_unavailable(reservation_id)
             elif error.is_capacity:
                 self.mark_offering_unavailable(*error.offering)
         if outcome.instance is None:
             raise launch_error(outcome.errors)
         launched = outcome.instance
+        reservation_id = ""
+        if launched.capacity_type == CAPACITY_TYPE_RESERVED:
+            reservation_id = reservation_ids.get((launched.instance_type, launched.zone), "")
+            self.reservations.mark_launched(reservation_id)
         return self._hydrate(
             Ec2Instance(
                 id=launched.id,
@@ -364,6 +422,7 @@ class AwsCloudProvider:
                 state="pending",
                 launch_time=self.clock.now(),
                 tags=tags,
+                capacity_reservation_id=reservation_id,
             ),
             node_class,
             nodeclaim.spec,
@@ -393,11 +452,22 @@ class AwsCloudProvider:
             raise CloudProviderError(f"user data of EC2NodeClass {node_class.name}: {error}") from error
         template_tags = pool_launch_tags(tags)
         spot = plan.capacity_type == CAPACITY_TYPE_SPOT
+        targeted = self.settings.reserved_capacity
+        reservations = self._reservations(node_class)
         templates = {
-            image_id: self.templates.ensure(
-                launch_options(node_class, image_id, document, template_tags, spot=spot), node_class
+            key: self.templates.ensure(
+                launch_options(
+                    node_class,
+                    image_id,
+                    document,
+                    template_tags,
+                    spot=spot,
+                    targeted=targeted,
+                    reservation=reservation_of(reservations, reservation_id) if reservation_id else None,
+                ),
+                node_class,
             )
-            for image_id in plan.image_ids
+            for key, image_id, reservation_id in plan.templates
         }
         try:
             response = self.client.create_fleet(fleet_request(plan, templates, tags))
@@ -433,6 +503,19 @@ class AwsCloudProvider:
             capacity, allocatable = dict(instance_type.capacity), dict(instance_type.allocatable)
         labels[LABEL_ZONE] = instance.zone
         labels[LABEL_CAPACITY_TYPE] = instance.capacity_type
+        if instance.capacity_reservation_id:
+            known = reservation_of(
+                node_class.status.capacity_reservations if node_class is not None else (),
+                instance.capacity_reservation_id,
+            )
+            labels.update(
+                reservation_labels(known)
+                if known is not None
+                else {
+                    LABEL_CAPACITY_TYPE: CAPACITY_TYPE_RESERVED,
+                    AWS_LABEL_CAPACITY_RESERVATION_ID: instance.capacity_reservation_id,
+                }
+            )
         nodepool = instance.tags.get(LABEL_NODEPOOL, "")
         if nodepool:
             labels[LABEL_NODEPOOL] = nodepool
@@ -496,6 +579,7 @@ class AwsCloudProvider:
         return [self._hydrate_found(instance) for instance in listed]
 
     def delete(self, nodeclaim: NodeClaim) -> None:
+        reservation_id = nodeclaim.metadata.labels.get(AWS_LABEL_CAPACITY_RESERVATION_ID, "")
         self._launched.pop(nodeclaim.name, None)
         self._networks.pop(instance_id_of(nodeclaim.status.provider_id), None)
         self.launcher.take(nodeclaim.name)  # a result nobody will collect now
@@ -508,7 +592,32 @@ class AwsCloudProvider:
             raise CloudProviderError(f"TerminateInstances failed: {error}") from error
         if before.get(instance_id, "terminated") == "terminated":
             raise NodeClaimNotFoundError(f"instance {instance_id} is already terminated")
+        if reservation_id:
+            self.reservations.mark_terminated(reservation_id)  # its slot is free again
         log.info("terminating instance %s of NodeClaim %s", instance_id, nodeclaim.name)
+
+    def reservations_expiring_at(self) -> dict[str, float]:
+        """Each Capacity Block some NodeClaim runs in, with when it is expiring (reconcile thread)."""
+        expiring: dict[str, float] = {}
+        if not self.settings.reserved_capacity:
+            return expiring
+        refs = {
+            nodeclaim.spec.node_class_ref
+            for nodeclaim in self.cluster.nodeclaims()
+            if AWS_LABEL_CAPACITY_RESERVATION_ID in nodeclaim.metadata.labels
+        }
+        for ref in refs:
+            node_class = self.cluster.node_class(ref.group, ref.kind, ref.name)
+            if not isinstance(node_class, EC2NodeClass):
+                continue
+            for reservation in node_class.status.capacity_reservations:
+                if reservation.reservation_type == RESERVATION_TYPE_CAPACITY_BLOCK and reservation.end_time:
+                    expiring[reservation.id] = reservation.end_time - CAPACITY_BLOCK_EXPIRING_WINDOW
+        return expiring
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        """An interruptible reservation reclaims its capacity: nothing more goes into it until EC2 says so."""
+        self.reservations.mark_unavailable(reservation_id)
 
     # -- drift and repair --------------------------------------------------
 

@@ -19,6 +19,11 @@ as reason and its message; one that may pass (throttling, 5xx, no
 connection) is raised instead, so the caller keeps the last good status
 rather than making a healthy class unready for a blip.
 
+With the ReservedCapacity gate on, ``capacityReservations`` lists what the
+class' ``capacityReservationSelectorTerms`` select
+(:func:`capacity_reservations`), with EC2's count of instances left in each
+for the provider.
+
 What a NodePool sees of the class is its ``Ready`` condition:
 :func:`node_class_problem_from_status` reads it, as Karpenter's NodePool
 readiness controller does (the pool's ``NodeClassReady`` copies the class'
@@ -46,12 +51,21 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from karpy.api.conditions import FALSE, TRUE, Condition, find_condition, set_condition
-from karpy.api.nodeclass import EC2NodeClass, NodeClassStatus, StatusAMI, StatusSecurityGroup, StatusSubnet
+from karpy.api.nodeclass import (
+    CapacityReservationSelectorTerm,
+    EC2NodeClass,
+    NodeClassStatus,
+    StatusAMI,
+    StatusCapacityReservation,
+    StatusSecurityGroup,
+    StatusSubnet,
+)
 from karpy.api.nodepool import CONDITION_READY
 from karpy.api.requirements import LABEL_REGION, Requirement
-from karpy.cloud.aws.client import AwsApiError, AwsClient
+from karpy.cloud.aws.client import AwsApiError, AwsClient, CapacityReservation
 from karpy.cloud.aws.selectors import (
     AliasError,
+    Filter,
     Image,
     ResolvedAMI,
     SecurityGroup,
@@ -68,6 +82,7 @@ from karpy.cloud.aws.selectors import (
     subnet_filters,
 )
 from karpy.cloud.provider import NodeClassProblem
+from karpy.cloud.reservations import reservation_state
 from karpy.operator.readiness import with_ready
 
 CONDITION_SUBNETS_READY = "SubnetsReady"
@@ -104,6 +119,7 @@ class ResolutionSettings:
     region: str
     kubernetes_version: str  # major.minor, as in the EKS AMIs' SSM paths
     ssm_prefix: str = ""  # prepended to /aws/service/...; empty on AWS itself
+    reserved_capacity: bool = True  # the ReservedCapacity gate: capacity reservations are read
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +129,9 @@ class NodeClassResolution:
     amis: tuple[ResolvedAMI, ...] = ()
     instance_profile: str = ""
     conditions: tuple[Condition, ...] = field(default=())
+    capacity_reservations: tuple[StatusCapacityReservation, ...] = ()
+    # Reservation id -> EC2's AvailableInstanceCount when read (for the provider's counts).
+    available_instances: dict[str, int] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
@@ -130,6 +149,8 @@ class NodeClassResolution:
             status["amis"] = [ami.to_status() for ami in self.amis]
         if self.instance_profile:
             status["instanceProfile"] = self.instance_profile
+        if self.capacity_reservations:
+            status["capacityReservations"] = [r.to_status() for r in self.capacity_reservations]
         status["conditions"] = [condition.to_dict() for condition in self.conditions]
         return status
 
@@ -141,6 +162,7 @@ class NodeClassResolution:
             security_groups=tuple(StatusSecurityGroup(sg.id, sg.name) for sg in self.security_groups),
             amis=tuple(_status_ami(ami.to_status()) for ami in self.amis),
             instance_profile=self.instance_profile,
+            capacity_reservations=self.capacity_reservations,
         )
 
 
@@ -235,7 +257,13 @@ def resolve_node_class(
     settings: ResolutionSettings,
     now: float,
 ) -> NodeClassResolution:
-    """``node_class`` resolved against the account (module docstring); raises retryable AwsApiErrors."""
+    """``node_class`` resolved against the account (module docstring); raises retryable AwsApiErrors.
+
+    Capacity reservations are read only with the ReservedCapacity gate on
+    (``settings.reserved_capacity``); an error reading them is raised, retryable
+    or not, as Karpenter's reconcile fails on it: the class keeps its last status.
+    """
+    found = capacity_reservations(node_class, client, now) if settings.reserved_capacity else ()
     conditions = _Conditions(node_class.status.conditions, now)
     subnets = (
         _guarded(conditions, CONDITION_SUBNETS_READY, lambda: _subnets(node_class, client, conditions)) or ()
@@ -266,7 +294,62 @@ def resolve_node_class(
         amis=amis,
         instance_profile=profile,
         conditions=with_ready(conditions.conditions, DEPENDENTS, now),
+        capacity_reservations=tuple(reservation for reservation, _ in found),
+        available_instances={reservation.id: available for reservation, available in found},
     )
+
+
+def _reservation_filters(term: CapacityReservationSelectorTerm) -> tuple[Filter, ...]:
+    """Karpenter's DescribeCapacityReservations filters for a term without an id (active ones only)."""
+    filters: list[Filter] = [("state", ("active",))]
+    if term.owner_id:
+        filters.append(("owner-id", (term.owner_id,)))
+    for key, value in sorted(term.tags.items()):
+        filters.append(("tag-key", (key,)) if value == "*" else (f"tag:{key}", (value,)))
+    if term.instance_match_criteria:
+        filters.append(("instance-match-criteria", (term.instance_match_criteria,)))
+    return tuple(filters)
+
+
+def capacity_reservations(
+    node_class: EC2NodeClass, client: AwsClient, now: float
+) -> tuple[tuple[StatusCapacityReservation, int], ...]:
+    """The class' active, unexpired reservations, by id, each with EC2's count of instances left.
+
+    As Karpenter: an id term is looked up by id (a missing id selects
+    nothing), any other term by filters; duplicates and reservations whose end
+    has passed are dropped, and a Capacity Block within 40 minutes of its end
+    is ``expiring`` (EC2 reclaims it 30 minutes before): not launched into.
+    A reservation of an instance match criteria other than open or targeted
+    is skipped.
+    """
+    found: dict[str, CapacityReservation] = {}
+    for term in node_class.capacity_reservation_selector_terms:
+        if term.id:
+            listed = client.describe_capacity_reservations(ids=(term.id,), filters=(("state", ("active",)),))
+        else:
+            listed = client.describe_capacity_reservations(filters=_reservation_filters(term))
+        for reservation in listed:
+            found.setdefault(reservation.id, reservation)
+    resolved = []
+    for reservation in sorted(found.values(), key=lambda r: r.id):
+        if reservation.end_time is not None and reservation.end_time <= now:
+            continue
+        if reservation.instance_match_criteria not in ("open", "targeted"):
+            continue
+        status = StatusCapacityReservation(
+            id=reservation.id,
+            instance_type=reservation.instance_type,
+            zone=reservation.zone,
+            reservation_type=reservation.reservation_type,
+            interruptible=reservation.interruptible,
+            instance_match_criteria=reservation.instance_match_criteria,
+            owner_id=reservation.owner_id,
+            end_time=reservation.end_time,
+            state=reservation_state(reservation.reservation_type, reservation.end_time, now),
+        )
+        resolved.append((status, reservation.available))
+    return tuple(resolved)
 
 
 def _guarded(conditions: _Conditions, kind: str, resolve: Callable[[], T]) -> T | None:

@@ -38,6 +38,8 @@ class AwsSettings:
     cluster_ca_bundle: str = ""
     # KARPY_AWS_LAUNCH_CONCURRENCY: CreateFleet and TerminateInstances calls in flight at once.
     launch_concurrency: int = DEFAULT_LAUNCH_CONCURRENCY
+    # The ReservedCapacity gate: capacity reservations are resolved, offered and launched into.
+    reserved_capacity: bool = True
 
     def resolution(self) -> ResolutionSettings:
         return ResolutionSettings(
@@ -45,4 +47,5 @@ class AwsSettings:
             region=self.region,
             kubernetes_version=self.kubernetes_version,
             ssm_prefix=self.ssm_prefix,
+            reserved_capacity=self.reserved_capacity,
         )
