@@ -8,9 +8,10 @@ controller cannot tell them apart except by timing.
 
 **Reads come from informer caches.** One :class:`~karpy.kube._informer.Informer` per kind (Pods,
 Nodes, NodeClaims, NodePools, both node classes, DaemonSets, PodDisruptionBudgets,
-PersistentVolumeClaims, PersistentVolumes, Namespaces, LimitRanges and RuntimeClasses) lists and
-watches in a background thread and hands objects to this class, which keeps, under one lock, the
-server's dict of each object, the record parsed from it (with the parser
+PersistentVolumeClaims, PersistentVolumes, Namespaces, LimitRanges and RuntimeClasses) streams
+its kind's objects and then watches (one request; a list first where the server does not stream,
+see :mod:`karpy.kube._informer`) in a background thread and hands objects to this class, which
+keeps, under one lock, the server's dict of each object, the record parsed from it (with the parser
 :data:`karpy.api.manifest.PARSERS` registers for its apiVersion and kind), and the same indexes as
 the in-memory store: pods by node name and unbound pods. A read never makes a request. After a 410
 Gone the informer lists again and this class diffs the list against its cache, so objects that
@@ -280,7 +281,7 @@ class KubeCluster(TypedReads):
 
     @property
     def synced(self) -> bool:
-        """Whether every informer has completed its first list."""
+        """Whether every informer has its kind's complete first state (listed or streamed)."""
         return all(informer.synced.is_set() for informer in self._informers.values())
 
     def wait_for_sync(self, timeout: float) -> bool:
@@ -291,8 +292,16 @@ class KubeCluster(TypedReads):
         return True
 
     def relists_after_gone(self, kind: str) -> int:
-        """How many times the ``kind`` informer listed again after a 410 Gone."""
+        """How many times the ``kind`` informer listed (or streamed) again after a 410 Gone."""
         return self._informers[kind].relists_after_gone
+
+    def lists(self, kind: str) -> int:
+        """How many times the ``kind`` informer listed (not counting streamed initial events)."""
+        return self._informers[kind].lists
+
+    def initial_streams(self, kind: str) -> int:
+        """How many streaming watches (initial events first) the ``kind`` informer opened."""
+        return self._informers[kind].initial_streams
 
     # -- subscriptions ----------------------------------------------------
 
