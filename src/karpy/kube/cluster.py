@@ -105,6 +105,7 @@ from karpy.kube._encode import (
     node_merge_patch,
     node_to_dict,
     nodeclaim_spec_to_dict,
+    nodeclaim_status_to_dict,
     nodeclaim_to_dict,
     pod_merge_patch,
     resources_to_dict,
@@ -653,7 +654,11 @@ class KubeCluster(TypedReads):
         if claim.spec != stored.spec:
             main["spec"] = nodeclaim_spec_to_dict(claim.spec)
         main_changed = main["metadata"] != _raw_meta(current) or claim.spec != stored.spec
-        status_changed = claim.status != stored.status
+        # Compared as written, not as records: the API keeps times to the second, so a
+        # lastPodEventTime later in the same second (a pod bound after another) is no change.
+        status_changed = claim.status != stored.status and nodeclaim_status_to_dict(
+            claim.status
+        ) != nodeclaim_status_to_dict(stored.status)
         version = meta.resource_version
         if not main_changed and not status_changed:
             if not version or version == _raw_version(current):
