@@ -24,7 +24,7 @@ from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
 from karpy.kube._encode import nodeclaim_to_dict
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiResponse, ApiTransport, status_error
-from karpy.kube._resources import NODECLAIM
+from karpy.kube._resources import NODE, NODECLAIM
 from karpy.kube.cluster import KubeCluster, NamespaceTerminatingError
 from karpy.operator.cluster import EVENT_NORMAL, ConflictError, InvalidError, KubeError
 
@@ -305,3 +305,34 @@ def test_a_stale_write_of_an_unchanged_status_still_goes_to_the_server_to_be_ref
     with pytest.raises(ConflictError):
         cluster.update(stale)
     assert len(transport.requests) == 1
+
+
+def _cached_node(cluster: KubeCluster, version: str, boot_id: str) -> None:
+    cluster.apply(
+        NODE,
+        "ADDED",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "node-a", "uid": "n-1", "resourceVersion": version},
+            "spec": {"providerID": "kwok://node-a"},
+            "status": {"nodeInfo": {"bootID": boot_id}},
+        },
+    )
+
+
+def test_a_node_read_before_a_reboot_does_not_write_the_old_boot_id_back() -> None:
+    # The reboot wrote boot ID "second" (resourceVersion 12); a controller still holding the
+    # Node as it was (11, boot ID "first") updates a label: its boot ID differs from the
+    # server's only because it is stale, and the server must refuse it, not take it.
+    transport = FakeTransport(refuse(CONFLICT))
+    cluster = cluster_over(transport)
+    _cached_node(cluster, "11", "first")
+    stale = cluster.node("node-a")
+    assert stale is not None
+    _cached_node(cluster, "12", "second")
+    with pytest.raises(ConflictError):
+        cluster.update(stale.with_changes(metadata=stale.metadata.with_changes(labels={"x": "y"})))
+    [(method, path, body)] = transport.requests
+    assert (method, path) == ("PATCH", "/api/v1/nodes/node-a/status")
+    assert cast(dict[str, Any], body)["metadata"] == {"resourceVersion": "11"}

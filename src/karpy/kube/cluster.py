@@ -621,10 +621,15 @@ class KubeCluster(TypedReads):
         if isinstance(obj, Node):
             if obj.boot_id and obj.boot_id != Node.parse(FieldReader(current)).boot_id:
                 # A new boot ID (a kwok Node's reboot) is status: the status subresource's to write.
+                # Checked against the caller's resourceVersion: a Node read before a reboot differs
+                # from the server in its boot ID too, and must not write the old one back.
+                boot: JSON = {"status": {"nodeInfo": {"bootID": obj.boot_id}}}
+                if meta.resource_version:
+                    boot["metadata"] = {"resourceVersion": meta.resource_version}
                 current = self._call(
                     "PATCH",
                     resource.object_path(meta.namespace, meta.name, "status"),
-                    {"status": {"nodeInfo": {"bootID": obj.boot_id}}},
+                    boot,
                     content_type=CONTENT_MERGE_PATCH,
                 )
                 meta = meta.with_changes(resource_version="")
