@@ -120,3 +120,41 @@ def test_a_nodeclaim_whose_kwok_class_is_not_ready_is_deleted_not_launched(store
         assert claim is None or claim.metadata.deleting
     else:
         assert "NodeClassNotReady" not in reasons
+
+
+def test_a_node_ready_when_it_registers_is_registered_and_initialized_in_one_status_write() -> None:
+    # Karpenter's lifecycle writes a reconcile's status once; two writes were a request more
+    # per NodeClaim on a real API server, where kwok's Nodes are Ready as they register.
+    store = cluster()
+    store.create(
+        nodeclaim(NAME, provider_id=f"kwok://{NAME}").with_status(
+            allocatable=dict(INSTANCE_TYPE.allocatable), conditions=(Condition(CONDITION_LAUNCHED, "True"),)
+        )
+    )
+    store.create(node(NAME, registered=False).with_changes(conditions=(NodeCondition("Ready", "True"),)))
+    writes: list[object] = []
+    store.subscribe(lambda kind, old, new: writes.append(new) if kind == "NodeClaim" else None)
+    NodeClaimLifecycle(store, KwokCloudProvider(store), store.clock).reconcile(NAME)
+    claim = store.nodeclaim(NAME)
+    assert claim is not None and claim.registered and claim.initialized
+    assert len(writes) == 1
+    assert [event.reason for event in store.events][-2:] == ["Registered", "Initialized"]
+
+
+def test_a_node_not_ready_when_it_registers_is_registered_and_initialized_later() -> None:
+    store = cluster()
+    store.create(
+        nodeclaim(NAME, provider_id=f"kwok://{NAME}").with_status(
+            allocatable=dict(INSTANCE_TYPE.allocatable), conditions=(Condition(CONDITION_LAUNCHED, "True"),)
+        )
+    )
+    store.create(node(NAME, registered=False))
+    lifecycle = NodeClaimLifecycle(store, KwokCloudProvider(store), store.clock)
+    lifecycle.reconcile(NAME)
+    claim = store.nodeclaim(NAME)
+    assert claim is not None and claim.registered and not claim.initialized
+    joined = store.node(NAME)
+    assert joined is not None
+    store.update(joined.with_changes(conditions=(NodeCondition("Ready", "True"),)))
+    lifecycle.reconcile(NAME)
+    assert initialized(store)

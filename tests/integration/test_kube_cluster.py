@@ -24,7 +24,7 @@ from karpy.api.taints import Taint
 from karpy.cloud.kwok.fake_kubelet import FAKE_NODE_ANNOTATION, FAKE_NODE_VALUE
 from karpy.controllers.state import namespace_labels
 from karpy.kube._http import ApiTransport
-from karpy.kube._resources import POD
+from karpy.kube._resources import POD, WATCHED_TYPES
 from karpy.kube.cluster import KubeCluster
 from karpy.operator.cluster import EVENT_NORMAL, ConflictError, EvictionRefusedError
 
@@ -366,3 +366,25 @@ def test_namespace_labels_reach_the_scheduling_snapshot(
 
     found = wait_until(labels, what=f"namespace {namespace} labelled team=web in the cache")
     assert found["kubernetes.io/metadata.name"] == namespace
+
+
+def test_informers_stream_their_first_state_and_never_list(crds: ControlPlane, namespace: str) -> None:
+    """kube-apiserver 1.37 has WatchList on: every informer syncs from one streaming watch."""
+    crds.kubectl("apply", "--namespace", namespace, "-f", "-", stdin=_bare_pod("streamed"))
+    kube = KubeCluster(ApiTransport.from_kubeconfig(crds.kubeconfig))
+    recorder = Recorder()
+    kube.subscribe(recorder)
+    kube.start()
+    try:
+        assert kube.wait_for_sync(60)
+        assert kube.pod(namespace, "streamed") is not None
+        kinds = [resource.kind for resource in WATCHED_TYPES]
+        assert {kind: (kube.lists(kind), kube.initial_streams(kind)) for kind in kinds} == {
+            kind: (0, 1) for kind in kinds
+        }
+        # The stream goes on as the watch: a later pod arrives on it.
+        crds.kubectl("apply", "--namespace", namespace, "-f", "-", stdin=_bare_pod("later"))
+        wait_until(lambda: kube.pod(namespace, "later"), what="a pod created after the sync")
+        assert kube.initial_streams("Pod") == 1 and kube.lists("Pod") == 0
+    finally:
+        kube.close()

@@ -24,7 +24,7 @@ from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
 from karpy.kube._encode import nodeclaim_to_dict
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiResponse, ApiTransport, status_error
-from karpy.kube._resources import NODECLAIM
+from karpy.kube._resources import NODE, NODECLAIM
 from karpy.kube.cluster import KubeCluster, NamespaceTerminatingError
 from karpy.operator.cluster import EVENT_NORMAL, ConflictError, InvalidError, KubeError
 
@@ -264,3 +264,75 @@ def test_what_the_watch_delivered_first_is_not_overwritten_by_the_create_answer(
     cluster.create(_nodeclaim("default-abc"))
     cached = cluster.nodeclaim("default-abc")
     assert cached is not None and cached.metadata.resource_version == "9"
+
+
+def _stored_nodeclaim(cluster: KubeCluster, last_pod_event: float) -> NodeClaim:
+    """A NodeClaim in the cache as the watch brought it, its lastPodEventTime written by the server."""
+    raw = nodeclaim_to_dict(_nodeclaim("default-abc").with_status(last_pod_event_time=last_pod_event))
+    raw["metadata"].update(uid="u-1", resourceVersion="9")
+    raw.update(apiVersion="karpenter.sh/v1", kind="NodeClaim")
+    cluster.apply(NODECLAIM, "ADDED", raw)
+    stored = cluster.nodeclaim("default-abc")
+    assert stored is not None
+    return stored
+
+
+def _echo_status(method: str, path: str, body: object) -> dict[str, Any]:
+    assert method == "PUT" and path.endswith("/status") and isinstance(body, dict)
+    return {**body, "metadata": {**body["metadata"], "resourceVersion": "10"}}
+
+
+def test_a_status_the_server_would_store_unchanged_is_not_written() -> None:
+    # lastPodEventTime is kept to the second: a pod event later in the same second
+    # writes the bytes the server has, and the pod-events controller asks for it on every bind.
+    transport = FakeTransport(_echo_status)
+    cluster = cluster_over(transport)
+    stored = _stored_nodeclaim(cluster, 1_780_000_000.0)
+    cluster.update(stored.with_status(last_pod_event_time=1_780_000_000.6))
+    assert transport.requests == []
+    # The next second is a change.
+    cluster.update(stored.with_status(last_pod_event_time=1_780_000_001.2))
+    [(method, path, body)] = transport.requests
+    assert (method, path) == ("PUT", "/apis/karpenter.sh/v1/nodeclaims/default-abc/status")
+    assert cast(dict[str, Any], body)["status"]["lastPodEventTime"] == "2026-05-28T20:26:41Z"
+
+
+def test_a_stale_write_of_an_unchanged_status_still_goes_to_the_server_to_be_refused() -> None:
+    transport = FakeTransport(refuse(CONFLICT))
+    cluster = cluster_over(transport)
+    stored = _stored_nodeclaim(cluster, 1_780_000_000.0)
+    stale = stored.with_metadata(resource_version="8").with_status(last_pod_event_time=1_780_000_000.6)
+    with pytest.raises(ConflictError):
+        cluster.update(stale)
+    assert len(transport.requests) == 1
+
+
+def _cached_node(cluster: KubeCluster, version: str, boot_id: str) -> None:
+    cluster.apply(
+        NODE,
+        "ADDED",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "node-a", "uid": "n-1", "resourceVersion": version},
+            "spec": {"providerID": "kwok://node-a"},
+            "status": {"nodeInfo": {"bootID": boot_id}},
+        },
+    )
+
+
+def test_a_node_read_before_a_reboot_does_not_write_the_old_boot_id_back() -> None:
+    # The reboot wrote boot ID "second" (resourceVersion 12); a controller still holding the
+    # Node as it was (11, boot ID "first") updates a label: its boot ID differs from the
+    # server's only because it is stale, and the server must refuse it, not take it.
+    transport = FakeTransport(refuse(CONFLICT))
+    cluster = cluster_over(transport)
+    _cached_node(cluster, "11", "first")
+    stale = cluster.node("node-a")
+    assert stale is not None
+    _cached_node(cluster, "12", "second")
+    with pytest.raises(ConflictError):
+        cluster.update(stale.with_changes(metadata=stale.metadata.with_changes(labels={"x": "y"})))
+    [(method, path, body)] = transport.requests
+    assert (method, path) == ("PATCH", "/api/v1/nodes/node-a/status")
+    assert cast(dict[str, Any], body)["metadata"] == {"resourceVersion": "11"}

@@ -39,7 +39,7 @@ from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClassStatus
 from karpy.api.nodeoverlay import NodeOverlay, NodeOverlayStatus
 from karpy.api.nodepool import NodeClassRef, NodePoolStatus
 from karpy.api.taints import Taint
-from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, ApiStatusError, ApiTransport
+from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, ApiStatusError, ApiTransport
 from karpy.kube._resources import (
     BUFFER_TYPES,
     CAPACITY_BUFFER,
@@ -169,6 +169,10 @@ class RecordingServer(FakeTransport):
     ) -> Iterator[Iterator[bytes]]:
         with self.lock:
             self.watches.append(path)
+        if params.get("sendInitialEvents") == "true":
+            # Refused, as a server with the WatchList gate off does: the informers then list
+            # too, so both of their verbs are driven.
+            raise ApiStatusError(HTTP_UNPROCESSABLE, "Invalid", "sendInitialEvents is forbidden")
         self.interrupted.wait(read_timeout)
         yield iter(())
 

@@ -180,7 +180,18 @@ class NodeClaimLifecycle:
                     return None
                 # The Node's arrival wakes this up earlier; this is the liveness deadline.
                 return since + REGISTRATION_TTL - now
-            nodeclaim = self._register(nodeclaim, node, now)
+            registered, node = self._register(nodeclaim, node, now)
+            if (
+                registered.initialized
+                or registered.rebooting
+                or self._initialization_blocker(registered, node)
+            ):
+                self._write_registered(registered, node)
+                return None  # a Node change wakes us up
+            # Registered and ready to initialize at once: one status write for both, judged on
+            # the Node as registration patched it (the cache may not have it yet).
+            self._initialize(registered, node, now, registered_now=True)
+            return None
         if not nodeclaim.initialized and not nodeclaim.rebooting:
             # A rebooting node is initialized again by the reboot controller, once it is back.
             node = self.node_for(nodeclaim)
@@ -275,7 +286,8 @@ class NodeClaimLifecycle:
         )
         self.cluster.delete(nodeclaim)
 
-    def _register(self, nodeclaim: NodeClaim, node: Node, now: float) -> NodeClaim:
+    def _register(self, nodeclaim: NodeClaim, node: Node, now: float) -> tuple[NodeClaim, Node]:
+        """The Node registered (patched), and the NodeClaim's registered status, not written yet."""
         labels = dict(node.metadata.labels)
         labels.update(nodeclaim.metadata.labels)
         labels[LABEL_REGISTERED] = "true"
@@ -290,7 +302,7 @@ class NodeClaimLifecycle:
         finalizers = node.metadata.finalizers
         if TERMINATION_FINALIZER not in finalizers:
             finalizers = (*finalizers, TERMINATION_FINALIZER)
-        self.cluster.update(
+        registered_node = self.cluster.update(
             node.with_changes(
                 metadata=node.metadata.with_changes(
                     labels=labels,
@@ -305,7 +317,10 @@ class NodeClaimLifecycle:
         conditions = set_condition(
             conditions, CONDITION_READY, FALSE, now, "NotInitialized", "Node not initialized"
         )
-        stored = self.cluster.update(nodeclaim.with_status(node_name=node.name, conditions=conditions))
+        return nodeclaim.with_status(node_name=node.name, conditions=conditions), registered_node
+
+    def _write_registered(self, nodeclaim: NodeClaim, node: Node) -> NodeClaim:
+        stored = self.cluster.update(nodeclaim)
         self.cluster.record_event(stored, EVENT_NORMAL, "Registered", f"Node {node.name} registered")
         return stored
 
@@ -328,13 +343,17 @@ class NodeClaimLifecycle:
                 return f"resource {resource} not registered"
         return ""
 
-    def _initialize(self, nodeclaim: NodeClaim, node: Node, now: float) -> NodeClaim:
+    def _initialize(
+        self, nodeclaim: NodeClaim, node: Node, now: float, *, registered_now: bool = False
+    ) -> NodeClaim:
         labels = dict(node.metadata.labels)
         labels[LABEL_INITIALIZED] = "true"
         self.cluster.update(node.with_changes(metadata=node.metadata.with_changes(labels=labels)))
         conditions = set_condition(nodeclaim.status.conditions, CONDITION_INITIALIZED, TRUE, now)
         conditions = set_condition(conditions, CONDITION_READY, TRUE, now)
         stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
+        if registered_now:
+            self.cluster.record_event(stored, EVENT_NORMAL, "Registered", f"Node {node.name} registered")
         self.cluster.record_event(stored, EVENT_NORMAL, "Initialized", f"Node {node.name} initialized")
         return stored
 

@@ -26,7 +26,8 @@ import contextlib
 import copy
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,59 @@ def kubeconfig_namespace(path: str | Path | None = None) -> str | None:
     return namespace if isinstance(namespace, str) and namespace else None
 
 
+class LineStream:
+    """The lines of one open stream, and a way to end it from another thread."""
+
+    def __init__(self, lines: Iterator[bytes], interrupt: Callable[[], None]) -> None:
+        self._lines = lines
+        self._interrupt = interrupt
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._lines
+
+    def interrupt(self) -> None:
+        """End the stream: the thread reading it gets an error (or the end) at once."""
+        self._interrupt()
+
+
+def _gunzip_members(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The bytes of a gzip stream of one or more members (RFC 1952 allows several, as Go reads them)."""
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    for chunk in chunks:
+        rest = chunk
+        while rest:
+            data = decoder.decompress(rest)
+            if data:
+                yield data
+            if not decoder.eof:
+                break
+            rest = decoder.unused_data  # the next member starts here
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Lines (without their newline) of a byte stream; a last line without one too."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        yield from complete
+    if pending:
+        yield pending
+
+
+def _shut(response: Any) -> None:
+    # Closing a response does not wake a thread blocked reading its socket;
+    # shutting the socket down does.
+    with contextlib.suppress(Exception):
+        network_stream = response.extensions.get("network_stream")
+        sock = network_stream.get_extra_info("socket") if network_stream is not None else None
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        response.close()
+
+
 class ApiTransport:
     """Requests to one API server, over the HTTP client lightkube configures from a kubeconfig."""
 
@@ -220,9 +274,7 @@ class ApiTransport:
         return ApiResponse(status, decode_json(data))
 
     @contextlib.contextmanager
-    def stream_lines(
-        self, path: str, params: Mapping[str, str], read_timeout: float
-    ) -> Iterator[Iterator[bytes]]:
+    def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float) -> Iterator[LineStream]:
         """The lines of a streaming response (a watch); an error status raises ApiStatusError."""
         request = self._http.build_request(
             "GET", path, params=dict(params), headers={"Accept": CONTENT_JSON}, timeout=read_timeout
@@ -234,7 +286,13 @@ class ApiTransport:
             status = int(response.status_code)
             if status >= 400:
                 raise status_error(status, response.read())
-            yield (line.encode() if isinstance(line, str) else line for line in response.iter_lines())
+            if response.headers.get("content-encoding", "").lower() == "gzip":
+                # A streaming watch of kube-apiserver 1.37 (WatchListCompression) sends each
+                # flush as a gzip member of its own; httpx decodes only the first member.
+                lines = _lines(_gunzip_members(response.iter_raw()))
+            else:
+                lines = (line.encode() if isinstance(line, str) else line for line in response.iter_lines())
+            yield LineStream(lines, lambda: _shut(response))
         finally:
             with self._streams_lock:
                 self._open_streams.discard(response)
@@ -245,15 +303,7 @@ class ApiTransport:
         with self._streams_lock:
             streams = list(self._open_streams)
         for response in streams:
-            # Closing a response does not wake a thread blocked reading its socket;
-            # shutting the socket down does.
-            with contextlib.suppress(Exception):
-                network_stream = response.extensions.get("network_stream")
-                sock = network_stream.get_extra_info("socket") if network_stream is not None else None
-                if sock is not None:
-                    sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(Exception):
-                response.close()
+            _shut(response)
 
     def close(self) -> None:
         self.interrupt_streams()

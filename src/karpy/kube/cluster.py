@@ -8,9 +8,10 @@ controller cannot tell them apart except by timing.
 
 **Reads come from informer caches.** One :class:`~karpy.kube._informer.Informer` per kind (Pods,
 Nodes, NodeClaims, NodePools, both node classes, DaemonSets, PodDisruptionBudgets,
-PersistentVolumeClaims, PersistentVolumes, Namespaces, LimitRanges and RuntimeClasses) lists and
-watches in a background thread and hands objects to this class, which keeps, under one lock, the
-server's dict of each object, the record parsed from it (with the parser
+PersistentVolumeClaims, PersistentVolumes, Namespaces, LimitRanges and RuntimeClasses) streams
+its kind's objects and then watches (one request; a list first where the server does not stream,
+see :mod:`karpy.kube._informer`) in a background thread and hands objects to this class, which
+keeps, under one lock, the server's dict of each object, the record parsed from it (with the parser
 :data:`karpy.api.manifest.PARSERS` registers for its apiVersion and kind), and the same indexes as
 the in-memory store: pods by node name and unbound pods. A read never makes a request. After a 410
 Gone the informer lists again and this class diffs the list against its cache, so objects that
@@ -104,6 +105,7 @@ from karpy.kube._encode import (
     node_merge_patch,
     node_to_dict,
     nodeclaim_spec_to_dict,
+    nodeclaim_status_to_dict,
     nodeclaim_to_dict,
     pod_merge_patch,
     resources_to_dict,
@@ -280,7 +282,7 @@ class KubeCluster(TypedReads):
 
     @property
     def synced(self) -> bool:
-        """Whether every informer has completed its first list."""
+        """Whether every informer has its kind's complete first state (listed or streamed)."""
         return all(informer.synced.is_set() for informer in self._informers.values())
 
     def wait_for_sync(self, timeout: float) -> bool:
@@ -291,8 +293,16 @@ class KubeCluster(TypedReads):
         return True
 
     def relists_after_gone(self, kind: str) -> int:
-        """How many times the ``kind`` informer listed again after a 410 Gone."""
+        """How many times the ``kind`` informer listed (or streamed) again after a 410 Gone."""
         return self._informers[kind].relists_after_gone
+
+    def lists(self, kind: str) -> int:
+        """How many times the ``kind`` informer listed (not counting streamed initial events)."""
+        return self._informers[kind].lists
+
+    def initial_streams(self, kind: str) -> int:
+        """How many streaming watches (initial events first) the ``kind`` informer opened."""
+        return self._informers[kind].initial_streams
 
     # -- subscriptions ----------------------------------------------------
 
@@ -611,10 +621,15 @@ class KubeCluster(TypedReads):
         if isinstance(obj, Node):
             if obj.boot_id and obj.boot_id != Node.parse(FieldReader(current)).boot_id:
                 # A new boot ID (a kwok Node's reboot) is status: the status subresource's to write.
+                # Checked against the caller's resourceVersion: a Node read before a reboot differs
+                # from the server in its boot ID too, and must not write the old one back.
+                boot: JSON = {"status": {"nodeInfo": {"bootID": obj.boot_id}}}
+                if meta.resource_version:
+                    boot["metadata"] = {"resourceVersion": meta.resource_version}
                 current = self._call(
                     "PATCH",
                     resource.object_path(meta.namespace, meta.name, "status"),
-                    {"status": {"nodeInfo": {"bootID": obj.boot_id}}},
+                    boot,
                     content_type=CONTENT_MERGE_PATCH,
                 )
                 meta = meta.with_changes(resource_version="")
@@ -644,7 +659,11 @@ class KubeCluster(TypedReads):
         if claim.spec != stored.spec:
             main["spec"] = nodeclaim_spec_to_dict(claim.spec)
         main_changed = main["metadata"] != _raw_meta(current) or claim.spec != stored.spec
-        status_changed = claim.status != stored.status
+        # Compared as written, not as records: the API keeps times to the second, so a
+        # lastPodEventTime later in the same second (a pod bound after another) is no change.
+        status_changed = claim.status != stored.status and nodeclaim_status_to_dict(
+            claim.status
+        ) != nodeclaim_status_to_dict(stored.status)
         version = meta.resource_version
         if not main_changed and not status_changed:
             if not version or version == _raw_version(current):
