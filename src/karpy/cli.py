@@ -279,6 +279,10 @@ def simulate(args: argparse.Namespace) -> int:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, node_overhead_cost=node_overhead_cost
             )
+        if scenario.scheduler_config is not None:
+            settings.provisioning = dataclasses.replace(
+                settings.provisioning, scheduler_config=scenario.scheduler_config
+            )
         simulation = Simulation(settings)
         simulation.watch = RunWatch(simulation.progress_line)
         STATUS.describe = simulation.progress_line
@@ -431,6 +435,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
                 batch_idle=options.batch_idle_duration,
                 batch_max=options.batch_max_duration,
                 node_overhead_cost=options.node_overhead_cost,
+                scheduler_config=options.scheduler_config,
             ),
             consolidation=consolidation_rules(options.feature_gates),
             capacity_buffers=options.feature_gates.capacity_buffer,

@@ -121,6 +121,7 @@ def core_controllers(
         node_overhead_cost=provisioning.node_overhead_cost,
         buffers=room,
         node_repair=node_repair,
+        scheduler_config=provisioning.scheduler_config,
     )
     conditions = NodeClaimDisruptionConditions(
         cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics

@@ -53,6 +53,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.api.schedulerconfig import SchedulerConfiguration
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
 from karpy.controllers.orchestration import Command, Orchestrator
@@ -146,8 +147,11 @@ class DisruptionController:
         quiet_pass_ttl: float = QUIET_PASS_TTL,
         buffers: BufferRoom | None = None,
         node_repair: bool = False,
+        scheduler_config: SchedulerConfiguration | None = None,
     ) -> None:
         self.cluster = cluster
+        # The cluster's default spread constraints, which a drifted node's pods are replanned with.
+        self.scheduler_config = scheduler_config
         # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
         # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
         self.repair_policies: RepairPolicyMatcher | None = (
@@ -403,6 +407,7 @@ class DisruptionController:
             frozenset((candidate.nodeclaim.name,)),
             self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
+            scheduler_config=self.scheduler_config,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)

@@ -47,6 +47,7 @@ from karpy.api.nodepool import (
 )
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.api.schedulerconfig import SchedulerConfiguration
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.capacitybuffer import BUFFER_ROOM, BufferRoom
 from karpy.controllers.launchloop import LaunchLoopGuard
@@ -85,6 +86,10 @@ class ProvisioningSettings:
     node_overhead_cost: float = DEFAULT_NODE_OVERHEAD_COST
     """$/h every node costs beyond its instance, volumes and address (KARPY_NODE_OVERHEAD_COST); the
     disruption controller prices nodes with the same figure (:mod:`karpy.api.nodecost`)."""
+
+    scheduler_config: SchedulerConfiguration | None = None
+    """The cluster's kube-scheduler default topology spread constraints (SCHEDULER_CONFIG), which
+    pods without constraints of their own are planned with (and a drifted node's pods replanned)."""
 
 
 @dataclass(slots=True)
@@ -286,7 +291,11 @@ class Provisioner:
         could take are told so).
         """
         snapshot = scheduling_snapshot(
-            self.cluster, self.cloud, pool_types=self._pool_types, unavailable=unavailable or {}
+            self.cluster,
+            self.cloud,
+            pool_types=self._pool_types,
+            unavailable=unavailable or {},
+            scheduler_config=self.settings.scheduler_config,
         )
         return snapshot.solve(self._still_pending(pods)), snapshot.nodepools
 

@@ -30,6 +30,7 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
+from karpy.api.storage import is_volume_resource
 from karpy.scheduling._model import NewNodeClaim, NodePoolCapacity, min_values_met
 from karpy.scheduling._options import Target
 
@@ -118,6 +119,11 @@ def finish(target: Target, prices: Prices) -> NewNodeClaim:
         requirements=requirements,
         instance_types=list(kept),
         pods=target.pods,
-        requests=add_amounts(target.requests, overhead),
+        # Attached volumes are counted as a resource while planning, but are none of the node's.
+        requests={
+            resource: amount
+            for resource, amount in add_amounts(target.requests, overhead).items()
+            if not is_volume_resource(resource)
+        },
         daemon_overhead=dict(overhead),
     )

@@ -59,6 +59,7 @@ every field, its default, and the workload kinds the simulator runs.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,7 @@ from karpy.api.manifest import (
     parse_document,
 )
 from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from karpy.api.schedulerconfig import SchedulerConfiguration, parse_scheduler_config
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.baselines.cluster_autoscaler import (
     EXPANDERS,
@@ -178,6 +180,8 @@ class Scenario:
     feature_gates: FeatureGates | None = None
     # spec.settings.nodeOverheadCost ($/h), read as karpy run reads KARPY_NODE_OVERHEAD_COST; None: not given.
     node_overhead_cost: float | None = None
+    # spec.settings.schedulerConfig, read as karpy run reads SCHEDULER_CONFIG; None: not given.
+    scheduler_config: SchedulerConfiguration | None = None
     # spec.load: demand over time per workload, what HorizontalPodAutoscalers read.
     loads: list[WorkloadLoad] = field(default_factory=list)
     run_until_steady: bool = True
@@ -813,6 +817,14 @@ def parse_scenario(
             scenario.node_overhead_cost = parse_node_overhead_cost(str(settings.raw("nodeOverheadCost")))
         except ValueError as error:
             errors.add(settings.error("nodeOverheadCost", str(error)))
+    if settings.has("schedulerConfig"):
+        document = settings.raw("schedulerConfig")
+        text = document if isinstance(document, str) else json.dumps(document)
+        try:
+            # A document as the setting's text, or written out in place as an object.
+            scenario.scheduler_config = parse_scheduler_config(text)
+        except ValueError as error:
+            errors.add(settings.error("schedulerConfig", str(error)))
 
     node_groups: list[tuple[str, NodeGroup]] = []
     if spec.has("clusterAutoscaler"):
