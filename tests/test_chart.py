@@ -236,6 +236,7 @@ def test_the_deployment_sets_the_variables_karpy_run_reads() -> None:
         "MIN_VALUES_POLICY",
         "FEATURE_GATES",
         "KARPY_NODE_OVERHEAD_COST",
+        "SCHEDULER_CONFIG",
         "LOG_LEVEL",
         "METRICS_PORT",
         "HEALTH_PROBE_PORT",

@@ -288,6 +288,10 @@ def simulate(args: argparse.Namespace) -> int:
                 preferences=scenario.preference_policy or PREFERENCE_RESPECT,
             ),
         )
+        if scenario.scheduler_config is not None:
+            settings.provisioning = dataclasses.replace(
+                settings.provisioning, scheduler_config=scenario.scheduler_config
+            )
         simulation = Simulation(settings)
         simulation.watch = RunWatch(simulation.progress_line)
         STATUS.describe = simulation.progress_line
@@ -443,6 +447,7 @@ def run_against_cluster(args: argparse.Namespace) -> int:
                 scheduling=SchedulingPolicy(
                     min_values=options.min_values_policy, preferences=options.preference_policy
                 ),
+                scheduler_config=options.scheduler_config,
             ),
             consolidation=consolidation_rules(options.feature_gates),
             capacity_buffers=options.feature_gates.capacity_buffer,

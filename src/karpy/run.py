@@ -113,7 +113,7 @@ from karpy.controllers.metering import MeteredCloudProvider
 from karpy.controllers.provisioning import ProvisioningSettings
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiTransport
-from karpy.kube._resources import BUFFER_TYPES, OVERLAY_TYPES, WATCHED_TYPES
+from karpy.kube._resources import BUFFER_TYPES, OVERLAY_TYPES, SPREAD_TYPES, WATCHED_TYPES
 from karpy.kube.cluster import KubeCluster
 from karpy.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLostError
 from karpy.logs import about
@@ -232,10 +232,16 @@ class Runner:
         self.elector = LeaderElector(transport, election) if election is not None else None
         # Every write but the lease's passes the elector's fence (see "Fencing" above).
         fenced = transport.fenced(self.elector.check_leading) if self.elector is not None else transport
-        kinds = (
-            *WATCHED_TYPES,
-            *(BUFFER_TYPES if self.settings.capacity_buffers else ()),
-            *(OVERLAY_TYPES if self.settings.node_overlays else ()),
+        spread = self.settings.provisioning.scheduler_config
+        kinds = tuple(
+            dict.fromkeys(  # a kind two features need is watched once
+                (
+                    *WATCHED_TYPES,
+                    *(BUFFER_TYPES if self.settings.capacity_buffers else ()),
+                    *(OVERLAY_TYPES if self.settings.node_overlays else ()),
+                    *(SPREAD_TYPES if spread is not None and spread.default_constraints else ()),
+                )
+            )
         )
         self.cluster = KubeCluster(fenced, clock=self.clock, kinds=kinds)
         self.changes: queue.Queue[Change] = queue.Queue()

@@ -40,6 +40,7 @@ from typing import TypeVar
 
 from karpy.api.duration import DurationError, parse_duration
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
+from karpy.api.schedulerconfig import SchedulerConfiguration, parse_scheduler_config
 from karpy.logs import LOG_FORMATS, parse_level
 from karpy.scheduling.policy import (
     MIN_VALUES_POLICIES,
@@ -171,6 +172,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Respect: preferred affinities and ScheduleAnyway spreads are honoured, relaxed one at a time"
         " when they cannot be met; Ignore: provisioning plans as if pods had none",
     ),
+    Setting(
+        "SCHEDULER_CONFIG",
+        "",
+        "a YAML or JSON document of the kube-scheduler settings to mirror, as Karpenter's"
+        " --scheduler-config: podTopologySpread.defaultConstraints, which pods that declare no"
+        " topologySpreadConstraints are planned with (empty: none)",
+    ),
     Setting("LOG_LEVEL", "info", "debug, info, warn or error"),
     Setting("KARPY_LOG_FORMAT", "json", "json (one object per line) or text"),
     Setting("METRICS_PORT", str(DEFAULT_METRICS_PORT), "the port of /metrics (0: any free port)"),
@@ -235,6 +243,8 @@ class RunOptions:
     """PREFERENCE_POLICY: Respect or Ignore."""
     feature_gates: FeatureGates = FeatureGates()
     """FEATURE_GATES."""
+    scheduler_config: SchedulerConfiguration | None = None
+    """SCHEDULER_CONFIG: the cluster's default topology spread constraints; None: not set."""
 
     # The cloud provider.
     cloud_provider: str = "kwok"
@@ -461,4 +471,5 @@ def run_options(args: argparse.Namespace, environ: Mapping[str, str], *, verbose
         node_overhead_cost=read("KARPY_NODE_OVERHEAD_COST", parse_node_overhead_cost),
         min_values_policy=read("MIN_VALUES_POLICY", _policy("MIN_VALUES_POLICY")),
         preference_policy=read("PREFERENCE_POLICY", _policy("PREFERENCE_POLICY")),
+        scheduler_config=read("SCHEDULER_CONFIG", parse_scheduler_config),
     )

@@ -661,6 +661,13 @@ CONTROLLED_BY = (
         pytest.param("", "", "phase: Failed", False, id="failed"),
         pytest.param("deletionTimestamp: '2024-01-01T00:00:00Z'", "", "", False, id="being deleted"),
         pytest.param("", "schedulerName: volcano", "", False, id="another scheduler"),
+        pytest.param(
+            "",
+            "schedulerName: topology-spread-defaults",
+            "conditions: [{type: PodScheduled, status: 'False', reason: Unschedulable, message: 0/1 nodes}]",
+            True,
+            id="another scheduler that found no node",
+        ),
         pytest.param("", "schedulerName: default-scheduler", "", True, id="the default scheduler named"),
         pytest.param(
             CONTROLLED_BY.format(kind="DaemonSet", controller="true"), "", "", False, id="daemonset pod"
@@ -677,7 +684,7 @@ CONTROLLED_BY = (
         ),
     ],
 )
-def test_pod_is_provisionable_only_when_unbound_alive_and_for_the_default_scheduler(
+def test_pod_is_provisionable_only_when_unbound_alive_and_the_default_schedulers_or_unschedulable(
     metadata: str, spec: str, status: str, provisionable: bool
 ) -> None:
     assert pod(metadata, spec, status).is_provisionable() is provisionable

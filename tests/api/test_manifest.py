@@ -255,7 +255,7 @@ def test_a_document_that_is_not_a_mapping_is_counted_from_the_start_of_the_strea
 @pytest.mark.parametrize(
     ("document", "note"),
     [
-        ("apiVersion: v1\nkind: Service\nmetadata: {name: web}\n", 'Service "web": skipped (Service'),
+        ("apiVersion: v1\nkind: Secret\nmetadata: {name: web}\n", 'Secret "web": skipped (Secret'),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n", 'ConfigMap "cfg": skipped (ConfigMap'),
     ],
 )
@@ -298,7 +298,7 @@ def test_list_items_are_flattened_into_objects_errors_and_notes() -> None:
     items = [
         yaml.safe_load(NODE.format(name="n1")),
         yaml.safe_load(POD.format(name="p1")),
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web"}},
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p2"}, "spec": {"priority": "high"}},
         None,
     ]
@@ -306,7 +306,7 @@ def test_list_items_are_flattened_into_objects_errors_and_notes() -> None:
         yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}), "list.yaml"
     )
     assert [(loaded.kind, loaded.name) for loaded in result.objects] == [("Node", "n1"), ("Pod", "p1")]
-    assert result.notes == ['list.yaml: Service "web": skipped (Service does not affect node autoscaling)']
+    assert result.notes == ['list.yaml: Secret "web": skipped (Secret does not affect node autoscaling)']
     assert result.errors == ['list.yaml: Pod "p2": spec.priority: expected an integer, got string']
 
 
@@ -405,9 +405,9 @@ def test_any_object_name_still_gives_a_one_line_error_naming_it(name: str) -> No
 
 
 def test_notes_are_one_line_too() -> None:
-    result = parse_manifests('apiVersion: v1\nkind: Service\nmetadata: {name: "web\\nfront"}\n', "f.yaml")
+    result = parse_manifests('apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "web\\nfront"}\n', "f.yaml")
     assert result.notes == [
-        'f.yaml: Service "web\\nfront": skipped (Service does not affect node autoscaling)'
+        'f.yaml: ConfigMap "web\\nfront": skipped (ConfigMap does not affect node autoscaling)'
     ]
 
 

@@ -49,6 +49,7 @@ from karpy.kube._resources import (
     NODEPOOL,
     OVERLAY_TYPES,
     POD,
+    SPREAD_TYPES,
     WATCHED_TYPES,
 )
 from karpy.kube.cluster import KubeCluster, parse_record
@@ -235,8 +236,9 @@ def drive(server: RecordingServer) -> None:
             "spec": {"requirements": [], "priceAdjustment": "-20%"},
         },
     )
-    # With the CapacityBuffer and NodeOverlay feature gates, as karpy run watches with them.
-    kinds = (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES)
+    # With the CapacityBuffer and NodeOverlay feature gates and default spread constraints
+    # (SCHEDULER_CONFIG), as karpy run watches with them: each kind once.
+    kinds = tuple(dict.fromkeys((*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES, *SPREAD_TYPES)))
     cluster = KubeCluster(transport, kinds=kinds)
     cluster.start()
     assert cluster.wait_for_sync(10)

@@ -423,12 +423,15 @@ class Pod:
         return until is not None and now < until
 
     def is_provisionable(self) -> bool:
-        """A pod karpy should find capacity for: unbound, alive, for the default scheduler."""
+        """A pod karpy should find capacity for: unbound, alive, and the default scheduler's or
+        one its own scheduler found no node for (as Karpenter, which goes by that verdict: a
+        profile of kube-scheduler's other than the default, such as one with its own spread
+        defaults, is served too; a pod no scheduler has looked at is not)."""
         return (
             not self.spec.node_name
             and not self.is_terminal
             and not self.metadata.deleting
-            and self.spec.scheduler_name == DEFAULT_SCHEDULER
+            and (self.spec.scheduler_name == DEFAULT_SCHEDULER or bool(self.unschedulable_reason))
             and not self.is_daemonset_pod
         )
 
@@ -675,15 +678,22 @@ class PersistentVolume:
 
     metadata: ObjectMeta
     node_terms: tuple[Requirements, ...] = ()
+    # The CSI driver that attaches it ("" for a volume no CSI driver or in-tree EBS attaches).
+    csi_driver: str = ""
 
     kind = "PersistentVolume"
 
     @classmethod
     def parse(cls, reader: FieldReader) -> PersistentVolume:
-        required = reader.obj("spec").obj("nodeAffinity").obj("required")
+        spec = reader.obj("spec")
+        required = spec.obj("nodeAffinity").obj("required")
+        driver = spec.obj("csi").string("driver")
+        if not driver and spec.has("awsElasticBlockStore"):
+            driver = "ebs.csi.aws.com"  # translated as Karpenter's driverFromVolume does
         return cls(
             metadata=ObjectMeta.parse(reader.obj("metadata"), namespaced=False),
             node_terms=required.items("nodeSelectorTerms", read_match_expressions),
+            csi_driver=driver,
         )
 
 

@@ -16,7 +16,7 @@ pass falls back to another offering).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
@@ -63,6 +63,9 @@ class InstanceType:
     allocatable: ResourceAmounts = field(default_factory=dict)
     # A NodeOverlay added to the capacity (karpy.scheduling.overlays).
     capacity_overlaid: bool = False
+    # How many volumes of each CSI driver a node of this type can attach (karpy.api.storage);
+    # a driver not named takes any number.
+    volume_limits: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def build(

@@ -58,12 +58,13 @@ from karpy.api.nodeclass import EC2_GROUP, KWOK_GROUP, EC2NodeClass, KWOKNodeCla
 from karpy.api.nodeoverlay import API_VERSION as NODE_OVERLAY_API_VERSION
 from karpy.api.nodeoverlay import NodeOverlay
 from karpy.api.nodepool import API_VERSION_V1, API_VERSION_V1BETA1, GROUP, NodePool
+from karpy.api.service import ReplicationController, Service
+from karpy.api.storage import CSINode, StorageClass
 from karpy.api.structural import manifest_errors
 
 # Kinds a cluster's manifests commonly hold that have no bearing on node autoscaling.
 IGNORED_KINDS = frozenset(
     {
-        "Service",
         "ConfigMap",
         "Secret",
         "ServiceAccount",
@@ -73,7 +74,6 @@ IGNORED_KINDS = frozenset(
         "ClusterRoleBinding",
         "Ingress",
         "NetworkPolicy",
-        "StorageClass",
         "CustomResourceDefinition",
     }
 )
@@ -100,6 +100,10 @@ PARSERS: dict[tuple[str, str], Parser] = {
     ("policy/v1", "PodDisruptionBudget"): lambda reader, _: PodDisruptionBudget.parse(reader),
     ("v1", "PersistentVolumeClaim"): lambda reader, _: PersistentVolumeClaim.parse(reader),
     ("v1", "PersistentVolume"): lambda reader, _: PersistentVolume.parse(reader),
+    ("v1", "Service"): lambda reader, _: Service.parse(reader),
+    ("v1", "ReplicationController"): lambda reader, _: ReplicationController.parse(reader),
+    ("storage.k8s.io/v1", "StorageClass"): lambda reader, _: StorageClass.parse(reader),
+    ("storage.k8s.io/v1", "CSINode"): lambda reader, _: CSINode.parse(reader),
     ("v1", "LimitRange"): lambda reader, _: LimitRange.parse(reader),
     ("node.k8s.io/v1", "RuntimeClass"): lambda reader, _: RuntimeClass.parse(reader),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): lambda reader, _: HorizontalPodAutoscaler.parse(reader),

@@ -21,6 +21,7 @@ same facts, so simulated plans match what Karpenter would do on AWS:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -58,6 +59,7 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
+from karpy.api.storage import EBS_CSI_DRIVER
 
 CATALOG_FILE = "aws-us-east-1.json"
 MIB = 1024 * 1024
@@ -288,7 +290,7 @@ def instance_type_from_entry(
     requirements = Requirements.from_labels(labels)
     requirements.add(Requirement.from_operator(LABEL_ZONE, "In", offered_zones))
     requirements.add(Requirement.from_operator(LABEL_CAPACITY_TYPE, "In", capacity_types))
-    return InstanceType.build(
+    built = InstanceType.build(
         entry.name,
         requirements,
         tuple(offerings),
@@ -299,3 +301,27 @@ def instance_type_from_entry(
             eviction_threshold=eviction,
         ),
     )
+    return dataclasses.replace(built, volume_limits={EBS_CSI_DRIVER: ebs_volume_limit(entry)})
+
+
+# EBS attachment slots: a Nitro instance (bare metal too) shares 28 between EBS volumes,
+# network interfaces and local NVMe disks; an older (Xen) instance has 39 for volumes alone.
+NITRO_ATTACHMENT_SLOTS = 28
+XEN_ATTACHMENT_SLOTS = 39
+
+
+def ebs_volume_limit(entry: CatalogEntry) -> int:
+    """How many EBS volumes pods can attach to a node of this type, as the EBS CSI driver counts it.
+
+    The driver's node plugin publishes on the CSINode what is left of the
+    attachment slots once the root volume (and, on Nitro, the primary network
+    interface and each local NVMe disk) has its own: the catalog does not
+    count an instance's NVMe disks, only whether it has any, so one is
+    counted when it has some. Karpenter's AWS provider publishes no limit per
+    type, so a new node's limit is unknown to it until its CSINode appears
+    (kubernetes-sigs/karpenter#2891); karpy plans with this one from the first
+    pass.
+    """
+    if entry.hypervisor != "xen":  # Nitro, or bare metal on Nitro (no hypervisor)
+        return NITRO_ATTACHMENT_SLOTS - 1 - 1 - (1 if entry.local_nvme_gib else 0)
+    return XEN_ATTACHMENT_SLOTS - 1

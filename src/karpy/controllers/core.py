@@ -126,6 +126,7 @@ def core_controllers(
         buffers=room,
         node_repair=node_repair,
         scheduling=provisioning.scheduling,
+        scheduler_config=provisioning.scheduler_config,
     )
     conditions = NodeClaimDisruptionConditions(
         cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics

@@ -53,6 +53,7 @@ from karpy.api.nodepool import (
     NodePool,
 )
 from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.api.schedulerconfig import SchedulerConfiguration
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
 from karpy.controllers.orchestration import Command, Orchestrator
@@ -148,11 +149,14 @@ class DisruptionController:
         buffers: BufferRoom | None = None,
         node_repair: bool = False,
         scheduling: SchedulingPolicy = DEFAULT_POLICY,
+        scheduler_config: SchedulerConfiguration | None = None,
     ) -> None:
         self.cluster = cluster
         # MIN_VALUES_POLICY and PREFERENCE_POLICY: where evicted pods would go is where provisioning
         # would put them (Karpenter's disruption simulations take both too).
         self.scheduling = scheduling
+        # The cluster's default spread constraints, which a drifted node's pods are replanned with.
+        self.scheduler_config = scheduler_config
         # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
         # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
         self.repair_policies: RepairPolicyMatcher | None = (
@@ -409,6 +413,7 @@ class DisruptionController:
             self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
             policy=self.scheduling,
+            scheduler_config=self.scheduler_config,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)

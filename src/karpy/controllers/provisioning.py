@@ -47,6 +47,7 @@ from karpy.api.nodepool import (
 )
 from karpy.api.quantity import ResourceAmounts, format_amount
 from karpy.api.requirements import LABEL_NODEPOOL
+from karpy.api.schedulerconfig import SchedulerConfiguration
 from karpy.cloud.provider import CloudProvider
 from karpy.controllers.capacitybuffer import BUFFER_ROOM, BufferRoom
 from karpy.controllers.launchloop import LaunchLoopGuard
@@ -89,6 +90,10 @@ class ProvisioningSettings:
 
     scheduling: SchedulingPolicy = DEFAULT_POLICY
     """MIN_VALUES_POLICY and PREFERENCE_POLICY; disruption's simulations plan with them too."""
+
+    scheduler_config: SchedulerConfiguration | None = None
+    """The cluster's kube-scheduler default topology spread constraints (SCHEDULER_CONFIG), which
+    pods without constraints of their own are planned with (and a drifted node's pods replanned)."""
 
 
 @dataclass(slots=True)
@@ -295,6 +300,7 @@ class Provisioner:
             pool_types=self._pool_types,
             unavailable=unavailable or {},
             policy=self.settings.scheduling,
+            scheduler_config=self.settings.scheduler_config,
         )
         return snapshot.solve(self._still_pending(pods)), snapshot.nodepools
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from karpy.api.admission import Admission
 from karpy.api.conditions import FALSE, find_condition
-from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, Node, Pod
+from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, LabelSelector, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
@@ -42,6 +42,8 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
+from karpy.api.schedulerconfig import SchedulerConfiguration
+from karpy.api.storage import volume_resource
 from karpy.api.taints import (
     CONSOLIDATION_PLANNED_TAINT_KEY,
     DISRUPTED_TAINT_KEY,
@@ -59,6 +61,7 @@ from karpy.cloud.provider import (
 )
 from karpy.disruption.static import StaticCount
 from karpy.operator.cluster import ClusterReader
+from karpy.scheduling.default_spread import DefaultSpread, SelectorSources
 from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.solver import (
     DEFAULT_POLICY,
@@ -203,7 +206,10 @@ def existing_capacity(
             continue
         if any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints):
             continue  # on its way out
-        result.append(_node_capacity(cluster, node, claim))
+        pool_types = instance_types.get(claim.nodepool, ()) if claim is not None else ()
+        type_name = node.metadata.labels.get(LABEL_INSTANCE_TYPE, "")
+        fallback = _type_volume_limits([t for t in pool_types if t.name == type_name][:1])
+        result.append(_node_capacity(cluster, node, claim, fallback))
     for nodeclaim in cluster.nodeclaims():
         if nodeclaim.name in registered or nodeclaim.metadata.deleting or nodeclaim.name in exclude:
             continue
@@ -212,6 +218,10 @@ def existing_capacity(
             allocatable = dict(nodeclaim.status.allocatable)
         else:
             allocatable = _min_amounts(nodeclaim_options(nodeclaim, instance_types.get(pool, ())))
+        options = nodeclaim_options(nodeclaim, instance_types.get(pool, ()))
+        if nodeclaim.instance_type:
+            options = [t for t in options if t.name == nodeclaim.instance_type]
+        attachable = attach_room(cluster, "", (), _type_volume_limits(options))
         requirements = nodeclaim.requirement_set()
         for key, value in nodeclaim.metadata.labels.items():
             requirements.add(Requirement.from_operator(key, "In", (value,)))
@@ -221,7 +231,7 @@ def existing_capacity(
                 nodepool=pool,
                 requirements=requirements,
                 taints=nodeclaim.spec.taints,
-                available=subtract_amounts(allocatable, overheads.get(pool, {})),
+                available={**subtract_amounts(allocatable, overheads.get(pool, {})), **attachable},
                 in_flight=True,
             )
         )
@@ -240,7 +250,9 @@ def _label_requirements(labels: frozenset[tuple[str, str]]) -> Requirements:
     return Requirements.from_labels(dict(labels))
 
 
-def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) -> ExistingCapacity:
+def _node_capacity(
+    cluster: ClusterReader, node: Node, claim: NodeClaim | None, volume_limits: Mapping[str, int]
+) -> ExistingCapacity:
     """A Node's room, as Karpenter's cluster state counts a node until its NodeClaim is initialized.
 
     A Node that has just registered is not the node it is about to be: it may
@@ -276,7 +288,10 @@ def _node_capacity(cluster: ClusterReader, node: Node, claim: NodeClaim | None) 
         # The planned-consolidation mark is advice to kube-scheduler, which may still put
         # pods there: karpy plans as if it were not there.
         taints=tuple(taint for taint in node.taints if taint.key != CONSOLIDATION_PLANNED_TAINT_KEY),
-        available=subtract_amounts(allocatable, used_by(pods)),
+        available={
+            **subtract_amounts(allocatable, used_by(pods)),
+            **attach_room(cluster, node.name, pods, volume_limits),
+        },
         in_flight=not node.ready,
         ephemeral_taints=ephemeral,
         pods=pods,
@@ -588,6 +603,84 @@ def volume_terms(cluster: ClusterReader, pods: Sequence[Pod]) -> dict[str, tuple
     return result
 
 
+def pod_volumes(cluster: ClusterReader, pod: Pod) -> dict[str, set[str]]:
+    """The claims ``pod`` mounts by the CSI driver that attaches each, as Karpenter's GetVolumes finds them.
+
+    A claim bound to a volume counts under the volume's driver (none if no CSI
+    driver attaches it); an unbound one under its StorageClass's provisioner.
+    A claim that does not exist, or whose class does not, counts under none.
+    """
+    volumes: dict[str, set[str]] = {}
+    for claim_name in pod.spec.claim_names:
+        claim = cluster.persistent_volume_claim(pod.metadata.namespace, claim_name)
+        if claim is None:
+            continue
+        if claim.volume_name:
+            volume = cluster.persistent_volume(claim.volume_name)
+            driver = volume.csi_driver if volume is not None else ""
+        else:
+            storage_class = (
+                cluster.storage_class(claim.storage_class_name) if claim.storage_class_name else None
+            )
+            driver = storage_class.csi_driver if storage_class is not None else ""
+        if driver:
+            volumes.setdefault(driver, set()).add(f"{pod.metadata.namespace}/{claim_name}")
+    return volumes
+
+
+def volume_counts(cluster: ClusterReader, pods: Iterable[Pod]) -> dict[str, ResourceAmounts]:
+    """Per pod that mounts any, how many volumes of each CSI driver it attaches, as the solver's resources."""
+    counts: dict[str, ResourceAmounts] = {}
+    for pod in pods:
+        if not pod.spec.claim_names:
+            continue
+        volumes = pod_volumes(cluster, pod)
+        if volumes:
+            counts[pod.key] = {volume_resource(driver): len(claims) for driver, claims in volumes.items()}
+    return counts
+
+
+def attach_room(
+    cluster: ClusterReader, node_name: str, pods: Iterable[Pod], fallback: Mapping[str, int]
+) -> ResourceAmounts:
+    """How many more volumes of each limited CSI driver the node can attach.
+
+    The limit is the node's CSINode's (a driver it lists without a count is
+    unlimited), else its instance type's (``fallback``); what its pods mount
+    is counted once per claim, however many of them mount it.
+    """
+    limits: dict[str, int | None] = dict(fallback)
+    csi_node = cluster.csi_node(node_name) if node_name else None
+    if csi_node is not None:
+        limits.update(csi_node.limits)
+    if not any(limit is not None for limit in limits.values()):
+        return {}
+    used: dict[str, set[str]] = {}
+    for pod in pods:
+        if pod.spec.claim_names:
+            for driver, claims in pod_volumes(cluster, pod).items():
+                used.setdefault(driver, set()).update(claims)
+    return {
+        volume_resource(driver): limit - len(used.get(driver, ()))
+        for driver, limit in limits.items()
+        if limit is not None
+    }
+
+
+def _type_volume_limits(options: Sequence[InstanceType]) -> dict[str, int]:
+    """The attach limits every one of ``options`` has, the least of each (the cloud may pick any)."""
+    if not options:
+        return {}
+    limits = dict(options[0].volume_limits)
+    for instance_type in options[1:]:
+        for driver in list(limits):
+            if driver in instance_type.volume_limits:
+                limits[driver] = min(limits[driver], instance_type.volume_limits[driver])
+            else:
+                del limits[driver]
+    return limits
+
+
 def namespace_labels(cluster: ClusterReader) -> dict[str, dict[str, str]]:
     """Every namespace's labels by name: those of its Namespace object, if any, and its name label.
 
@@ -616,8 +709,12 @@ class SchedulingSnapshot:
     namespace_labels: dict[str, dict[str, str]]
     # MIN_VALUES_POLICY and PREFERENCE_POLICY.
     policy: SchedulingPolicy = DEFAULT_POLICY
+    # The cluster's default topology spread constraints, for pods that declare none (SCHEDULER_CONFIG).
+    default_spread: DefaultSpread | None = None
 
     def solve(self, pods: Sequence[Pod]) -> Plan:
+        if self.default_spread is not None:
+            pods = self.default_spread.apply(pods)
         return solve(
             pods,
             self.existing,
@@ -625,6 +722,7 @@ class SchedulingSnapshot:
             volume_terms(self.cluster, pods),
             self.namespace_labels,
             policy=self.policy,
+            volume_counts=volume_counts(self.cluster, pods),
         )
 
 
@@ -635,6 +733,7 @@ def scheduling_snapshot(
     pool_types: PoolTypesCache | None = None,
     unavailable: Mapping[str, str] | None = None,
     policy: SchedulingPolicy = DEFAULT_POLICY,
+    scheduler_config: SchedulerConfiguration | None = None,
 ) -> SchedulingSnapshot:
     """The cluster as the scheduling core sees it, without the NodeClaims in ``exclude``.
 
@@ -680,8 +779,33 @@ def scheduling_snapshot(
         pools.append(capacity)
     existing = existing_capacity(cluster, dict(instance_types), overheads, exclude)
     return SchedulingSnapshot(
-        cluster, nodepools, instance_types, pools, existing, namespace_labels(cluster), policy
+        cluster,
+        nodepools,
+        instance_types,
+        pools,
+        existing,
+        namespace_labels(cluster),
+        policy,
+        default_spread(cluster, scheduler_config),
     )
+
+
+def default_spread(cluster: ClusterReader, config: SchedulerConfiguration | None) -> DefaultSpread | None:
+    """What gives pods the cluster's default spread constraints, reading its Services and controllers."""
+    if config is None or not config.default_constraints:
+        return None
+
+    def services(namespace: str) -> list[dict[str, str] | None]:
+        return [service.selector for service in cluster.services() if service.metadata.namespace == namespace]
+
+    def owner(api_version: str, kind: str, namespace: str, name: str) -> LabelSelector | None:
+        if kind == "ReplicationController":
+            controller = cluster.replication_controller(namespace, name)
+            return LabelSelector(dict(controller.selector)) if controller and controller.selector else None
+        workload = cluster.scalable(kind, namespace, name)
+        return workload.selector if workload is not None else None
+
+    return DefaultSpread(config.default_constraints, SelectorSources(services, owner))
 
 
 def _launch_problem(pool: NodePool, types: PoolTypes, catalog: Sequence[InstanceType]) -> str | None:

@@ -62,6 +62,9 @@ PERSISTENT_VOLUME_CLAIM = ResourceType(
     "PersistentVolumeClaim", "v1", "persistentvolumeclaims", namespaced=True
 )
 PERSISTENT_VOLUME = ResourceType("PersistentVolume", "v1", "persistentvolumes", namespaced=False)
+# A claim's driver, and how many of its volumes a node can attach (karpy.api.storage).
+STORAGE_CLASS = ResourceType("StorageClass", "storage.k8s.io/v1", "storageclasses", namespaced=False)
+CSI_NODE = ResourceType("CSINode", "storage.k8s.io/v1", "csinodes", namespaced=False)
 # Their labels are what pod affinity's namespaceSelector selects by.
 NAMESPACE = ResourceType("Namespace", "v1", "namespaces", namespaced=False)
 # What admission defaults a new pod to: DaemonSet pods on a new node are sized by them.
@@ -87,6 +90,13 @@ BUFFER_TYPES: tuple[ResourceType, ...] = (
     REPLICA_SET,
 )
 
+# What a pod's default topology spread selector is deduced from (SCHEDULER_CONFIG's defaults).
+SERVICE = ResourceType("Service", "v1", "services", namespaced=True)
+REPLICATION_CONTROLLER = ResourceType(
+    "ReplicationController", "v1", "replicationcontrollers", namespaced=True
+)
+SPREAD_TYPES: tuple[ResourceType, ...] = (SERVICE, REPLICATION_CONTROLLER, REPLICA_SET, STATEFUL_SET)
+
 #: The kinds KubeCluster keeps informer caches of.
 WATCHED_TYPES: tuple[ResourceType, ...] = (
     POD,
@@ -99,11 +109,13 @@ WATCHED_TYPES: tuple[ResourceType, ...] = (
     POD_DISRUPTION_BUDGET,
     PERSISTENT_VOLUME_CLAIM,
     PERSISTENT_VOLUME,
+    STORAGE_CLASS,
+    CSI_NODE,
     NAMESPACE,
     LIMIT_RANGE,
     RUNTIME_CLASS,
 )
 
 TYPES_BY_KIND: dict[str, ResourceType] = {
-    resource.kind: resource for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES)
+    resource.kind: resource for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES, *SPREAD_TYPES)
 }

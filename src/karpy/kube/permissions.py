@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from karpy.kube._resources import BUFFER_TYPES, OVERLAY_TYPES, WATCHED_TYPES
+from karpy.kube._resources import BUFFER_TYPES, OVERLAY_TYPES, SPREAD_TYPES, WATCHED_TYPES
 from karpy.kube.leader import DEFAULT_LEASE_NAME
 
 
@@ -101,17 +101,30 @@ _WATCHED_ONLY = {
     ("apps", "daemonsets"): "DaemonSet pods count on every new node (provisioning)",
     ("policy", "poddisruptionbudgets"): "disruption and drains respect them",
     ("", "persistentvolumeclaims"): "a pending pod's claims lead to the volumes it needs",
-    ("", "persistentvolumes"): "a bound volume's node affinity constrains where its pods go",
+    ("", "persistentvolumes"): "a bound volume's node affinity constrains where its pods go, its CSI"
+    " driver counts against a node's attach limit",
+    ("storage.k8s.io", "storageclasses"): "an unbound claim's volume counts under its class's"
+    " provisioner against a node's attach limit",
+    ("storage.k8s.io", "csinodes"): "a node's attach limit per CSI driver (volume attach limits)",
     ("", "namespaces"): "pod affinity's namespaceSelector selects namespaces by label",
     ("", "limitranges"): "a new node's DaemonSet pods are sized with their LimitRange defaults",
     ("node.k8s.io", "runtimeclasses"): "a new node's DaemonSet pods are sized with their RuntimeClass"
     " overhead",
     ("", "podtemplates"): "a CapacityBuffer's podTemplateRef names one (CapacityBuffer gate)",
     ("apps", "deployments"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
-    ("apps", "statefulsets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
-    ("apps", "replicasets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate)",
+    ("apps", "statefulsets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate); a"
+    " pod's owner selects its default topology spread (SCHEDULER_CONFIG)",
+    ("apps", "replicasets"): "a CapacityBuffer's scalableRef may name one (CapacityBuffer gate); a"
+    " pod's owner selects its default topology spread (SCHEDULER_CONFIG)",
+    ("", "services"): "the Services selecting a pod select its default topology spread (SCHEDULER_CONFIG)",
+    ("", "replicationcontrollers"): "a pod's owner selects its default topology spread (SCHEDULER_CONFIG)",
 }
 BUFFER_GATE = "only with the CapacityBuffer feature gate on, which the walkthrough leaves off"
+SPREAD_SETTING = "only with SCHEDULER_CONFIG's default constraints, which the walkthrough leaves unset"
+BUFFER_OR_SPREAD = (
+    "only with the CapacityBuffer feature gate on or SCHEDULER_CONFIG's default constraints,"
+    " which the walkthrough leaves off"
+)
 OVERLAY_GATE = "only with the NodeOverlay feature gate on, which the walkthrough leaves off"
 
 RULES: tuple[Rule, ...] = (
@@ -325,10 +338,18 @@ NOT_EXERCISED_ON_KWOK: Mapping[tuple[str, str, str], str] = {
             ("autoscaling.x-k8s.io", "capacitybuffers/status", ("update",)),
             ("", "podtemplates", LIST_WATCH),
             ("apps", "deployments", LIST_WATCH),
-            ("apps", "statefulsets", LIST_WATCH),
-            ("apps", "replicasets", LIST_WATCH),
         )
         for verb in verbs
+    },
+    **{
+        (group, plural, verb): BUFFER_OR_SPREAD
+        for group, plural in (("apps", "statefulsets"), ("apps", "replicasets"))
+        for verb in LIST_WATCH
+    },
+    **{
+        (group, plural, verb): SPREAD_SETTING
+        for group, plural in (("", "services"), ("", "replicationcontrollers"))
+        for verb in LIST_WATCH
     },
     **{
         (group, plural, verb): OVERLAY_GATE
@@ -406,7 +427,10 @@ def granting_rule(rules: Iterable[Rule], request: ApiRequest, namespace: str) ->
 
 def watched_resources() -> set[tuple[str, str]]:
     """(group, plural) of every kind the informers list and watch (the gated kinds' too)."""
-    return {(resource.group, resource.plural) for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES)}
+    return {
+        (resource.group, resource.plural)
+        for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES, *SPREAD_TYPES)
+    }
 
 
 DOCS_TABLE_HEADER = (

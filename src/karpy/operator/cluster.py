@@ -45,6 +45,8 @@ from karpy.api.nodeclaim import NodeClaim, UnreadableNodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodeoverlay import NodeOverlay
 from karpy.api.nodepool import NodePool, UnreadableNodePool
+from karpy.api.service import ReplicationController, Service
+from karpy.api.storage import CSINode, StorageClass
 
 KubeObject = TypeVar("KubeObject")
 
@@ -159,6 +161,18 @@ class ClusterReader(Protocol):
     def persistent_volume_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None: ...
 
     def persistent_volume(self, name: str) -> PersistentVolume | None: ...
+
+    def storage_class(self, name: str) -> StorageClass | None: ...
+
+    def services(self) -> Iterable[Service]:
+        """The Services (none unless default topology spread constraints have them watched)."""
+        ...
+
+    def replication_controller(self, namespace: str, name: str) -> ReplicationController | None: ...
+
+    def csi_node(self, name: str) -> CSINode | None:
+        """The CSINode of the Node of that name: its attach limit per CSI driver."""
+        ...
 
     def limit_ranges(self) -> Iterable[LimitRange]:
         """The LimitRanges of every namespace: what admission defaults a new pod's containers to."""

@@ -32,6 +32,8 @@ from karpy.api.nodeclaim import UNREADABLE_NODECLAIM, NodeClaim, UnreadableNodeC
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.api.nodeoverlay import NodeOverlay
 from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, UnreadableNodePool
+from karpy.api.service import ReplicationController, Service
+from karpy.api.storage import CSINode, StorageClass
 
 
 def object_kind(obj: object) -> str:
@@ -173,6 +175,21 @@ class TypedReads:
     def persistent_volume(self, name: str) -> PersistentVolume | None:
         found = self._get("PersistentVolume", name)
         return found if isinstance(found, PersistentVolume) else None
+
+    def storage_class(self, name: str) -> StorageClass | None:
+        found = self._get("StorageClass", name)
+        return found if isinstance(found, StorageClass) else None
+
+    def services(self) -> Iterable[Service]:
+        return self._all("Service")
+
+    def replication_controller(self, namespace: str, name: str) -> ReplicationController | None:
+        found = self._get("ReplicationController", f"{namespace}/{name}")
+        return found if isinstance(found, ReplicationController) else None
+
+    def csi_node(self, name: str) -> CSINode | None:
+        found = self._get("CSINode", name)
+        return found if isinstance(found, CSINode) else None
 
     def limit_ranges(self) -> Iterable[LimitRange]:
         return self._all("LimitRange")

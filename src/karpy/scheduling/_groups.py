@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from karpy.api.core import Pod, PodSpec
+from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_HOSTNAME, Requirements
 from karpy.scheduling.constraints import PodConstraints, PodSelector
 
@@ -129,10 +130,12 @@ def alike_groups(
     volume_terms: Mapping[str, Sequence[Requirements]],
     *,
     by_labels: bool = True,
+    volume_counts: Mapping[str, ResourceAmounts] | None = None,
 ) -> list[list[Pod]]:
     """``pods`` in placement order, as runs of pods that schedule alike (a Deployment's replicas).
 
-    Pods are alike when namespace, labels, spec and their volumes' terms are
+    Pods are alike when namespace, labels, spec, their volumes' terms and how
+    many volumes of each driver they attach (``volume_counts``) are
     equal (the node a bound pod runs on aside: a removal moves it afresh).
     Without ``by_labels``, labels are not compared, which is safe when no
     label can change a verdict (:func:`labels_matter`): the replicas of
@@ -153,7 +156,9 @@ def alike_groups(
     buckets: dict[tuple[object, ...], list[tuple[Pod, list[Pod]]]] = {}
     for pod in pods:
         volumes = repr(volume_terms[pod.key]) if pod.key in volume_terms else ""
-        bucket = (*placement_bucket(pod, by_labels=by_labels), volumes)
+        counts = volume_counts.get(pod.key) if volume_counts else None
+        attached = repr(sorted(counts.items())) if counts else ""
+        bucket = (*placement_bucket(pod, by_labels=by_labels), volumes, attached)
         entries = buckets.setdefault(bucket, [])
         for first, members in entries:
             if same_placement_spec(first.spec, pod.spec):
@@ -173,6 +178,7 @@ def alike_groups(
             repr(sorted(first.metadata.labels.items())),
             repr(first.spec),
             repr(volume_terms.get(first.key)),
+            repr(sorted((volume_counts or {}).get(first.key, {}).items())),
             # Written out, two different specs can read alike (long value lists are cut
             # short): the first pod's key, unique to its group, keeps the order total.
             first.key,

@@ -5,7 +5,8 @@ rows of their pool's matrix, so that whether a bin's summed requests still
 fit each option is one vectorised comparison; the matrix of a pool's types is
 the same for every solve over them, so :class:`karpy.scheduling._model.TypeMemo`
 keeps it between solves. It is built from the types and their DaemonSet
-overhead alone, which keeps this module below both.
+overhead alone, which keeps this module below both. A column counting a CSI
+driver's volumes (:mod:`karpy.api.storage`) holds each type's attach limit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from karpy.api.instancetype import InstanceType
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import Requirements
+from karpy.api.storage import UNLIMITED_VOLUMES, VOLUME_RESOURCE_PREFIX, is_volume_resource
 
 
 class PoolMatrix:
@@ -51,12 +53,20 @@ class PoolMatrix:
         )
         self.row_of = {id(instance_type): row for row, instance_type in enumerate(instance_types)}
         net = np.zeros((max(1, len(instance_types)), len(resources)), dtype=np.int64)
+        # Volume attach limits are columns only in a solve whose pods mount volumes.
+        volume_columns = [
+            (column, resource.removeprefix(VOLUME_RESOURCE_PREFIX))
+            for resource, column in self.columns.items()
+            if is_volume_resource(resource)
+        ]
         for row, instance_type in enumerate(instance_types):
             daemons = overhead(instance_type)
             for resource, amount in instance_type.allocatable.items():
                 column = self.columns.get(resource)
                 if column is not None:
                     net[row, column] = amount - daemons.get(resource, 0)
+            for column, driver in volume_columns:
+                net[row, column] = instance_type.volume_limits.get(driver, UNLIMITED_VOLUMES)
         self.net = net
         self.cpu_column = self.columns.get("cpu")
         self.memory_column = self.columns.get("memory")

@@ -30,6 +30,7 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
+from karpy.api.storage import is_volume_resource
 from karpy.scheduling._model import NewNodeClaim, NodePoolCapacity, min_values_met, relaxed_min_values
 from karpy.scheduling._options import Target
 
@@ -133,7 +134,12 @@ def finish(target: Target, prices: Prices, *, relax_min_values: bool = False) ->
         requirements=requirements,
         instance_types=list(kept),
         pods=target.pods,
-        requests=add_amounts(target.requests, overhead),
+        # Attached volumes are counted as a resource while planning, but are none of the node's.
+        requests={
+            resource: amount
+            for resource, amount in add_amounts(target.requests, overhead).items()
+            if not is_volume_resource(resource)
+        },
         daemon_overhead=dict(overhead),
         min_values_relaxed=relaxed is not None,
     )

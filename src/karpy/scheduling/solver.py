@@ -115,6 +115,7 @@ from karpy.api.quantity import (
     how_many_fit,
 )
 from karpy.api.requirements import LABEL_HOSTNAME, Requirement, Requirements
+from karpy.api.storage import UNLIMITED_VOLUMES
 from karpy.api.taints import PREFER_NO_SCHEDULE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.scheduling._bins import DomainsKey, OpenBins, walk_resumes_at, walk_skips_existing
 from karpy.scheduling._groups import (
@@ -234,11 +235,13 @@ class _ExistingTargets:
     every node offered was a third of a simulation on a 3,000-node cluster.
     """
 
-    __slots__ = ("_targets", "capacity")
+    __slots__ = ("_targets", "capacity", "volume_resources")
 
-    def __init__(self, capacity: list[ExistingCapacity]) -> None:
+    def __init__(self, capacity: list[ExistingCapacity], volume_resources: Sequence[str] = ()) -> None:
         self.capacity = capacity
         self._targets: list[Target | None] = [None] * len(capacity)
+        # The pods' volume drivers: a node whose CSINode sets no limit for one attaches any number.
+        self.volume_resources = volume_resources
 
     def __len__(self) -> int:
         return len(self.capacity)
@@ -252,9 +255,10 @@ class _ExistingTargets:
                 for taint in capacity.taints
                 if taint.key != UNREGISTERED_TAINT_KEY and taint not in capacity.ephemeral_taints
             )
-            target = Target(
-                capacity.name, capacity.requirements, blocking, available=dict(capacity.available)
-            )
+            available = dict(capacity.available)
+            for resource in self.volume_resources:
+                available.setdefault(resource, UNLIMITED_VOLUMES)
+            target = Target(capacity.name, capacity.requirements, blocking, available=available)
             target.position = position
             for pod in capacity.pods:
                 target.host_ports.update(pod.spec.host_ports)
@@ -350,12 +354,16 @@ class _Scheduler:
         fill_limited_pools: bool = False,
         stop_at: Container[str] = (),
         policy: SchedulingPolicy = DEFAULT_POLICY,
+        volume_counts: Mapping[str, ResourceAmounts] | None = None,
     ) -> None:
         self.volume_terms = volume_terms or {}
         self.policy = policy
         # Set while the pods that no NodeClaim could take with every minValues met are placed
         # again under MIN_VALUES_POLICY=BestEffort (see ``place_group``).
         self._relaxing_min_values = False
+        # Per pod, how many volumes of each driver it attaches, as resources (karpy.api.storage).
+        self.volume_counts = volume_counts or {}
+        volume_resources = sorted({r for counts in self.volume_counts.values() for r in counts})
         self.stop_at = stop_at
         self.namespace_labels = namespace_labels
         # NodeClaims of pools with limits grow whatever growing costs (see ``_solve``).
@@ -372,13 +380,15 @@ class _Scheduler:
         # may have thousands of nodes, nearly all of them full).
         if isinstance(existing, CapacityLeftOut):
             prepared = existing.prepared
-            self.existing = _ExistingTargets(prepared.capacity)
+            self.existing = _ExistingTargets(prepared.capacity, volume_resources)
             self.existing_rooms = prepared.rooms.copy()
             for name in existing.left_out:
                 self.existing_rooms.close(prepared.positions[name])
             self.topology.add_targets(prepared.domains)
         else:
-            self.existing = _ExistingTargets(sorted(existing, key=lambda capacity: capacity.name))
+            self.existing = _ExistingTargets(
+                sorted(existing, key=lambda capacity: capacity.name), volume_resources
+            )
             rooms: list[tuple[int, int]] = []
             for capacity in self.existing.capacity:
                 rooms.append(room_free_on(capacity.available))
@@ -415,6 +425,7 @@ class _Scheduler:
             {POD_RESOURCE}
             | {resource for pool in pools for t in pool.instance_types for resource in t.allocatable}
             | set(requested_resources)
+            | set(volume_resources)
         )
         self._matrices: dict[int, PoolMatrix] = {}
         # Pods that constrain nothing but resources: which new NodeClaim holds them is free.
@@ -446,10 +457,14 @@ class _Scheduler:
         if self.policy.ignores_preferences and constraints is not None:
             constraints = constraints.without_preferences()
         requests = pod_requests(pods[0])
+        attached = self.volume_counts.get(pods[0].key)
+        if attached:
+            requests = add_amounts(requests, attached)
         if (
             constraints is not None
             and constrains_only_resources(constraints)
             and not self.volume_terms.get(pods[0].key)
+            and not attached
         ):
             self._movable.update(pod.key for pod in pods)
         remaining = list(pods)
@@ -1635,11 +1650,16 @@ def solve(
     *,
     stop_at: Container[str] = (),
     policy: SchedulingPolicy = DEFAULT_POLICY,
+    volume_counts: Mapping[str, ResourceAmounts] | None = None,
 ) -> Plan:
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
 
     ``volume_terms`` maps a pod's key to the node affinity terms of the
-    persistent volumes it mounts (a zonal volume's zone); ``namespace_labels``
+    persistent volumes it mounts (a zonal volume's zone); ``volume_counts``
+    maps it to how many volumes of each CSI driver it attaches, as resources
+    (:func:`karpy.api.storage.volume_resource`), counted against each
+    existing node's ``available`` (a driver it does not name is unlimited
+    there) and each instance type's ``volume_limits``; ``namespace_labels``
     gives every namespace's labels, for pod affinity's namespaceSelectors.
     ``stop_at`` names existing capacity whose use ends the plan: the first
     pod placed on one of them returns a plan with ``stopped_at`` set and
@@ -1648,7 +1668,16 @@ def solve(
     ``policy`` is MIN_VALUES_POLICY and PREFERENCE_POLICY (:mod:`karpy.scheduling.policy`).
     """
     with _cycle_collection_paused():
-        return _solve(pods, existing, pools, volume_terms or {}, namespace_labels, stop_at, policy)
+        return _solve(
+            pods,
+            existing,
+            pools,
+            volume_terms or {},
+            namespace_labels,
+            stop_at,
+            policy,
+            volume_counts or {},
+        )
 
 
 @contextmanager
@@ -1680,6 +1709,7 @@ def _solve(
     namespace_labels: NamespaceLabels | None,
     stop_at: Container[str] = (),
     policy: SchedulingPolicy = DEFAULT_POLICY,
+    volume_counts: Mapping[str, ResourceAmounts] | None = None,
 ) -> Plan:
     """The plan for ``pods``; made a second time, filling limited pools, if a limit left pods pending.
 
@@ -1703,7 +1733,9 @@ def _solve(
         else (pod for capacity in existing for pod in capacity.pods)
     )
     limited = any(pool.remaining is not None for pool in pools)
-    groups = alike_groups(pods, volume_terms, by_labels=limited or labels_matter(pods, bound))
+    groups = alike_groups(
+        pods, volume_terms, by_labels=limited or labels_matter(pods, bound), volume_counts=volume_counts
+    )
     if limited:
         # The plan kept may be the second one, which need not use what the first stopped at.
         stop_at = ()
@@ -1716,10 +1748,18 @@ def _solve(
         fill_limited_pools=False,
         stop_at=stop_at,
         policy=policy,
+        volume_counts=volume_counts,
     )
     if left_at_limit:
         fuller, _ = _plan(
-            groups, existing, pools, volume_terms, namespace_labels, fill_limited_pools=True, policy=policy
+            groups,
+            existing,
+            pools,
+            volume_terms,
+            namespace_labels,
+            fill_limited_pools=True,
+            policy=policy,
+            volume_counts=volume_counts,
         )
         if _placed_by_priority(fuller, pods) > _placed_by_priority(plan, pods):
             plan = fuller
@@ -1736,6 +1776,7 @@ def _plan(
     fill_limited_pools: bool,
     stop_at: Container[str] = (),
     policy: SchedulingPolicy = DEFAULT_POLICY,
+    volume_counts: Mapping[str, ResourceAmounts] | None = None,
 ) -> tuple[Plan, bool]:
     """One plan for the ``groups`` of alike pods, and whether a limit left some pending."""
     plan = Plan()
@@ -1749,6 +1790,7 @@ def _plan(
         fill_limited_pools=fill_limited_pools,
         stop_at=stop_at,
         policy=policy,
+        volume_counts=volume_counts,
     )
     try:
         for group in groups:

@@ -2,7 +2,9 @@
 
 In a real cluster an instance boots, its kubelet registers a Node (with the
 labels and taints it was started with, and ``karpenter.sh/unregistered``),
-reports Ready a little later, agents such as a CNI remove startup taints,
+reports Ready a little later (with a CSINode saying how many volumes of each
+CSI driver it can attach, its instance type's limits), agents such as a CNI
+remove startup taints,
 and the kubelet starts the pods bound to it. Each of those is a timer here,
 with delays that default to typical EC2 figures and can be changed per
 scenario. Pods being deleted stop after a short grace and are removed.
@@ -26,6 +28,7 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclass import KWOKNodeClass
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import LABEL_HOSTNAME
+from karpy.api.storage import CSINode
 from karpy.api.taints import NO_EXECUTE, UNREGISTERED_TAINT_KEY, Taint
 from karpy.operator.cluster import Clock, NotFoundError
 from karpy.operator.runtime import Runtime, Watch
@@ -150,6 +153,14 @@ class SimulatedKubelet:
                 conditions=(NodeCondition("Ready", "False", "KubeletNotReady"),),
             )
         )
+        if instance.instance_type.volume_limits:
+            # The CSI drivers' node plugins publish how many volumes the node can attach.
+            self.cluster.create(
+                CSINode(
+                    metadata=ObjectMeta(name=instance.node_name),
+                    limits=dict(instance.instance_type.volume_limits),
+                )
+            )
         self._registered_at[instance.node_name] = self.clock.now()
         self.runtime.enqueue(self.name, f"node/{instance.node_name}", self.settings.node_ready_delay)
 

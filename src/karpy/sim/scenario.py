@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ from karpy.api.manifest import (
 )
 from karpy.api.nodeclass import StatusCapacityReservation
 from karpy.api.requirements import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from karpy.api.schedulerconfig import SchedulerConfiguration, parse_scheduler_config
 from karpy.api.text import TextDecodeError, decode_manifest_bytes
 from karpy.baselines.cluster_autoscaler import (
     EXPANDERS,
@@ -196,6 +198,8 @@ class Scenario:
     # and PREFERENCE_POLICY; None: not given.
     min_values_policy: str | None = None
     preference_policy: str | None = None
+    # spec.settings.schedulerConfig, read as karpy run reads SCHEDULER_CONFIG; None: not given.
+    scheduler_config: SchedulerConfiguration | None = None
     # spec.load: demand over time per workload, what HorizontalPodAutoscalers read.
     loads: list[WorkloadLoad] = field(default_factory=list)
     run_until_steady: bool = True
@@ -889,6 +893,14 @@ def parse_scenario(
                 scenario.min_values_policy = value
             else:
                 scenario.preference_policy = value
+    if settings.has("schedulerConfig"):
+        document = settings.raw("schedulerConfig")
+        text = document if isinstance(document, str) else json.dumps(document)
+        try:
+            # A document as the setting's text, or written out in place as an object.
+            scenario.scheduler_config = parse_scheduler_config(text)
+        except ValueError as error:
+            errors.add(settings.error("schedulerConfig", str(error)))
 
     node_groups: list[tuple[str, NodeGroup]] = []
     if spec.has("clusterAutoscaler"):

@@ -31,7 +31,13 @@ usual class for zonal block storage, and the one Karpenter's docs advise):
 a claim with no volume yet is provisioned in the zone of the node its first
 pod is bound to, and from then on the volume's node affinity is one more
 filter for every pod that mounts it. A pod whose claim does not exist waits,
-unschedulable, as kube-scheduler makes it wait.
+unschedulable, as kube-scheduler makes it wait. A node takes no more volumes
+of a CSI driver than its CSINode's count allows (NodeVolumeLimits), counted as
+karpy's provisioning counts them (:func:`karpy.controllers.state.attach_room`).
+A pod that declares no topology spread constraints gets the profile's
+``defaultConstraints`` when the scenario's ``settings.schedulerConfig`` names
+them (:mod:`karpy.scheduling.default_spread`), as kube-scheduler does with
+``defaultingType: List``.
 """
 
 from __future__ import annotations
@@ -42,10 +48,19 @@ from collections.abc import Iterable
 
 from karpy.api.core import DEFAULT_SCHEDULER, Node, PersistentVolume, Pod
 from karpy.api.meta import ObjectMeta
-from karpy.api.quantity import ResourceAmounts, fits, subtract_amounts
+from karpy.api.quantity import ResourceAmounts, add_amounts, fits, subtract_amounts
 from karpy.api.requirements import LABEL_ZONE, Requirements
+from karpy.api.schedulerconfig import SchedulerConfiguration
+from karpy.api.storage import UNLIMITED_VOLUMES
 from karpy.api.taints import untolerated, untolerated_preferences
-from karpy.controllers.state import namespace_labels, used_on, volume_terms
+from karpy.controllers.state import (
+    attach_room,
+    default_spread,
+    namespace_labels,
+    used_on,
+    volume_counts,
+    volume_terms,
+)
 from karpy.operator.runtime import Watch
 from karpy.scheduling.solver import pod_requests
 from karpy.sim._interpod import BoundPods, allowed_nodes, has_inter_pod_terms
@@ -58,9 +73,11 @@ UNSCHEDULABLE_MESSAGE = "0/{nodes} nodes are available: no node fits the pod"
 class SimulatedKubeScheduler:
     name = "sim.kube-scheduler"
 
-    def __init__(self, cluster: InMemoryCluster) -> None:
+    def __init__(self, cluster: InMemoryCluster, config: SchedulerConfiguration | None = None) -> None:
         self.cluster = cluster
         self.bindings = 0
+        # The profile's podTopologySpread.defaultConstraints (List defaulting), as SCHEDULER_CONFIG says.
+        self.config = config
 
     def watches(self) -> list[Watch]:
         return [Watch("Pod", self._on_pod), Watch("Node", self._on_node)]
@@ -86,6 +103,12 @@ class SimulatedKubeScheduler:
         ]
         if not pending:
             return None
+        # Pods that declare no spread constraints get the profile's defaults, on the copies
+        # filtered here (the pod bound is the one stored).
+        spread = default_spread(self.cluster, self.config)
+        stored = {pod.key: pod for pod in pending}
+        if spread is not None:
+            pending = spread.apply(pending)
         every_node = list(self.cluster.nodes())
         on_node = {node.name: self.cluster.pods_on_node(node.name) for node in every_node}
         nodes = [
@@ -101,13 +124,24 @@ class SimulatedKubeScheduler:
         )
         choosers: dict[tuple[object, ...], _NodeChooser] = {}
         volumes = volume_terms(self.cluster, pending)
+        attached = volume_counts(self.cluster, pending)
+        if attached:
+            # NodeVolumeLimits: a node attaches no more of a driver's volumes than its CSINode allows.
+            drivers = {resource for counts in attached.values() for resource in counts}
+            for node in nodes:
+                room = attach_room(self.cluster, node.name, on_node[node.name], {})
+                free[node.name].update(
+                    {resource: room.get(resource, UNLIMITED_VOLUMES) for resource in drivers}
+                )
         bound = self._bound_pods(every_node, on_node, pending)
         for pod in ordered:
             missing = self._missing_claim(pod)
             if missing:
-                self._mark_unschedulable(pod, f'persistentvolumeclaim "{missing}" not found')
+                self._mark_unschedulable(stored[pod.key], f'persistentvolumeclaim "{missing}" not found')
                 continue
             requests = pod_requests(pod)
+            if pod.key in attached:
+                requests = add_amounts(requests, attached[pod.key])
             options = pod.spec.node_requirements()
             if pod.key in volumes:
                 options = tuple(option.intersection(term) for option in options for term in volumes[pod.key])
@@ -138,14 +172,14 @@ class SimulatedKubeScheduler:
                 if not interpod:
                     choosers[kind] = chooser
                 elif why:
-                    self._mark_unschedulable(pod, f"0/{len(nodes)} nodes are available: {why}")
+                    self._mark_unschedulable(stored[pod.key], f"0/{len(nodes)} nodes are available: {why}")
                     continue
             best = chooser.best()
             if best is None:
-                self._mark_unschedulable(pod, UNSCHEDULABLE_MESSAGE.format(nodes=len(nodes)))
+                self._mark_unschedulable(stored[pod.key], UNSCHEDULABLE_MESSAGE.format(nodes=len(nodes)))
                 continue
             self._bind_volumes(pod, best)
-            self.cluster.bind(pod, best.name)
+            self.cluster.bind(stored[pod.key], best.name)
             self.bindings += 1
             free[best.name] = subtract_amounts(free[best.name], requests)
             if bound is not None:

@@ -254,7 +254,7 @@ class Simulation:
             ),
             self.interruptions,
             self.node_failures,
-            SimulatedKubeScheduler(self.cluster),
+            SimulatedKubeScheduler(self.cluster, self.settings.provisioning.scheduler_config),
             self.kubelet,
             SimulatedWorkloadControllers(self.cluster, self.clock),
             self.hpa,
