@@ -323,3 +323,16 @@ def test_an_empty_node_of_a_reboot_policy_is_replaced_when_the_cloud_cannot_rebo
     empty = candidate(node("empty", reboot))
     command = repair([empty]).compute([empty], {"default": 1}).command
     assert isinstance(command, RepairCommand) and not command.reboot and command.replacements == []
+
+
+def test_a_node_whose_pods_would_wait_on_an_uninitialized_node_is_not_repaired() -> None:
+    sick = candidate(node("sick", unhealthy()), [make_pod("web-1", "500m"), make_pod("web-0", "500m")])
+
+    def onto_new(c: Candidate, pods: Sequence[Pod]) -> Plan:
+        return Plan(existing={pod.key: "new-node" for pod in pods})
+
+    method = Repair(KWOK, NOW, {"default": [sick.node]}, onto_new, uninitialized=frozenset({"new-node"}))
+    rejection = method.compute([sick], {"default": 1}).rejected["sick"]
+    assert rejection.kind is RejectionKind.TARGET_NOT_INITIALIZED
+    assert rejection.pods == ("default/web-0",), "the first pod by key is named"
+    assert "new-node" in rejection.message

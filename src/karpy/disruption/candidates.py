@@ -14,7 +14,7 @@ rules.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.core import DO_NOT_DISRUPT_ANNOTATION, Pod
@@ -24,6 +24,7 @@ from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE
 from karpy.disruption.emptiness import empty_since, reschedulable
 from karpy.disruption.method import Candidate
 from karpy.disruption.rejection import Rejection, RejectionKind
+from karpy.scheduling.solver import Plan
 
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # Karpenter v1.15's own per-pod steer of consolidation, read before the pod deletion cost.
@@ -216,6 +217,16 @@ def consolidation_candidates(
     selection.eligible = disruption_order(selection.eligible, now)
     selection.held_back = disruption_order(selection.held_back, now)
     return selection
+
+
+def waiting_on_uninitialized(plan: Plan, uninitialized: Container[str]) -> tuple[str, str] | None:
+    """The first pod (by key) ``plan`` puts on a node or NodeClaim not initialized yet, with that
+    target, or None. A plan counting on capacity that may never come is no plan to disrupt by
+    (Karpenter's rule); each method says so with its own rejection."""
+    return min(
+        ((key, target) for key, target in plan.existing.items() if target in uninitialized),
+        default=None,
+    )
 
 
 def capacity_type_of(candidate: Candidate) -> str:

@@ -39,7 +39,7 @@ from karpy.api.nodepool import (
     REASON_DRIFTED,
     NodePool,
 )
-from karpy.disruption.candidates import do_not_disrupt_rejection
+from karpy.disruption.candidates import do_not_disrupt_rejection, waiting_on_uninitialized
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
 from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT
@@ -155,11 +155,9 @@ class Drift:
             if self.place_elsewhere is None:
                 continue
             plan = self.place_elsewhere(candidate, [pod for pod in candidate.pods if reschedulable(pod)])
-            waiting = sorted(
-                (key, target) for key, target in plan.existing.items() if target in self.uninitialized
-            )
-            if waiting:
-                key, target = waiting[0]
+            waiting = waiting_on_uninitialized(plan, self.uninitialized)
+            if waiting is not None:
+                key, target = waiting
                 result.rejected[name] = Rejection(
                     RejectionKind.POD_UNSCHEDULABLE,
                     f"pod {key} would schedule against {target}, not initialized yet",

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from karpy.api.core import Node, Pod
 from karpy.api.nodepool import REASON_UNHEALTHY
+from karpy.disruption.candidates import waiting_on_uninitialized
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult
 from karpy.disruption.rejection import Rejection, RejectionKind
@@ -452,11 +453,9 @@ class Repair:
             return None
         # Every pod that has to move, those eviction will hold until the drain bound included.
         plan = self.place_elsewhere(candidate, [pod for pod in candidate.pods if reschedulable(pod)])
-        waiting = sorted(
-            (key, target) for key, target in plan.existing.items() if target in self.uninitialized
-        )
-        if waiting:
-            key, target = waiting[0]
+        waiting = waiting_on_uninitialized(plan, self.uninitialized)
+        if waiting is not None:
+            key, target = waiting
             result.rejected[name] = Rejection(
                 RejectionKind.TARGET_NOT_INITIALIZED,
                 f"pod {key} would schedule against {target}, not initialized yet",
