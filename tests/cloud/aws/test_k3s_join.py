@@ -187,7 +187,7 @@ def test_the_policies_and_patterns_in_docs_aws_are_json() -> None:
     text = (EXAMPLES.parents[1] / "docs" / "aws.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
     patterns = re.findall(r"^\| [^|]+ \| `(\{.*\})` \|$", text, flags=re.M)
-    assert len(blocks) >= 4 and len(patterns) == 4
+    assert len(blocks) >= 4 and len(patterns) == 5
     documents = [json.loads(block) for block in blocks]
     controller = next(
         d for d in documents if any(s.get("Sid") == "AllowScopedDeletion" for s in d["Statement"])
@@ -198,4 +198,6 @@ def test_the_policies_and_patterns_in_docs_aws_are_json() -> None:
         for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     }
     assert {"ec2:CreateFleet", "ec2:TerminateInstances", "sqs:ReceiveMessage", "iam:PassRole"} <= actions
+    # Capacity reservations are resolved by the controller (the ReservedCapacity gate is on by default).
+    assert "ec2:DescribeCapacityReservations" in actions
     assert {json.loads(pattern)["source"][0] for pattern in patterns} == {"aws.ec2", "aws.health"}
