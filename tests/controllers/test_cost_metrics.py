@@ -16,8 +16,9 @@ from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, l
 
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodepool import NodePool
+from karpy.cloud.kwok_catalog import load_kwok_catalog
 from karpy.cloud.provider import CloudProviderError
-from karpy.controllers.metering import NodeMetrics, NodePoolMetrics, node_metric_labels
+from karpy.controllers.metering import NodeMetrics, NodePoolMetrics, instance_type_size, node_metric_labels
 from karpy.operator.karpenter_metrics import NODE_LABEL_NAMES, Metrics
 from karpy.operator.metrics import Registry
 from karpy.sim.simulation import Simulation, SimulationSettings
@@ -264,3 +265,12 @@ def test_every_pod_has_one_state_series_with_its_node_and_goes_with_it() -> None
     simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
     simulation.run(600)
     assert not scrape(metrics).find("karpenter_pods_state")
+
+
+def test_a_type_is_sized_from_karpenters_kwok_labels_whose_memory_is_a_quantity() -> None:
+    """Karpenter's kwok types label memory as a quantity ("32Gi"), the AWS provider's in MiB."""
+    catalog = {t.name: t for t in load_kwok_catalog().instance_types()}
+    kwok_type = catalog["c-8x-amd64-linux"]
+    labels = kwok_type.requirements.labels(include_well_known=True)
+    assert labels["karpenter.kwok.sh/instance-memory"] == "16Gi"
+    assert instance_type_size(kwok_type) == (8, 16 * 2**30)

@@ -255,6 +255,7 @@ def test_every_value_set(helm: Helm) -> None:
         static_capacity=False,
         node_repair=True,
         node_overlay=True,
+        reserved_capacity=False,
     )
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"

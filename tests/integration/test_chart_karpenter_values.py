@@ -215,16 +215,24 @@ def test_karpenters_default_values_install_karpy_with_karpys_image(helm: Helm) -
     assert "Karpenter's controller" not in mirrored.notes
 
 
-def test_the_defaults_of_earlier_karpenter_charts_install_karpy_with_a_warning(helm: Helm) -> None:
-    """An earlier v1 chart's different default (reservedCapacity: false before v1.6): a warning."""
+def test_the_defaults_of_earlier_karpenter_charts_install_karpy_as_they_say(helm: Helm) -> None:
+    """An earlier v1 chart's different default (reservedCapacity: false before v1.6) is a value karpy
+    honours: the gate goes off, with no warning (it was ignored with one before reservations)."""
     earlier = [entry for entry in karpenter_keys() if "earlier_default" in entry]
-    assert earlier
+    assert [entry["key"] for entry in earlier] == ["settings.featureGates.reservedCapacity"]
     values = karpenter_values("default", removed_keys=False)
     for entry in earlier:
         nested(entry["path"], entry["earlier_default"], values)
     installed = helm.render(values, notes=True)
     assert installed.ok, installed.stderr
-    assert sorted(every_refusal_and_warning(installed)) == sorted(warning(entry["key"]) for entry in earlier)
+    assert list(every_refusal_and_warning(installed)) == []
+    deployment = next(m for m in installed.manifests if m["kind"] == "Deployment")
+    env = {
+        e["name"]: e.get("value")
+        for c in deployment["spec"]["template"]["spec"]["containers"]
+        for e in c["env"]
+    }
+    assert "ReservedCapacity=false" in env["FEATURE_GATES"]
 
 
 def test_every_refused_key_is_named_in_one_failure(helm: Helm) -> None:

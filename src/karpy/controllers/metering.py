@@ -22,7 +22,14 @@ from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodeclass_hash import NodeClassHash
 from karpy.api.nodepool import NodePool, status_only_change
-from karpy.api.quantity import ResourceAmounts, add_amounts, max_amounts, subtract_amounts
+from karpy.api.quantity import (
+    QuantityError,
+    ResourceAmounts,
+    add_amounts,
+    max_amounts,
+    parse_resource_list,
+    subtract_amounts,
+)
 from karpy.api.requirements import (
     AWS_LABEL_INSTANCE_CPU,
     AWS_LABEL_INSTANCE_MEMORY,
@@ -69,7 +76,6 @@ NODE_RESYNC = 5.0
 OFFERING_RESYNC = 60.0
 NODEPOOL_METRICS = "metrics.nodepool"
 INSTANCE_CPU_LABELS = (AWS_LABEL_INSTANCE_CPU, KWOK_LABEL_INSTANCE_CPU)
-INSTANCE_MEMORY_LABELS = (AWS_LABEL_INSTANCE_MEMORY, KWOK_LABEL_INSTANCE_MEMORY)
 OFFERING_METRICS = "metrics.offerings"
 
 
@@ -371,16 +377,31 @@ class OfferingMetrics:
 
 
 def instance_type_size(instance_type: InstanceType) -> tuple[float, float]:
-    """An instance type's vCPUs and memory bytes as the cloud describes it (the AWS provider's figures:
-    the ``instance-cpu`` and ``instance-memory`` labels, in MiB), not its capacity with the VM overhead
-    taken off; a type without those labels gives its capacity."""
+    """An instance type's vCPUs and memory bytes as the cloud describes it, not its capacity with the
+    VM overhead taken off: the AWS provider's ``instance-cpu`` and ``instance-memory`` labels (memory
+    in MiB), or Karpenter's kwok labels (memory a quantity such as ``32Gi``); a type without them, or
+    with a value neither reads, gives its capacity."""
     labels = instance_type.requirements.labels(include_well_known=True)
-    cpu = next((labels[key] for key in INSTANCE_CPU_LABELS if key in labels), None)
-    memory = next((labels[key] for key in INSTANCE_MEMORY_LABELS if key in labels), None)
-    return (
-        float(cpu) if cpu is not None else resource_value("cpu", instance_type.capacity.get("cpu", 0)),
-        float(memory) * 2**20 if memory is not None else float(instance_type.capacity.get("memory", 0)),
-    )
+    cpu = resource_value("cpu", instance_type.capacity.get("cpu", 0))
+    memory = float(instance_type.capacity.get("memory", 0))
+    for key in INSTANCE_CPU_LABELS:
+        if key in labels:
+            cpu = _label_amount(labels[key], "cpu") or cpu
+            break
+    if AWS_LABEL_INSTANCE_MEMORY in labels:
+        mebibytes = _label_amount(labels[AWS_LABEL_INSTANCE_MEMORY], "mebibytes")
+        memory = mebibytes * 2**20 if mebibytes is not None else memory
+    elif KWOK_LABEL_INSTANCE_MEMORY in labels:
+        memory = _label_amount(labels[KWOK_LABEL_INSTANCE_MEMORY], "memory") or memory
+    return cpu, memory
+
+
+def _label_amount(text: str, resource: str) -> float | None:
+    """A label's value read as a Kubernetes quantity of ``resource``; None if it is none."""
+    try:
+        return resource_value(resource, parse_resource_list({resource: text})[resource])
+    except QuantityError:
+        return None
 
 
 def _offering_labels(dimensions: tuple[str, str, str]) -> dict[str, str]:
