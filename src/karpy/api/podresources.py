@@ -13,6 +13,7 @@ it once admission has had its say.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from karpy.api.quantity import HUGEPAGES_PREFIX, ResourceAmounts, add_amounts, max_amounts
@@ -76,21 +77,31 @@ class PodResources:
         pod's overhead. A pod-level limit stands for the request of a resource no
         container requests, as the API server defaults it.
         """
-        containers: ResourceAmounts = {}
-        sidecars: ResourceAmounts = {}
-        init_peak: ResourceAmounts = {}
-        for container in self.containers:
-            if not container.init:
-                containers = add_amounts(containers, container.requests)
-            elif container.sidecar:
-                sidecars = add_amounts(sidecars, container.requests)
-                init_peak = max_amounts(init_peak, sidecars)
-            else:
-                init_peak = max_amounts(init_peak, add_amounts(sidecars, container.requests))
-        result = max_amounts(add_amounts(containers, sidecars), init_peak)
+        result = self._containers_peak(lambda container: container.requests)
         pod_requests = dict(self.pod_requests)
         for name, amount in self.pod_limits.items():
             if name not in result:
                 pod_requests.setdefault(name, amount)
         result |= {name: amount for name, amount in pod_requests.items() if _pod_level_resource(name)}
         return add_amounts(result, self.overhead)
+
+    def effective_limits(self) -> ResourceAmounts:
+        """Limits summed as Karpenter's metrics sum them: the containers' as for requests, pod-level
+        limits in place of those for what they name, plus the overhead; none if nothing is limited."""
+        limits = self._containers_peak(lambda container: container.limits) | dict(self.pod_limits)
+        return add_amounts(limits, self.overhead) if limits else {}
+
+    def _containers_peak(self, amounts: Callable[[ContainerResources], ResourceAmounts]) -> ResourceAmounts:
+        """max(app containers + sidecars, each init container + the sidecars started before it)."""
+        containers: ResourceAmounts = {}
+        sidecars: ResourceAmounts = {}
+        init_peak: ResourceAmounts = {}
+        for container in self.containers:
+            if not container.init:
+                containers = add_amounts(containers, amounts(container))
+            elif container.sidecar:
+                sidecars = add_amounts(sidecars, amounts(container))
+                init_peak = max_amounts(init_peak, sidecars)
+            else:
+                init_peak = max_amounts(init_peak, add_amounts(sidecars, amounts(container)))
+        return max_amounts(add_amounts(containers, sidecars), init_peak)

@@ -25,8 +25,6 @@ from karpy.api.nodepool import NodePool, status_only_change
 from karpy.api.quantity import (
     QuantityError,
     ResourceAmounts,
-    add_amounts,
-    max_amounts,
     parse_resource_list,
     subtract_amounts,
 )
@@ -574,22 +572,8 @@ def node_metric_labels(node: Node) -> dict[str, str]:
 
 
 def pod_limits(pod: Pod) -> ResourceAmounts:
-    """A pod's limits as Karpenter sums them: its app containers' and sidecars', or an init container's
-    if larger, pod-level limits in place of those for what they name, plus the overhead."""
-    resources = pod.spec.resources
-    containers: ResourceAmounts = {}
-    sidecars: ResourceAmounts = {}
-    init_peak: ResourceAmounts = {}
-    for container in resources.containers:
-        if not container.init:
-            containers = add_amounts(containers, container.limits)
-        elif container.sidecar:
-            sidecars = add_amounts(sidecars, container.limits)
-            init_peak = max_amounts(init_peak, sidecars)
-        else:
-            init_peak = max_amounts(init_peak, add_amounts(sidecars, container.limits))
-    limits = max_amounts(add_amounts(containers, sidecars), init_peak) | dict(resources.pod_limits)
-    return add_amounts(limits, resources.overhead) if limits else {}
+    """A pod's limits as Karpenter's node metrics sum them (:meth:`PodResources.effective_limits`)."""
+    return pod.spec.resources.effective_limits()
 
 
 def _add_into(total: dict[str, int], amounts: ResourceAmounts) -> None:
