@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -229,9 +230,13 @@ def moto_world() -> Iterator[AwsWorld]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    endpoint = f"http://127.0.0.1:{port}"
     try:
-        yield seed(f"http://127.0.0.1:{port}", started)
+        yield seed(endpoint, started)
     finally:
+        # moto keeps its accounts in the process, not in the server: without a reset, the next world
+        # of this process (the next module on the same test worker) would find this one's resources.
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")).close()
         server.stop()
 
 
