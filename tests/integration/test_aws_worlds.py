@@ -4,7 +4,7 @@ moto keeps its accounts in the process, not in the server, so the integration mo
 start a world (``test_aws``, ``test_aws_reservations``) would find the previous module's account
 when they land on the same worker: its SSM parameter made the second seed fail with
 ParameterAlreadyExists, and its tagged images and subnets would double what selectors find. Each
-world resets moto as it stops. An integration test because the unit tests share one session world
+world resets moto as it stops. An integration test because the unit tests share one session-scoped world
 (``tests/cloud/aws/conftest.py``), which no other world may meet.
 """
 
