@@ -42,6 +42,7 @@ rewritten; other services pass through untouched.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import http.client
 import re
@@ -228,6 +229,7 @@ class FaultProxy:
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
         self._lock = threading.Lock()
+        self._reservation_launches = threading.Lock()
         self._capacity: list[CapacityRule] = []
         self._throttles: list[ThrottleRule] = []
         self._delays: dict[str, float] = {}
@@ -373,33 +375,41 @@ class FaultProxy:
                     self._template_targets[form.get("LaunchTemplateName", "")] = target
         if call.action == "TerminateInstances":
             self._free_reserved(form)
-        errors = ""
-        reserved: dict[int, str] = {}
-        if call.action == "CreateFleet":
-            form, reserved, reservation_errors = self._refuse_reserved(form)
-            form, errors = self._refuse(form)
-            errors = reservation_errors + errors
-            call.refused = bool(errors)
-            if errors and not any(_OVERRIDE.match(key) for key in form):
-                # Nothing left to launch: EC2 answers 200 with the errors only.
-                xml = (
-                    f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{EC2_XMLNS}">'
-                    f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4().hex[:17]}</fleetId>"
-                    f"<errorSet>{errors}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
-                )
-                self._answer(request, 200, xml.encode())
-                return
-            body = urlencode(form).encode()
-        status, headers, answer = self._forward(request, body)
-        if call.action == "CreateFleet" and reserved and status == 200:
-            self._take_reserved(answer.decode(), reserved)
-        if call.action == "DescribeInstances" and status == 200:
-            answer = self._with_reservation_ids(answer.decode()).encode()
-        if delay_after:
-            time.sleep(delay_after)
-        if errors and status == 200:
-            answer = _with_errors(answer.decode(), errors).encode()
-        self._answer(request, status, answer, headers)
+        # EC2 takes a reservation's room as it launches; the check before forwarding and the count
+        # after must not interleave with another launch, or two fleets would share its last slot.
+        launching = (
+            self._reservation_launches
+            if call.action == "CreateFleet" and self.reservations
+            else contextlib.nullcontext()
+        )
+        with launching:
+            errors = ""
+            reserved: dict[int, str] = {}
+            if call.action == "CreateFleet":
+                form, reserved, reservation_errors = self._refuse_reserved(form)
+                form, errors = self._refuse(form)
+                errors = reservation_errors + errors
+                call.refused = bool(errors)
+                if errors and not any(_OVERRIDE.match(key) for key in form):
+                    # Nothing left to launch: EC2 answers 200 with the errors only.
+                    xml = (
+                        f'<?xml version="1.0" encoding="UTF-8"?>\n<CreateFleetResponse xmlns="{EC2_XMLNS}">'
+                        f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4().hex[:17]}</fleetId>"
+                        f"<errorSet>{errors}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
+                    )
+                    self._answer(request, 200, xml.encode())
+                    return
+                body = urlencode(form).encode()
+            status, headers, answer = self._forward(request, body)
+            if call.action == "CreateFleet" and reserved and status == 200:
+                self._take_reserved(answer.decode(), reserved)
+            if call.action == "DescribeInstances" and status == 200:
+                answer = self._with_reservation_ids(answer.decode()).encode()
+            if delay_after:
+                time.sleep(delay_after)
+            if errors and status == 200:
+                answer = _with_errors(answer.decode(), errors).encode()
+            self._answer(request, status, answer, headers)
 
     # -- capacity reservations ----------------------------------------------
 
