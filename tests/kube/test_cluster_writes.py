@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from karpy.api.core import Pod, PodSpec
-from karpy.api.meta import ObjectMeta
+from karpy.api.meta import ObjectMeta, format_timestamp
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
@@ -25,8 +25,9 @@ from karpy.kube._encode import nodeclaim_to_dict
 from karpy.kube._events import EventSender, PendingEvent
 from karpy.kube._http import ApiResponse, ApiTransport, status_error
 from karpy.kube._resources import NODE, NODECLAIM
-from karpy.kube.cluster import KubeCluster, NamespaceTerminatingError
+from karpy.kube.cluster import EVENT_DEDUPE_SECONDS, KubeCluster, NamespaceTerminatingError
 from karpy.operator.cluster import EVENT_NORMAL, ConflictError, InvalidError, KubeError
+from karpy.sim.clock import VirtualClock
 
 TERMINATING = {
     "kind": "Status",
@@ -96,8 +97,8 @@ def refuse(status: dict[str, Any]) -> Answer:
     return answer
 
 
-def cluster_over(transport: FakeTransport) -> KubeCluster:
-    return KubeCluster(cast(ApiTransport, transport))
+def cluster_over(transport: FakeTransport, clock: VirtualClock | None = None) -> KubeCluster:
+    return KubeCluster(cast(ApiTransport, transport), clock=clock)
 
 
 def pod(namespace: str = "shop", name: str = "web-1") -> Pod:
@@ -177,12 +178,34 @@ def test_record_event_returns_at_once_and_the_event_is_sent_in_the_background() 
     method, path, body = transport.requests[0]
     assert (method, path) == ("POST", "/api/v1/namespaces/shop/events")
     assert isinstance(body, dict) and body["reason"] == "Nominated" and body["count"] == 1
-    # A repeat raises the count of the same Event.
-    cluster.record_event(pod(), EVENT_NORMAL, "Nominated", "Pod should schedule on: nodeclaim/x")
-    assert cluster.flush_events(10)
-    method, path, body = transport.requests[1]
+    cluster.close()
+
+
+def test_repeats_of_an_event_are_written_once_per_window_with_their_count() -> None:
+    transport = FakeTransport(lambda method, path, body: {"metadata": {"name": "web-1.abc"}})
+    clock = VirtualClock(1000.0)
+    cluster = cluster_over(transport, clock=clock)
+
+    def record(message: str = "Pod should schedule on: nodeclaim/x") -> None:
+        cluster.record_event(pod(), EVENT_NORMAL, "Nominated", message)
+        assert cluster.flush_events(10)
+
+    record()
+    # Three repeats within the window cost no request; a different message is an Event of its own.
+    for _ in range(3):
+        clock.advance(30)
+        record()
+    record("Pod should schedule on: nodeclaim/y")
+    assert [(method, body["message"]) for method, _, body in transport.requests] == [
+        ("POST", "Pod should schedule on: nodeclaim/x"),
+        ("POST", "Pod should schedule on: nodeclaim/y"),
+    ]
+    # Past the window the next repeat is written, counting the ones held.
+    clock.advance(EVENT_DEDUPE_SECONDS)
+    record()
+    method, path, body = transport.requests[2]
     assert (method, path) == ("PATCH", "/api/v1/namespaces/shop/events/web-1.abc")
-    assert isinstance(body, dict) and body["count"] == 2
+    assert body == {"count": 5, "lastTimestamp": format_timestamp(clock.now())}
     cluster.close()
 
 

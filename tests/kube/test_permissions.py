@@ -52,7 +52,7 @@ from karpy.kube._resources import (
     SPREAD_TYPES,
     WATCHED_TYPES,
 )
-from karpy.kube.cluster import KubeCluster, parse_record
+from karpy.kube.cluster import EVENT_DEDUPE_SECONDS, KubeCluster, parse_record
 from karpy.kube.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector
 from karpy.kube.permissions import (
     NOT_EXERCISED_ON_KWOK,
@@ -70,6 +70,7 @@ from karpy.kube.permissions import (
 )
 from karpy.operator.cluster import EVENT_NORMAL, ClusterWriter
 from karpy.providers import kubernetes_version
+from karpy.sim.clock import VirtualClock
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "charts" / "karpy" / "templates" / "rbac.yaml"
@@ -239,7 +240,8 @@ def drive(server: RecordingServer) -> None:
     # With the CapacityBuffer and NodeOverlay feature gates and default spread constraints
     # (SCHEDULER_CONFIG), as karpy run watches with them: each kind once.
     kinds = tuple(dict.fromkeys((*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES, *SPREAD_TYPES)))
-    cluster = KubeCluster(transport, kinds=kinds)
+    clock = VirtualClock()
+    cluster = KubeCluster(transport, kinds=kinds, clock=clock)
     cluster.start()
     assert cluster.wait_for_sync(10)
     # Informers watch after their list: wait for every watch to open.
@@ -285,12 +287,14 @@ def drive(server: RecordingServer) -> None:
     priced = parse_record(NODE_OVERLAY, overlay)
     assert isinstance(priced, NodeOverlay)
     cold.update_status(priced.with_status(NodeOverlayStatus(conditions=(READY,))))
-    # Events, once and repeated, about a pod (its namespace) and a NodeClaim (default).
+    # Events, once and repeated past the dedupe window, about a pod (its namespace) and a
+    # NodeClaim (default).
     pod = Pod(metadata=ObjectMeta(name="web-1", namespace="shop", uid="u1"), spec=PodSpec())
     for _ in range(2):
         cluster.record_event(pod, EVENT_NORMAL, "Nominated", "Pod should schedule on default-abc")
         cluster.record_event(claim, EVENT_NORMAL, "Launched", "Status condition transitioned")
         assert cluster.flush_events(10)
+        clock.advance(EVENT_DEDUPE_SECONDS)
     # Termination: drain, delete the Node and the NodeClaim.
     cluster.evict(pod)
     server.seed(POD.collection_path("shop"), {"metadata": {"name": "web-1", "namespace": "shop"}})

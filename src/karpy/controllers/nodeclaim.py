@@ -87,6 +87,8 @@ RECHECK = 1.0
 # NodeClaims the real loop launches, registers or initializes at once (the cluster writer's
 # own bound on concurrent creates is the same).
 LIFECYCLE_CONCURRENCY = 16
+# lastPodEventTime is written at most this often per NodeClaim (Karpenter's dedupeTimeout).
+POD_EVENT_DEDUPE_SECONDS = 10.0
 
 
 def _nodeclaim_names(old: object | None, new: object | None) -> Iterable[str]:
@@ -364,6 +366,12 @@ class NodeClaimPodEvents:
     Each reconcile writes the NodeClaims of one node, so ``karpy run`` runs several at once
     too: one at a time, a scale-out's binds queued a write per node (0.15 s each on a busy
     API server) on the loop's thread, ahead of the provisioning pass for the pods left over.
+
+    As in Karpenter, DaemonSet pods are no pod events (a node holding only them is empty) and
+    the time is written at most once per :data:`POD_EVENT_DEDUPE_SECONDS` per NodeClaim: a
+    node filling up binds a pod every few hundred milliseconds. Karpenter drops the events
+    inside that window, so a node can look quiet up to ten seconds early; here they are
+    written when the window ends, so ``consolidateAfter`` never starts before the last one.
     """
 
     name = "nodeclaim.podevents"
@@ -377,6 +385,8 @@ class NodeClaimPodEvents:
         return [Watch("Pod", self._on_pod)]
 
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
+        if any(isinstance(pod, Pod) and pod.is_daemonset_pod for pod in (old, new)):
+            return []
         before = old.node_name if isinstance(old, Pod) else ""
         after = new.node_name if isinstance(new, Pod) else ""
         if isinstance(new, Pod) and new.is_terminal and not (isinstance(old, Pod) and old.is_terminal):
@@ -389,10 +399,19 @@ class NodeClaimPodEvents:
         node = self.cluster.node(key)
         if node is None:
             return None
+        now = self.clock.now()
+        wait: float | None = None
         for claim in self.cluster.nodeclaims_on_node(key):
-            if not claim.metadata.deleting:
-                self.cluster.update(claim.with_status(last_pod_event_time=self.clock.now()))
-        return None
+            if claim.metadata.deleting:
+                continue
+            last = claim.status.last_pod_event_time
+            # The tolerance: a requeue at the window's end must count as out of it.
+            if last is not None and now - last < POD_EVENT_DEDUPE_SECONDS - 1e-6:
+                remaining = last + POD_EVENT_DEDUPE_SECONDS - now
+                wait = remaining if wait is None else min(wait, remaining)
+                continue
+            self.cluster.update(claim.with_status(last_pod_event_time=now))
+        return wait
 
 
 def _owned_by(owners: tuple[OwnerReference, ...], nodeclaim: NodeClaim) -> tuple[OwnerReference, ...]:

@@ -63,6 +63,9 @@ being deleted accepts nothing new) raises :class:`NamespaceTerminatingError`;
 an eviction refused that way is no failure (the pod goes with its namespace).
 Events are sent from a thread of their own (:mod:`karpy.kube._events`), so a
 reconcile never waits for one; :meth:`KubeCluster.stop` sends what is queued.
+A repeat of an Event (same object, type, reason and message) is written at
+most once per two minutes, as Karpenter's recorder dedupes; the repeats held
+meanwhile are added to the count of the next write.
 
 Change notifications are delivered from the informer threads, one at a time
 (a dispatch lock serializes them across kinds), never while the cache lock is
@@ -78,6 +81,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -149,6 +153,9 @@ EVENT_SOURCE = "karpy"
 EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
 # How many distinct events are remembered to count repeats (then the memory starts over).
 MAX_REMEMBERED_EVENTS = 4096
+# A repeat of an Event within this long of its last write is not sent (Karpenter's recorder
+# drops such repeats for two minutes); its count rides on the next write after the window.
+EVENT_DEDUPE_SECONDS = 120.0
 # How long ``stop`` waits for queued events to be sent.
 EVENT_FLUSH_TIMEOUT = 5.0
 # Creations ``create_all`` sends at once: enough to hide the round trip of a busy server,
@@ -161,6 +168,16 @@ _DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPoli
 
 class NamespaceTerminatingError(KubeError):
     """403: the namespace is being deleted, so nothing new may be created in it (an Eviction included)."""
+
+
+@dataclass
+class _RememberedEvent:
+    """An Event karpy wrote: its name, the count written, when, and the repeats held since."""
+
+    name: str
+    count: int
+    written_at: float
+    held: int = 0
 
 
 def _resource_of(obj: object) -> ResourceType:
@@ -238,7 +255,8 @@ class KubeCluster(TypedReads):
         self._informers = {
             kind: Informer(transport, resource, self) for kind, resource in self._resources.items()
         }
-        self._event_counts: dict[tuple[str, ...], tuple[str, int]] = {}
+        # Per distinct event: the Event's name, the count last written, when, and repeats held since.
+        self._event_counts: dict[tuple[str, ...], _RememberedEvent] = {}
         self._events = EventSender(self._send_event, name="kube-events")
 
     @classmethod
@@ -788,18 +806,23 @@ class KubeCluster(TypedReads):
         identity = (resource.kind, meta.namespace, meta.name, meta.uid, event_type, reason, message)
         remembered = self._event_counts.get(identity)
         if remembered is not None:
-            name, count = remembered
+            if at - remembered.written_at < EVENT_DEDUPE_SECONDS:
+                # Repeats come in bursts (a pod event per bind, a retry per pass): one write per
+                # window keeps them from costing a request each, and the count stays true.
+                remembered.held += 1
+                return
+            count = remembered.count + remembered.held + 1
             try:
                 self._call(
                     "PATCH",
-                    EVENT.object_path(namespace, name),
-                    {"count": count + 1, "lastTimestamp": now},
+                    EVENT.object_path(namespace, remembered.name),
+                    {"count": count, "lastTimestamp": now},
                     content_type=CONTENT_MERGE_PATCH,
                 )
             except NotFoundError:
                 pass  # expired (events live an hour by default): record it anew
             else:
-                self._event_counts[identity] = (name, count + 1)
+                self._event_counts[identity] = _RememberedEvent(remembered.name, count, at)
                 return
         involved: JSON = {
             "apiVersion": resource.api_version,
@@ -826,4 +849,4 @@ class KubeCluster(TypedReads):
         created = self._call("POST", EVENT.collection_path(namespace), event)
         if len(self._event_counts) >= MAX_REMEMBERED_EVENTS:
             self._event_counts.clear()
-        self._event_counts[identity] = (str(_raw_meta(created).get("name") or ""), 1)
+        self._event_counts[identity] = _RememberedEvent(str(_raw_meta(created).get("name") or ""), 1, at)
