@@ -39,7 +39,8 @@ from karpy.controllers.state import scheduling_snapshot
 from karpy.disruption.consolidation import ConsolidationRules
 from karpy.kube._http import ApiResponse, ApiTransport
 from karpy.kube._resources import TYPES_BY_KIND
-from karpy.kube.cluster import KubeCluster
+from karpy.kube.cluster import EVENT_DEDUPE_SECONDS, KubeCluster
+from karpy.sim.clock import VirtualClock
 
 GOOD_POOL = "good"
 KWOK = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
@@ -410,8 +411,12 @@ class RefusingTransport:
         pass
 
 
-def loaded(objects: list[dict[str, Any]], transport: RefusingTransport | None = None) -> KubeCluster:
-    cluster = KubeCluster(cast(ApiTransport, transport or RefusingTransport()))
+def loaded(
+    objects: list[dict[str, Any]],
+    transport: RefusingTransport | None = None,
+    clock: VirtualClock | None = None,
+) -> KubeCluster:
+    cluster = KubeCluster(cast(ApiTransport, transport or RefusingTransport()), clock=clock)
     for raw in objects:
         cluster.apply(TYPES_BY_KIND[raw["kind"]], "ADDED", raw)
     return cluster
@@ -530,7 +535,8 @@ def test_a_nodepool_karpys_crd_would_refuse_is_read_as_karpy_validate_reads_it(
 
 def test_a_pod_karpy_cannot_read_gets_a_warning_event_once_per_version() -> None:
     transport = RefusingTransport()
-    cluster = loaded(good_objects(), transport)
+    clock = VirtualClock()
+    cluster = loaded(good_objects(), transport, clock)
     raw = spoiled(
         pod("victim", namespace="other"), ("spec", "containers", 0, "resources", "requests", "cpu"), "-5"
     )
@@ -545,7 +551,9 @@ def test_a_pod_karpy_cannot_read_gets_a_warning_event_once_per_version() -> None
     assert event["message"].startswith("spec.containers[0].resources.requests.cpu: ")
     assert event["message"].endswith("karpy does not consider this pod until it is fixed")
     assert "other/victim" not in {p.key for p in cluster.pods()}
-    # A new version still unreadable is told again; fixed, it is an ordinary pod.
+    # A new version still unreadable is told again (once the Event dedupe window has passed);
+    # fixed, it is an ordinary pod.
+    clock.advance(EVENT_DEDUPE_SECONDS)
     raw["metadata"]["resourceVersion"] = "21"
     cluster.apply(TYPES_BY_KIND["Pod"], "MODIFIED", raw)
     assert cluster.flush_events()
