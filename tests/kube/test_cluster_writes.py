@@ -196,7 +196,7 @@ def test_repeats_of_an_event_are_written_once_per_window_with_their_count() -> N
         clock.advance(30)
         record()
     record("Pod should schedule on: nodeclaim/y")
-    assert [(method, body["message"]) for method, _, body in transport.requests] == [
+    assert [(method, cast(dict[str, Any], body)["message"]) for method, _, body in transport.requests] == [
         ("POST", "Pod should schedule on: nodeclaim/x"),
         ("POST", "Pod should schedule on: nodeclaim/y"),
     ]
