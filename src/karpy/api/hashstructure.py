@@ -1,0 +1,147 @@
+"""Go's ``github.com/mitchellh/hashstructure/v2`` (``FormatV2``) over a description of Go values.
+
+Karpenter's drift hashes (``karpenter.sh/nodepool-hash``, the node classes' hashes) are this
+library's hash of its Go API structs. Matching them bit for bit lets a NodeClaim launched by
+Karpenter be judged by karpy and the other way round, and lets Karpenter's own e2e specs read
+karpy's annotations. Python has no Go types, so callers describe the value as Go would see it
+after decoding the object's JSON: :class:`GoStruct` (type name, exported fields in declaration
+order, ``hash:"ignore"`` fields kept only for ``IsZero``), :class:`GoMap` and :class:`GoSlice`
+(each nil or not, as ``{}`` and ``[]`` decode to non-nil empties that hash differently from an
+absent field), :class:`GoPointer`, :class:`GoInt` (sized), ``str`` and ``bool``.
+
+The walk is the library's ``walker.visit``: FNV-1 64 (``fnv.New64``, not FNV-1a), numbers
+written little-endian at their size (Go ``int`` as 64 bits, ``bool`` as one byte), strings
+as their UTF-8 bytes, maps and sets XOR-ed then hardened, a struct's fields folded one by one
+after its type name. ``time.Time`` (only ``timeAdded`` of a taint, which karpy refuses) is not
+described. Pure; tested against Karpenter's own values in tests/data/nodepool-hash/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+FNV64_OFFSET = 0xCBF29CE484222325
+FNV64_PRIME = 0x100000001B3
+MASK64 = (1 << 64) - 1
+
+
+def fnv1_64(data: bytes) -> int:
+    """Go's ``hash/fnv.New64()`` over ``data``."""
+    value = FNV64_OFFSET
+    for byte in data:
+        value = ((value * FNV64_PRIME) & MASK64) ^ byte
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class GoInt:
+    """A Go integer of ``size`` bytes (``int`` and ``time.Duration`` are 8, signed)."""
+
+    value: int
+    size: int = 8
+    signed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GoPointer:
+    """A Go pointer: ``target`` None is nil, hashed as ``zero`` (the element type's zero value)."""
+
+    target: GoValue | None
+    zero: GoValue
+
+
+@dataclass(frozen=True, slots=True)
+class GoMap:
+    entries: Mapping[str, GoValue] = field(default_factory=dict)
+    nil: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GoSlice:
+    items: Sequence[GoValue] = ()
+    nil: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GoField:
+    name: str
+    value: GoValue
+    # ``hash:"ignore"``: never hashed, but still part of its struct's IsZero.
+    ignored: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GoStruct:
+    type_name: str
+    fields: tuple[GoField, ...]
+
+
+GoValue = str | bool | GoInt | GoPointer | GoMap | GoSlice | GoStruct
+
+
+@dataclass(frozen=True, slots=True)
+class HashOptions:
+    zero_nil: bool = False
+    ignore_zero_value: bool = False
+    slices_as_sets: bool = False
+
+
+def is_zero(value: GoValue) -> bool:
+    """Go's ``reflect.Value.IsZero``: nil maps, slices and pointers, empty strings, all-zero structs."""
+    if isinstance(value, str):
+        return value == ""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, GoInt):
+        return value.value == 0
+    if isinstance(value, GoPointer):
+        return value.target is None
+    if isinstance(value, (GoMap, GoSlice)):
+        return value.nil
+    return all(is_zero(go_field.value) for go_field in value.fields)
+
+
+def _ordered(first: int, second: int) -> int:
+    return fnv1_64(first.to_bytes(8, "little") + second.to_bytes(8, "little"))
+
+
+def _finish_unordered(value: int) -> int:
+    return fnv1_64(value.to_bytes(8, "little"))
+
+
+def _visit(value: GoValue, options: HashOptions) -> int:
+    while isinstance(value, GoPointer):
+        # Without ZeroNil Go hashes a nil pointer as reflect.Zero(int): a 64-bit 0.
+        nil_value = value.zero if options.zero_nil else GoInt(0)
+        value = nil_value if value.target is None else value.target
+    if isinstance(value, bool):
+        return fnv1_64(b"\x01" if value else b"\x00")
+    if isinstance(value, GoInt):
+        return fnv1_64(value.value.to_bytes(value.size, "little", signed=value.signed))
+    if isinstance(value, str):
+        return fnv1_64(value.encode())
+    if isinstance(value, GoMap):
+        result = 0
+        for key, item in value.entries.items():
+            result ^= _ordered(_visit(key, options), _visit(item, options))
+        return _finish_unordered(result)
+    if isinstance(value, GoSlice):
+        # Only a ``hash:"set"`` tag (unused by the types described here) hardens a set.
+        result = 0
+        for item in value.items:
+            hashed = _visit(item, options)
+            result = result ^ hashed if options.slices_as_sets else _ordered(result, hashed)
+        return result
+    result = _visit(value.type_name, options)
+    for go_field in value.fields:
+        if go_field.ignored or (options.ignore_zero_value and is_zero(go_field.value)):
+            continue
+        field_hash = _ordered(_visit(go_field.name, options), _visit(go_field.value, options))
+        result = _finish_unordered(result ^ field_hash)
+    return result
+
+
+def hash_value(value: GoValue, options: HashOptions) -> int:
+    """``hashstructure.Hash(value, hashstructure.FormatV2, options)`` with the FNV default hasher."""
+    return _visit(value, options)
