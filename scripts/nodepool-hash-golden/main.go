@@ -1,6 +1,6 @@
 // Command nodepool-hash-golden prints Karpenter's own karpenter.sh/nodepool-hash for each NodePool
 // manifest in a directory, as JSON {"<file name>": "<hash>"}: the golden values karpy's hash is
-// tested against (tests/api/test_nodepool_hash.py). Run by scripts/gen-nodepool-hash-golden
+// tested against (tests/api/test_nodepool_hash.py). Run by scripts/gen-hash-golden
 // inside Karpenter's module, so the types and the hash are Karpenter's, unchanged.
 package main
 

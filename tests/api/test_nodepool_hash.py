@@ -1,7 +1,7 @@
 """karpy's ``karpenter.sh/nodepool-hash`` against the values Karpenter's own ``NodePool.Hash()`` gives.
 
 The golden values in tests/data/nodepool-hash/hashes.json are printed by Karpenter v1.15's Go
-code for the manifests beside them (scripts/gen-nodepool-hash-golden).
+code for the manifests beside them (scripts/gen-hash-golden).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Taints are a set (reordering them drifts nothing); an empty ``{}`` or ``[]`` wri
 annotations, taints or startup taints hashes differently from an absent one, as in Go.
 
 Equal to Karpenter's own values for the manifests in tests/data/nodepool-hash/ (computed by
-scripts/gen-nodepool-hash-golden), so NodeClaims launched by either controller compare.
+scripts/gen-hash-golden), so NodeClaims launched by either controller compare.
 """
 
 from __future__ import annotations
