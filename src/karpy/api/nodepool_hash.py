@@ -116,5 +116,29 @@ def template_go_value(template: NodeClaimTemplate) -> GoValue:
 
 
 def nodepool_template_hash(template: NodeClaimTemplate) -> str:
-    """Karpenter's ``NodePool.Hash()`` of a NodePool with this template, as its decimal string."""
-    return str(hash_value(template_go_value(template), NODEPOOL_HASH_OPTIONS))
+    """Karpenter's ``NodePool.Hash()`` of a NodePool with this template, as its decimal string.
+
+    Memoized on what it hashes: drift compares every NodeClaim with its pool's hash on each
+    pass, and the byte-wise FNV costs about a millisecond a template in Python.
+    """
+    key = (
+        tuple(sorted(template.labels.items())),
+        tuple(sorted(template.annotations.items())),
+        template.taints,
+        template.startup_taints,
+        template.node_class_ref,
+        template.expire_after,
+        template.termination_grace_period,
+        template.written_empty,
+    )
+    known = _HASHES.get(key)
+    if known is None:
+        if len(_HASHES) >= _HASHES_KEPT:
+            _HASHES.clear()
+        known = _HASHES[key] = str(hash_value(template_go_value(template), NODEPOOL_HASH_OPTIONS))
+    return known
+
+
+# Hashes by what they hash; cleared when full, as templates are few and rarely change.
+_HASHES: dict[object, str] = {}
+_HASHES_KEPT = 1024
