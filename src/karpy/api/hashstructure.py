@@ -18,8 +18,9 @@ described. Pure; tested against Karpenter's own values in tests/data/nodepool-ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 FNV64_OFFSET = 0xCBF29CE484222325
 FNV64_PRIME = 0x100000001B3
@@ -145,3 +146,119 @@ def _visit(value: GoValue, options: HashOptions) -> int:
 def hash_value(value: GoValue, options: HashOptions) -> int:
     """``hashstructure.Hash(value, hashstructure.FormatV2, options)`` with the FNV default hasher."""
     return _visit(value, options)
+
+
+# -- Go types, to decode an object's JSON into the value Go would hash -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GoStringType:
+    """``string`` or a named string type (``InstanceStorePolicy``): hashed as its bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class GoIntType:
+    size: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class GoBoolType:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GoStringerType:
+    """A value hashed through its ``String()`` (a ``hash:"string"`` field): ``render`` is that method."""
+
+    render: Callable[[object], str]
+
+
+@dataclass(frozen=True, slots=True)
+class GoPointerType:
+    elem: GoType
+
+
+@dataclass(frozen=True, slots=True)
+class GoMapType:
+    """``map[string]V``."""
+
+    value: GoType
+
+
+@dataclass(frozen=True, slots=True)
+class GoSliceType:
+    elem: GoType
+
+
+@dataclass(frozen=True, slots=True)
+class GoFieldType:
+    json_name: str
+    go_name: str
+    type: GoType
+
+
+@dataclass(frozen=True, slots=True)
+class GoStructType:
+    """A struct's hashed fields in declaration order (``hash:"ignore"`` ones left out)."""
+
+    name: str
+    fields: tuple[GoFieldType, ...]
+
+
+GoType = (
+    GoStringType
+    | GoIntType
+    | GoBoolType
+    | GoStringerType
+    | GoPointerType
+    | GoMapType
+    | GoSliceType
+    | GoStructType
+)
+
+
+def zero_value(go_type: GoType) -> GoValue:
+    """Go's zero value of ``go_type``."""
+    if isinstance(go_type, GoStringType | GoStringerType):
+        return ""
+    if isinstance(go_type, GoIntType):
+        return GoInt(0, go_type.size)
+    if isinstance(go_type, GoBoolType):
+        return False
+    if isinstance(go_type, GoPointerType):
+        return GoPointer(None, zero_value(go_type.elem))
+    if isinstance(go_type, GoMapType):
+        return GoMap(nil=True)
+    if isinstance(go_type, GoSliceType):
+        return GoSlice(nil=True)
+    return GoStruct(go_type.name, tuple(GoField(f.go_name, zero_value(f.type)) for f in go_type.fields))
+
+
+def decode_json(data: object, go_type: GoType) -> GoValue:
+    """What Go's ``encoding/json`` makes of ``data`` (already validated) for a value of ``go_type``.
+
+    ``None`` (null or absent) is the zero value: a nil pointer, map or slice; ``{}`` and ``[]``
+    are empty but not nil.
+    """
+    if data is None:
+        return zero_value(go_type)
+    if isinstance(go_type, GoPointerType):
+        return GoPointer(decode_json(data, go_type.elem), zero_value(go_type.elem))
+    if isinstance(go_type, GoStringType):
+        return str(data)
+    if isinstance(go_type, GoStringerType):
+        return go_type.render(data)
+    if isinstance(go_type, GoIntType):
+        return GoInt(int(cast(int, data)), go_type.size)
+    if isinstance(go_type, GoBoolType):
+        return bool(data)
+    if isinstance(go_type, GoMapType):
+        entries = cast(Mapping[str, object], data)
+        return GoMap({key: decode_json(value, go_type.value) for key, value in entries.items()})
+    if isinstance(go_type, GoSliceType):
+        return GoSlice(tuple(decode_json(item, go_type.elem) for item in cast(Sequence[object], data)))
+    written = cast(Mapping[str, object], data)
+    return GoStruct(
+        go_type.name,
+        tuple(GoField(f.go_name, decode_json(written.get(f.json_name), f.type)) for f in go_type.fields),
+    )
