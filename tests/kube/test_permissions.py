@@ -37,7 +37,7 @@ from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClassStatus
 from karpy.api.nodeoverlay import NodeOverlay, NodeOverlayStatus
-from karpy.api.nodepool import NodeClassRef, NodePoolStatus
+from karpy.api.nodepool import NodeClassRef, NodePool, NodePoolStatus
 from karpy.api.taints import Taint
 from karpy.kube._http import HTTP_CONFLICT, HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, ApiStatusError, ApiTransport
 from karpy.kube._resources import (
@@ -83,7 +83,7 @@ RELEASE_NAMESPACE = "karpy-system"
 DRIVEN = {
     "create": ("NodeClaim", "Node (kwok)"),
     "create_all": ("NodeClaim",),
-    "update": ("NodeClaim", "Node", "EC2NodeClass", "KWOKNodeClass"),
+    "update": ("NodeClaim", "Node", "NodePool", "EC2NodeClass", "KWOKNodeClass"),
     "update_status": ("NodePool", "EC2NodeClass", "KWOKNodeClass"),
     "delete": ("NodeClaim", "Node", "Pod"),
     "evict": ("Pod",),
@@ -276,7 +276,8 @@ def drive(server: RecordingServer) -> None:
             else NodeClassStatus(conditions=(READY,))
         )
         written = cold.update_status(dataclasses.replace(record, status=status))  # type: ignore[type-var]
-        if isinstance(written, EC2NodeClass | KWOKNodeClass):  # the hash annotations (nodeclass.hash)
+        # The hash annotations (nodepool.hash, nodeclass.hash).
+        if isinstance(written, NodePool | EC2NodeClass | KWOKNodeClass):
             annotated = written.metadata.with_changes(annotations={"hash": "1"})
             cold.update(dataclasses.replace(written, metadata=annotated))
     # A CapacityBuffer's status (the capacitybuffer controller, provisioning).

@@ -44,8 +44,6 @@ path it maps to; each change is noted (:mod:`karpy.api.conversion`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +58,7 @@ from karpy.api.limits import LABEL_NAME_MAX, label_key_problem
 from karpy.api.limits import label_value_problem as taint_value_problem
 from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND
+from karpy.api.nodepool_hash import nodepool_template_hash
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import (
     LABEL_NODEPOOL,
@@ -213,6 +212,9 @@ class NodeClaimTemplate:
     startup_taints: tuple[Taint, ...] = ()
     expire_after: float | None = DEFAULT_EXPIRE_AFTER
     termination_grace_period: float | None = None
+    # Which of labels, annotations, taints and startupTaints were written as an empty {} or []:
+    # Go decodes those to non-nil empties, which Karpenter's hash tells from absent fields.
+    written_empty: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, reader: FieldReader) -> NodeClaimTemplate:
@@ -262,6 +264,16 @@ class NodeClaimTemplate:
             startup_taints=startup_taints,
             expire_after=read_duration(spec, "expireAfter", DEFAULT_EXPIRE_AFTER, allow_never=True),
             termination_grace_period=read_duration(spec, "terminationGracePeriod", None, allow_never=False),
+            written_empty=frozenset(
+                key
+                for owner, key in (
+                    (metadata, "labels"),
+                    (metadata, "annotations"),
+                    (spec, "taints"),
+                    (spec, "startupTaints"),
+                )
+                if owner.has(key) and not owner.raw(key)
+            ),
         )
 
     def requirement_set(self) -> Requirements:
@@ -432,23 +444,11 @@ class NodePool:
     def template_hash(self) -> str:
         """Karpenter's ``karpenter.sh/nodepool-hash``: changes to it mark nodes drifted.
 
-        Requirements are left out on purpose: Karpenter judges requirement drift
-        by comparing the node's labels with the new requirements, so widening a
-        requirement does not replace every node. Lists are hashed as sets, as
-        Karpenter's hash does (``SlicesAsSets``): reordering taints is no change.
+        Karpenter's own value (:mod:`karpy.api.nodepool_hash`). Requirements are left
+        out, as in Karpenter: requirement drift compares the node's labels with the new
+        requirements, so widening a requirement does not replace every node.
         """
-        template = self.template
-        material: dict[str, Any] = {
-            "labels": dict(sorted(template.labels.items())),
-            "annotations": dict(sorted(template.annotations.items())),
-            "taints": [taint.to_dict() for taint in sorted(template.taints, key=_taint_order)],
-            "startupTaints": [taint.to_dict() for taint in sorted(template.startup_taints, key=_taint_order)],
-            "nodeClassRef": template.node_class_ref.to_dict(),
-            "expireAfter": template.expire_after,
-            "terminationGracePeriod": template.termination_grace_period,
-        }
-        digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-        return str(int(digest[:16], 16))
+        return nodepool_template_hash(self.template)
 
 
 def static_transition_problem(old: NodePool, new: NodePool) -> str | None:
@@ -503,10 +503,6 @@ class UnreadableNodePool:
         return dataclasses.replace(
             self, metadata=self.metadata.with_changes(resource_version=resource_version)
         )
-
-
-def _taint_order(taint: Taint) -> tuple[str, str, str]:
-    return (taint.key, taint.effect, taint.value)
 
 
 def convert_v1beta1(reader: FieldReader) -> Conversion:

@@ -30,6 +30,7 @@ from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodeclass_hash import NodeClassHashController
 from karpy.controllers.nodeoverlay import NodeOverlayController, OverlayStore, overlaid
 from karpy.controllers.nodepool import NodePoolStatusController
+from karpy.controllers.nodepool_hash import NodePoolHashController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.reboot import RebootController
 from karpy.controllers.reservation_expiration import CapacityBlockExpiration
@@ -161,6 +162,7 @@ def core_controllers(
     hashing = plain_cloud_for(NodeClassHashController.name)
     if isinstance(hashing, NodeClassHashing):
         rest.append(NodeClassHashController(cluster, hashing))
+    rest.append(NodePoolHashController(cluster))
     return CoreControllers(
         provisioner=provisioner,
         disruption=disruption,

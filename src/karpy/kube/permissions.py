@@ -195,10 +195,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "karpenter.sh",
         "nodepools",
-        ("list", "watch", "get"),
+        ("list", "watch", "get", "patch"),
         Scope.CLUSTER,
         Provider.ALL,
-        f"{INFORMER}; read before a status write when not cached",
+        f"{INFORMER}; read before a status write when not cached; the nodepool-hash annotations"
+        " (nodepool.hash)",
     ),
     Rule(
         "karpenter.sh",
