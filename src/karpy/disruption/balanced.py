@@ -17,6 +17,11 @@ policy), nor are pools with another policy; a move across several Balanced
 pools must pass in each, its savings shared by what each pool's nodes cost;
 a plan the budgets split is scored on every node its saving counts.
 
+Each move consolidation computes is also told as a :class:`ScoredMove` per
+NodePool it touches (Karpenter's ``consolidation_moves_total`` counts every
+pool's, its ``consolidation_score`` and ``ConsolidationApproved`` Event only
+the Balanced pools'); the controller publishes them.
+
 karpy scores a replacement on the saving it can count on (the removed nodes'
 price less the worst launch price of the replacement's options, which is
 what :class:`~karpy.disruption.consolidation.ConsolidationCommand` holds);
@@ -42,6 +47,9 @@ from karpy.scheduling.solver import NewNodeClaim, pod_requests
 BALANCED_K = 2
 # Karpenter's PerNodeBaseDisruptionCost: what disrupting even an empty node costs.
 PER_NODE_BASE_DISRUPTION_COST = 1.0
+# Karpenter's ``decision`` label values of its Balanced move metrics.
+MOVE_APPROVED = "approved"
+MOVE_REJECTED = "rejected"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +181,62 @@ def pool_savings(
 
 
 @dataclass(frozen=True, slots=True)
+class ScoredMove:
+    """One NodePool's part of a consolidation move, approved or rejected: what Karpenter counts in
+    ``karpenter_consolidation_moves_total`` (every pool) and, for a Balanced pool, observes in
+    ``karpenter_consolidation_score`` and tells in a ``ConsolidationApproved`` Event."""
+
+    nodepool: str
+    # The pool's consolidationPolicy, as written (Karpenter's ``policy`` label).
+    policy: str
+    approved: bool
+    # The pool's score; None for a pool that is not Balanced (counted, never scored).
+    score: BalancedScore | None
+    # The pool's NodeClaims in the move.
+    nodeclaims: tuple[str, ...]
+    # Multi-node consolidation's move: its Event is on the NodePool, a single node's on the node.
+    # ``approved`` is the move's (every Balanced pool's approval), the score's own the pool's.
+    multi_node: bool = False
+
+    @property
+    def decision(self) -> str:
+        """Karpenter's ``decision`` label: ``approved`` or ``rejected``."""
+        return MOVE_APPROVED if self.approved else MOVE_REJECTED
+
+
+def scored_moves(
+    evaluator: BalancedEvaluator | None, command: ConsolidationCommand, *, multi_node: bool
+) -> list[ScoredMove]:
+    """The command's move, per NodePool it removes nodes of, as ``evaluator`` scores it (every pool
+    approved without one: no Balanced pool among the candidates)."""
+    removed = [*command.candidates, *command.planned]
+    scores = (
+        evaluator.scores(removed, command.savings_per_hour, command.replacements)
+        if evaluator is not None
+        else {}
+    )
+    by_pool: dict[str, list[Candidate]] = {}
+    for candidate in removed:
+        by_pool.setdefault(candidate.nodepool.name, []).append(candidate)
+    # A move is approved when every Balanced pool approves it (Karpenter's allApproved).
+    approved = all(score.approved for score in scores.values())
+    moves: list[ScoredMove] = []
+    for pool, members in sorted(by_pool.items()):
+        score = scores.get(pool)
+        moves.append(
+            ScoredMove(
+                pool,
+                members[0].nodepool.disruption.consolidation_policy or "",
+                approved,
+                score,
+                tuple(c.nodeclaim.name for c in members),
+                multi_node,
+            )
+        )
+    return moves
+
+
+@dataclass(frozen=True, slots=True)
 class BalancedEvaluator:
     """Scores consolidation moves for the Balanced NodePools among their candidates."""
 
@@ -229,11 +293,15 @@ class BalancedEvaluator:
 
 __all__ = [
     "BALANCED_K",
+    "MOVE_APPROVED",
+    "MOVE_REJECTED",
     "BalancedEvaluator",
     "BalancedScore",
     "PoolTotals",
+    "ScoredMove",
     "pool_savings",
     "pool_totals",
     "reschedule_disruption_cost",
     "score_move",
+    "scored_moves",
 ]

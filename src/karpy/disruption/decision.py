@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from karpy.api.nodepool import BALANCED, REASON_UNDERUTILIZED
 from karpy.api.requirements import Requirements
-from karpy.disruption.balanced import BalancedEvaluator, pool_totals
+from karpy.disruption.balanced import BalancedEvaluator, ScoredMove, pool_totals, scored_moves
 from karpy.disruption.candidates import PriceOf, consolidation_candidates, price_table
 from karpy.disruption.consolidation import (
     ConsolidationCommand,
@@ -45,6 +45,9 @@ class ConsolidationDecision:
     # only by do-not-disrupt, a pod's PDB or owner, or a budget (see savings_given_up).
     savings_given_up: dict[str, float] = field(default_factory=dict)
     next_due: float | None = None
+    # The consolidation moves worked out, per NodePool, approved or rejected (Karpenter's
+    # consolidation_moves_total and score): the controller publishes them.
+    moves: list[ScoredMove] = field(default_factory=list)
 
 
 def savings_given_up(
@@ -138,10 +141,9 @@ def decide_consolidation(
         known = {name: price for name, price in priced.items() if price is not None}
         balanced = BalancedEvaluator(pool_totals(candidates, known), selection.prices)
     # Karpenter's order: multi-node, then single-node; the first command found is the one.
-    methods: tuple[Method, ...] = (
-        MultiNodeConsolidation(simulator, selection.prices, rules, balanced),
-        SingleNodeConsolidation(simulator, selection.prices, rules, balanced),
-    )
+    multi = MultiNodeConsolidation(simulator, selection.prices, rules, balanced)
+    single = SingleNodeConsolidation(simulator, selection.prices, rules, balanced)
+    methods: tuple[Method, ...] = (multi, single)
     command = None
     for method in methods:
         result = method.compute([c for c in eligible if method.considers(c)], allowed)
@@ -149,6 +151,12 @@ def decide_consolidation(
         if isinstance(result.command, ConsolidationCommand):
             command = result.command
             break
+    if command is not None and method is multi:
+        # The move multi-node consolidation found, per pool (the groups it turned down are not
+        # counted: karpy's merge search tries many, where Karpenter's binary search counts its last).
+        decision.moves = scored_moves(balanced, command, multi_node=True)
+    else:
+        decision.moves = list(single.moves)
     if command is not None:
         command.blocked = dict(decision.blocked)
     decision.command = command
