@@ -72,6 +72,7 @@ from karpy.controllers.state import (
     pdb_blocked_pods,
     scheduling_snapshot,
     static_counts,
+    volume_counts,
     volume_terms,
 )
 from karpy.disruption.balanced import MOVE_APPROVED, MOVE_REJECTED, ScoredMove
@@ -175,7 +176,8 @@ class DisruptionController:
         # MIN_VALUES_POLICY and PREFERENCE_POLICY: where evicted pods would go is where provisioning
         # would put them (Karpenter's disruption simulations take both too).
         self.scheduling = scheduling
-        # The cluster's default spread constraints, which a drifted node's pods are replanned with.
+        # The cluster's default spread constraints, which a drifted node's pods are replanned with,
+        # and consolidation's simulations plan the moving pods with.
         self.scheduler_config = scheduler_config
         # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
         # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
@@ -503,6 +505,7 @@ class DisruptionController:
             pool_types=self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
             policy=self.scheduling,
+            scheduler_config=self.scheduler_config,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
@@ -514,6 +517,8 @@ class DisruptionController:
         priced = {name: price for name, price in prices.items() if price > 0}
         pdb_blocked = pdb_blocked_pods(self.cluster)
         terms = volume_terms(self.cluster, pods)
+        # The volumes each attaches, counted against the nodes' attach limits as provisioning counts them.
+        counts = volume_counts(self.cluster, pods)
 
         def consolidation(among: list[Candidate], pools: Sequence[NodePoolCapacity]) -> ConsolidationDecision:
             return decide_consolidation(
@@ -530,6 +535,8 @@ class DisruptionController:
                 savings_known=self._given_up.keys(),
                 memo=self.evaluations,
                 policy=self.scheduling,
+                volume_counts=counts,
+                default_spread=snapshot.default_spread,
             )
 
         decision = consolidation(underused, snapshot.pools)
@@ -617,6 +624,8 @@ class DisruptionController:
             ("Namespace", self.cluster.namespaces()),
             ("LimitRange", self.cluster.limit_ranges()),
             ("RuntimeClass", self.cluster.runtime_classes()),
+            # What the default spread constraints are deduced from (watched only when configured).
+            ("Service", self.cluster.services()),
         )
         for kind, objects in groups:
             for obj in objects:

@@ -15,6 +15,7 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.nodepool import BALANCED, REASON_UNDERUTILIZED
+from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import Requirements
 from karpy.disruption.balanced import BalancedEvaluator, ScoredMove, pool_totals, scored_moves
 from karpy.disruption.candidates import PriceOf, consolidation_candidates, price_table
@@ -30,6 +31,7 @@ from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
 from karpy.scheduling.constraints import NamespaceLabels
+from karpy.scheduling.default_spread import DefaultSpread
 from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.solver import DEFAULT_POLICY, ExistingCapacity, NodePoolCapacity
 
@@ -88,6 +90,8 @@ def decide_consolidation(
     savings_known: Container[str] = frozenset(),
     memo: EvaluationMemo | None = None,
     policy: SchedulingPolicy = DEFAULT_POLICY,
+    volume_counts: Mapping[str, ResourceAmounts] | None = None,
+    default_spread: DefaultSpread | None = None,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -104,8 +108,10 @@ def decide_consolidation(
     stays blocked passes them, so each blocked node costs one simulation, not
     one per pass (a budget of zero over a large pool would otherwise simulate
     every node on every pass for a figure nobody acts on). ``policy`` is the
-    scheduling policy provisioning plans with, so a simulation puts pods where
-    provisioning would.
+    scheduling policy provisioning plans with, ``volume_counts`` the volumes
+    each moving pod attaches (counted against the nodes' attach limits) and
+    ``default_spread`` the cluster's default topology spread constraints, so
+    a simulation puts pods where provisioning would.
     """
     selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
     decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
@@ -127,6 +133,8 @@ def decide_consolidation(
         give_back_limits=rules.weights,
         memo=memo,
         policy=policy,
+        volume_counts=volume_counts,
+        default_spread=default_spread,
     )
     decision.savings_given_up = savings_given_up(
         [c for c in held_back if c.nodeclaim.name not in savings_known],
