@@ -114,3 +114,14 @@ def test_a_scenario_names_the_defaults_in_its_settings() -> None:
     refused = scenario_document("podTopologySpread: {defaultingType: List}")
     _, errors = parse_scenario(refused, "scenario.yaml", None)
     assert any('unknown field "podTopologySpread.defaultingType"' in error for error in errors)
+
+
+def test_consolidation_keeps_the_spread_the_provisioner_gave() -> None:
+    # A node per pod, a zone each; by CPU one node holds all four. Moving a pod to another zone's
+    # node would break the zone spread the defaults ask for, and a new node in its zone costs as
+    # much: consolidation, planning with the defaults, leaves the four nodes alone.
+    simulation = run(DEFAULTS, deployment("web", replicas=4), seconds=3 * 3600)
+    assert sorted(placement(simulation, "web").values()) == [1, 1, 1, 1]
+    assert len(list(simulation.cluster.nodeclaims())) == 4
+    disrupted = [event for event in simulation.cluster.events if event.reason == "DisruptionTerminating"]
+    assert disrupted == []

@@ -80,3 +80,20 @@ def test_volumes_of_a_class_no_csi_driver_provisions_count_against_no_limit() ->
     other = STORAGE_CLASS.replace("name: gp3", "name: local").replace("ebs.csi.aws.com", "example.com/local")
     simulation = run(other, statefulset(40, storage_class="local"))
     assert sorted(db_pods_per_node(simulation).values()) == [40]
+
+
+def test_consolidation_moves_no_pods_onto_a_node_that_cannot_attach_their_volumes() -> None:
+    # 40 pods on two m5.4xlarge (20 volumes each, 6 more allowed): by CPU one node holds them all,
+    # by volumes it does not, so deleting either would leave 14 pods nowhere to go. Consolidation
+    # simulates with the same attach limits as provisioning: it deletes neither, and nothing churns.
+    cluster = spot_ec2_cluster(("m5.4xlarge",)).replace(
+        "consolidationPolicy: WhenEmpty, consolidateAfter: 1h",
+        "consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s",
+    )
+    simulation = Simulation()
+    simulation.apply(load_objects(cluster, STORAGE_CLASS, statefulset(40)))
+    simulation.run(3 * 3600, until_steady=False)
+    assert len(db_pods_per_node(simulation)) == 2
+    assert len(list(simulation.cluster.nodeclaims())) == 2
+    disrupted = [event for event in simulation.cluster.events if event.reason == "DisruptionTerminating"]
+    assert disrupted == []

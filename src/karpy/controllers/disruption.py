@@ -18,6 +18,13 @@ replacement back-off the pass reads. A consolidation that found nothing is
 answered again while nothing it reads has changed, for at most
 ``QUIET_PASS_TTL``.
 
+Each consolidation move a fresh decision works out is counted per NodePool
+(Karpenter's ``karpenter_consolidation_moves_total`` and, for Balanced pools,
+``karpenter_consolidation_score``), and a Balanced move approved is told in a
+``ConsolidationApproved`` Event: on the Node and NodeClaim for a single
+node's, on the NodePool for a multi-node move's; a rejected one in no Event
+(Karpenter's rule: rejections are many), only in the node's reason.
+
 A node left alone gets a ``DisruptionBlocked`` Event unless it is only
 waiting, chosen by the kind of the core's reason (:func:`worth_an_event`),
 never by its wording. Expiration is not here: in Karpenter v1 it is forceful
@@ -65,8 +72,10 @@ from karpy.controllers.state import (
     pdb_blocked_pods,
     scheduling_snapshot,
     static_counts,
+    volume_counts,
     volume_terms,
 )
+from karpy.disruption.balanced import MOVE_APPROVED, MOVE_REJECTED, ScoredMove
 from karpy.disruption.budgets import allowed_disruptions
 from karpy.disruption.candidates import any_consolidatable
 from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules
@@ -98,6 +107,18 @@ VALIDATION_DELAY = 15.0
 QUIET_PASS_TTL = 300.0
 # The Event a node repair's breaker holds a node back with (Karpenter's).
 NODE_REPAIR_BLOCKED = "NodeRepairBlocked"
+# The Event a Balanced consolidation move approved is told in (Karpenter's).
+CONSOLIDATION_APPROVED = "ConsolidationApproved"
+
+
+def approval_message(move: ScoredMove) -> str:
+    """Karpenter's ConsolidationApproved message for a Balanced pool's part of a move."""
+    score = move.score
+    assert score is not None
+    return (
+        f"score {score.score:.2f} >= threshold {score.threshold:.2f} (k: {score.k}, "
+        f"savings {score.savings_fraction * 100:.1f}%, disruption {score.disruption_fraction * 100:.1f}%)"
+    )
 
 
 def uninitialized(cluster: ClusterReader) -> frozenset[str]:
@@ -155,7 +176,8 @@ class DisruptionController:
         # MIN_VALUES_POLICY and PREFERENCE_POLICY: where evicted pods would go is where provisioning
         # would put them (Karpenter's disruption simulations take both too).
         self.scheduling = scheduling
-        # The cluster's default spread constraints, which a drifted node's pods are replanned with.
+        # The cluster's default spread constraints, which a drifted node's pods are replanned with,
+        # and consolidation's simulations plan the moving pods with.
         self.scheduler_config = scheduler_config
         # The cloud's repair policies, validated once (the NodeRepair gate; None: no repair). A set
         # Karpenter would refuse stops the controller here, as it stops Karpenter at start.
@@ -200,6 +222,12 @@ class DisruptionController:
         # The NodeClaims the last consolidation plans to remove later; None when the pass
         # did not get as far as consolidation (an emptiness or drift command came first).
         self._planned: set[str] | None = None
+        # The moves the pass's consolidation worked out afresh (none when it was answered
+        # from the last), for the pass to publish.
+        self._moves: list[ScoredMove] = []
+        # The ConsolidationApproved Events told, by object (kind, name), so a move approved
+        # again at its re-check is not told twice.
+        self._approvals: dict[tuple[str, str], str] = {}
 
     def watches(self) -> list[Watch]:
         return [Watch("NodePool", self._start), Watch("NodeClaim", self._start)]
@@ -246,6 +274,7 @@ class DisruptionController:
         whether any NodeClaim exists at all."""
         now = self.clock.now()
         self._planned = None
+        self._moves = []
         candidates, pool_sizes, disrupting = self.candidates()
         repair = self._repair(candidates, now) if self.repair_policies is not None else None
         self.repair_due = repair.next_due(candidates) if repair is not None else None
@@ -476,6 +505,7 @@ class DisruptionController:
             pool_types=self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
             policy=self.scheduling,
+            scheduler_config=self.scheduler_config,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
@@ -487,6 +517,8 @@ class DisruptionController:
         priced = {name: price for name, price in prices.items() if price > 0}
         pdb_blocked = pdb_blocked_pods(self.cluster)
         terms = volume_terms(self.cluster, pods)
+        # The volumes each attaches, counted against the nodes' attach limits as provisioning counts them.
+        counts = volume_counts(self.cluster, pods)
 
         def consolidation(among: list[Candidate], pools: Sequence[NodePoolCapacity]) -> ConsolidationDecision:
             return decide_consolidation(
@@ -503,6 +535,8 @@ class DisruptionController:
                 savings_known=self._given_up.keys(),
                 memo=self.evaluations,
                 policy=self.scheduling,
+                volume_counts=counts,
+                default_spread=snapshot.default_spread,
             )
 
         decision = consolidation(underused, snapshot.pools)
@@ -521,6 +555,7 @@ class DisruptionController:
             due = decision.next_due
             decision = dataclasses.replace(decision, next_due=until if due is None else min(due, until))
         self._conclude(decision)
+        self._moves = decision.moves
         command = decision.command
         if command is None:
             if state is not None:
@@ -589,6 +624,8 @@ class DisruptionController:
             ("Namespace", self.cluster.namespaces()),
             ("LimitRange", self.cluster.limit_ranges()),
             ("RuntimeClass", self.cluster.runtime_classes()),
+            # What the default spread constraints are deduced from (watched only when configured).
+            ("Service", self.cluster.services()),
         )
         for kind, objects in groups:
             for obj in objects:
@@ -633,6 +670,7 @@ class DisruptionController:
             return self.orchestrator.follow(in_flight, now)
         self.orchestrator.untaint_leftovers()
         command, emptiness, any_nodeclaims = self.decide()
+        self._publish_moves()
         if self._planned is not None:
             self.orchestrator.mark_planned(self._planned)
         self.last = emptiness
@@ -660,6 +698,46 @@ class DisruptionController:
         if dues:
             return max(0.0, min(self.orchestrator.poll_period, min(dues) - now))
         return self.orchestrator.poll_period
+
+    def _publish_moves(self) -> None:
+        """Count the moves the pass worked out; tell each Balanced approval once (Karpenter's
+        Event, deduplicated by object as its recorder does)."""
+        if not self._moves:
+            return
+        approvals: dict[tuple[str, str], str] = {}
+        for move in self._moves:
+            score = move.score
+            self.metrics.consolidation_move(
+                move.decision,
+                move.nodepool,
+                move.policy,
+                None if score is None else score.score,
+                "" if score is None else (MOVE_APPROVED if score.approved else MOVE_REJECTED),
+            )
+            if score is None or not score.approved or not move.approved:
+                continue
+            message = approval_message(move)
+            if move.multi_node:
+                approvals[("NodePool", move.nodepool)] = message
+            else:
+                for name in move.nodeclaims:
+                    approvals[("NodeClaim", name)] = message
+        for (kind, name), message in approvals.items():
+            if self._approvals.get((kind, name)) == message:
+                continue
+            if kind == "NodePool":
+                nodepool = self.cluster.nodepool(name)
+                if nodepool is not None:
+                    self.cluster.record_event(nodepool, EVENT_NORMAL, CONSOLIDATION_APPROVED, message)
+                continue
+            nodeclaim = self.cluster.nodeclaim(name)
+            if nodeclaim is None:
+                continue
+            node = self.cluster.node(nodeclaim.status.node_name) if nodeclaim.status.node_name else None
+            if node is not None:
+                self.cluster.record_event(node, EVENT_NORMAL, CONSOLIDATION_APPROVED, message)
+            self.cluster.record_event(nodeclaim, EVENT_NORMAL, CONSOLIDATION_APPROVED, message)
+        self._approvals = approvals
 
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""

@@ -15,8 +15,9 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.nodepool import BALANCED, REASON_UNDERUTILIZED
+from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import Requirements
-from karpy.disruption.balanced import BalancedEvaluator, pool_totals
+from karpy.disruption.balanced import BalancedEvaluator, ScoredMove, pool_totals, scored_moves
 from karpy.disruption.candidates import PriceOf, consolidation_candidates, price_table
 from karpy.disruption.consolidation import (
     ConsolidationCommand,
@@ -30,6 +31,7 @@ from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
 from karpy.scheduling.constraints import NamespaceLabels
+from karpy.scheduling.default_spread import DefaultSpread
 from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.solver import DEFAULT_POLICY, ExistingCapacity, NodePoolCapacity
 
@@ -45,6 +47,9 @@ class ConsolidationDecision:
     # only by do-not-disrupt, a pod's PDB or owner, or a budget (see savings_given_up).
     savings_given_up: dict[str, float] = field(default_factory=dict)
     next_due: float | None = None
+    # The consolidation moves worked out, per NodePool, approved or rejected (Karpenter's
+    # consolidation_moves_total and score): the controller publishes them.
+    moves: list[ScoredMove] = field(default_factory=list)
 
 
 def savings_given_up(
@@ -85,6 +90,8 @@ def decide_consolidation(
     savings_known: Container[str] = frozenset(),
     memo: EvaluationMemo | None = None,
     policy: SchedulingPolicy = DEFAULT_POLICY,
+    volume_counts: Mapping[str, ResourceAmounts] | None = None,
+    default_spread: DefaultSpread | None = None,
 ) -> ConsolidationDecision:
     """Multi-node consolidation, then single-node: the command to run now, if any.
 
@@ -101,8 +108,10 @@ def decide_consolidation(
     stays blocked passes them, so each blocked node costs one simulation, not
     one per pass (a budget of zero over a large pool would otherwise simulate
     every node on every pass for a figure nobody acts on). ``policy`` is the
-    scheduling policy provisioning plans with, so a simulation puts pods where
-    provisioning would.
+    scheduling policy provisioning plans with, ``volume_counts`` the volumes
+    each moving pod attaches (counted against the nodes' attach limits) and
+    ``default_spread`` the cluster's default topology spread constraints, so
+    a simulation puts pods where provisioning would.
     """
     selection = consolidation_candidates(candidates, price_of, pdb_blocked, now)
     decision = ConsolidationDecision(blocked=selection.blocked, next_due=selection.next_due)
@@ -124,6 +133,8 @@ def decide_consolidation(
         give_back_limits=rules.weights,
         memo=memo,
         policy=policy,
+        volume_counts=volume_counts,
+        default_spread=default_spread,
     )
     decision.savings_given_up = savings_given_up(
         [c for c in held_back if c.nodeclaim.name not in savings_known],
@@ -138,10 +149,9 @@ def decide_consolidation(
         known = {name: price for name, price in priced.items() if price is not None}
         balanced = BalancedEvaluator(pool_totals(candidates, known), selection.prices)
     # Karpenter's order: multi-node, then single-node; the first command found is the one.
-    methods: tuple[Method, ...] = (
-        MultiNodeConsolidation(simulator, selection.prices, rules, balanced),
-        SingleNodeConsolidation(simulator, selection.prices, rules, balanced),
-    )
+    multi = MultiNodeConsolidation(simulator, selection.prices, rules, balanced)
+    single = SingleNodeConsolidation(simulator, selection.prices, rules, balanced)
+    methods: tuple[Method, ...] = (multi, single)
     command = None
     for method in methods:
         result = method.compute([c for c in eligible if method.considers(c)], allowed)
@@ -149,6 +159,12 @@ def decide_consolidation(
         if isinstance(result.command, ConsolidationCommand):
             command = result.command
             break
+    if command is not None and method is multi:
+        # The move multi-node consolidation found, per pool (the groups it turned down are not
+        # counted: karpy's merge search tries many, where Karpenter's binary search counts its last).
+        decision.moves = scored_moves(balanced, command, multi_node=True)
+    else:
+        decision.moves = list(single.moves)
     if command is not None:
         command.blocked = dict(decision.blocked)
     decision.command = command

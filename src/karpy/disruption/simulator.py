@@ -10,6 +10,14 @@ without solving (a first target not yet initialized, a merge that needs as
 many new nodes as it removes). None of it changes an answer, only the time
 it takes; docs/consolidation.md ("Simulating many removals") says what is
 shared and why that is safe.
+
+The pods that move are planned as provisioning plans pending pods
+(``SchedulingSnapshot.solve`` in :mod:`karpy.controllers.state`): with the
+cluster's default topology spread constraints when they declare none
+(:class:`~karpy.scheduling.default_spread.DefaultSpread`), and with the
+volumes each attaches counted against every node's attach limit per CSI
+driver (``volume_counts``, :mod:`karpy.api.storage`), so a consolidation
+never moves pods where the provisioner would not put them.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate
 from karpy.scheduling.constraints import NamespaceLabels
+from karpy.scheduling.default_spread import DefaultSpread
 from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.solver import (
     DEFAULT_POLICY,
@@ -152,8 +161,16 @@ class RemovalSimulator:
         give_back_limits: bool = False,
         memo: EvaluationMemo | None = None,
         policy: SchedulingPolicy = DEFAULT_POLICY,
+        volume_counts: Mapping[str, ResourceAmounts] | None = None,
+        default_spread: DefaultSpread | None = None,
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
+        # Per moving pod, the volumes of each CSI driver it attaches, as the solver's resources.
+        self.volume_counts = volume_counts or {}
+        # The cluster's default spread constraints, given to the moving pods that declare none.
+        self.default_spread = default_spread
+        # Each candidate's moving pods, as planned (defaults given), by NodeClaim name.
+        self._moving: dict[str, list[Pod]] = {}
         # MIN_VALUES_POLICY and PREFERENCE_POLICY: where pods would go is where provisioning puts them.
         self.policy = policy
         self.memo = memo
@@ -204,8 +221,23 @@ class RemovalSimulator:
     def inputs(self, removed: Sequence[Candidate]) -> tuple[list[Pod], list[ExistingCapacity]]:
         """The pods that move and the capacity the solver is offered for them."""
         gone = {name for c in removed for name in (c.node.name, c.nodeclaim.name)}
-        pods = [pod for c in removed for pod in c.pods if reschedulable(pod)]
+        pods = [pod for c in removed for pod in self._moving_pods(c)]
         return pods, self._existing_for(pods, gone)
+
+    def _moving_pods(self, candidate: Candidate) -> list[Pod]:
+        """The candidate's pods that would move, as provisioning would plan them (default spread)."""
+        name = candidate.nodeclaim.name
+        pods = self._moving.get(name)
+        if pods is None:
+            pods = [pod for pod in candidate.pods if reschedulable(pod)]
+            if self.default_spread is not None:
+                pods = self.default_spread.apply(pods)
+            self._moving[name] = pods
+        return pods
+
+    def _attaches(self, pod: Pod) -> bool:
+        """Whether the pod has volume terms or attaches volumes: its placement depends on them."""
+        return bool(self.volume_terms.get(pod.key) or self.volume_counts.get(pod.key))
 
     def solve(
         self,
@@ -228,6 +260,7 @@ class RemovalSimulator:
             self.namespace_labels,
             stop_at=() if waiting is None else frozenset((waiting,)),
             policy=self.policy,
+            volume_counts=self.volume_counts,
         )
 
     def certain_first_target(self, inputs: tuple[list[Pod], list[ExistingCapacity]]) -> str | None:
@@ -254,7 +287,7 @@ class RemovalSimulator:
         ]
         for pod in pods:
             spec = pod.spec
-            if _has_inter_pod_terms(pod) or spec.preferred_node_terms or self.volume_terms.get(pod.key):
+            if _has_inter_pod_terms(pod) or spec.preferred_node_terms or self._attaches(pod):
                 return None
             if untolerated(blocking, spec.tolerations) or untolerated_preferences(blocking, spec.tolerations):
                 return None
@@ -293,7 +326,7 @@ class RemovalSimulator:
             return None
         if any(pool.remaining is not None for pool in self.pools):
             return None
-        if any(_has_inter_pod_terms(pod) or self.volume_terms.get(pod.key) for pod in pods):
+        if any(_has_inter_pod_terms(pod) or self._attaches(pod) for pod in pods):
             return None
         at_least = self._new_nodes_at_least(pods, existing)
         if at_least < count:
@@ -302,9 +335,14 @@ class RemovalSimulator:
             name = candidate.nodeclaim.name
             alone = self._placeable_afresh.get(name)
             if alone is None:
-                moving = [pod for pod in candidate.pods if reschedulable(pod)]
                 alone = not solve(
-                    moving, [], self.pools, self.volume_terms, self.namespace_labels, policy=self.policy
+                    self._moving_pods(candidate),
+                    [],
+                    self.pools,
+                    self.volume_terms,
+                    self.namespace_labels,
+                    policy=self.policy,
+                    volume_counts=self.volume_counts,
                 ).unschedulable
                 self._placeable_afresh[name] = alone
             if not alone:
@@ -361,7 +399,8 @@ class RemovalSimulator:
         """What an evaluation's answer depends on, as a hashable value; None: do not memoize.
 
         The removed nodes (their NodeClaim's and Node's versions and prices),
-        the moving pods (their versions and volume terms), every node offered to
+        the moving pods (their versions, volume terms, volumes attached and
+        default spread given), every node offered to
         the solver (its free room, labels, taints, whether it is initialized
         and, where they count, its pods), the pools (their types, by the memo
         object that stands for them, their NodePool's version, limits left)
@@ -380,7 +419,17 @@ class RemovalSimulator:
             if not version:
                 return None
             terms = self.volume_terms.get(pod.key)
-            moving.append((pod.key, version, tuple(t.identity() for t in terms) if terms else ()))
+            counts = self.volume_counts.get(pod.key)
+            moving.append(
+                (
+                    pod.key,
+                    version,
+                    tuple(t.identity() for t in terms) if terms else (),
+                    tuple(sorted(counts.items())) if counts else (),
+                    # The default spread given to it: what the Services and owners select may change.
+                    repr(pod.spec.topology_spread_constraints) if self.default_spread is not None else "",
+                )
+            )
         nodes: list[object] = []
         for candidate in removed:
             claim_version = candidate.nodeclaim.metadata.resource_version
@@ -440,7 +489,7 @@ class RemovalSimulator:
         assert self.memo is not None
         signatures: list[int] = []
         for pod in sorted(pods, key=lambda pod: pod.key):
-            if self.volume_terms.get(pod.key):
+            if self._attaches(pod):
                 return None
             signature = self.memo.pod_signature(pod)
             if signature is None:
@@ -659,10 +708,7 @@ class RemovalSimulator:
     def _has_node_terms(self, pod: Pod) -> bool:
         spec = pod.spec
         return bool(
-            spec.node_selector
-            or spec.required_node_terms
-            or spec.preferred_node_terms
-            or self.volume_terms.get(pod.key)
+            spec.node_selector or spec.required_node_terms or spec.preferred_node_terms or self._attaches(pod)
         )
 
 

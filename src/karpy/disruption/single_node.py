@@ -9,10 +9,10 @@ to two new nodes (docs/consolidation.md, "Splitting a node").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from karpy.api.nodepool import REASON_UNDERUTILIZED
-from karpy.disruption.balanced import BalancedEvaluator
+from karpy.disruption.balanced import BalancedEvaluator, ScoredMove, scored_moves
 from karpy.disruption.consolidation import ConsolidationCommand, ConsolidationRules, evaluate
 from karpy.disruption.emptiness import is_empty
 from karpy.disruption.method import Candidate, MethodResult
@@ -28,13 +28,16 @@ def consolidate_single(
     *,
     rules: ConsolidationRules,
     balanced: BalancedEvaluator | None = None,
+    moves: list[ScoredMove] | None = None,
 ) -> tuple[ConsolidationCommand | None, dict[str, Rejection]]:
     """The first candidate, in the given order, that can be deleted or replaced alone.
 
     Returns the command (or None) and, for each candidate tried in vain, why.
     ``balanced`` scores the moves of Balanced NodePools: a node that even a
     delete would not score high enough for is not simulated (Karpenter's
-    CanPassThreshold), and a move that scores too low is no command.
+    CanPassThreshold), and a move that scores too low is no command. Each
+    move worked out, approved or not, is added to ``moves`` (Karpenter counts
+    them all; a node not simulated is no move).
     """
     unconsolidatable: dict[str, Rejection] = {}
     for candidate in candidates:
@@ -46,6 +49,8 @@ def consolidate_single(
                 unconsolidatable[candidate.nodeclaim.name] = rejected
             continue
         result = evaluate([candidate], simulator, prices, rules)
+        if isinstance(result, ConsolidationCommand) and moves is not None:
+            moves.extend(scored_moves(balanced, result, multi_node=False))
         if isinstance(result, ConsolidationCommand) and balanced is not None:
             result = balanced.rejection_of(result) or result
         if isinstance(result, ConsolidationCommand):
@@ -63,6 +68,8 @@ class SingleNodeConsolidation:
     rules: ConsolidationRules
     balanced: BalancedEvaluator | None = None
     reason: str = REASON_UNDERUTILIZED
+    # Every move compute works out, scored (see consolidate_single); the caller reads them.
+    moves: list[ScoredMove] = field(default_factory=list)
 
     def considers(self, candidate: Candidate) -> bool:
         # Empty nodes are emptiness' business, under its own budget.
@@ -70,6 +77,12 @@ class SingleNodeConsolidation:
 
     def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
         command, rejected = consolidate_single(
-            candidates, self.simulator, self.prices, allowed, rules=self.rules, balanced=self.balanced
+            candidates,
+            self.simulator,
+            self.prices,
+            allowed,
+            rules=self.rules,
+            balanced=self.balanced,
+            moves=self.moves,
         )
         return MethodResult(command, rejected)

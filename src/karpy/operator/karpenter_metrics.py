@@ -59,6 +59,13 @@ What is measured, and where:
   ``_total_pod_requests``...) labelled by :data:`NODE_LABEL_NAMES`, the node
   created and terminated counters, termination and lifetime durations, and
   ``karpenter_pods_state``, one series per pod.
+- ``karpenter_consolidation_moves_total{decision,nodepool,policy}``: each
+  consolidation move worked out (single-node: every node simulated; multi-node:
+  the move found), per NodePool it touches, ``approved`` or ``rejected`` by the
+  Balanced score (other policies' moves are always approved); ``policy`` is the
+  pool's consolidationPolicy as written. ``karpenter_consolidation_score`` (histogram,
+  Karpenter's buckets): the score of each Balanced pool's part of a move, by its
+  own decision.
 - ``karpenter_build_info{version}``: constant 1.
 - ``karpy_provisioning_launch_loops_total``, karpy's own: each time provisioning
   stops launching for a workload caught in a launch loop
@@ -83,6 +90,8 @@ from karpy.operator.metrics import Gauge, Registry
 
 NAMESPACE = "karpenter"
 
+# Karpenter's buckets of karpenter_consolidation_score (1/k is 0.5).
+CONSOLIDATION_SCORE_BUCKETS = (0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0)
 # Reasons of karpenter_nodeclaims_created_total and _disrupted_total besides the disruption reasons.
 REASON_PROVISIONED = "provisioned"
 REASON_EXPIRED = "expired"
@@ -206,6 +215,17 @@ class Metrics:
             "the node was disrupted on, the owning nodepool, the capacity type, the image ID, and the "
             "termination mode.",
             ["condition", "nodepool", "capacity_type", "image_id", "termination_mode"],
+        )
+        self.consolidation_moves = r.counter(
+            f"{NAMESPACE}_consolidation_moves_total",
+            "Number of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            ["decision", "nodepool", "policy"],
+        )
+        self.consolidation_score = r.histogram(
+            f"{NAMESPACE}_consolidation_score",
+            "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            ["decision", "nodepool", "policy"],
+            buckets=CONSOLIDATION_SCORE_BUCKETS,
         )
         self.node_reboots = r.counter(
             f"{NAMESPACE}_nodes_reboots_total",
@@ -420,6 +440,17 @@ class Metrics:
         self.nodeclaims_disrupted.labels(
             reason=reason_label(reason), nodepool=nodeclaim.nodepool, capacity_type=nodeclaim.capacity_type
         ).inc()
+
+    def consolidation_move(
+        self, decision: str, nodepool: str, policy: str, score: float | None, score_decision: str = ""
+    ) -> None:
+        """A NodePool's part of a consolidation move (``decision``: approved or rejected); a Balanced
+        pool's ``score`` is observed under its own ``score_decision`` (the move's when not given)."""
+        self.consolidation_moves.labels(decision=decision, nodepool=nodepool, policy=policy).inc()
+        if score is not None:
+            self.consolidation_score.labels(
+                decision=score_decision or decision, nodepool=nodepool, policy=policy
+            ).observe(score)
 
     def nodeclaim_repaired(self, nodeclaim: NodeClaim, condition: str, drain_bound: float | None) -> None:
         """A NodeClaim node repair disrupted, by the drain bound repair applied (None: the NodeClaim's own):

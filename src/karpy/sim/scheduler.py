@@ -222,8 +222,17 @@ class SimulatedKubeScheduler:
             if claim is None or claim.volume_name:
                 continue
             terms = (Requirements.from_labels({LABEL_ZONE: zone}),) if zone else ()
+            # Under its class's CSI driver (``spec.csi.driver``), as a CSI provisioner writes it: a
+            # bound volume keeps counting against the node's attach limit for that driver.
+            storage_class = (
+                self.cluster.storage_class(claim.storage_class_name) if claim.storage_class_name else None
+            )
             volume = self.cluster.create(
-                PersistentVolume(metadata=ObjectMeta(name=f"pvc-{claim.metadata.uid}"), node_terms=terms)
+                PersistentVolume(
+                    metadata=ObjectMeta(name=f"pvc-{claim.metadata.uid}"),
+                    node_terms=terms,
+                    csi_driver=storage_class.csi_driver if storage_class is not None else "",
+                )
             )
             self.cluster.update(dataclasses.replace(claim, volume_name=volume.metadata.name))
 
