@@ -29,6 +29,11 @@
   See docs/crds.md.
 - ``karpy crds``: print the CustomResourceDefinitions karpy needs in a real
   cluster, for ``karpy crds | kubectl apply -f -`` (docs/crds.md).
+- ``karpy nodes [--kubeconfig PATH] [--once]``: each node of a real cluster
+  with its NodePool, offering, $/h and requests against allocatable, and the
+  cluster's totals, refreshed every ``--interval`` (``--once``: one frame),
+  priced by karpy's cloud provider as ``karpy run`` prices (docs/run.md).
+  It only reads (lists and watches); see :mod:`karpy.nodeview`.
 
 Bad input is reported as one line per problem (file, object, field) on
 standard error and the exit status is 2; the valid objects of the same run
@@ -171,7 +176,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_run_options(run_command)
     run_command.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level debug")
+    _add_nodes_command(commands)
     return parser
+
+
+def _add_nodes_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    nodes = commands.add_parser(
+        "nodes",
+        help="show each node with its NodePool, $/h and requests, and the cluster's cost, refreshing",
+    )
+    nodes.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration)"
+    )
+    nodes.add_argument("--once", action="store_true", help="print one frame and exit (for scripts)")
+    nodes.add_argument("--interval", default="2s", help="time between two frames (default 2s)")
+    nodes.add_argument("--no-bars", action="store_true", help="percentages only, no bars")
+    # Read as karpy run reads them (flag, then environment), so both price with the same provider.
+    nodes.add_argument(
+        "--cloud-provider",
+        help="whose catalog prices the nodes: kwok or aws (default: $KARPY_CLOUD_PROVIDER, else kwok)",
+    )
+    nodes.add_argument(
+        "--kwok-instance-types",
+        help="what a KWOKNodeClass without the annotation offers, as karpy run's"
+        " (default: $KARPY_KWOK_INSTANCE_TYPES, else aws)",
+    )
+    nodes.add_argument(
+        "--feature-gates",
+        help="as karpy run's FEATURE_GATES; NodeOverlay=true applies the NodeOverlays' prices"
+        " (default: $FEATURE_GATES)",
+    )
+    nodes.add_argument("--cluster-name", help="as karpy run's CLUSTER_NAME (required with aws)")
 
 
 def _validate_scenario(
@@ -472,6 +507,77 @@ def run_against_cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def show_nodes(args: argparse.Namespace) -> int:
+    """``karpy nodes``: frames of :func:`karpy.nodeview.render` over an informer cache, until interrupted."""
+    import time
+
+    from karpy.kube._http import ApiTransport, KubeconfigError
+    from karpy.kube._resources import (
+        EC2_NODE_CLASS,
+        KWOK_NODE_CLASS,
+        NODE,
+        NODE_OVERLAY,
+        NODECLAIM,
+        NODEPOOL,
+        POD,
+    )
+    from karpy.kube.cluster import KubeCluster
+    from karpy.nodeview import node_view, render
+    from karpy.operator.cluster import WallClock
+    from karpy.operator.karpenter_metrics import Metrics
+    from karpy.providers import PROVIDERS, ProviderContext
+
+    try:
+        options = run_options(args, os.environ)
+        interval = parse_duration(args.interval)
+        settings = PROVIDERS[options.cloud_provider].settings(options, os.environ)
+        transport = ApiTransport.from_kubeconfig(args.kubeconfig)
+    except (SettingsError, DurationError, KubeconfigError) as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    def refuse_write() -> None:
+        raise PermissionError("karpy nodes only reads the cluster")
+
+    # Every write this transport would send is refused before it leaves: the view lists and watches only.
+    reads = transport.fenced(refuse_write)
+    overlays = options.feature_gates.node_overlay
+    # What the view reads: the nodes, their pods, and what prices them (pools, classes, overlays).
+    kinds = (
+        POD,
+        NODE,
+        NODECLAIM,
+        NODEPOOL,
+        EC2_NODE_CLASS,
+        KWOK_NODE_CLASS,
+        *((NODE_OVERLAY,) if overlays else ()),
+    )
+    clock = WallClock()
+    cluster = KubeCluster(reads, clock=clock, kinds=kinds)
+    stack = PROVIDERS[options.cloud_provider].build(
+        settings, ProviderContext(cluster, clock, Metrics(), reads, lambda kind, old, new: None)
+    )
+    cluster.start()
+    try:
+        if not cluster.wait_for_sync(60):
+            print("karpy: the cluster's objects were not listed within 60s", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        while True:
+            frame = render(node_view(cluster, stack.cloud, node_overlays=overlays), bars=not args.no_bars)
+            if args.once:
+                print("\n".join(frame))
+                return EXIT_OK
+            # Home the cursor and clear the screen, then draw: one frame replaces the last.
+            sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(frame) + "\n")
+            sys.stdout.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        stack.stop()
+        cluster.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -482,6 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return run_against_cluster(args)
+        if args.command == "nodes":
+            return show_nodes(args)
         if args.command == "crds":
             sys.stdout.write(render_yaml(all_crds()))
             return EXIT_OK
