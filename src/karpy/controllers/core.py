@@ -32,6 +32,7 @@ from karpy.controllers.nodeoverlay import NodeOverlayController, OverlayStore, o
 from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.reboot import RebootController
+from karpy.controllers.reservation_capacity_type import CapacityTypeSync
 from karpy.controllers.reservation_expiration import CapacityBlockExpiration
 from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
@@ -157,6 +158,8 @@ def core_controllers(
     reserving = plain_cloud_for(CapacityBlockExpiration.name)
     if isinstance(reserving, ReservationMarking):
         rest.append(CapacityBlockExpiration(cluster, reserving, clock))
+        # A node whose reservation ended is relabelled on-demand.
+        rest.append(CapacityTypeSync(cluster, plain_cloud_for(CapacityTypeSync.name), clock))
     # Last, so the others keep their order; only a cloud whose NodeClaims carry the class' hash.
     hashing = plain_cloud_for(NodeClassHashController.name)
     if isinstance(hashing, NodeClassHashing):
