@@ -100,3 +100,21 @@ def test_an_on_demand_price_is_what_a_fallen_back_nodeclaim_costs() -> None:
     assert prices[0] < 1e-6
     assert abs(prices[1] - 0.20) < 1e-9
     assert plan.new_nodeclaims[1].requirements.get(LABEL_CAPACITY_TYPE).has(CAPACITY_TYPE_ON_DEMAND)
+
+
+def test_a_nodepool_requiring_one_reservation_id_plans_into_that_one_alone() -> None:
+    pool = NodePoolCapacity(
+        make_nodepool(
+            "default",
+            template_spec="      requirements: "
+            "[{key: karpenter.k8s.aws/capacity-reservation-id, operator: In, values: [cr-b]}]",
+        ),
+        [reserved(RESERVED_TYPE, ("cr-a", 5), ("cr-b", 1))],
+        {},
+        None,
+    )
+    plan = solve([make_pod(f"p{i}", "3", "6Gi") for i in range(2)], [], [pool])
+    ids = [claim.requirements.get(AWS_LABEL_CAPACITY_RESERVATION_ID) for claim in plan.new_nodeclaims]
+    assert [sorted(i.values) for i in ids] == [["cr-b"], ["cr-b"]]
+    capacity_types = [claim.requirements.get(LABEL_CAPACITY_TYPE) for claim in plan.new_nodeclaims]
+    assert [c.has(CAPACITY_TYPE_RESERVED) for c in capacity_types] == [True, False]
