@@ -38,26 +38,40 @@ from karpy.api.requirements import (
     Requirement,
     Requirements,
 )
-from karpy.scheduling._model import NewNodeClaim
+from karpy.scheduling._model import NewNodeClaim, NodePoolCapacity
 
 RESERVATIONS_SPENT = "its capacity reservations are used up by this plan and it has no other offering"
 
 
-def reservation_room(nodeclaims: Sequence[NewNodeClaim]) -> dict[str, int]:
+def reservation_room(pools: Sequence[NodePoolCapacity]) -> dict[str, int]:
     """Instances left per reservation id, the least any of its offerings states (Karpenter's)."""
     room: dict[str, int] = {}
-    for nodeclaim in nodeclaims:
-        for instance_type in nodeclaim.instance_types:
-            for offering in instance_type.offerings:
-                if offering.capacity_type == CAPACITY_TYPE_RESERVED and offering.reservation_id:
-                    left = offering.reservation_capacity if offering.available else 0
-                    room[offering.reservation_id] = min(room.get(offering.reservation_id, left), left)
+    for pool in pools:
+        for reservation_id, left in _pool_room(pool).items():
+            room[reservation_id] = min(room.get(reservation_id, left), left)
     return room
 
 
-def spend_reservations(nodeclaims: Sequence[NewNodeClaim]) -> tuple[list[NewNodeClaim], list[NewNodeClaim]]:
+def _pool_room(pool: NodePoolCapacity) -> dict[str, int]:
+    # Kept on the pool's memo: a consolidation pass solves many times over the same types.
+    if pool.memo is not None and pool.memo.reservation_room is not None:
+        return pool.memo.reservation_room
+    room: dict[str, int] = {}
+    for instance_type in pool.instance_types:
+        for offering in instance_type.offerings:
+            if offering.capacity_type == CAPACITY_TYPE_RESERVED and offering.reservation_id:
+                left = offering.reservation_capacity if offering.available else 0
+                room[offering.reservation_id] = min(room.get(offering.reservation_id, left), left)
+    if pool.memo is not None:
+        pool.memo.reservation_room = room
+    return room
+
+
+def spend_reservations(
+    nodeclaims: Sequence[NewNodeClaim], pools: Sequence[NodePoolCapacity]
+) -> tuple[list[NewNodeClaim], list[NewNodeClaim]]:
     """The NodeClaims as the reservations' room allows them, and those that cannot be made (docstring)."""
-    room = reservation_room(nodeclaims)
+    room = reservation_room(pools)
     if not room:
         return list(nodeclaims), []
     kept: list[NewNodeClaim] = []

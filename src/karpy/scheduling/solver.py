@@ -1802,7 +1802,8 @@ def _plan(
     scheduler.repack()
     prices = Prices()
     plan.new_nodeclaims, spent = spend_reservations(
-        [finish(target, prices, relax_min_values=policy.relaxes_min_values) for target in scheduler.bins]
+        [finish(target, prices, relax_min_values=policy.relaxes_min_values) for target in scheduler.bins],
+        pools,
     )
     for nodeclaim in spent:
         for pod in nodeclaim.pods:
