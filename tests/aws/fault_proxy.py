@@ -30,7 +30,8 @@ every request to the upstream endpoint unchanged, except what its rules say:
   targeting a reservation with no instances left (or of another type or zone)
   with EC2's ``ReservationCapacityExceeded``, takes one instance off the
   reservation for each instance moto launches from such a template, adds
-  ``capacityReservationId`` to those instances in ``DescribeInstances``, and
+  ``capacityReservationId`` to those instances in ``DescribeInstances`` (until
+  :meth:`FaultProxy.end_capacity_reservation` ends the reservation), and
   gives the slot back on ``TerminateInstances``. A proxy rather than
   botocore's Stubber, because the provider's calls then go through the real
   SDK over HTTP like every other call of these tests, and the launch that
@@ -262,6 +263,16 @@ class FaultProxy:
         with self._lock:
             self.reservations[reservation_id] = record
         return record
+
+    def end_capacity_reservation(self, reservation_id: str, state: str = "cancelled") -> None:
+        """The reservation ends (``cancelled`` or ``expired``), as EC2 ends an On-Demand Capacity
+        Reservation: its instances keep running as plain on-demand ones and DescribeInstances no
+        longer names it on them; DescribeCapacityReservations lists it in ``state``."""
+        with self._lock:
+            self.reservations[reservation_id].state = state
+            self.reservations[reservation_id].available = 0
+            for instance_id in [i for i, r in self.reserved_instances.items() if r == reservation_id]:
+                del self.reserved_instances[instance_id]
 
     def throttle(self, action: str, *, first: int = 0, per_second: float = 0.0) -> None:
         with self._lock:

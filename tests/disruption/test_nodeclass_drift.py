@@ -7,6 +7,7 @@ import pytest
 from karpy.api.nodeclass_hash import NodeClassHash
 from karpy.disruption.nodeclass_drift import (
     AMI_DRIFT,
+    CAPACITY_RESERVATION_DRIFT,
     NODECLASS_DRIFT,
     SECURITY_GROUP_DRIFT,
     SUBNET_DRIFT,
@@ -80,3 +81,16 @@ def test_what_is_unknown_decides_nothing() -> None:
     anything = LaunchedWith("ami-old", "subnet-c", frozenset({"sg-9"}))
     assert nodeclass_drift({}, None, anything, Resolved()) == ""  # nothing resolved yet
     assert nodeclass_drift({}, CURRENT, LaunchedWith(), RESOLVED) == ""  # the instance not read
+
+
+def test_an_instance_in_a_reservation_the_class_no_longer_selects_is_capacity_reservation_drift() -> None:
+    launched = LaunchedWith(capacity_reservation_id="cr-0aaa")
+    selected = Resolved(capacity_reservation_ids=frozenset({"cr-0aaa"}))
+    assert nodeclass_drift({}, None, launched, selected) == ""
+    assert (
+        nodeclass_drift({}, None, launched, Resolved(capacity_reservation_ids=frozenset()))
+        == CAPACITY_RESERVATION_DRIFT
+    )
+    # Out of any reservation, or with the ReservedCapacity gate off (None): not checked.
+    assert nodeclass_drift({}, None, LaunchedWith(), Resolved(capacity_reservation_ids=frozenset())) == ""
+    assert nodeclass_drift({}, None, launched, Resolved()) == ""

@@ -84,3 +84,53 @@ def test_one_node_launches_into_the_reservation_and_the_other_falls_back_to_on_d
     finally:
         remove_aws_pool(plane, aws, "reserved-aws", "reserved-aws")
         karpy.stop()
+
+
+def test_a_node_whose_reservation_is_cancelled_is_relabelled_on_demand(
+    fresh: Aws, crds: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """Karpenter's capacityreservation.capacitytype: EC2 keeps the instance, now on-demand."""
+    aws, plane = fresh, crds
+    aws.proxy.add_capacity_reservation(RESERVATION_ID, "c5.large", "us-east-1a", 1)
+    karpy = karpy_aws(plane, aws, "aws-reserved-ends", tmp_path)
+    try:
+        plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=as_yaml(
+                k3s_node_class("reserved-ends", capacityReservationSelectorTerms=[{"id": RESERVATION_ID}]),
+                pool("reserved-ends", "reserved-ends", ["c5.large"], ["reserved", "on-demand"]),
+                karpenter_test(namespace, "reserved-ends", 1),
+            ),
+        )
+        app = app_of(namespace, "reserved-ends")
+        wait_until(lambda: len(running_pods(plane, namespace, app)) == 1, timeout=120, what="the pod Running")
+        [claim] = pool_claims(plane, "reserved-ends").values()
+        assert claim["metadata"]["labels"][LABEL_CAPACITY_TYPE] == "reserved"
+        node_name = claim["status"]["nodeName"]
+
+        aws.proxy.end_capacity_reservation(RESERVATION_ID, "cancelled")
+
+        def relabelled() -> bool:
+            labels = [
+                _object(plane, "nodeclaim", claim["metadata"]["name"])["metadata"]["labels"],
+                _object(plane, "node", node_name)["metadata"]["labels"],
+            ]
+            return all(
+                found[LABEL_CAPACITY_TYPE] == "on-demand" and RESERVATION_LABEL not in found
+                for found in labels
+            )
+
+        wait_until(relabelled, timeout=150, what="the NodeClaim and Node relabelled on-demand")
+        # The class no longer lists it, and the node is not drifted: it is in no reservation now.
+        wait_until(
+            lambda: not _object(plane, "ec2nodeclass", "reserved-ends")["status"].get("capacityReservations"),
+            timeout=90,
+            what="the cancelled reservation gone from the class' status",
+        )
+        conditions = _object(plane, "nodeclaim", claim["metadata"]["name"])["status"].get("conditions", [])
+        assert not [c for c in conditions if c["type"] == "Drifted" and c["status"] == "True"]
+    finally:
+        remove_aws_pool(plane, aws, "reserved-ends", "reserved-ends")
+        karpy.stop()

@@ -15,6 +15,8 @@ from karpy.api.requirements import (
     AWS_LABEL_CAPACITY_RESERVATION_TYPE,
     LABEL_CAPACITY_TYPE,
 )
+from karpy.disruption.drift import NODECLASS_DRIFT_MESSAGES
+from karpy.disruption.nodeclass_drift import CAPACITY_RESERVATION_DRIFT
 from karpy.operator.interruption import KIND_CAPACITY_RESERVATION_INTERRUPTION
 from karpy.sim.cloud import (
     RESERVATION_INTERRUPTION,
@@ -220,5 +222,39 @@ def test_nodes_of_an_expiring_capacity_block_are_replaced_before_its_end() -> No
     sim.run(25 * 60, until_steady=False)
     # Deleted 40 minutes before the end (Karpenter's capacityreservation.expiration), pods moved on.
     assert sim.cluster.nodeclaim(claim.name) is None
+    assert "reserved" not in by_capacity_type(sim)
+    assert not sim.cluster.has_pending_pods()
+
+
+def test_a_node_whose_reservation_ended_is_relabelled_on_demand() -> None:
+    # Karpenter's capacityreservation.capacitytype: EC2 keeps the instances, as on-demand.
+    sim = simulation(reservation(2, until=1800.0), replicas=30)
+    sim.run(600, until_steady=False)
+    reserved = [c.name for c in sim.nodeclaims() if c.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"]
+    assert len(reserved) == 2
+    sim.run(1800 + 120, until_steady=False)
+    for name in reserved:
+        claim = sim.cluster.nodeclaim(name)
+        assert claim is not None
+        assert claim.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
+        assert AWS_LABEL_CAPACITY_RESERVATION_ID not in claim.metadata.labels
+        assert AWS_LABEL_CAPACITY_RESERVATION_TYPE not in claim.metadata.labels
+        node = sim.cluster.node(claim.status.node_name)
+        assert node is not None
+        assert node.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
+        assert AWS_LABEL_CAPACITY_RESERVATION_ID not in node.metadata.labels
+
+
+def test_a_node_in_a_reservation_its_class_no_longer_selects_drifts_with_karpenters_reason() -> None:
+    sim = simulation(reservation(2), replicas=8)
+    sim.run(600)
+    [claim] = [c for c in sim.nodeclaims() if c.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"]
+    assert not claim.is_true("Drifted")
+    sim.apply(load_objects(cluster("  capacityReservationSelectorTerms: [{tags: {team: web}}]\n")))
+    sim.run(900)
+    assert [e.message for e in sim.cluster.events if e.reason == "Drifted"] == [
+        NODECLASS_DRIFT_MESSAGES[CAPACITY_RESERVATION_DRIFT]
+    ]
+    assert sim.cluster.nodeclaim(claim.name) is None  # replaced, on-demand now
     assert "reserved" not in by_capacity_type(sim)
     assert not sim.cluster.has_pending_pods()

@@ -10,7 +10,10 @@ overhead right matters as much as getting the capacity right.
 An offering is one (zone, capacity type) in which the type can be bought, with
 its hourly price and whether it is available right now (a spot pool that just
 returned insufficient capacity is marked unavailable for a while, so the next
-pass falls back to another offering).
+pass falls back to another offering). A ``reserved`` offering is one capacity
+reservation: its id and how many instances it had left when the offerings
+were made, which the solver spends per pass (Karpenter's
+``ReservationCapacity``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
 from karpy.api.requirements import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
@@ -41,6 +45,9 @@ class Offering:
     available: bool = True
     # A NodeOverlay set or adjusted the price (karpy.scheduling.overlays).
     price_overlaid: bool = False
+    # A reserved offering's capacity reservation and the instances it had left ("" and 0 otherwise).
+    reservation_id: str = ""
+    reservation_capacity: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +100,16 @@ class InstanceType:
             return [offering for offering in self.offerings if offering.available]
         zone = requirements.get(LABEL_ZONE)
         capacity_type = requirements.get(LABEL_CAPACITY_TYPE)
-        return [
+        offerings = [
             offering
             for offering in self.offerings
             if offering.available and zone.has(offering.zone) and capacity_type.has(offering.capacity_type)
         ]
+        if AWS_LABEL_CAPACITY_RESERVATION_ID in requirements:
+            # A NodeClaim that holds slots in some reservations launches into those alone.
+            reservation = requirements.get(AWS_LABEL_CAPACITY_RESERVATION_ID)
+            offerings = [o for o in offerings if not o.reservation_id or reservation.has(o.reservation_id)]
+        return offerings
 
     def cheapest_offering(self, requirements: Requirements | None = None) -> Offering | None:
         offerings = self.available_offerings(requirements)

@@ -68,8 +68,8 @@ EC2_IGNORED_FIELDS: Mapping[str, str] = {
     "subnet_selector_terms": "SubnetDrift compares the instance's subnet with the resolved ones",
     "security_group_selector_terms": "SecurityGroupDrift compares the resolved security groups",
     "ami_selector_terms": "AMIDrift compares the instance's AMI with the resolved ones",
-    # Karpenter's hash ignores them too (it drifts on resolved reservations, which karpy does not yet).
-    "capacity_reservation_selector_terms": "Karpenter drifts on resolved reservations instead",
+    # Karpenter's hash ignores them too.
+    "capacity_reservation_selector_terms": "CapacityReservationDrift compares the instance's reservation",
     "metadata": "not the spec",
     "status": "not the spec",
     "converted_from": "how the manifest was written, not what it asks for",

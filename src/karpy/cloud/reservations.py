@@ -16,7 +16,10 @@ AWS provider's ``ReservedCapacityResolver`` makes them. One code path serves
   (:class:`ReservationAvailability`), is not ``expiring`` (a Capacity Block in
   its reclaim window) and has not ended; the zone must be one the class
   offers the type in.
-- **Counting.** The count is EC2's ``AvailableInstanceCount`` at the last
+- **Counting.** Each reserved offering carries its reservation's id and
+  the instances it has left; the solver takes one per NodeClaim it plans
+  into it and falls back to the next offering when none is left
+  (:mod:`karpy.scheduling._reservations`). The count is EC2's ``AvailableInstanceCount`` at the last
   resolution; a launch into the reservation takes one off until EC2 is read
   again (a launch before that read already counts in it), a termination
   gives one back, and a launch refused for capacity (EC2's
@@ -29,9 +32,10 @@ AWS provider's ``ReservedCapacityResolver`` makes them. One code path serves
   ``karpenter.k8s.aws/capacity-reservation-id``, ``-type`` (``default`` or
   ``capacity-block``) and ``-interruptible``.
 
-karpy's offerings carry a zone and a capacity type, not a reservation id, so
-reservations of one type in one zone make one offering each and the launch
-takes the first of them with instances left (:func:`reservation_to_launch`).
+A planned NodeClaim names the reservations it took a slot in
+(``karpenter.k8s.aws/capacity-reservation-id In ...``, as Karpenter's
+scheduler pins them); the launch takes the first of those with instances
+left (:func:`reservation_to_launch`).
 """
 
 from __future__ import annotations
@@ -79,6 +83,17 @@ def reservation_labels(reservation: Reservation) -> dict[str, str]:
         AWS_LABEL_CAPACITY_RESERVATION_TYPE: reservation.reservation_type,
         AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if reservation.interruptible else "false",
     }
+
+
+# Karpenter's ReservedCapacityLabels: what a node that leaves its reservation loses.
+RESERVED_CAPACITY_LABELS = (AWS_LABEL_CAPACITY_RESERVATION_ID, AWS_LABEL_CAPACITY_RESERVATION_TYPE)
+
+
+def demoted(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` of a node that left its reservation: on-demand, without the reservation's labels."""
+    result = {key: value for key, value in labels.items() if key not in RESERVED_CAPACITY_LABELS}
+    result[LABEL_CAPACITY_TYPE] = CAPACITY_TYPE_ON_DEMAND
+    return result
 
 
 class ReservationAvailability:
@@ -150,6 +165,8 @@ def with_reserved_offerings(
             CAPACITY_TYPE_RESERVED,
             price,
             reservation.zone in zones and _launchable(reservation, availability, now),
+            reservation_id=reservation.id,
+            reservation_capacity=availability.count(reservation.id),
         )
         for reservation in mine
     )
@@ -172,12 +189,18 @@ def reservation_to_launch(
     instance_type: str,
     zone: str,
     now: float,
+    allowed: Requirement | None = None,
 ) -> Reservation | None:
-    """The reservation a reserved launch of ``instance_type`` in ``zone`` goes into; None if none has room."""
+    """The reservation a reserved launch of ``instance_type`` in ``zone`` goes into; None if none has room.
+
+    ``allowed``: the NodeClaim's ``capacity-reservation-id`` requirement, the
+    reservations the plan took a slot in for it (``karpy.scheduling._reservations``).
+    """
     for reservation in reservations:
         if (
             reservation.instance_type == instance_type
             and reservation.zone == zone
+            and (allowed is None or allowed.has(reservation.id))
             and _launchable(reservation, availability, now)
         ):
             return reservation

@@ -33,6 +33,7 @@ from karpy.controllers.nodepool import NodePoolStatusController
 from karpy.controllers.nodepool_hash import NodePoolHashController
 from karpy.controllers.provisioning import Provisioner, ProvisioningSettings
 from karpy.controllers.reboot import RebootController
+from karpy.controllers.reservation_capacity_type import CapacityTypeSync
 from karpy.controllers.reservation_expiration import CapacityBlockExpiration
 from karpy.controllers.static import StaticCapacity
 from karpy.controllers.termination import Terminator
@@ -158,6 +159,8 @@ def core_controllers(
     reserving = plain_cloud_for(CapacityBlockExpiration.name)
     if isinstance(reserving, ReservationMarking):
         rest.append(CapacityBlockExpiration(cluster, reserving, clock))
+        # A node whose reservation ended is relabelled on-demand.
+        rest.append(CapacityTypeSync(cluster, plain_cloud_for(CapacityTypeSync.name), clock))
     # Last, so the others keep their order; only a cloud whose NodeClaims carry the class' hash.
     hashing = plain_cloud_for(NodeClassHashController.name)
     if isinstance(hashing, NodeClassHashing):

@@ -42,7 +42,13 @@ from karpy.api.nodepool import (
 from karpy.disruption.candidates import do_not_disrupt_rejection, waiting_on_uninitialized
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
-from karpy.disruption.nodeclass_drift import AMI_DRIFT, NODECLASS_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT
+from karpy.disruption.nodeclass_drift import (
+    AMI_DRIFT,
+    CAPACITY_RESERVATION_DRIFT,
+    NODECLASS_DRIFT,
+    SECURITY_GROUP_DRIFT,
+    SUBNET_DRIFT,
+)
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.scheduling.solver import Plan
 
@@ -54,6 +60,7 @@ NODECLASS_DRIFT_MESSAGES = {
     AMI_DRIFT: "its AMI is no longer one its node class resolves for its instance type",
     SECURITY_GROUP_DRIFT: "its security groups are no longer those its node class resolves",
     SUBNET_DRIFT: "its subnet is no longer one its node class resolves",
+    CAPACITY_RESERVATION_DRIFT: "it runs in a capacity reservation its node class no longer selects",
 }
 
 

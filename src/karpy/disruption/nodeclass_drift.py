@@ -14,6 +14,11 @@ and the simulator's), checked in its order, the first that holds named:
    the class' resolved ones.
 4. ``SubnetDrift``: the instance's subnet is not among the class' resolved
    subnets.
+5. ``CapacityReservationDrift``: the instance runs in a capacity reservation
+   the class no longer selects (not in ``status.capacityReservations``). Read
+   from the instance, not from offerings, since a reserved instance may fall
+   back to on-demand (Karpenter's reason). Not checked with the
+   ReservedCapacity gate off.
 
 What is unknown decides nothing: a class that resolved no AMIs, subnets or
 security groups (yet), or an instance whose network could not be read,
@@ -32,16 +37,25 @@ NODECLASS_DRIFT = "NodeClassDrift"
 AMI_DRIFT = "AMIDrift"
 SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
 SUBNET_DRIFT = "SubnetDrift"
-NODECLASS_DRIFT_REASONS = (NODECLASS_DRIFT, AMI_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT)
+CAPACITY_RESERVATION_DRIFT = "CapacityReservationDrift"
+NODECLASS_DRIFT_REASONS = (
+    NODECLASS_DRIFT,
+    AMI_DRIFT,
+    SECURITY_GROUP_DRIFT,
+    SUBNET_DRIFT,
+    CAPACITY_RESERVATION_DRIFT,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class LaunchedWith:
-    """What an instance runs with: its AMI, subnet and security groups ("" / None when unknown)."""
+    """What an instance runs with: AMI, subnet, security groups, reservation ("" / None: unknown)."""
 
     image_id: str = ""
     subnet_id: str = ""
     security_group_ids: frozenset[str] | None = None
+    # The capacity reservation it runs in now ("": none).
+    capacity_reservation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +66,8 @@ class Resolved:
     image_ids: frozenset[str] = frozenset()
     subnet_ids: frozenset[str] = frozenset()
     security_group_ids: frozenset[str] = frozenset()
+    # The reservations the class selects (its status); None: not checked (the gate is off).
+    capacity_reservation_ids: frozenset[str] | None = None
 
 
 def static_fields_drifted(annotations: Mapping[str, str], current: NodeClassHash) -> bool:
@@ -81,11 +97,18 @@ def nodeclass_drift(
         return SECURITY_GROUP_DRIFT
     if resolved.subnet_ids and launched.subnet_id and launched.subnet_id not in resolved.subnet_ids:
         return SUBNET_DRIFT
+    if (
+        resolved.capacity_reservation_ids is not None
+        and launched.capacity_reservation_id
+        and launched.capacity_reservation_id not in resolved.capacity_reservation_ids
+    ):
+        return CAPACITY_RESERVATION_DRIFT
     return ""
 
 
 __all__ = [
     "AMI_DRIFT",
+    "CAPACITY_RESERVATION_DRIFT",
     "NODECLASS_DRIFT",
     "NODECLASS_DRIFT_REASONS",
     "SECURITY_GROUP_DRIFT",

@@ -181,7 +181,8 @@ RULES: tuple[Rule, ...] = (
         Scope.CLUSTER,
         Provider.ALL,
         f"{INFORMER}; provisioning and disruption create them, the lifecycle updates labels and"
-        " finalizers (PUT); disruption, failed launches or registrations, interruption, an expiring"
+        " finalizers (PUT), and so does capacityreservation.capacitytype when a reservation ends;"
+        " disruption, failed launches or registrations, interruption, an expiring"
         " Capacity Block (capacityreservation.expiration) and garbage collection delete them",
     ),
     Rule(

@@ -95,6 +95,8 @@ class TypeMemo:
     allowed: dict[frozenset[Requirement], npt.NDArray[np.bool_]] = field(default_factory=dict)
     # The pattern packer's answers (``solver._Scheduler._pack``), by matrix, types and pod classes.
     packs: dict[tuple[object, ...], PackedPlan | None] = field(default_factory=dict)
+    # Instances left per capacity reservation the types offer (``_reservations.reservation_room``).
+    reservation_room: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,8 @@ Karpenter's scheduler:
    catalog; with this step the plans of the benchmarks are within 5% of it.
 
 Each bin then becomes one NodeClaim listing its options cheapest first
-(:mod:`karpy.scheduling._pricing`).
+(:mod:`karpy.scheduling._pricing`), and capacity reservations are spent no
+further than they have instances (:mod:`karpy.scheduling._reservations`).
 
 Topology spread and pod (anti-)affinity are checked by
 :class:`~karpy.scheduling.topology.Topology`; when a bin's zone is still open
@@ -147,6 +148,7 @@ from karpy.scheduling._model import (
 from karpy.scheduling._options import Opening, Target
 from karpy.scheduling._patterns import CHUNK_DIVISORS, pack
 from karpy.scheduling._pricing import MAX_INSTANCE_TYPES, Prices, finish
+from karpy.scheduling._reservations import RESERVATIONS_SPENT, spend_reservations
 from karpy.scheduling._rooms import UNBOUNDED_ROOM, RoomIndex, room_asked_by, room_free_on
 from karpy.scheduling.constraints import (
     ConstraintError,
@@ -1799,9 +1801,13 @@ def _plan(
         return Plan(stopped_at=stopped.name), False
     scheduler.repack()
     prices = Prices()
-    plan.new_nodeclaims = [
-        finish(target, prices, relax_min_values=policy.relaxes_min_values) for target in scheduler.bins
-    ]
+    plan.new_nodeclaims, spent = spend_reservations(
+        [finish(target, prices, relax_min_values=policy.relaxes_min_values) for target in scheduler.bins],
+        pools,
+    )
+    for nodeclaim in spent:
+        for pod in nodeclaim.pods:
+            plan.unschedulable[pod.key] = f"nodepool {nodeclaim.nodepool}: {RESERVATIONS_SPENT}"
     return plan, scheduler.left_at_limit
 
 

@@ -57,6 +57,7 @@ from karpy.api.nodeclass import (
 from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash, kwoknodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
+    AWS_LABEL_CAPACITY_RESERVATION_ID,
     AWS_LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
     CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
@@ -81,6 +82,7 @@ from karpy.cloud.reservations import (
     CAPACITY_BLOCK_EXPIRING_WINDOW,
     RESERVATION_TYPE_CAPACITY_BLOCK,
     ReservationAvailability,
+    demoted,
     reservation_labels,
     reservation_state,
     reservation_to_launch,
@@ -404,6 +406,18 @@ class SimulatedCloud:
             and held.reservation.end_time is not None
         }
 
+    def _in_reservation(self, instance: Instance) -> bool:
+        """Whether ``instance`` still runs in its reservation: one it was not taken out of, not ended."""
+        if not instance.reservation_id:
+            return False
+        now = self.clock.now()
+        return not any(
+            held.reservation.id == instance.reservation_id
+            and held.reservation.end_time is not None
+            and self.start + held.reservation.end_time <= now
+            for held in self.settings.capacity_reservations
+        )
+
     def take_back_reserved(self, provider_id: str) -> None:
         """An interruptible reservation takes the instance's slot back: its end frees nothing."""
         instance = self.instances.get(provider_id)
@@ -495,7 +509,14 @@ class SimulatedCloud:
                 continue
             if capacity_type == CAPACITY_TYPE_RESERVED:
                 into = reservation_to_launch(
-                    reservations, self.reservations, instance_type.name, zone, self.clock.now()
+                    reservations,
+                    self.reservations,
+                    instance_type.name,
+                    zone,
+                    self.clock.now(),
+                    requirements.get(AWS_LABEL_CAPACITY_RESERVATION_ID)
+                    if AWS_LABEL_CAPACITY_RESERVATION_ID in requirements
+                    else None,
                 )
                 if into is None:
                     continue
@@ -562,8 +583,12 @@ class SimulatedCloud:
         return hydrated.with_metadata(annotations=dict(instance.annotations))
 
     def _hydrate(self, name: str, spec: NodeClaimSpec, instance: Instance) -> NodeClaim:
+        labels = dict(instance.labels)
+        if labels.get(LABEL_CAPACITY_TYPE) == CAPACITY_TYPE_RESERVED and not self._in_reservation(instance):
+            # Out of its reservation (ended, or taken back), EC2 runs it as on-demand and names none.
+            labels = demoted(labels)
         return NodeClaim(
-            metadata=ObjectMeta(name=name, labels=dict(instance.labels)),
+            metadata=ObjectMeta(name=name, labels=labels),
             spec=spec,
             status=NodeClaimStatus(
                 provider_id=instance.provider_id,
@@ -608,11 +633,18 @@ class SimulatedCloud:
             node_class = self.node_class(nodeclaim.spec.node_class_ref)
         except NodeClassNotReadyError:
             return ""
-        return nodeclass_drift(
-            nodeclaim.metadata.annotations,
-            self.node_class_hash(node_class),
+        resolved = self.resolved(node_class)
+        if isinstance(node_class, EC2NodeClass) and self.settings.reserved_capacity:
+            resolved = dataclasses.replace(
+                resolved,
+                capacity_reservation_ids=frozenset(r.id for r in self.reservations_for(node_class)),
+            )
+        launched = dataclasses.replace(
             instance.launched_with,
-            self.resolved(node_class),
+            capacity_reservation_id=instance.reservation_id if self._in_reservation(instance) else "",
+        )
+        return nodeclass_drift(
+            nodeclaim.metadata.annotations, self.node_class_hash(node_class), launched, resolved
         )
 
     def node_class_hash(self, node_class: NodeClass) -> NodeClassHash:

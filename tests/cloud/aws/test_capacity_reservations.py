@@ -28,6 +28,10 @@ from tests.aws.world import CLUSTER, KUBERNETES_VERSION, QUEUE, REGION, SSM_PREF
 from tests.cloud.aws.test_launch import Harness, RecordingClient, _template_data, nodepool_for, proxy
 from tests.support import parse_object
 
+from karpy.api.conditions import find_condition
+from karpy.api.core import Node
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import LABEL_REGISTERED
 from karpy.api.nodeclass import EC2NodeClass, StatusCapacityReservation
 from karpy.api.requirements import (
     AWS_LABEL_CAPACITY_RESERVATION_ID,
@@ -36,16 +40,23 @@ from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
+    Requirement,
 )
 from karpy.cloud.aws.client import AwsClient
 from karpy.cloud.aws.interruption import SqsInterruptionQueue
 from karpy.cloud.aws.nodeclass_status import RESERVATION_INTERVAL, EC2NodeClassStatusController
-from karpy.cloud.aws.resolution import capacity_reservations
+from karpy.cloud.aws.resolution import (
+    CONDITION_CAPACITY_RESERVATIONS_READY,
+    capacity_reservations,
+    dependents,
+)
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.provider import InsufficientCapacityError
 from karpy.cloud.reservations import RESERVED_PRICE_DIVISOR
 from karpy.controllers.interruption import InterruptionController
+from karpy.controllers.reservation_capacity_type import CapacityTypeSync
 from karpy.controllers.reservation_expiration import CapacityBlockExpiration
+from karpy.disruption.nodeclass_drift import CAPACITY_RESERVATION_DRIFT
 from karpy.operator.interruption import KIND_CAPACITY_RESERVATION_INTERRUPTION, InterruptionMessage
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
@@ -135,6 +146,19 @@ def test_the_status_controller_writes_the_reservations_and_sets_the_providers_co
         assert isinstance(stored, EC2NodeClass)
         assert [r.id for r in stored.status.capacity_reservations] == ["cr-0aaa"]
         assert harness.provider.reservations.count("cr-0aaa") == 2
+        # Karpenter's CapacityReservationsReady: true once read, and one of what Ready summarizes.
+        ready = find_condition(stored.status.conditions, CONDITION_CAPACITY_RESERVATIONS_READY)
+        assert ready is not None and ready.status == "True"
+        assert CONDITION_CAPACITY_RESERVATIONS_READY in dependents(True)
+        assert CONDITION_CAPACITY_RESERVATIONS_READY not in dependents(False)
+
+        # Read again after it is cancelled: none listed, and still ready (none is an answer).
+        proxy.end_capacity_reservation("cr-0aaa")
+        controller.reconcile("default")
+        stored = cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "default")
+        assert isinstance(stored, EC2NodeClass) and stored.status.capacity_reservations == ()
+        ready = find_condition(stored.status.conditions, CONDITION_CAPACITY_RESERVATIONS_READY)
+        assert ready is not None and ready.status == "True"
 
         # With the ReservedCapacity gate off nothing is read and nothing listed.
         off = EC2NodeClassStatusController(
@@ -366,3 +390,57 @@ def test_a_nodeclaim_in_a_capacity_block_is_deleted_40_minutes_before_its_end(
         assert left is None or left.metadata.deleting
     finally:
         harness.provider.close()
+
+
+def test_a_nodeclaim_pinned_to_other_reservations_does_not_launch_into_this_one(reserved: Harness) -> None:
+    # The solver pins a NodeClaim to the reservations it took a slot in (karpy.scheduling._reservations).
+    pinned = Requirement.from_operator(AWS_LABEL_CAPACITY_RESERVATION_ID, "In", ("cr-0other",))
+    claim = reserved.nodeclaim("pinned", types=("m5.large",), capacity_types=RESERVED, more=(pinned,))
+    launched = reserved.launch(claim)
+    assert launched.metadata.labels[LABEL_CAPACITY_TYPE] != "reserved"
+    assert reserved.proxy.reservations["cr-0aaa"].available == 2
+
+
+def test_a_node_whose_reservation_ended_is_relabelled_on_demand(reserved: Harness) -> None:
+    launched = reserved.launch(reserved.nodeclaim("ends", types=("m5.large",), capacity_types=RESERVED))
+    assert launched.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"
+    reserved.cluster.update_status(reserved.cluster.update(launched))
+    node_labels = {**launched.metadata.labels, LABEL_REGISTERED: "true"}
+    reserved.cluster.create(
+        Node(
+            metadata=ObjectMeta(name="ends-node", labels=node_labels), provider_id=launched.status.provider_id
+        )
+    )
+    controller = CapacityTypeSync(reserved.cluster, reserved.provider, reserved.clock)
+    assert controller.reconcile(controller.KEY) == 60.0  # still in it: nothing changes
+    claim = reserved.cluster.nodeclaim(launched.name)
+    assert claim is not None and claim.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"
+
+    reserved.proxy.end_capacity_reservation("cr-0aaa", "expired")
+    controller.reconcile(controller.KEY)
+    claim = reserved.cluster.nodeclaim(launched.name)
+    node = reserved.cluster.node("ends-node")
+    assert claim is not None and node is not None
+    for labels in (claim.metadata.labels, node.metadata.labels):
+        assert labels[LABEL_CAPACITY_TYPE] == "on-demand"
+        assert AWS_LABEL_CAPACITY_RESERVATION_ID not in labels
+        assert AWS_LABEL_CAPACITY_RESERVATION_TYPE not in labels
+    # Nothing labelled reserved is left: the controller stops polling.
+    assert controller.reconcile(controller.KEY) is None
+
+
+def test_a_node_in_a_reservation_its_class_no_longer_selects_is_drifted(reserved: Harness) -> None:
+    launched = reserved.launch(reserved.nodeclaim("drift", types=("m5.large",), capacity_types=RESERVED))
+    reserved.cluster.update_status(reserved.cluster.update(launched))
+    assert reserved.provider.is_drifted(launched) == ""
+    node_class = reserved.cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "default")
+    assert isinstance(node_class, EC2NodeClass)
+    reserved.cluster.update_status(
+        dataclasses.replace(
+            node_class, status=dataclasses.replace(node_class.status, capacity_reservations=())
+        )
+    )
+    assert reserved.provider.is_drifted(launched) == CAPACITY_RESERVATION_DRIFT
+    # Once EC2 has taken it out of the reservation it is an on-demand node like any: not drifted.
+    reserved.proxy.end_capacity_reservation("cr-0aaa")
+    assert reserved.provider.is_drifted(launched) == ""

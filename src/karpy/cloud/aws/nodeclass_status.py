@@ -53,7 +53,7 @@ from collections.abc import Iterable
 
 from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, StatusCapacityReservation
 from karpy.cloud.aws.client import AwsApiError, AwsClient
-from karpy.cloud.aws.resolution import ready_naming_causes, resolve_node_class
+from karpy.cloud.aws.resolution import dependents, ready_naming_causes, resolve_node_class
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.cloud.reservations import CAPACITY_BLOCK_EXPIRING_WINDOW, ReservationAvailability
 from karpy.logs import FailureStreak, about
@@ -127,7 +127,10 @@ class EC2NodeClassStatusController:
             resolved = f"ec2nodeclass {key} resolved again"
             streak.succeeded(resolved, extra=about(node_class, controller=self.name))
         status = dataclasses.replace(
-            resolution.node_class_status(), conditions=ready_naming_causes(resolution.conditions, now)
+            resolution.node_class_status(),
+            conditions=ready_naming_causes(
+                resolution.conditions, now, dependents(self.settings.reserved_capacity)
+            ),
         )
         if self.reservations is not None:
             self.reservations.sync(resolution.available_instances)

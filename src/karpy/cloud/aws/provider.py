@@ -246,9 +246,9 @@ class AwsCloudProvider:
         amis = node_class.status.amis
         reservations = self._reservations(node_class)
         now = self.clock.now()
-        # What the reserved offerings depend on: the reservations, which have room, which are over.
+        # What the reserved offerings depend on: the reservations, the room each has, which are over.
         reserved_key = tuple(
-            (reservation, self.reservations.count(reservation.id) > 0, reservation.ended(now))
+            (reservation, self.reservations.count(reservation.id), reservation.ended(now))
             for reservation in reservations
         )
         with self._lock:
@@ -370,13 +370,20 @@ class AwsCloudProvider:
                 return self._hydrate(found[0], node_class, nodeclaim.spec)
         reservations = self._reservations(node_class)
         now = self.clock.now()
+        requirements = nodeclaim.requirement_set()
+        pinned = (
+            requirements.get(AWS_LABEL_CAPACITY_RESERVATION_ID)
+            if AWS_LABEL_CAPACITY_RESERVATION_ID in requirements
+            else None
+        )
         reservation_ids = {
             (name, zone): into.id
             for name, zone in {(r.instance_type, r.zone) for r in reservations}
-            if (into := reservation_to_launch(reservations, self.reservations, name, zone, now)) is not None
+            if (into := reservation_to_launch(reservations, self.reservations, name, zone, now, pinned))
+            is not None
         }
         plan = plan_launch(
-            nodeclaim.requirement_set(),
+            requirements,
             instance_types,
             node_class.status.subnets,
             node_class.status.amis,
@@ -646,10 +653,21 @@ class AwsCloudProvider:
         reason = nodeclass_drift(nodeclaim.metadata.annotations, current, image, Resolved(image_ids=served))
         if reason:
             return reason
-        network = self._network(instance_id_of(nodeclaim.status.provider_id))
+        instance_id = instance_id_of(nodeclaim.status.provider_id)
+        network = self._network(instance_id)
+        selected = (
+            frozenset(reservation.id for reservation in node_class.status.capacity_reservations)
+            if self.settings.reserved_capacity
+            else None
+        )
+        if selected is not None and network.capacity_reservation_id not in selected | {""}:
+            # What was remembered may be stale: EC2 may have taken it out since (Karpenter reads again).
+            self._networks.pop(instance_id, None)
+            network = self._network(instance_id)
         resolved = Resolved(
             subnet_ids=frozenset(subnet.id for subnet in node_class.status.subnets),
             security_group_ids=frozenset(group.id for group in node_class.status.security_groups),
+            capacity_reservation_ids=selected,
         )
         return nodeclass_drift({}, None, network, resolved)
 
@@ -673,6 +691,7 @@ class AwsCloudProvider:
             image_id=instance.image_id,
             subnet_id=instance.subnet_id,
             security_group_ids=frozenset(instance.security_group_ids),
+            capacity_reservation_id=instance.capacity_reservation_id,
         )
         if instance.subnet_id:
             self._networks[instance.id] = network

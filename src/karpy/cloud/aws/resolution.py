@@ -89,6 +89,9 @@ CONDITION_SUBNETS_READY = "SubnetsReady"
 CONDITION_SECURITY_GROUPS_READY = "SecurityGroupsReady"
 CONDITION_AMIS_READY = "AMIsReady"
 CONDITION_INSTANCE_PROFILE_READY = "InstanceProfileReady"
+# True once the class' capacity reservations were read (none found included); a dependent
+# of Ready only with the ReservedCapacity gate on, as in Karpenter.
+CONDITION_CAPACITY_RESERVATIONS_READY = "CapacityReservationsReady"
 # What Ready summarizes, in the order its message names them (Karpenter's order).
 DEPENDENTS = (
     CONDITION_AMIS_READY,
@@ -96,6 +99,13 @@ DEPENDENTS = (
     CONDITION_SECURITY_GROUPS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
 )
+RESERVED_CAPACITY_DEPENDENTS = (*DEPENDENTS, CONDITION_CAPACITY_RESERVATIONS_READY)
+
+
+def dependents(reserved_capacity: bool) -> tuple[str, ...]:
+    """What ``Ready`` summarizes: with the ReservedCapacity gate on, the reservations too."""
+    return RESERVED_CAPACITY_DEPENDENTS if reserved_capacity else DEPENDENTS
+
 
 REASON_SUBNETS_NOT_FOUND = "SubnetsNotFound"
 REASON_SECURITY_GROUPS_NOT_FOUND = "SecurityGroupsNotFound"
@@ -178,21 +188,23 @@ def _status_ami(written: dict[str, object]) -> StatusAMI:
     )
 
 
-def _unready_causes(conditions: tuple[Condition, ...]) -> str:
+def _unready_causes(conditions: tuple[Condition, ...], kinds: tuple[str, ...] = DEPENDENTS) -> str:
     """The false dependents, each with its reason and message, in Karpenter's order."""
     causes = []
-    for kind in DEPENDENTS:
+    for kind in kinds:
         found = find_condition(conditions, kind)
         if found is not None and found.status == FALSE:
             causes.append(f"{kind}=False ({found.reason}: {found.message})")
     return "; ".join(causes)
 
 
-def ready_naming_causes(conditions: tuple[Condition, ...], now: float) -> tuple[Condition, ...]:
-    """``conditions`` with ``Ready`` summarizing the dependents; when false, naming their messages."""
-    conditions = with_ready(conditions, DEPENDENTS, now)
+def ready_naming_causes(
+    conditions: tuple[Condition, ...], now: float, kinds: tuple[str, ...] = DEPENDENTS
+) -> tuple[Condition, ...]:
+    """``conditions`` with ``Ready`` summarizing ``kinds``; when false, naming their messages."""
+    conditions = with_ready(conditions, kinds, now)
     ready = find_condition(conditions, CONDITION_READY)
-    causes = _unready_causes(conditions)
+    causes = _unready_causes(conditions, kinds)
     if ready is None or ready.status != FALSE or not causes:
         return conditions
     return set_condition(conditions, CONDITION_READY, FALSE, now, ready.reason, causes)
@@ -265,6 +277,8 @@ def resolve_node_class(
     """
     found = capacity_reservations(node_class, client, now) if settings.reserved_capacity else ()
     conditions = _Conditions(node_class.status.conditions, now)
+    if settings.reserved_capacity:
+        conditions.ready(CONDITION_CAPACITY_RESERVATIONS_READY)  # read, whatever it found (Karpenter's)
     subnets = (
         _guarded(conditions, CONDITION_SUBNETS_READY, lambda: _subnets(node_class, client, conditions)) or ()
     )
@@ -293,7 +307,7 @@ def resolve_node_class(
         security_groups=groups,
         amis=amis,
         instance_profile=profile,
-        conditions=with_ready(conditions.conditions, DEPENDENTS, now),
+        conditions=with_ready(conditions.conditions, dependents(settings.reserved_capacity), now),
         capacity_reservations=tuple(reservation for reservation, _ in found),
         available_instances={reservation.id: available for reservation, available in found},
     )
