@@ -1,4 +1,4 @@
-"""Karpenter's voluntary-disruption, drain and waiting-pod metrics, driven in the simulator and read back as text.
+"""Karpenter's voluntary-disruption, drain and waiting-pod metrics, driven in the simulator, read back as text.
 
 The disruption controller records what each pass evaluates (eligible nodes, evaluation time, the
 NodePools' budgets) and each command it carries out (decision, reason, consolidation type, and the
@@ -8,12 +8,10 @@ requests; the pod metrics keep the age of every pod not yet bound or running.
 
 from __future__ import annotations
 
-import dataclasses
-
 from tests.prometheus_text import Exposition, parse
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, load_objects
 
-from karpy.api.core import Pod
+from karpy.api.core import Deployment, Pod
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.sim.simulation import Simulation
 
@@ -35,7 +33,8 @@ def scaled_up(replicas: int) -> tuple[Simulation, Metrics]:
 
 def scale(simulation: Simulation, replicas: int) -> None:
     deployment = simulation.cluster.get("Deployment", "default/app")
-    simulation.cluster.update(dataclasses.replace(deployment, replicas=replicas))  # type: ignore[call-arg]
+    assert isinstance(deployment, Deployment)
+    simulation.cluster.update(deployment.with_changes(replicas=replicas))
 
 
 def test_emptiness_is_counted_as_delete_decisions_and_drains() -> None:

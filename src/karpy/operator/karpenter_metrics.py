@@ -493,7 +493,8 @@ class Metrics:
         if result == "error":
             self.reconcile_errors.labels(controller=controller).inc()
         else:
-            self.reconcile_errors.labels(controller=controller).inc(0)  # present at 0, as controller-runtime's
+            # Present at 0, as controller-runtime's.
+            self.reconcile_errors.labels(controller=controller).inc(0)
 
     # -- NodeClaims ------------------------------------------------------------
 
