@@ -1,4 +1,4 @@
-"""Karpenter's voluntary-disruption, drain and waiting-pod metrics, driven in the simulator, read back as text.
+"""Karpenter's voluntary-disruption, drain and waiting-pod metrics, driven in the simulator and scraped.
 
 The disruption controller records what each pass evaluates (eligible nodes, evaluation time, the
 NodePools' budgets) and each command it carries out (decision, reason, consolidation type, and the
