@@ -557,13 +557,14 @@ class NodeMetrics:
             base = tuple(node_metric_labels(node).values())
             pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
             daemons = [pod for pod in pods if pod.is_daemonset_pod]
-            requests = _sum(pod.spec.requests for pod in pods)
+            # Each pod counts 1 of the `pods` resource, as in Karpenter's sums (RequestsForPods).
+            requests = _counted(_sum(pod.spec.requests for pod in pods), len(pods))
             per_node = {
                 "allocatable": node.allocatable,
                 "pod_requests": requests,
-                "pod_limits": _sum(pod_limits(pod) for pod in pods),
-                "daemon_requests": _sum(pod.spec.requests for pod in daemons),
-                "daemon_limits": _sum(pod_limits(pod) for pod in daemons),
+                "pod_limits": _counted(_sum(pod_limits(pod) for pod in pods), len(pods)),
+                "daemon_requests": _counted(_sum(pod.spec.requests for pod in daemons), len(daemons)),
+                "daemon_limits": _counted(_sum(pod_limits(pod) for pod in daemons), len(daemons)),
                 "system_overhead": subtract_amounts(node.capacity, node.allocatable),
             }
             for figure, amounts in per_node.items():
@@ -622,6 +623,11 @@ def pod_limits(pod: Pod) -> ResourceAmounts:
 def _add_into(total: dict[str, int], amounts: ResourceAmounts) -> None:
     for name, amount in amounts.items():
         total[name] = total.get(name, 0) + amount
+
+
+def _counted(amounts: ResourceAmounts, pods: int) -> ResourceAmounts:
+    """``amounts`` with the ``pods`` resource set to the number of pods summed (none: nothing)."""
+    return {**amounts, "pods": pods} if pods else amounts
 
 
 def _sum(amounts: Iterable[ResourceAmounts]) -> ResourceAmounts:
