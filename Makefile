@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane kwok bench trials image image-test karpenter-e2e karpenter-kwok side-by-side clean
+.PHONY: demo test env lint typecheck contracts unit integration chaos soak control-plane kwok prometheus bench trials image image-test karpenter-e2e karpenter-kwok side-by-side clean
 
 demo: .venv/.synced
 	$(RUN) karpy simulate
@@ -45,6 +45,12 @@ control-plane: .venv/.synced
 kwok:
 	scripts/kwok build
 
+# Prometheus (cached), which tests/integration/test_prometheus_dashboards.py scrapes karpy with, and
+# the Grafana dashboard schema checker of tests/test_chart_dashboards.py.
+prometheus:
+	scripts/prometheus build
+	scripts/grafana-dashboard-check build
+
 # Both suites run on two pytest-xdist workers, the machine's two cores.
 WORKERS ?= 2
 
@@ -55,7 +61,7 @@ unit: .venv/.synced
 # The tests against a real control plane (tests/integration), built first if not cached. Each
 # worker starts a control plane of its own and takes whole files (their module fixtures share a
 # karpy run or a NodePool); the tests mostly wait in real time, so two halve the wall time.
-integration: .venv/.synced control-plane kwok
+integration: .venv/.synced control-plane kwok prometheus
 	$(RUN) pytest -q -m integration -n $(WORKERS) --dist loadfile --durations=12
 
 # The whole chaos matrix (tests/chaos; make test runs a three-round subset): about 45 minutes.

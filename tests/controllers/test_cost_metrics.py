@@ -172,6 +172,10 @@ def test_node_metrics_show_allocatable_requests_daemons_and_overhead_per_node() 
         assert exposition.value("karpenter_nodes_total_daemon_requests", **cpu) == pytest.approx(0.1)
         assert exposition.value("karpenter_nodes_total_daemon_limits", **cpu) == pytest.approx(0.2)
         assert exposition.value("karpenter_nodes_total_daemon_limits", **memory) == 128 * 2**20
+        # Each pod counts one of the `pods` resource, as in Karpenter's sums.
+        count = {**labels, "resource_type": "pods"}
+        assert exposition.value("karpenter_nodes_total_pod_requests", **count) == len(pods)
+        assert exposition.value("karpenter_nodes_total_daemon_requests", **count) == 1
         assert exposition.value("karpenter_nodes_current_lifetime_seconds", **labels) > 0
     allocatable = sum(node.allocatable["cpu"] for node in nodes)
     requested = sum(pod.spec.requests.get("cpu", 0) for pod in simulation.pods() if pod.node_name)

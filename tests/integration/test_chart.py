@@ -201,6 +201,7 @@ def test_every_value_set(helm: Helm) -> None:
         "PodDisruptionBudget",
         "Service",
         "ServiceMonitor",
+        "ConfigMap",
     }, "rbac.create=false makes no RBAC objects"
     for manifest in manifests:
         assert manifest["metadata"]["labels"]["team"] == "platform", manifest["kind"]
@@ -299,7 +300,9 @@ def test_the_rendered_manifests_pass_the_api_servers_validation(
     control_plane: ControlPlane, helm: Helm, chart_namespace: str
 ) -> None:
     """A server-side dry run: the API server's schemas and admission, nothing stored."""
-    for values in ((), ("--values", str(FULL_VALUES), "--set", "serviceMonitor.enabled=false")):
+    # The dashboards' namespace of the full values is not there: they go in the release's here.
+    full = ("--values", str(FULL_VALUES), "--set", "serviceMonitor.enabled=false")
+    for values in ((), (*full, "--set", f"dashboards.namespace={chart_namespace}")):
         rendered = helm.ok("template", RELEASE, str(CHART), "--namespace", chart_namespace, *values)
         applied = control_plane.kubectl("apply", "--dry-run=server", "-f", "-", stdin=rendered)
         assert "deployment.apps/" in applied and "(server dry run)" in applied, applied

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -55,6 +56,7 @@ from karpy.api.nodeclaim import (
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     CONSOLIDATES_UNDERUTILIZED,
+    REASON_EMPTY,
     REASON_UNDERUTILIZED,
     REASON_UNHEALTHY,
     NodePool,
@@ -63,7 +65,7 @@ from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.api.schedulerconfig import SchedulerConfiguration
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
-from karpy.controllers.orchestration import Command, Orchestrator
+from karpy.controllers.orchestration import Command, Orchestrator, Pending
 from karpy.controllers.reboot import go_duration
 from karpy.controllers.state import (
     PoolTypesCache,
@@ -228,6 +230,8 @@ class DisruptionController:
         # The ConsolidationApproved Events told, by object (kind, name), so a move approved
         # again at its re-check is not told twice.
         self._approvals: dict[tuple[str, str], str] = {}
+        # What the consolidation commands decided save, $/h, by their candidates: counted once carried out.
+        self._savings: dict[frozenset[str], float] = {}
 
     def watches(self) -> list[Watch]:
         return [Watch("NodePool", self._start), Watch("NodeClaim", self._start)]
@@ -291,7 +295,12 @@ class DisruptionController:
         for method in methods:
             considered = [c for c in candidates if method.considers(c)]
             allowed = self._allowed(method.reason, pool_sizes, disrupting, now) if considered else {}
+            started = time.perf_counter()
             result = method.compute(considered, allowed)
+            seconds = time.perf_counter() - started
+            self.metrics.disruption_evaluated(
+                method.reason, method_consolidation_type(method), len(considered), seconds
+            )
             if isinstance(result, EmptinessDecision):
                 emptiness = result
             # A later method's reason for a node replaces an earlier one's (consolidation's
@@ -391,6 +400,7 @@ class DisruptionController:
             self.reboots.setdefault(name, []).append(now)
             self.metrics.nodeclaim_disrupted(stored, command.reason)
             self.metrics.nodeclaim_repaired(stored, command.repair_condition, bound)
+            self.metrics.disruption_performed("reboot", command.reason, "", [stored.nodepool])
             self.cluster.record_event(
                 stored, EVENT_NORMAL, "RebootRequested", f"Rebooting NodeClaim: {command.description}"
             )
@@ -400,12 +410,14 @@ class DisruptionController:
         self, reason: str, pool_sizes: dict[str, int], disrupting: dict[str, int], now: float
     ) -> dict[str, int]:
         """How many more nodes of each NodePool the budgets let go now for ``reason``."""
-        return {
-            pool.name: allowed_disruptions(
-                pool, reason, pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0), now
+        allowed: dict[str, int] = {}
+        for pool in self.cluster.nodepools():
+            size, busy = pool_sizes.get(pool.name, 0), disrupting.get(pool.name, 0)
+            allowed[pool.name] = allowed_disruptions(pool, reason, size, busy, now)
+            self.metrics.disruption_budget(
+                pool.name, reason, allowed_disruptions(pool, reason, size, 0, now), busy
             )
-            for pool in self.cluster.nodepools()
-        }
+        return allowed
 
     def _command(self, command: MethodCommand) -> Command:
         """The orchestration's command for a method's."""
@@ -422,6 +434,7 @@ class DisruptionController:
             )
         if not isinstance(command, ConsolidationCommand):
             return Command(command.reason, command.nodeclaim_names, command.replacements, command.description)
+        self._savings[frozenset(command.nodeclaim_names)] = command.savings_per_hour
         planned = [c.nodeclaim.name for c in command.planned] if self.rules.mark_planned else []
         return Command(
             command.reason,
@@ -687,7 +700,9 @@ class DisruptionController:
                 if reason.kind is RejectionKind.REPAIR_BREAKER
             },
         )
+        pending = self.orchestrator.pending
         wait = self.orchestrator.carry_out(command, now)
+        self._record_outcome(command, pending, now)
         if wait is not None:
             return wait
         if not any_nodeclaims:
@@ -739,6 +754,32 @@ class DisruptionController:
             self.cluster.record_event(nodeclaim, EVENT_NORMAL, CONSOLIDATION_APPROVED, message)
         self._approvals = approvals
 
+    def _record_outcome(self, command: Command | None, pending: Pending | None, now: float) -> None:
+        """Count the command :meth:`Orchestrator.carry_out` just executed, or the pending one it dropped."""
+        if pending is not None and now >= pending.validate_at:
+            kept = command is not None and set(command.candidates) == set(pending.command.candidates)
+            if not kept:
+                self.metrics.disruption_validation_failed(
+                    command_consolidation_type(pending.command), len(pending.command.candidates)
+                )
+        if command is None:
+            self._savings.clear()
+            return
+        if self.orchestrator.pending is not None:
+            return  # held for its re-check
+        names = frozenset(command.candidates)
+        savings = self._savings.pop(names, 0.0)
+        self._savings.clear()
+        pools = [claim.nodepool for name in names if (claim := self.cluster.nodeclaim(name)) is not None]
+        self.metrics.disrupting(names, command.reason)
+        self.metrics.disruption_performed(
+            "replace" if command.replacements else "delete",
+            command.reason,
+            command_consolidation_type(command),
+            pools,
+            savings,
+        )
+
     def has_work(self) -> bool:
         """Whether disruption would act now or later, judged on the current cluster."""
         if self.orchestrator.pending is not None or self.orchestrator.in_flight is not None:
@@ -778,6 +819,24 @@ class _Consolidation:
 
     def compute(self, candidates: Sequence[Candidate], allowed: Mapping[str, int]) -> MethodResult:
         return MethodResult(self.controller._consolidate(list(candidates), dict(allowed), self.now))
+
+
+def method_consolidation_type(method: Method) -> str:
+    """The ``consolidation_type`` label of a method's evaluation: ``empty`` for emptiness, ``multi`` for
+    consolidation (karpy's evaluates multi-node, then single-node, in one go), empty otherwise."""
+    if isinstance(method, Emptiness):
+        return "empty"
+    return "multi" if isinstance(method, _Consolidation) else ""
+
+
+def command_consolidation_type(command: Command) -> str:
+    """The ``consolidation_type`` label of a command, as Karpenter's: ``empty``, ``single`` or ``multi``
+    for the consolidating reasons, empty for drift and repair."""
+    if command.reason == REASON_EMPTY:
+        return "empty"
+    if command.reason != REASON_UNDERUTILIZED:
+        return ""
+    return "multi" if len(command.candidates) > 1 else "single"
 
 
 def _few(names: Sequence[str], shown: int = 3) -> str:

@@ -71,6 +71,9 @@ PASS_KEY = "all"
 # metrics every 10 s, the node metrics every 5 s, the AWS provider's offering metrics every minute.
 NODEPOOL_RESYNC = 10.0
 NODE_RESYNC = 5.0
+# How often the ages of the pods waiting to run are brought up to date, and the key that does it.
+POD_RESYNC = 5.0
+WAITING_PODS_KEY = "waiting-pods"
 OFFERING_RESYNC = 60.0
 NODEPOOL_METRICS = "metrics.nodepool"
 INSTANCE_CPU_LABELS = (AWS_LABEL_INSTANCE_CPU, KWOK_LABEL_INSTANCE_CPU)
@@ -183,9 +186,13 @@ class PodMetrics:
     clock: Clock
     metrics: Metrics
     cluster: ClusterReader | None = None
+    # How often the ages of the pods still waiting are brought up to date (None: at their changes only).
+    resync: float | None = None
     name: str = "metrics.pod"
     # Each pod's series of karpenter_pods_state, by the pod's namespace/name.
     _states: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The pods not running yet (karpenter_pods_unstarted_time_seconds and _unbound_time_seconds).
+    _waiting: dict[str, _WaitingPod] = field(default_factory=dict)
 
     def watches(self) -> list[Watch]:
         return [Watch("Pod", self._on_pod)]
@@ -193,8 +200,9 @@ class PodMetrics:
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         if self.cluster is not None:
             self._record_state(old, new)
+        waiting = self._note_waiting(old, new)
         if not isinstance(old, Pod) or not isinstance(new, Pod):
-            return ()
+            return waiting
         created = new.metadata.creation_timestamp
         if created is None:
             return ()
@@ -203,6 +211,23 @@ class PodMetrics:
             self.metrics.pods_bound_duration.observe(elapsed)
         if old.phase == POD_PENDING and new.phase == POD_RUNNING:
             self.metrics.pods_startup_duration.observe(elapsed)
+        return waiting
+
+    def _note_waiting(self, old: object | None, new: object | None) -> tuple[str, ...]:
+        """Keep the pods not running yet; a change to one (or its start) asks for the ages again."""
+        pod = new if isinstance(new, Pod) else old if isinstance(old, Pod) else None
+        if pod is None:
+            return ()
+        created = pod.metadata.creation_timestamp
+        if isinstance(new, Pod) and new.phase == POD_PENDING and created is not None:
+            self._waiting[pod.key] = _WaitingPod(
+                pod.metadata.name, pod.metadata.namespace, created, bool(pod.node_name)
+            )
+            return (WAITING_PODS_KEY,)
+        gone = self._waiting.pop(pod.key, None)
+        if gone is not None:
+            self.metrics.pods_unstarted_time.remove(name=gone.name, namespace=gone.namespace)
+            self.metrics.pods_unbound_time.remove_matching(name=gone.name, namespace=gone.namespace)
         return ()
 
     def _record_state(self, old: object | None, new: object | None) -> None:
@@ -218,7 +243,25 @@ class PodMetrics:
             self.metrics.pods_state.labels(**labels).set(1)
 
     def reconcile(self, key: str) -> float | None:
-        return None
+        """The ages of the pods still waiting: since creation, until running, and until bound."""
+        now = self.clock.now()
+        for waiting in self._waiting.values():
+            age = max(0.0, now - waiting.created)
+            names = {"name": waiting.name, "namespace": waiting.namespace}
+            self.metrics.pods_unstarted_time.labels(**names).set(age)
+            if waiting.bound:
+                self.metrics.pods_unbound_time.remove_matching(**names)
+            else:
+                self.metrics.pods_unbound_time.labels(**names, dynamic_resources="false").set(age)
+        return self.resync if self._waiting else None
+
+
+@dataclass(frozen=True, slots=True)
+class _WaitingPod:
+    name: str
+    namespace: str
+    created: float
+    bound: bool
 
 
 def pod_state_labels(pod: Pod, cluster: ClusterReader | None) -> dict[str, str]:
@@ -514,13 +557,14 @@ class NodeMetrics:
             base = tuple(node_metric_labels(node).values())
             pods = [pod for pod in self.cluster.pods_on_node(node.name) if not pod.is_terminal]
             daemons = [pod for pod in pods if pod.is_daemonset_pod]
-            requests = _sum(pod.spec.requests for pod in pods)
+            # Each pod counts 1 of the `pods` resource, as in Karpenter's sums (RequestsForPods).
+            requests = _counted(_sum(pod.spec.requests for pod in pods), len(pods))
             per_node = {
                 "allocatable": node.allocatable,
                 "pod_requests": requests,
-                "pod_limits": _sum(pod_limits(pod) for pod in pods),
-                "daemon_requests": _sum(pod.spec.requests for pod in daemons),
-                "daemon_limits": _sum(pod_limits(pod) for pod in daemons),
+                "pod_limits": _counted(_sum(pod_limits(pod) for pod in pods), len(pods)),
+                "daemon_requests": _counted(_sum(pod.spec.requests for pod in daemons), len(daemons)),
+                "daemon_limits": _counted(_sum(pod_limits(pod) for pod in daemons), len(daemons)),
                 "system_overhead": subtract_amounts(node.capacity, node.allocatable),
             }
             for figure, amounts in per_node.items():
@@ -581,6 +625,11 @@ def _add_into(total: dict[str, int], amounts: ResourceAmounts) -> None:
         total[name] = total.get(name, 0) + amount
 
 
+def _counted(amounts: ResourceAmounts, pods: int) -> ResourceAmounts:
+    """``amounts`` with the ``pods`` resource set to the number of pods summed (none: nothing)."""
+    return {**amounts, "pods": pods} if pods else amounts
+
+
 def _sum(amounts: Iterable[ResourceAmounts]) -> ResourceAmounts:
     total: dict[str, int] = {}
     for each in amounts:
@@ -603,7 +652,7 @@ def metrics_controllers(
     changed (the simulator: see :class:`NodePoolMetrics`).
     """
     controllers: list[PodMetrics | NodePoolMetrics | ClusterStateMetrics | NodeMetrics | OfferingMetrics] = [
-        PodMetrics(clock, metrics, cluster),
+        PodMetrics(clock, metrics, cluster, POD_RESYNC if periodic else None),
         NodePoolMetrics(
             cluster,
             metrics,

@@ -57,7 +57,12 @@ from collections.abc import Iterable
 
 from karpy.api.conditions import TRUE, set_condition
 from karpy.api.core import Node, Pod
-from karpy.api.nodeclaim import CONDITION_INSTANCE_TERMINATING, TERMINATION_FINALIZER, NodeClaim
+from karpy.api.nodeclaim import (
+    CONDITION_DISRUPTION_REASON,
+    CONDITION_INSTANCE_TERMINATING,
+    TERMINATION_FINALIZER,
+    NodeClaim,
+)
 from karpy.api.taints import DISRUPTED_TAINT_KEY, NO_SCHEDULE, Taint
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
 from karpy.logs import about
@@ -83,6 +88,8 @@ DRAIN_POLL = 1.0
 NODE_GONE_POLL = 10.0
 # A pod still there this long after its deletion timestamp is stuck terminating (Karpenter's minute).
 STUCK_TERMINATING_AFTER = 60.0
+# karpenter_pods_drained_total's reason for a NodeClaim no disruption method deleted (Karpenter's).
+FORCEFUL_TERMINATION_REASON = "Forceful Termination"
 # Keys of deleted Nodes, beside the NodeClaim names the controller's other keys are.
 NODE_KEY_PREFIX = "node/"
 
@@ -109,6 +116,16 @@ def _stuck_terminating(pod: Pod, now: float) -> bool:
     return deleted_at is not None and now > deleted_at + STUCK_TERMINATING_AFTER
 
 
+def drain_reason(nodeclaim: NodeClaim, metrics: Metrics) -> str:
+    """The ``reason`` of ``karpenter_pods_drained_total``, as Karpenter's: the NodeClaim's disruption
+    reason (its condition's, or the one the disruption command noted), or forceful termination when
+    nothing disrupted it on purpose."""
+    condition = nodeclaim.condition(CONDITION_DISRUPTION_REASON)
+    if condition is not None and condition.is_true:
+        return condition.reason
+    return metrics.drain_reason(nodeclaim.name) or FORCEFUL_TERMINATION_REASON
+
+
 def drain_order(pod: Pod) -> int:
     """Karpenter's drain groups: non-critical, non-critical DaemonSet, critical, critical DaemonSet."""
     critical = pod.spec.priority_class_name in CRITICAL_PRIORITY_CLASSES
@@ -132,6 +149,8 @@ class Terminator:
         self.cloud = cloud
         self.clock = clock
         self.metrics = metrics if metrics is not None else Metrics()
+        # The NodeClaims whose drain finished, counted once in karpenter_nodes_drained_total.
+        self._drained: set[str] = set()
 
     def watches(self) -> list[Watch]:
         return [
@@ -251,6 +270,8 @@ class Terminator:
             remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
             self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
             self.metrics.nodeclaim_terminated(nodeclaim)
+            self._drained.discard(nodeclaim.name)
+            self.metrics.drain_finished(nodeclaim.name)
         log.info(
             "terminated nodeclaim %s", nodeclaim.name, extra=about(nodeclaim, node, controller=self.name)
         )
@@ -270,6 +291,9 @@ class Terminator:
             if not pod.is_terminal and not _stuck_terminating(pod, now) and not drained_with_the_node(pod)
         ]
         if not remaining:
+            if nodeclaim.name not in self._drained:
+                self._drained.add(nodeclaim.name)
+                self.metrics.nodes_drained.labels(nodepool=nodeclaim.nodepool).inc()
             return None
         deadline = nodeclaim.termination_deadline
         if deadline is None and nodeclaim.spec.termination_grace_period is not None:
@@ -291,9 +315,16 @@ class Terminator:
                     self.cluster.evict(pod)
             except EvictionRefusedError as error:
                 refused = True
+                self.metrics.pods_eviction_requests.labels(code="429").inc()
                 self.cluster.record_event(pod, EVENT_WARNING, "FailedDraining", str(error))
-            except NotFoundError:
                 continue
+            except NotFoundError:
+                if not forced:
+                    self.metrics.pods_eviction_requests.labels(code="404").inc()
+                continue
+            if not forced:
+                self.metrics.pods_eviction_requests.labels(code="200").inc()
+            self.metrics.pods_drained.labels(reason=drain_reason(nodeclaim, self.metrics)).inc()
         if forced:
             # Past terminationGracePeriod the node goes whatever is still on it, as in Karpenter:
             # a pod whose own shutdown (a long pre-stop hook) runs on goes with it.

@@ -78,7 +78,7 @@ The label values for ``controller`` are karpy's controller names
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from karpy import __version__
@@ -399,6 +399,77 @@ class Metrics:
             "Karpenter-managed.",
             list(POD_STATE_LABELS),
         )
+        # Voluntary disruption (pkg/controllers/disruption/metrics.go in Karpenter), recorded by
+        # karpy.controllers.disruption where its passes decide and carry out commands.
+        self.disruption_decisions = r.counter(
+            f"{NAMESPACE}_voluntary_disruption_decisions_total",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, and "
+            "consolidation type.",
+            ["decision", "reason", "consolidation_type"],
+        )
+        self.disruption_decisions_by_nodepool = r.counter(
+            f"{NAMESPACE}_voluntary_disruption_decisions_by_nodepool_total",
+            "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption "
+            "decision, reason, and consolidation type.",
+            ["nodepool", "decision", "reason", "consolidation_type"],
+        )
+        self.disruption_eligible_nodes = r.gauge(
+            f"{NAMESPACE}_voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            ["reason"],
+        )
+        self.disruption_evaluation_duration = r.histogram(
+            f"{NAMESPACE}_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds. Labeled by method and "
+            "consolidation type.",
+            ["reason", "consolidation_type"],
+        )
+        self.disruption_failed_validations = r.counter(
+            f"{NAMESPACE}_voluntary_disruption_failed_validations_total",
+            "Number of candidates that were selected for disruption but failed validation. Labeled by "
+            "consolidation type.",
+            ["consolidation_type"],
+        )
+        self.nodepools_allowed_disruptions = r.gauge(
+            f"{NAMESPACE}_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in "
+            "time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new "
+            "nodes may be created and others may be deleted at any point.",
+            ["nodepool", "reason"],
+        )
+        self.nodepools_nodes_consuming_budgets = r.gauge(
+            f"{NAMESPACE}_nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time. Labeled by NodePool.",
+            ["nodepool", "reason"],
+        )
+        # Drain (pkg/controllers/node/termination in Karpenter), recorded by karpy.controllers.termination.
+        self.nodes_drained = r.counter(
+            f"{NAMESPACE}_nodes_drained_total",
+            "The total number of nodes drained by Karpenter",
+            ["nodepool"],
+        )
+        self.pods_drained = r.counter(
+            f"{NAMESPACE}_pods_drained_total",
+            "The total number of pods drained during node termination by Karpenter, labeled by reason",
+            ["reason"],
+        )
+        self.pods_eviction_requests = r.counter(
+            f"{NAMESPACE}_pods_eviction_requests_total",
+            "The total number of pod eviction requests made by Karpenter, labeled by response code",
+            ["code"],
+        )
+        # Pods waiting (pkg/controllers/metrics/pod in Karpenter): one series per pod not yet bound or
+        # running, its age, gone once it is.
+        self.pods_unstarted_time = r.gauge(
+            f"{NAMESPACE}_pods_unstarted_time_seconds",
+            "The time from pod creation until the pod is running.",
+            ["name", "namespace"],
+        )
+        self.pods_unbound_time = r.gauge(
+            f"{NAMESPACE}_pods_unbound_time_seconds",
+            "The time from pod creation until the pod is bound.",
+            ["name", "namespace", "dynamic_resources"],
+        )
         # controller-runtime's own, which Karpenter exposes too: one series per controller.
         self.reconcile_time = r.histogram(
             "controller_runtime_reconcile_time_seconds",
@@ -410,6 +481,19 @@ class Metrics:
             "Total number of reconciliations per controller",
             ["controller", "result"],
         )
+        self.reconcile_errors = r.counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            ["controller"],
+        )
+        # karpy's own: what the disruption commands carried out save, $/h (Karpenter has no such
+        # metric; karpy's dashboard charts it), by the NodePool of the nodes removed.
+        self.disruption_savings = r.counter(
+            "karpy_voluntary_disruption_savings_per_hour_total",
+            "Hourly cost, in the cloud provider's units, that the consolidation commands carried out "
+            "removed: the price of the nodes deleted less that of their replacements. Labeled by nodepool.",
+            ["nodepool"],
+        )
         # karpy's own: karpy.controllers.launchloop.
         self.launch_loops = r.counter(
             "karpy_provisioning_launch_loops_total",
@@ -417,12 +501,20 @@ class Metrics:
             " launched for them came up ready and kept none of them, again and again.",
         )
         self._scheduling_ids: dict[str, str] = {}
+        # The reason each NodeClaim a disruption command deletes was disrupted for (Karpenter reads it off
+        # the NodeClaim's DisruptionReason condition, which karpy puts only on the nodes it reboots).
+        self._disruption_reasons: dict[str, str] = {}
         self._simulations = 0
 
     def reconciled(self, controller: str, seconds: float, result: str) -> None:
         """One reconcile (the Runtime's observer in ``karpy run``)."""
         self.reconcile_time.labels(controller=controller).observe(seconds)
         self.reconcile_total.labels(controller=controller, result=result).inc()
+        if result == "error":
+            self.reconcile_errors.labels(controller=controller).inc()
+        else:
+            # Present at 0, as controller-runtime's.
+            self.reconcile_errors.labels(controller=controller).inc(0)
 
     # -- NodeClaims ------------------------------------------------------------
 
@@ -464,6 +556,60 @@ class Metrics:
             image_id=nodeclaim.status.image_id,
             termination_mode=mode,
         ).inc()
+
+    # -- voluntary disruption --------------------------------------------------
+
+    def disruption_evaluated(
+        self, reason: str, consolidation_type: str, eligible: int, seconds: float
+    ) -> None:
+        """One disruption method evaluated over ``eligible`` candidates."""
+        self.disruption_eligible_nodes.labels(reason=reason_label(reason)).set(eligible)
+        self.disruption_evaluation_duration.labels(
+            reason=reason_label(reason), consolidation_type=consolidation_type
+        ).observe(seconds)
+
+    def disruption_budget(self, nodepool: str, reason: str, allowed: int, consuming: int) -> None:
+        """A NodePool's budget for ``reason``: the nodes it lets be disrupting at once, and those that are."""
+        labels = {"nodepool": nodepool, "reason": reason_label(reason)}
+        self.nodepools_allowed_disruptions.labels(**labels).set(allowed)
+        self.nodepools_nodes_consuming_budgets.labels(**labels).set(consuming)
+
+    def disruption_performed(
+        self,
+        decision: str,
+        reason: str,
+        consolidation_type: str,
+        nodepools: Iterable[str],
+        savings_per_hour: float = 0.0,
+    ) -> None:
+        """A disruption command carried out (``decision``: ``delete``, ``replace`` or ``reboot``)."""
+        labels = {
+            "decision": decision,
+            "reason": reason_label(reason),
+            "consolidation_type": consolidation_type,
+        }
+        self.disruption_decisions.labels(**labels).inc()
+        pools = sorted(set(nodepools))
+        for nodepool in pools:
+            self.disruption_decisions_by_nodepool.labels(nodepool=nodepool, **labels).inc()
+        if savings_per_hour > 0 and pools:
+            for nodepool in pools:
+                self.disruption_savings.labels(nodepool=nodepool).inc(savings_per_hour / len(pools))
+
+    def disrupting(self, nodeclaims: Iterable[str], reason: str) -> None:
+        """NodeClaims a disruption command deletes, for their drain's ``karpenter_pods_drained_total``."""
+        for name in nodeclaims:
+            self._disruption_reasons[name] = reason
+
+    def drain_reason(self, nodeclaim: str) -> str | None:
+        """The disruption reason :meth:`disrupting` noted for ``nodeclaim`` (None: none)."""
+        return self._disruption_reasons.get(nodeclaim)
+
+    def drain_finished(self, nodeclaim: str) -> None:
+        self._disruption_reasons.pop(nodeclaim, None)
+
+    def disruption_validation_failed(self, consolidation_type: str, candidates: int) -> None:
+        self.disruption_failed_validations.labels(consolidation_type=consolidation_type).inc(candidates)
 
     # -- scheduling ------------------------------------------------------------
 
