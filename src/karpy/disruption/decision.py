@@ -25,7 +25,7 @@ from karpy.disruption.consolidation import (
 )
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method
-from karpy.disruption.multi_node import MultiNodeConsolidation
+from karpy.disruption.multi_node import MultiNodeConsolidation, fleet_totals
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
@@ -131,15 +131,17 @@ def decide_consolidation(
         selection.prices,
         rules=rules,
     )
+    # The denominators count every node, candidates or not (Karpenter's rule for Balanced).
+    priced = price_table(candidates, price_of)
+    known = {name: price for name, price in priced.items() if price is not None}
     balanced = None
     if any(c.nodepool.disruption.consolidation_policy == BALANCED for c in eligible):
-        # The denominators count every node of the pool, candidates or not (Karpenter's rule).
-        priced = price_table(candidates, price_of)
-        known = {name: price for name, price in priced.items() if price is not None}
         balanced = BalancedEvaluator(pool_totals(candidates, known), selection.prices)
     # Karpenter's order: multi-node, then single-node; the first command found is the one.
+    # karpy's merges into several NodeClaims pay for the pods they move (see multi_node).
+    fleet = fleet_totals(candidates, known)
     methods: tuple[Method, ...] = (
-        MultiNodeConsolidation(simulator, selection.prices, rules, balanced),
+        MultiNodeConsolidation(simulator, selection.prices, rules, balanced, fleet),
         SingleNodeConsolidation(simulator, selection.prices, rules, balanced),
     )
     command = None
