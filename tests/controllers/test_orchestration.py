@@ -10,7 +10,7 @@ from __future__ import annotations
 from tests.support import KWOK_NODE_CLASS as NODE_CLASS
 from tests.support import deployment_manifest as deployment
 from tests.support import kwok_nodepool as nodepool
-from tests.support import load_objects, make_nodepool
+from tests.support import load_objects, make_nodepool, make_pod
 
 from karpy.api.conditions import TRUE, set_condition
 from karpy.api.core import Node
@@ -26,6 +26,7 @@ from karpy.api.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED, NodeClassRef
 from karpy.api.requirements import Requirements
 from karpy.controllers.orchestration import (
     DISRUPTED_TAINT,
+    EVICTION_SETTLE_BOUND,
     PLANNED_TAINT,
     REPLACEMENT_BACKOFF_START,
     REPLACEMENT_INITIALIZATION_TIMEOUT,
@@ -247,3 +248,21 @@ def test_a_left_over_disrupted_taint_is_removed() -> None:
     assert tainted == []
     claims = simulation.nodeclaims()
     assert len(claims) >= 1 and all(not claim.metadata.deleting for claim in claims)
+
+
+def test_consolidation_waits_while_the_pods_of_a_deleted_node_move() -> None:
+    """A delete evicts pods; the next consolidation is not worked out until they have landed
+    (kube-scheduler puts them by least allocation, on room a plan made meanwhile counts on),
+    for at most EVICTION_SETTLE_BOUND."""
+    clock, cluster, orchestrator = world("a", "b", "c")
+    cluster.create(make_pod("app-1", extra_spec="  nodeName: node-a"))
+    assert not orchestrator.evicting(clock.now())
+    carried_out(clock, orchestrator, delete("a"))
+    assert orchestrator.evicting(clock.now()), "its pod is still on the node being deleted"
+    cluster.delete(cluster.pod("default", "app-1"))
+    cluster.create(make_pod("app-2"))
+    assert orchestrator.evicting(clock.now()), "its replacement pod is pending"
+    clock.advance_to(clock.now() + EVICTION_SETTLE_BOUND)
+    assert not orchestrator.evicting(clock.now()), "a pod that never schedules holds it no longer"
+    carried_out(clock, orchestrator, delete("b"))
+    assert not orchestrator.evicting(clock.now()), "an empty node moves no pod"

@@ -473,6 +473,11 @@ class DisruptionController:
         if self.cloud is None:
             self._given_up = {}
             return None
+        if self.orchestrator.evicting(now):
+            # The pods of the nodes just deleted are still moving (see Orchestrator.evicting).
+            self._planned = None  # the last plan's marks stay
+            self.consolidation_due = now + 1.0
+            return None
         landing = self.orchestrator.landing_nodes()
         if landing:
             for name, waiting in landing.items():

@@ -56,7 +56,7 @@ from karpy.api.taints import (
 )
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT
-from karpy.disruption.emptiness import EmptinessDecision
+from karpy.disruption.emptiness import EmptinessDecision, reschedulable
 from karpy.logs import about
 from karpy.operator.cluster import (
     EVENT_NORMAL,
@@ -77,6 +77,8 @@ REPLACEMENT_BACKOFF_START = 60.0
 # orchestration queue gives up after 10 minutes).
 REPLACEMENT_INITIALIZATION_TIMEOUT = 600.0
 REPLACEMENT_BACKOFF_CAP = 600.0
+# The longest consolidation waits for the pods of the nodes it just deleted to land (see ``evicting``).
+EVICTION_SETTLE_BOUND = 60.0
 DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 PLANNED_TAINT = Taint(CONSOLIDATION_PLANNED_TAINT_KEY, PREFER_NO_SCHEDULE)
 
@@ -150,6 +152,8 @@ class Orchestrator:
     # NodeClaims whose consolidation replacement failed: (consecutive failures,
     # until when they are offered no replacement).
     replacement_backoff: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # When the candidates last deleted had pods to move (see ``evicting``).
+    evicted_at: float | None = None
     # Replacements launched for a plan the budgets cut short, by name, with the plan's
     # nodes still to go: where those nodes' pods are to land (see ``landing_nodes``).
     landing: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -372,11 +376,37 @@ class Orchestrator:
         }
         return dict(self.landing)
 
+    def evicting(self, now: float) -> bool:
+        """Whether pods of the nodes deleted last are still on their way to other nodes.
+
+        Until they have landed, the next consolidation would be worked out on
+        room those pods are about to take, and kube-scheduler puts them by
+        least allocation, not where the last plan packed them: a command
+        computed meanwhile fails its validation or strands pods that the
+        command after it merges again (both seen on the real cluster). So
+        consolidation waits while a node being deleted still has pods to move
+        or a pod is pending, for at most ``EVICTION_SETTLE_BOUND`` after the
+        deletion (a pod that never schedules holds nothing longer).
+        """
+        if self.evicted_at is None or now >= self.evicted_at + EVICTION_SETTLE_BOUND:
+            return False
+        if any(pod.is_provisionable() for pod in self.cluster.pending_pods()):
+            return True
+        for nodeclaim in self.cluster.nodeclaims():
+            node_name = nodeclaim.status.node_name
+            leaving = nodeclaim.metadata.deleting or nodeclaim.name in self.deleted
+            if node_name and leaving and any(reschedulable(p) for p in self.cluster.pods_on_node(node_name)):
+                return True
+        return False
+
     def _delete_candidates(self, command: Command) -> None:
         for name in command.candidates:
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is None or nodeclaim.metadata.deleting:
                 continue
+            node_name = nodeclaim.status.node_name
+            if node_name and any(reschedulable(pod) for pod in self.cluster.pods_on_node(node_name)):
+                self.evicted_at = self.clock.now()
             try:
                 if command.drain_bound is not None:
                     nodeclaim = self._bound_drain(nodeclaim, command.drain_bound)

@@ -26,7 +26,7 @@ from karpy.disruption.consolidation import (
 )
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method
-from karpy.disruption.multi_node import MultiNodeConsolidation
+from karpy.disruption.multi_node import MultiNodeConsolidation, fleet_totals
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
@@ -142,14 +142,16 @@ def decide_consolidation(
         selection.prices,
         rules=rules,
     )
+    # The denominators count every node, candidates or not (Karpenter's rule for Balanced).
+    priced = price_table(candidates, price_of)
+    known = {name: price for name, price in priced.items() if price is not None}
     balanced = None
     if any(c.nodepool.disruption.consolidation_policy == BALANCED for c in eligible):
-        # The denominators count every node of the pool, candidates or not (Karpenter's rule).
-        priced = price_table(candidates, price_of)
-        known = {name: price for name, price in priced.items() if price is not None}
         balanced = BalancedEvaluator(pool_totals(candidates, known), selection.prices)
     # Karpenter's order: multi-node, then single-node; the first command found is the one.
-    multi = MultiNodeConsolidation(simulator, selection.prices, rules, balanced)
+    # karpy's merges into several NodeClaims pay for the pods they move (see multi_node).
+    fleet = fleet_totals(candidates, known)
+    multi = MultiNodeConsolidation(simulator, selection.prices, rules, balanced, fleet)
     single = SingleNodeConsolidation(simulator, selection.prices, rules, balanced)
     methods: tuple[Method, ...] = (multi, single)
     command = None

@@ -6,8 +6,12 @@ largest prefix that can go at once with at most one cheaper new NodeClaim.
 karpy's (``MULTI_NODE_MERGE``) runs it too, and also grows groups of wasteful
 nodes greedily (:func:`consolidate_merge`) to replace N nodes by M < N new
 ones, in at most :data:`MAX_MERGE_SIMULATIONS` tries a pass; the command
-that saves more wins. docs/consolidation.md ("Merging fragments") has the
-rules and the bound.
+that saves more wins. A merge is karpy's own move, and kube-scheduler puts
+the pods it evicts by least allocation, not where the plan packed them, so
+what is left is merged again: a merge into several new NodeClaims (Karpenter's
+multi-node consolidation launches at most one) must pay for the pods it
+moves, as a Balanced NodePool's moves must (:func:`merge_rejection`). docs/consolidation.md
+("Merging fragments") has the rules and the bound.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from dataclasses import dataclass
 
 from karpy.api.nodepool import REASON_UNDERUTILIZED
 from karpy.api.quantity import ResourceAmounts
-from karpy.disruption.balanced import BalancedEvaluator
+from karpy.disruption.balanced import (
+    BalancedEvaluator,
+    PoolTotals,
+    reschedule_disruption_cost,
+    score_move,
+)
 from karpy.disruption.candidates import capacity_type_of
 from karpy.disruption.consolidation import (
     MULTI_NODE_MERGE,
@@ -27,7 +36,7 @@ from karpy.disruption.consolidation import (
 )
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult
-from karpy.disruption.rejection import Rejection
+from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.scheduling.solver import pod_requests
 
@@ -37,6 +46,41 @@ MAX_MULTI_NODE_CANDIDATES = 100
 MAX_MERGE_GROUP = 20
 MAX_MERGE_SIMULATIONS = 100
 _WASTE_RESOURCES = ("cpu", "memory")
+# A merge into several NodeClaims must save at least the share of the fleet's cost that it
+# disrupts of the fleet (a Balanced score of 1, where Balanced's moves need 1/2): on the real
+# cluster a merge passing 1/2 (20 nodes into 11, a third of the cost for half the pods) still
+# left kube-scheduler's placement of its pods to merge again.
+MERGE_K = 1
+
+
+def fleet_totals(nodes: Sequence[Candidate], prices: Mapping[str, float]) -> PoolTotals:
+    """What all ``nodes`` cost an hour and what disrupting all of them costs: a merge's denominators."""
+    cost = sum(max(0.0, prices.get(node.nodeclaim.name, 0.0)) for node in nodes)
+    return PoolTotals(cost, sum(reschedule_disruption_cost(node) for node in nodes))
+
+
+def merge_rejection(command: ConsolidationCommand, fleet: PoolTotals) -> Rejection | None:
+    """Why a merge does not pay for the pods it moves, or None when it does.
+
+    Scored as a Balanced NodePool's move (Karpenter's score), over the whole
+    fleet: the share of its cost the merge saves against the share of its
+    disruption cost (1 a node plus each pod's eviction cost) it causes, on
+    every node it disrupts now or plans to remove, at least ``1/MERGE_K``. A
+    merge that saves a third of the fleet's cost by moving half its pods
+    fails; it would leave kube-scheduler's placement of those pods to merge
+    again.
+    """
+    removed = [*command.candidates, *command.planned]
+    disruption = sum(reschedule_disruption_cost(candidate) for candidate in removed)
+    score = score_move(command.savings_per_hour, disruption, fleet, MERGE_K)
+    if score.approved:
+        return None
+    return Rejection(
+        RejectionKind.MERGE_NOT_WORTH_MOVES,
+        f"the merge saves {score.savings_fraction:.1%} of the fleet's cost for "
+        f"{score.disruption_fraction:.1%} of its disruption cost "
+        f"(score {score.score:.2f}, needs {score.threshold:.2f})",
+    )
 
 
 def _within_budget(group: Sequence[Candidate], allowed: Mapping[str, int]) -> list[Candidate]:
@@ -133,6 +177,7 @@ def consolidate_merge(
     *,
     rules: ConsolidationRules,
     balanced: BalancedEvaluator | None = None,
+    fleet: PoolTotals | None = None,
 ) -> ConsolidationCommand | None:
     """Merge underused nodes: grow each group greedily, keep the command that saves the most.
 
@@ -141,7 +186,8 @@ def consolidate_merge(
     group with it still all find a place (two half-full nodes may need a
     node no cheaper than both, where three would not), and is skipped
     otherwise. Each try is one simulation; every try that is a valid
-    command competes on its saving.
+    command, and, when it launches several NodeClaims, pays for its moves on
+    ``fleet`` (:func:`merge_rejection`, when given), competes on its saving.
     """
     best: ConsolidationCommand | None = None
     simulations = 0
@@ -163,6 +209,8 @@ def consolidate_merge(
                     members = trial
                 continue
             members = trial
+            if fleet is not None and result.more_replacements and merge_rejection(result, fleet) is not None:
+                continue
             if best is None or _saves_more(result, best):
                 best = result
     return best
@@ -195,6 +243,8 @@ class MultiNodeConsolidation:
     prices: Mapping[str, float]
     rules: ConsolidationRules
     balanced: BalancedEvaluator | None = None
+    # Every node's cost and disruption cost, for judging merges (:func:`merge_rejection`).
+    fleet: PoolTotals | None = None
     reason: str = REASON_UNDERUTILIZED
 
     def considers(self, candidate: Candidate) -> bool:
@@ -208,7 +258,13 @@ class MultiNodeConsolidation:
             # Merging also keeps Karpenter's largest prefix (up to 100 nodes at once, where a
             # merge group stops at 20): whichever saves more.
             merged = consolidate_merge(
-                candidates, self.simulator, self.prices, allowed, rules=self.rules, balanced=self.balanced
+                candidates,
+                self.simulator,
+                self.prices,
+                allowed,
+                rules=self.rules,
+                balanced=self.balanced,
+                fleet=self.fleet,
             )
             if merged is not None and (command is None or merged.savings_per_hour > command.savings_per_hour):
                 command = merged

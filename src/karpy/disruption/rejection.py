@@ -49,6 +49,8 @@ class RejectionKind(enum.Enum):
     SAME_TYPE_NOT_CHEAPER = "SameTypeNotCheaper"
     # consolidationPolicy: Balanced: the move saves too little for the disruption it causes.
     BALANCED_SCORE_TOO_LOW = "BalancedScoreTooLow"
+    # karpy's merge of N nodes into M < N saves too little for the pods it moves.
+    MERGE_NOT_WORTH_MOVES = "MergeNotWorthMoves"
     # Node repair: vetoed by karpenter.sh/do-not-repair, or its NodePool's breaker is tripped.
     DO_NOT_REPAIR = "DoNotRepair"
     REPAIR_BREAKER = "RepairBreaker"
