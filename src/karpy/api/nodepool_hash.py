@@ -16,8 +16,8 @@ scripts/gen-hash-golden), so NodeClaims launched by either controller compare.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Protocol
 
 from karpy.api.hashstructure import (
     GoField,
@@ -32,8 +32,39 @@ from karpy.api.hashstructure import (
 )
 from karpy.api.taints import Taint
 
-if TYPE_CHECKING:
-    from karpy.api.nodepool import NodeClaimTemplate
+
+class _NodeClassReference(Hashable, Protocol):
+    @property
+    def group(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+class HashedTemplate(Protocol):
+    """What the hash reads of a :class:`~karpy.api.nodepool.NodeClaimTemplate` (named by its
+    fields, not imported: the template's module calls this one)."""
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def taints(self) -> tuple[Taint, ...]: ...
+    @property
+    def startup_taints(self) -> tuple[Taint, ...]: ...
+    @property
+    def requirements(self) -> Sequence[object]: ...
+    @property
+    def node_class_ref(self) -> _NodeClassReference: ...
+    @property
+    def expire_after(self) -> float | None: ...
+    @property
+    def termination_grace_period(self) -> float | None: ...
+    @property
+    def written_empty(self) -> frozenset[str]: ...
+
 
 NODEPOOL_HASH_OPTIONS = HashOptions(zero_nil=True, ignore_zero_value=True, slices_as_sets=True)
 NANOSECONDS = 1_000_000_000
@@ -89,7 +120,7 @@ def _node_class_reference(kind: str, name: str, group: str) -> GoStruct:
     return GoStruct("NodeClassReference", fields)
 
 
-def template_go_value(template: NodeClaimTemplate) -> GoValue:
+def template_go_value(template: HashedTemplate) -> GoValue:
     """``spec.template`` as Karpenter's Go ``NodeClaimTemplate`` value."""
     empty = template.written_empty
     ref = template.node_class_ref
@@ -115,7 +146,7 @@ def template_go_value(template: NodeClaimTemplate) -> GoValue:
     return GoStruct("NodeClaimTemplate", (GoField("ObjectMeta", metadata), GoField("Spec", spec)))
 
 
-def nodepool_template_hash(template: NodeClaimTemplate) -> str:
+def nodepool_template_hash(template: HashedTemplate) -> str:
     """Karpenter's ``NodePool.Hash()`` of a NodePool with this template, as its decimal string.
 
     Memoized on what it hashes: drift compares every NodeClaim with its pool's hash on each
