@@ -17,7 +17,14 @@ from karpy.api.core import POD_RUNNING, Pod
 from karpy.api.meta import ObjectMeta, OwnerReference
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim, NodeClaimSpec, NodeClaimStatus
 from karpy.api.nodepool import NodeClassRef
-from karpy.controllers.launchloop import FUTILE_LAUNCHES, HOLD, SETTLE, LaunchLoopGuard, workload_of
+from karpy.controllers.launchloop import (
+    FUTILE_LAUNCHES,
+    HOLD,
+    SETTLE,
+    UNREFUSED_AFTER,
+    LaunchLoopGuard,
+    workload_of,
+)
 from karpy.sim.clock import VirtualClock
 from karpy.sim.store import InMemoryCluster
 
@@ -49,6 +56,14 @@ def launch_that_came_up_empty(guard: LaunchLoopGuard, clock: VirtualClock, name:
     clock.advance(60)
     guard.on_nodeclaim(None, claim)
     clock.advance(SETTLE)  # up long enough for kube-scheduler to have placed the pod there
+    refused(guard, pod, name)
+
+
+def refused(guard: LaunchLoopGuard, pod: Pod, seen: str) -> None:
+    """kube-scheduler tried the pod again, with the node ``seen`` counted, and refused it."""
+    guard.on_pod(
+        pod, pod.with_changes(unschedulable_reason=f"0/{seen} nodes are available: Insufficient cpu")
+    )
 
 
 def test_a_recreated_replica_is_the_same_demand_and_a_bare_pod_its_own() -> None:
@@ -110,7 +125,28 @@ def test_nodes_that_came_up_moments_ago_are_not_judged_before_kube_scheduler_bin
         guard.on_nodeclaim(None, claim)
     clock.advance(1)
     assert guard.admit(pods) == (pods, {})
-    # Still kept by none of them once they have been up a while: a loop, held.
+    # Still kept by none of them once they have been up a while and kube-scheduler refused the
+    # pods with the nodes counted: a loop, held.
     clock.advance(SETTLE)
+    refused(guard, pods[0], "3")
+    allowed, held = guard.admit(pods)
+    assert allowed == [] and len(held) == FUTILE_LAUNCHES
+
+
+def test_nodes_kube_scheduler_has_not_tried_the_pods_against_are_not_judged() -> None:
+    # A 1,000-pod scale-out on a loaded control plane: kube-scheduler had not reached the pods
+    # 20 s after the first nodes came up. Judged then, 546 pods were held for 15 minutes.
+    _, clock, guard = setup()
+    pods = [replica(f"web-abc-{index}") for index in range(FUTILE_LAUNCHES)]
+    refused(guard, pods[0], "0")  # refused before the launches: kube-scheduler saw no node yet
+    for index, pod in enumerate(pods):
+        guard.record(initialized(f"node-{index}"), [pod])
+    clock.advance(3)
+    for index in range(FUTILE_LAUNCHES):
+        guard.on_nodeclaim(None, initialized(f"node-{index}"))
+    clock.advance(SETTLE * 3)
+    assert guard.admit(pods) == (pods, {})
+    # kube-scheduler retries unschedulable pods every five minutes: past that, judged anyway.
+    clock.advance(UNREFUSED_AFTER)
     allowed, held = guard.admit(pods)
     assert allowed == [] and len(held) == FUTILE_LAUNCHES

@@ -26,12 +26,19 @@ before it; consolidation then removes it, and without this the workload's
 next pending pods (a scale-in's evictions) were held for 15 minutes. A
 workload whose pods land, as with a scale-up, is never held.
 
-A node is judged only once it has been up for :data:`SETTLE`: kube-scheduler
-binds some 50 pods a second, so in a large scale-up the pods planned for a node
-that has just initialized are often still pending, not refused. Judged at
-once, a pass that a bind reopened moments after the first nodes came up held a
-workload spread over three of them (seen with concurrent launches, where a
-pass's nodes all initialize within a second or two).
+A node is judged only once it has been up for :data:`SETTLE` and kube-scheduler
+has refused a pod of the workload since it came up (a new Unschedulable message:
+kube-scheduler's names the node count, so the first refusal that saw the node
+differs from the ones before), or once it has been up for :data:`UNREFUSED_AFTER`
+(kube-scheduler retries unschedulable pods every five minutes whatever happens).
+In a large scale-up the pods planned for a node that has just initialized are
+often still pending, not refused: kube-scheduler binds some 50 pods a second,
+far fewer on a loaded machine. Judged on time alone, a pass that a bind
+reopened moments after the first nodes came up held a workload spread over three
+of them (seen with concurrent launches, where a pass's nodes all initialize
+within a second or two), and a 1,000-pod scale-out on a loaded control plane,
+where kube-scheduler had not reached the pods 20 s after the first nodes came
+up, held 546 pods for 15 minutes.
 
 After :data:`FUTILE_LAUNCHES` futile launches within :data:`WINDOW`, the
 workload's pending pods are held: provisioning launches nothing for them for
@@ -69,6 +76,9 @@ SERVED_AFTER = 5 * 60.0
 # Seconds a node must have been up (its NodeClaim initialized) before its launch can be futile:
 # kube-scheduler's binds of a large scale-up (about 50 a second) have reached it by then.
 SETTLE = 20.0
+# Seconds after which a node the workload's pods never landed on is judged even without a refusal
+# seen since it came up: kube-scheduler retries its unschedulable pods at least this often.
+UNREFUSED_AFTER = 5 * 60.0
 
 EVENT_REASON = "LaunchLoop"
 
@@ -111,6 +121,7 @@ class LaunchLoopGuard:
     hold: float = HOLD
     max_hold: float = MAX_HOLD
     settle: float = SETTLE
+    unrefused_after: float = UNREFUSED_AFTER
     _launches: dict[str, list[_Launch]] = field(default_factory=dict)
     # The launches not initialized yet, by NodeClaim; the initialized ones, by Node; the
     # launches not served yet, by the key of a pod they were made for.
@@ -118,6 +129,8 @@ class LaunchLoopGuard:
     _for_pod: dict[str, list[_Launch]] = field(default_factory=dict)
     _on_node: dict[str, list[_Launch]] = field(default_factory=dict)
     _held: dict[str, _Hold] = field(default_factory=dict)
+    # When kube-scheduler last refused a pod of the workload (a new Unschedulable message).
+    _refused: dict[str, float] = field(default_factory=dict)
 
     # The provisioner's watches call these with every change of a NodeClaim (or Node) and pod.
 
@@ -136,6 +149,12 @@ class LaunchLoopGuard:
         if isinstance(new, Pod) and new.phase == POD_RUNNING and new.node_name and new.key in self._for_pod:
             for launch in self._for_pod.pop(new.key):
                 launch.served = True
+        if (
+            isinstance(new, Pod)
+            and new.unschedulable_reason
+            and not (isinstance(old, Pod) and old.unschedulable_reason == new.unschedulable_reason)
+        ):
+            self._refused[workload_of(new)] = self.clock.now()
         pod = new if isinstance(new, Pod) else old
         if not isinstance(pod, Pod) or not pod.node_name or pod.node_name not in self._on_node:
             return
@@ -203,9 +222,13 @@ class LaunchLoopGuard:
     def _futile(self, workload: str, now: float) -> list[_Launch]:
         """The workload's futile launches, up to as many as make a hold (a pass need not count on)."""
         futile: list[_Launch] = []
+        refused = self._refused.get(workload)
         for launch in self._launches.get(workload, ()):
             if not launch.node or now - launch.up_since < self.settle:
                 continue  # not up yet, or not for long enough to judge
+            seen = refused is not None and refused >= launch.up_since
+            if not seen and now - launch.up_since < self.unrefused_after:
+                continue  # kube-scheduler has not tried the pods against it yet
             if not launch.served and not self._hosts(launch.node, workload):
                 futile.append(launch)
                 if len(futile) == self.futile_launches:
@@ -269,3 +292,6 @@ class LaunchLoopGuard:
                     del index[key]
         for workload in [w for w, hold in self._held.items() if hold.until + self.window <= now]:
             del self._held[workload]
+        # A refusal matters only after a launch came up: one of a workload without launches is old.
+        for workload in [w for w in self._refused if w not in self._launches]:
+            del self._refused[workload]
