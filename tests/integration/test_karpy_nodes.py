@@ -179,7 +179,7 @@ def test_karpy_nodes_shows_the_walkthroughs_nodes_and_cost_reading_only(
         other_cells = by_node[OTHER_NODE]
         assert UNMANAGED in other_cells and "m5.large" in other_cells
         assert other_cells.split()[-1] == "NotReady"  # nothing runs it
-        # The totals count every Node (an earlier module of the session may have left some).
+        # The totals count every Node (an earlier test module on the same control plane may have left some).
         nodes = get_items(plane, "nodes")
         managed = [
             node["metadata"]["labels"] for node in nodes if LABEL_NODEPOOL in node["metadata"]["labels"]
