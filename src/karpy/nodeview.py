@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from karpy.api.instancetype import InstanceType
+from karpy.api.instancetype import InstanceType, offering_price
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from karpy.cloud.provider import CloudProvider, CloudProviderError
@@ -149,16 +149,7 @@ def _price(
     if found is None:
         return None
     _, catalog = found
-    base = next(
-        (
-            offering.price
-            for each in catalog
-            if each.name == instance_type
-            for offering in each.offerings
-            if offering.zone == zone and offering.capacity_type == capacity_type
-        ),
-        None,
-    )
+    base = offering_price(catalog, instance_type, zone, capacity_type)
     if base is None or evaluation is None:
         return base
     return evaluation.price(nodepool, instance_type, zone, capacity_type, base)

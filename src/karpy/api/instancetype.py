@@ -19,7 +19,7 @@ were made, which the solver spends per pass (Karpenter's
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpy.api.quantity import ResourceAmounts, add_amounts, subtract_amounts
@@ -131,6 +131,19 @@ def worst_launch_price(instance_type: InstanceType, requirements: Requirements) 
         if prices:
             return max(prices)
     return math.inf
+
+
+def offering_price(
+    instance_types: Iterable[InstanceType], name: str, zone: str, capacity_type: str
+) -> float | None:
+    """The hourly price of type ``name``'s offering in ``zone`` and ``capacity_type`` (None if not listed)."""
+    for instance_type in instance_types:
+        if instance_type.name != name:
+            continue
+        for offering in instance_type.offerings:
+            if offering.zone == zone and offering.capacity_type == capacity_type:
+                return offering.price
+    return None
 
 
 def cheapest_price(instance_type: InstanceType, requirements: Requirements) -> float:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from karpy.api.admission import Admission
 from karpy.api.conditions import FALSE, find_condition
 from karpy.api.core import NAMESPACE_NAME_LABEL, DaemonSet, LabelSelector, Node, Pod
-from karpy.api.instancetype import InstanceType
+from karpy.api.instancetype import InstanceType, offering_price
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodeclass import NodeClass
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST, node_cost
@@ -833,10 +833,5 @@ def pdb_blocked_pods(cluster: ClusterReader) -> dict[str, str]:
 
 def launched_price(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> float:
     """The hourly price of the offering a NodeClaim was launched on (0 if unknown)."""
-    for instance_type in instance_types:
-        if instance_type.name != nodeclaim.instance_type:
-            continue
-        for offering in instance_type.offerings:
-            if offering.zone == nodeclaim.zone and offering.capacity_type == nodeclaim.capacity_type:
-                return offering.price
-    return 0.0
+    price = offering_price(instance_types, nodeclaim.instance_type, nodeclaim.zone, nodeclaim.capacity_type)
+    return 0.0 if price is None else price
