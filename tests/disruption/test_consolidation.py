@@ -24,7 +24,7 @@ from karpy.api.requirements import (
 )
 from karpy.api.taints import Taint
 from karpy.disruption import simulator as simulator_module
-from karpy.disruption.balanced import PoolTotals
+from karpy.disruption.balanced import PoolTotals, node_totals
 from karpy.disruption.candidates import consolidation_candidates, disruption_order
 from karpy.disruption.consolidation import (
     KARPENTER_RULES,
@@ -35,7 +35,7 @@ from karpy.disruption.consolidation import (
 from karpy.disruption.decision import ConsolidationDecision, decide_consolidation
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate
-from karpy.disruption.multi_node import consolidate_merge, fleet_totals, merge_groups, merge_rejection
+from karpy.disruption.multi_node import consolidate_merge, merge_groups, merge_rejection
 from karpy.disruption.rejection import WAITING, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import consolidate_single
@@ -1046,7 +1046,7 @@ def test_merge_rejection_scores_a_merge_on_the_whole_fleet() -> None:
         rules=ConsolidationRules(),
     )
     assert merged is not None and len(merged.replacements) == 2  # without the fleet, the larger saving
-    fleet = fleet_totals(cluster.candidates, cluster.prices)
+    fleet = node_totals(cluster.candidates, cluster.prices)
     assert fleet.cost == pytest.approx(1.08) and fleet.disruption_cost == pytest.approx(6.0)
     rejection = merge_rejection(merged, fleet)
     assert rejection is not None and rejection.kind is RejectionKind.MERGE_NOT_WORTH_MOVES

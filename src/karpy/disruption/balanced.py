@@ -92,21 +92,23 @@ def reschedule_disruption_cost(candidate: Candidate) -> float:
     )
 
 
-def pool_totals(nodes: Sequence[Candidate], prices: Mapping[str, float]) -> dict[str, PoolTotals]:
-    """Each Balanced NodePool's totals over ``nodes`` (all its nodes, not only the candidates).
+def node_totals(nodes: Sequence[Candidate], prices: Mapping[str, float]) -> PoolTotals:
+    """What ``nodes`` cost an hour and what disrupting all of them costs.
 
-    A node whose price is not known adds nothing to its pool's cost, as in
-    Karpenter, where an unpriceable node carries a price of 0.
+    A node whose price is not known adds nothing to the cost, as in Karpenter,
+    where an unpriceable node carries a price of 0.
     """
-    cost: dict[str, float] = {}
-    disruption: dict[str, float] = {}
+    cost = sum(max(0.0, prices.get(node.nodeclaim.name, 0.0)) for node in nodes)
+    return PoolTotals(cost, sum(reschedule_disruption_cost(node) for node in nodes))
+
+
+def pool_totals(nodes: Sequence[Candidate], prices: Mapping[str, float]) -> dict[str, PoolTotals]:
+    """Each Balanced NodePool's totals over ``nodes`` (all its nodes, not only the candidates)."""
+    by_pool: dict[str, list[Candidate]] = {}
     for node in nodes:
-        if node.nodepool.disruption.consolidation_policy != BALANCED:
-            continue
-        pool = node.nodepool.name
-        cost[pool] = cost.get(pool, 0.0) + max(0.0, prices.get(node.nodeclaim.name, 0.0))
-        disruption[pool] = disruption.get(pool, 0.0) + reschedule_disruption_cost(node)
-    return {pool: PoolTotals(cost[pool], disruption[pool]) for pool in cost}
+        if node.nodepool.disruption.consolidation_policy == BALANCED:
+            by_pool.setdefault(node.nodepool.name, []).append(node)
+    return {pool: node_totals(members, prices) for pool, members in by_pool.items()}
 
 
 def score_move(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from karpy.api.nodepool import BALANCED, REASON_UNDERUTILIZED
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import Requirements
-from karpy.disruption.balanced import BalancedEvaluator, ScoredMove, pool_totals, scored_moves
+from karpy.disruption.balanced import BalancedEvaluator, ScoredMove, node_totals, pool_totals, scored_moves
 from karpy.disruption.candidates import PriceOf, consolidation_candidates, price_table
 from karpy.disruption.consolidation import (
     ConsolidationCommand,
@@ -26,7 +26,7 @@ from karpy.disruption.consolidation import (
 )
 from karpy.disruption.memo import EvaluationMemo
 from karpy.disruption.method import Candidate, Method
-from karpy.disruption.multi_node import MultiNodeConsolidation, fleet_totals
+from karpy.disruption.multi_node import MultiNodeConsolidation
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.single_node import SingleNodeConsolidation
@@ -150,7 +150,7 @@ def decide_consolidation(
         balanced = BalancedEvaluator(pool_totals(candidates, known), selection.prices)
     # Karpenter's order: multi-node, then single-node; the first command found is the one.
     # karpy's merges into several NodeClaims pay for the pods they move (see multi_node).
-    fleet = fleet_totals(candidates, known)
+    fleet = node_totals(candidates, known)
     multi = MultiNodeConsolidation(simulator, selection.prices, rules, balanced, fleet)
     single = SingleNodeConsolidation(simulator, selection.prices, rules, balanced)
     methods: tuple[Method, ...] = (multi, single)

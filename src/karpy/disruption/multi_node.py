@@ -53,12 +53,6 @@ _WASTE_RESOURCES = ("cpu", "memory")
 MERGE_K = 1
 
 
-def fleet_totals(nodes: Sequence[Candidate], prices: Mapping[str, float]) -> PoolTotals:
-    """What all ``nodes`` cost an hour and what disrupting all of them costs: a merge's denominators."""
-    cost = sum(max(0.0, prices.get(node.nodeclaim.name, 0.0)) for node in nodes)
-    return PoolTotals(cost, sum(reschedule_disruption_cost(node) for node in nodes))
-
-
 def merge_rejection(command: ConsolidationCommand, fleet: PoolTotals) -> Rejection | None:
     """Why a merge does not pay for the pods it moves, or None when it does.
 
