@@ -63,6 +63,7 @@ from karpy.cloud.provider import (
     LaunchInProgressError,
     NodeClassNotReadyError,
 )
+from karpy.controllers.state import node_of
 from karpy.logs import about
 from karpy.operator.cluster import (
     EVENT_NORMAL,
@@ -126,18 +127,6 @@ class NodeClaimLifecycle:
             return []
         return [claim.name for claim in self.cluster.nodeclaims_with_provider_id(node.provider_id)]
 
-    def node_for(self, nodeclaim: NodeClaim) -> Node | None:
-        if nodeclaim.status.node_name:
-            node = self.cluster.node(nodeclaim.status.node_name)
-            if node is not None:
-                return node
-        if not nodeclaim.status.provider_id:
-            return None
-        for node in self.cluster.nodes():
-            if node.provider_id == nodeclaim.status.provider_id:
-                return node
-        return None
-
     def reconcile(self, key: str) -> float | None:
         nodeclaim = self.cluster.nodeclaim(key)
         if nodeclaim is None or nodeclaim.metadata.deleting:
@@ -166,7 +155,7 @@ class NodeClaimLifecycle:
                 return None
             nodeclaim = launched
         if not nodeclaim.registered:
-            node = self.node_for(nodeclaim)
+            node = node_of(self.cluster, nodeclaim)
             if node is None:
                 launched_at = nodeclaim.condition(CONDITION_LAUNCHED)
                 since = launched_at.last_transition_time if launched_at else now
@@ -196,7 +185,7 @@ class NodeClaimLifecycle:
             return None
         if not nodeclaim.initialized and not nodeclaim.rebooting:
             # A rebooting node is initialized again by the reboot controller, once it is back.
-            node = self.node_for(nodeclaim)
+            node = node_of(self.cluster, nodeclaim)
             if node is None:
                 return RECHECK
             waiting = self._initialization_blocker(nodeclaim, node)

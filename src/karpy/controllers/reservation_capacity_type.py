@@ -30,6 +30,7 @@ from karpy.api.requirements import (
 )
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.cloud.reservations import demoted
+from karpy.controllers.state import node_of
 from karpy.logs import about
 from karpy.operator.cluster import Clock, Cluster, ConflictError, NotFoundError
 from karpy.operator.runtime import Watch
@@ -91,22 +92,20 @@ class CapacityTypeSync:
             extra=about(nodeclaim, controller=self.name),
         )
         # A reservation that ended before the node registered leaves no Node to relabel yet.
-        for node in self.cluster.nodes():
-            if (
-                node.provider_id != nodeclaim.status.provider_id
-                or node.metadata.deleting
-                or node.metadata.labels.get(LABEL_REGISTERED) != "true"
-                or node.metadata.labels.get(LABEL_CAPACITY_TYPE) != CAPACITY_TYPE_RESERVED
-            ):
-                continue
-            try:
-                self.cluster.update(
-                    node.with_changes(
-                        metadata=node.metadata.with_changes(labels=demoted(node.metadata.labels))
-                    )
-                )
-            except NotFoundError:
-                continue
+        node = node_of(self.cluster, nodeclaim)
+        if (
+            node is None
+            or node.metadata.deleting
+            or node.metadata.labels.get(LABEL_REGISTERED) != "true"
+            or node.metadata.labels.get(LABEL_CAPACITY_TYPE) != CAPACITY_TYPE_RESERVED
+        ):
+            return
+        try:
+            self.cluster.update(
+                node.with_changes(metadata=node.metadata.with_changes(labels=demoted(node.metadata.labels)))
+            )
+        except NotFoundError:
+            pass  # gone meanwhile: nothing left to relabel
 
 
 def _reserved(nodeclaim: NodeClaim) -> bool:

@@ -831,6 +831,17 @@ def pdb_blocked_pods(cluster: ClusterReader) -> dict[str, str]:
     return blocked
 
 
+def node_of(cluster: ClusterReader, nodeclaim: NodeClaim) -> Node | None:
+    """The Node of ``nodeclaim``: by the name its registration recorded, else by provider ID."""
+    if nodeclaim.status.node_name:
+        node = cluster.node(nodeclaim.status.node_name)
+        if node is not None:
+            return node
+    if not nodeclaim.status.provider_id:
+        return None
+    return next((node for node in cluster.nodes() if node.provider_id == nodeclaim.status.provider_id), None)
+
+
 def launched_price(nodeclaim: NodeClaim, instance_types: Sequence[InstanceType]) -> float:
     """The hourly price of the offering a NodeClaim was launched on (0 if unknown)."""
     price = offering_price(instance_types, nodeclaim.instance_type, nodeclaim.zone, nodeclaim.capacity_type)
