@@ -251,3 +251,18 @@ def test_an_insufficient_capacity_launch_counts_as_disrupted() -> None:
     failed = exposition.find("karpenter_nodeclaims_disrupted_total", reason="insufficient_capacity")
     errors = exposition.find("karpenter_cloudprovider_errors_total", error="InsufficientCapacityError")
     assert sum(failed) == sum(errors) >= 1
+
+
+def test_instance_termination_is_timed_per_nodepool(scaled_up: tuple[Simulation, Metrics]) -> None:
+    simulation, metrics = scaled_up
+    count = len(simulation.nodeclaims())
+    simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
+    simulation.run(3600)
+    assert simulation.nodeclaims() == []
+    exposition = scrape(metrics)
+    name = "karpenter_nodeclaims_instance_termination_duration_seconds"
+    assert exposition.types[name] == "histogram"
+    assert exposition.value(f"{name}_count", nodepool="default") == count
+    # Karpenter's buckets: 1 s to 1,024 s, doubling.
+    assert exposition.value(f"{name}_bucket", nodepool="default", le="1024") == count
+    assert not exposition.find(f"{name}_bucket", le="2048")

@@ -245,3 +245,34 @@ def test_a_fault_that_outlives_two_reboots_gets_the_node_replaced() -> None:
     simulation.run(60 * MINUTE)
     assert name not in node_names(simulation) and len(node_names(simulation)) == 1
     assert len(boots - {""}) == 2  # two reboots, then the replacement
+
+
+def test_a_reboot_is_timed_from_its_request_and_its_recovery_from_its_issuance() -> None:
+    simulation = cluster(1)
+    kwok_policies(simulation)
+    (name,) = node_names(simulation)
+    cleared: list[bool] = []
+
+    def watch(kind: str, old: object | None, new: object | None) -> None:
+        current = simulation.cluster.nodeclaims()
+        if not cleared and any(c.rebooting for c in current):
+            cleared.append(True)
+            clear_fault(simulation, name)
+
+    simulation.cluster.subscribe(watch)
+    reboot_fault(simulation, name)
+    simulation.run(30 * MINUTE)
+    metrics = simulation.metrics
+    assert metrics.node_reboot_duration.count(result="succeeded") == 1
+    assert metrics.node_reboot_recovery_duration.count() == 1
+    text = metrics.registry.exposition()
+    assert "# TYPE karpenter_nodes_reboot_duration_seconds histogram" in text
+    # Karpenter's buckets, 10 s to 1,280 s; the drain lasts at least 5 s, the node's restart some more.
+    assert 'karpenter_nodes_reboot_duration_seconds_bucket{result="succeeded",le="1280"} 1' in text
+    assert 'karpenter_nodes_reboot_duration_seconds_bucket{result="succeeded",le="+Inf"} 1' in text
+    assert 'karpenter_nodes_reboot_recovery_duration_seconds_bucket{le="10"}' in text
+    total = float(
+        text.split('karpenter_nodes_reboot_duration_seconds_sum{result="succeeded"} ')[1].split()[0]
+    )
+    recovery = float(text.split("karpenter_nodes_reboot_recovery_duration_seconds_sum ")[1].split()[0])
+    assert total >= 5 and 0 <= recovery < total  # the simulated node restarts at once

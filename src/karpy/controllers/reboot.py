@@ -120,6 +120,18 @@ def _older(cached: str, written: str) -> bool:
         return False
 
 
+def _reboot_times(nodeclaim: NodeClaim) -> tuple[float, float | None]:
+    """When the reboot under way was requested (its ``Rebooting`` condition turned True) and, once
+    issued, when it was (``Initialized`` turned Unknown), as Karpenter times its reboot metrics."""
+    rebooting = nodeclaim.condition(CONDITION_REBOOTING)
+    initialized = nodeclaim.condition(CONDITION_INITIALIZED)
+    requested = rebooting.last_transition_time if rebooting is not None else 0.0
+    issued = None
+    if initialized is not None and initialized.status == UNKNOWN:
+        issued = initialized.last_transition_time
+    return requested, issued
+
+
 def _drained(pod: Pod) -> bool:
     """A pod the reboot's drain moves (not a DaemonSet's, a mirror pod or one done)."""
     return not (pod.is_terminal or pod.is_daemonset_pod or drained_with_the_node(pod))
@@ -296,6 +308,7 @@ class RebootController:
         node = self._fence(node, fenced=False)
         if not node.ready:
             return POLL
+        requested, issued = _reboot_times(nodeclaim)
         labels = {**node.metadata.labels, LABEL_INITIALIZED: "true"}
         self.cluster.update(node.with_changes(metadata=node.metadata.with_changes(labels=labels)))
         annotations = {
@@ -314,7 +327,7 @@ class RebootController:
         conditions = set_condition(conditions, CONDITION_READY, TRUE, now)
         stored = self._write(nodeclaim.with_status(conditions=conditions))
         self._issuing_since.pop(nodeclaim.name, None)
-        self.metrics.node_reboots.labels(result="succeeded").inc()
+        self.metrics.reboot_ended("succeeded", now - requested, None if issued is None else now - issued)
         log.info("rebooted node %s in place", node.name, extra=about(stored, node))
         return None
 
@@ -331,13 +344,14 @@ class RebootController:
         if node is not None:
             self._fence(node, fenced=False)
         now = self.clock.now()
+        requested, _ = _reboot_times(nodeclaim)
         self._issuing_since.pop(nodeclaim.name, None)
         conditions = set_condition(
             nodeclaim.status.conditions, CONDITION_REBOOTING, FALSE, now, REBOOT_FAILED, why
         )
         nodeclaim = self._write(nodeclaim.with_status(conditions=conditions))
         self.cluster.record_event(nodeclaim, EVENT_WARNING, "RebootFailed", f"Reboot failed: {why}")
-        self.metrics.node_reboots.labels(result=result).inc()
+        self.metrics.reboot_ended(result, now - requested)
         log.warning("reboot of %s failed: %s", nodeclaim.name, why, extra=about(nodeclaim, node))
         if not replace:
             return None

@@ -252,11 +252,13 @@ class Terminator:
             wait = self._drain(nodeclaim, node)
             if wait is not None and not self._instance_gone(nodeclaim, node):
                 return wait
+        instance_deleted = False
         if nodeclaim.status.provider_id:
             try:
                 self.cloud.delete(nodeclaim)
             except NodeClaimNotFoundError:
                 pass
+            instance_deleted = True
             if not nodeclaim.is_true(CONDITION_INSTANCE_TERMINATING):
                 conditions = set_condition(
                     nodeclaim.status.conditions, CONDITION_INSTANCE_TERMINATING, TRUE, self.clock.now()
@@ -270,6 +272,12 @@ class Terminator:
             remaining = tuple(f for f in nodeclaim.metadata.finalizers if f != TERMINATION_FINALIZER)
             self.cluster.update(nodeclaim.with_metadata(finalizers=remaining))
             self.metrics.nodeclaim_terminated(nodeclaim)
+            terminating = nodeclaim.condition(CONDITION_INSTANCE_TERMINATING)
+            if instance_deleted and terminating is not None:
+                # The providers' delete returns once the instance is going; from the first one on.
+                self.metrics.instance_terminated(
+                    nodeclaim, self.clock.now() - terminating.last_transition_time
+                )
             self._drained.discard(nodeclaim.name)
             self.metrics.drain_finished(nodeclaim.name)
         log.info(

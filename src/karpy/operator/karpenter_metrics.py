@@ -92,6 +92,10 @@ NAMESPACE = "karpenter"
 
 # Karpenter's buckets of karpenter_consolidation_score (1/k is 0.5).
 CONSOLIDATION_SCORE_BUCKETS = (0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0)
+# Karpenter's buckets of the reboot durations: 10 s to 1,280 s, doubling.
+REBOOT_DURATION_BUCKETS: tuple[float, ...] = tuple(10.0 * 2**power for power in range(8))
+# Karpenter's buckets of the NodeClaim termination durations: 1 s doubling, 11 (instance) or 12 (NodeClaim).
+INSTANCE_TERMINATION_BUCKETS: tuple[float, ...] = tuple(float(2**power) for power in range(11))
 # Reasons of karpenter_nodeclaims_created_total and _disrupted_total besides the disruption reasons.
 REASON_PROVISIONED = "provisioned"
 REASON_EXPIRED = "expired"
@@ -233,6 +237,19 @@ class Metrics:
             "provider_error, recovery_timeout).",
             ["result"],
         )
+        self.node_reboot_duration = r.histogram(
+            f"{NAMESPACE}_nodes_reboot_duration_seconds",
+            "Duration of the full reboot action from request to terminal outcome, labeled by result.",
+            ["result"],
+            REBOOT_DURATION_BUCKETS,
+        )
+        self.node_reboot_recovery_duration = r.histogram(
+            f"{NAMESPACE}_nodes_reboot_recovery_duration_seconds",
+            "Time from issuing a reboot until the node proved a new boot and rejoined (bootID changed + "
+            "Ready). Recorded on successful reboots only.",
+            (),
+            REBOOT_DURATION_BUCKETS,
+        )
         self.pods_startup_duration = r.summary(
             f"{NAMESPACE}_pods_startup_duration_seconds",
             "The time from pod creation until the pod is running.",
@@ -349,6 +366,12 @@ class Metrics:
             "Duration of NodeClaim termination in seconds.",
             ["nodepool"],
             tuple(float(2**power) for power in range(12)),
+        )
+        self.instance_termination_duration = r.histogram(
+            f"{NAMESPACE}_nodeclaims_instance_termination_duration_seconds",
+            "Duration of CloudProvider Instance termination in seconds.",
+            ["nodepool"],
+            INSTANCE_TERMINATION_BUCKETS,
         )
         per_resource = [*NODE_LABEL_NAMES, "resource_type"]
         self.nodes_allocatable = r.gauge(
@@ -556,6 +579,18 @@ class Metrics:
             image_id=nodeclaim.status.image_id,
             termination_mode=mode,
         ).inc()
+
+    def reboot_ended(self, result: str, seconds: float, recovery_seconds: float | None = None) -> None:
+        """A reboot's terminal ``result``, ``seconds`` after it was requested; a successful one's
+        ``recovery_seconds`` from its issuance until the node rejoined."""
+        self.node_reboots.labels(result=result).inc()
+        self.node_reboot_duration.labels(result=result).observe(seconds)
+        if recovery_seconds is not None:
+            self.node_reboot_recovery_duration.observe(recovery_seconds)
+
+    def instance_terminated(self, nodeclaim: NodeClaim, seconds: float) -> None:
+        """A NodeClaim's instance gone, ``seconds`` after its termination began."""
+        self.instance_termination_duration.labels(nodepool=nodeclaim.nodepool).observe(seconds)
 
     # -- voluntary disruption --------------------------------------------------
 
