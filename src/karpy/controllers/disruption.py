@@ -56,7 +56,6 @@ from karpy.api.nodeclaim import (
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
 from karpy.api.nodepool import (
     CONSOLIDATES_UNDERUTILIZED,
-    REASON_EMPTY,
     REASON_UNDERUTILIZED,
     REASON_UNHEALTHY,
     NodePool,
@@ -65,7 +64,13 @@ from karpy.api.requirements import LABEL_NODEPOOL
 from karpy.api.schedulerconfig import SchedulerConfiguration
 from karpy.cloud.provider import CloudProvider, CloudProviderError
 from karpy.controllers.capacitybuffer import BufferRoom, with_buffer_room
-from karpy.controllers.orchestration import Command, Orchestrator, Pending
+from karpy.controllers.orchestration import (
+    Command,
+    Orchestrator,
+    Pending,
+    command_consolidation_type,
+    reschedulable_pods,
+)
 from karpy.controllers.reboot import go_duration
 from karpy.controllers.state import (
     PoolTypesCache,
@@ -399,6 +404,7 @@ class DisruptionController:
             stored = self.cluster.update(nodeclaim.with_status(conditions=conditions))
             self.reboots.setdefault(name, []).append(now)
             self.metrics.nodeclaim_disrupted(stored, command.reason)
+            self.metrics.pods_disrupted(stored, command.reason, reschedulable_pods(self.cluster, stored))
             self.metrics.nodeclaim_repaired(stored, command.repair_condition, bound)
             self.metrics.disruption_performed("reboot", command.reason, "", [stored.nodepool])
             self.cluster.record_event(
@@ -832,16 +838,6 @@ def method_consolidation_type(method: Method) -> str:
     if isinstance(method, Emptiness):
         return "empty"
     return "multi" if isinstance(method, _Consolidation) else ""
-
-
-def command_consolidation_type(command: Command) -> str:
-    """The ``consolidation_type`` label of a command, as Karpenter's: ``empty``, ``single`` or ``multi``
-    for the consolidating reasons, empty for drift and repair."""
-    if command.reason == REASON_EMPTY:
-        return "empty"
-    if command.reason != REASON_UNDERUTILIZED:
-        return ""
-    return "multi" if len(command.candidates) > 1 else "single"
 
 
 def _few(names: Sequence[str], shown: int = 3) -> str:

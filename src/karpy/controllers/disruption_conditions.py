@@ -21,6 +21,7 @@ from karpy.api.nodeclaim import CONDITION_CONSOLIDATABLE, CONDITION_DRIFTED, Nod
 from karpy.api.nodeclass import EC2_KIND, KWOK_KIND, EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool, status_only_change
 from karpy.cloud.provider import CloudProvider, CloudProviderError
+from karpy.controllers.orchestration import reschedulable_pods
 from karpy.disruption.drift import drift_reason
 from karpy.disruption.emptiness import consolidatable_at
 from karpy.disruption.expiration import expires_at, is_expired
@@ -102,8 +103,10 @@ class NodeClaimDisruptionConditions:
             self.cluster.record_event(
                 nodeclaim, EVENT_NORMAL, "DisruptionTerminating", "Disrupting NodeClaim: Expired"
             )
+            moving = reschedulable_pods(self.cluster, nodeclaim)  # before the drain starts moving them
             self.cluster.delete(nodeclaim)
             self.metrics.nodeclaim_disrupted(nodeclaim, REASON_EXPIRED)
+            self.metrics.pods_disrupted(nodeclaim, REASON_EXPIRED, moving)
             return None
         nodepool = self.cluster.nodepool(nodeclaim.nodepool)
         conditions = nodeclaim.status.conditions

@@ -86,6 +86,7 @@ from collections.abc import Iterable
 from karpy.api.core import Node
 from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 from karpy.cloud.provider import CloudProvider, CloudProviderError, NodeClaimNotFoundError
+from karpy.controllers.orchestration import reschedulable_pods
 from karpy.controllers.termination import remove_node
 from karpy.logs import FailureStreak, about
 from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, NotFoundError
@@ -228,6 +229,7 @@ class GarbageCollector:
                 or self._instance_exists(provider_id)
             ):
                 continue
+            moving = reschedulable_pods(self.cluster, claim)
             try:
                 self.cluster.delete(claim)
             except NotFoundError:
@@ -235,6 +237,7 @@ class GarbageCollector:
             message = f"its instance {provider_id} no longer exists"
             self.cluster.record_event(claim, EVENT_NORMAL, EVENT_GARBAGE_COLLECTED, message)
             self.metrics.nodeclaim_disrupted(claim, REASON_GARBAGE_COLLECTED)
+            self.metrics.pods_disrupted(claim, REASON_GARBAGE_COLLECTED, moving)
             log.info(
                 "deleted nodeclaim %s: %s", claim.name, message, extra=about(claim, controller=self.name)
             )

@@ -110,6 +110,22 @@ class Command:
         return f"{self.reason} (weight consolidation)" if self.kind == KIND_WEIGHT else self.reason
 
 
+def command_consolidation_type(command: Command) -> str:
+    """The ``consolidation_type`` label of a command, as Karpenter's: ``empty``, ``single`` or ``multi``
+    for the consolidating reasons, empty for drift and repair."""
+    if command.reason == REASON_EMPTY:
+        return "empty"
+    if command.reason != REASON_UNDERUTILIZED:
+        return ""
+    return "multi" if len(command.candidates) > 1 else "single"
+
+
+def reschedulable_pods(cluster: Cluster, nodeclaim: NodeClaim) -> int:
+    """The pods that have to move if ``nodeclaim``'s node goes (for the pods disruption metric)."""
+    node_name = nodeclaim.status.node_name
+    return sum(1 for pod in cluster.pods_on_node(node_name) if reschedulable(pod)) if node_name else 0
+
+
 @dataclass(slots=True)
 class Pending:
     """A command waiting for its re-check at ``validate_at``."""
@@ -167,6 +183,7 @@ class Orchestrator:
                 for name, claim in zip(in_flight.replacement_names, replacements, strict=True)
                 if claim is None
             ]
+            self._queue_failed(in_flight.command, replacements)
             self._roll_back(in_flight.command, f"replacement {', '.join(failed) or 'NodeClaim'} failed")
             self.in_flight = None
             return self.poll_period
@@ -178,6 +195,7 @@ class Orchestrator:
             # As Karpenter's orchestration queue: the old nodes keep serving; the replacements
             # stay, for the pods to use should they come up after all.
             waiting = [claim.name for claim in replacements if claim is not None and not claim.initialized]
+            self._queue_failed(in_flight.command, replacements)
             self._roll_back(
                 in_flight.command,
                 f"replacement {', '.join(waiting)} not initialized within "
@@ -186,6 +204,14 @@ class Orchestrator:
             self.in_flight = None
             return self.poll_period
         return 1.0
+
+    def _queue_failed(self, command: Command, replacements: list[NodeClaim | None]) -> None:
+        """A command given up after it started: its replacements that did not come up, counted as
+        Karpenter's orchestration queue counts a failed command."""
+        failed = sum(1 for claim in replacements if claim is None or not claim.initialized)
+        self.metrics.disruption_queue_failed(
+            "replace", command.reason, command_consolidation_type(command), failed
+        )
 
     def carry_out(self, command: Command | None, now: float) -> float | None:
         """Re-check the pending command, or carry ``command`` out, or hold it for its re-check.
@@ -404,8 +430,8 @@ class Orchestrator:
             nodeclaim = self.cluster.nodeclaim(name)
             if nodeclaim is None or nodeclaim.metadata.deleting:
                 continue
-            node_name = nodeclaim.status.node_name
-            if node_name and any(reschedulable(pod) for pod in self.cluster.pods_on_node(node_name)):
+            moving = reschedulable_pods(self.cluster, nodeclaim)
+            if moving:
                 self.evicted_at = self.clock.now()
             try:
                 if command.drain_bound is not None:
@@ -415,6 +441,10 @@ class Orchestrator:
                 continue
             self.deleted.add(name)
             self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
+            nodepool = self.cluster.nodepool(nodeclaim.nodepool)
+            consolidating = command_consolidation_type(command) != "" and nodepool is not None
+            policy = nodepool.disruption.consolidation_policy if consolidating and nodepool else ""
+            self.metrics.pods_disrupted(nodeclaim, command.reason, moving, policy)
             if command.repair_condition:
                 self.metrics.nodeclaim_repaired(nodeclaim, command.repair_condition, command.drain_bound)
         self.executed.append(command)

@@ -154,6 +154,15 @@ def reason_label(reason: str) -> str:
     return "".join(out)
 
 
+def termination_mode(drain_bound: float | None) -> str:
+    """How a NodeClaim's node is drained, as Karpenter's ``termination_mode`` label says it: ``graceful``
+    without a bound (its terminationGracePeriod, or the one repair applied), ``forceful`` with none
+    left, ``eventual`` otherwise."""
+    if drain_bound is None:
+        return "graceful"
+    return "forceful" if drain_bound <= 0 else "eventual"
+
+
 def resource_type_label(resource: str) -> str:
     return resource.lower().replace("-", "_")
 
@@ -219,6 +228,14 @@ class Metrics:
             "the node was disrupted on, the owning nodepool, the capacity type, the image ID, and the "
             "termination mode.",
             ["condition", "nodepool", "capacity_type", "image_id", "termination_mode"],
+        )
+        self.pods_disruption_initiated = r.counter(
+            f"{NAMESPACE}_pods_disruption_initiated_total",
+            "Number of pod disruptions initiated in total by Karpenter, incremented by the reschedulable "
+            "pod count whenever the underlying nodeclaim is disrupted. Labeled by reason the nodeclaim was "
+            "disrupted, the owning nodepool, the capacity type, the consolidation policy, and the "
+            "termination mode. Pods owned by DaemonSets and mirror pods are excluded.",
+            ["reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"],
         )
         self.consolidation_moves = r.counter(
             f"{NAMESPACE}_consolidation_moves_total",
@@ -453,6 +470,11 @@ class Metrics:
             "consolidation type.",
             ["consolidation_type"],
         )
+        self.disruption_queue_failures = r.counter(
+            f"{NAMESPACE}_voluntary_disruption_queue_failures_total",
+            "The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
+            ["decision", "reason", "consolidation_type"],
+        )
         self.nodepools_allowed_disruptions = r.gauge(
             f"{NAMESPACE}_nodepools_allowed_disruptions",
             "The number of nodes for a given NodePool that can be concurrently disrupting at a point in "
@@ -556,6 +578,19 @@ class Metrics:
             reason=reason_label(reason), nodepool=nodeclaim.nodepool, capacity_type=nodeclaim.capacity_type
         ).inc()
 
+    def pods_disrupted(
+        self, nodeclaim: NodeClaim, reason: str, pods: int, consolidation_policy: str = ""
+    ) -> None:
+        """The ``pods`` that have to move as ``nodeclaim`` is disrupted for ``reason``; a consolidation
+        names its NodePool's ``consolidation_policy`` (as written: ``WhenEmptyOrUnderutilized``)."""
+        self.pods_disruption_initiated.labels(
+            reason=reason_label(reason),
+            nodepool=nodeclaim.nodepool,
+            capacity_type=nodeclaim.capacity_type,
+            consolidation_policy=reason_label(consolidation_policy),
+            termination_mode=termination_mode(nodeclaim.spec.termination_grace_period),
+        ).inc(pods)
+
     def consolidation_move(
         self, decision: str, nodepool: str, policy: str, score: float | None, score_decision: str = ""
     ) -> None:
@@ -571,7 +606,7 @@ class Metrics:
         """A NodeClaim node repair disrupted, by the drain bound repair applied (None: the NodeClaim's own):
         forceful without a drain, eventual with a bound, graceful with none (Karpenter's modes)."""
         bound = drain_bound if drain_bound is not None else nodeclaim.spec.termination_grace_period
-        mode = "graceful" if bound is None else ("forceful" if bound <= 0 else "eventual")
+        mode = termination_mode(bound)
         self.nodeclaims_unhealthy_disrupted.labels(
             condition=reason_label(condition),
             nodepool=nodeclaim.nodepool,
@@ -642,6 +677,14 @@ class Metrics:
 
     def drain_finished(self, nodeclaim: str) -> None:
         self._disruption_reasons.pop(nodeclaim, None)
+
+    def disruption_queue_failed(
+        self, decision: str, reason: str, consolidation_type: str, failed_launches: int
+    ) -> None:
+        """A command rolled back after it started, ``failed_launches`` of its replacements not up."""
+        self.disruption_queue_failures.labels(
+            decision=decision, reason=reason_label(reason), consolidation_type=consolidation_type
+        ).inc(failed_launches)
 
     def disruption_validation_failed(self, consolidation_type: str, candidates: int) -> None:
         self.disruption_failed_validations.labels(consolidation_type=consolidation_type).inc(candidates)
