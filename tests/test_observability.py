@@ -10,6 +10,7 @@ import pytest
 from tests.prometheus_text import parse
 
 from karpy.observability import Endpoints, Health, ObservabilitySettings, RunObservability
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.metrics import Registry
 
 
@@ -127,3 +128,18 @@ def test_a_taken_port_fails_the_start_and_frees_what_it_took() -> None:
         assert clash._servers == []
     finally:
         first.stop()
+
+
+def test_the_time_unsynced_counts_from_the_first_unsynced_turn_and_is_0_once_synced() -> None:
+    metrics = Metrics()
+    metrics.cluster_state(False, 100.0)
+    metrics.cluster_state(False, 130.0)
+    exposition = parse(metrics.registry.exposition())
+    assert exposition.types["karpenter_cluster_state_unsynced_time_seconds"] == "gauge"
+    assert exposition.value("karpenter_cluster_state_unsynced_time_seconds") == 30
+    assert exposition.value("karpenter_cluster_state_synced") == 0
+    metrics.cluster_state(True, 140.0)
+    assert parse(metrics.registry.exposition()).value("karpenter_cluster_state_unsynced_time_seconds") == 0
+    metrics.cluster_state(False, 200.0)  # unsynced again: counted afresh
+    metrics.cluster_state(False, 205.0)
+    assert parse(metrics.registry.exposition()).value("karpenter_cluster_state_unsynced_time_seconds") == 5

@@ -233,4 +233,4 @@ class RunObservability:
     def turn(self, synced: bool) -> None:
         """One turn of the reconcile loop: a heartbeat, and whether the caches are synced."""
         self.health.beat()
-        self.metrics.cluster_state_synced.set(1 if synced else 0)
+        self.metrics.cluster_state(synced, time.monotonic())

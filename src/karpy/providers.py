@@ -148,6 +148,7 @@ class AwsStack:
             settings,
             context.clock,
             wake=lambda name: context.hand_over(LAUNCH_FINISHED, None, name),
+            metrics=context.metrics,
         )
         self.queue: SqsInterruptionQueue | None = None
 
@@ -169,7 +170,7 @@ class AwsStack:
                 settings=self.settings,
                 reservations=self.provider.reservations,
             ),
-            LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates),
+            LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates, metrics=self.metrics),
             InstanceProfileCleanup(self.cluster, self.client, self.settings),
             PricingRefresher(self.client, self.provider, self.clock, metrics=self.metrics),
         ]

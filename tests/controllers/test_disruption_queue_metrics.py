@@ -7,7 +7,7 @@ that have to move as each NodeClaim is disrupted (not DaemonSet pods, not finish
 
 from __future__ import annotations
 
-from tests.controllers.test_disruption_metrics import scale, scaled_up, scrape
+from tests.controllers.test_disruption_metrics import NODEPOOL, scale, scaled_up, scrape
 from tests.controllers.test_orchestration import carried_out, launched, replace, world
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, load_objects, make_pod
 
@@ -137,3 +137,27 @@ def test_expiration_counts_the_pods_each_expired_node_sets_moving() -> None:
     assert {dict(labels)["consolidation_policy"] for labels in series} == {""}
     assert {dict(labels)["termination_mode"] for labels in series} == {"eventual"}
     assert sum(exposition.find(PODS_DISRUPTED, reason="expired", nodepool="default")) == expired
+
+
+def test_a_node_that_never_registers_is_disrupted_for_registration_timeout_as_karpenter_says() -> None:
+    metrics = Metrics()
+    simulation = Simulation(metrics=metrics)
+    simulation.cloud.settings.registration_delay = 3600.0
+    simulation.apply(load_objects(KWOK_NODE_CLASS, NODEPOOL, deployment_manifest(replicas=1)))
+    simulation.run(16 * 60, until_steady=False)
+    disrupted = scrape(metrics).series("karpenter_nodeclaims_disrupted_total")
+    assert {dict(labels)["reason"] for labels in disrupted} == {"registration_timeout"}
+    assert all(dict(labels)["consolidation_policy"] == "" for labels in disrupted)
+
+
+def test_a_consolidation_names_its_pools_policy_on_each_nodeclaim_it_disrupts() -> None:
+    simulation, metrics = scaled_up(5)
+    simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
+    simulation.run(3600)
+    disrupted = scrape(metrics).series("karpenter_nodeclaims_disrupted_total")
+    assert disrupted
+    for labels in disrupted:
+        found = dict(labels)
+        assert found["reason"] == "empty"
+        assert found["consolidation_policy"] == "when_empty_or_underutilized"
+        assert found["termination_mode"] == "graceful"

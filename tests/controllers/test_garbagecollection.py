@@ -153,7 +153,11 @@ def test_a_nodeclaim_whose_instance_vanished_is_deleted_and_replaced() -> None:
     assert gone.status.provider_id in events[0].message
     assert (
         metrics.nodeclaims_disrupted.value(
-            reason=REASON_GARBAGE_COLLECTED, nodepool=gone.nodepool, capacity_type=gone.capacity_type
+            reason=REASON_GARBAGE_COLLECTED,
+            nodepool=gone.nodepool,
+            capacity_type=gone.capacity_type,
+            consolidation_policy="",
+            termination_mode="graceful",
         )
         == 1
     )

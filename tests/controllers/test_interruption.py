@@ -117,7 +117,11 @@ def test_a_spot_warning_deletes_the_nodeclaim_and_marks_its_offering_unavailable
     assert metrics.queue_duration.count() == 1
     assert (
         world.metrics.nodeclaims_disrupted.value(
-            reason="spot_interrupted", nodepool="default", capacity_type=CAPACITY_TYPE_SPOT
+            reason="spot_interrupted",
+            nodepool="default",
+            capacity_type=CAPACITY_TYPE_SPOT,
+            consolidation_policy="",
+            termination_mode="graceful",
         )
         == 1
     )
@@ -137,7 +141,11 @@ def test_a_message_delivered_twice_deletes_once(world: World) -> None:
     assert world.interruption_metrics.deleted.value() == 2
     assert (
         world.metrics.nodeclaims_disrupted.value(
-            reason="spot_interrupted", nodepool="default", capacity_type=CAPACITY_TYPE_SPOT
+            reason="spot_interrupted",
+            nodepool="default",
+            capacity_type=CAPACITY_TYPE_SPOT,
+            consolidation_policy="",
+            termination_mode="graceful",
         )
         == 1
     )
@@ -155,7 +163,11 @@ def test_a_spot_warning_for_a_node_already_being_deleted_still_marks_its_offerin
     assert world.acks.count == {"m-1": 1}
     assert (
         world.metrics.nodeclaims_disrupted.value(
-            reason="spot_interrupted", nodepool="default", capacity_type=CAPACITY_TYPE_SPOT
+            reason="spot_interrupted",
+            nodepool="default",
+            capacity_type=CAPACITY_TYPE_SPOT,
+            consolidation_policy="",
+            termination_mode="graceful",
         )
         == 0
     )

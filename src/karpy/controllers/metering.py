@@ -200,17 +200,26 @@ class PodMetrics:
     def _on_pod(self, old: object | None, new: object | None) -> Iterable[str]:
         if self.cluster is not None:
             self._record_state(old, new)
+        # When provisioning first found the pod a place, if it did (read before a start forgets it).
+        schedulable = self.metrics.pod_scheduling.schedulable.get(new.key) if isinstance(new, Pod) else None
         waiting = self._note_waiting(old, new)
         if not isinstance(old, Pod) or not isinstance(new, Pod):
             return waiting
         created = new.metadata.creation_timestamp
         if created is None:
             return ()
-        elapsed = max(0.0, self.clock.now() - created)
+        now = self.clock.now()
+        elapsed = max(0.0, now - created)
         if not old.node_name and new.node_name:
-            self.metrics.pods_bound_duration.observe(elapsed)
+            self.metrics.pods_bound_duration.labels(dynamic_resources="false").observe(elapsed)
+            if schedulable is not None:
+                self.metrics.pods_provisioning_bound_duration.labels(dynamic_resources="false").observe(
+                    max(0.0, now - schedulable)
+                )
         if old.phase == POD_PENDING and new.phase == POD_RUNNING:
             self.metrics.pods_startup_duration.observe(elapsed)
+            if schedulable is not None:
+                self.metrics.pods_provisioning_startup_duration.observe(max(0.0, now - schedulable))
         return waiting
 
     def _note_waiting(self, old: object | None, new: object | None) -> tuple[str, ...]:
@@ -224,11 +233,19 @@ class PodMetrics:
                 pod.metadata.name, pod.metadata.namespace, created, bool(pod.node_name)
             )
             return (WAITING_PODS_KEY,)
+        # Started, finished or deleted: provisioning's times of it are done with, as in Karpenter.
+        self.metrics.pod_scheduling.forget(pod.key)
         gone = self._waiting.pop(pod.key, None)
         if gone is not None:
-            self.metrics.pods_unstarted_time.remove(name=gone.name, namespace=gone.namespace)
-            self.metrics.pods_unbound_time.remove_matching(name=gone.name, namespace=gone.namespace)
+            self._remove_waiting(gone.name, gone.namespace)
         return ()
+
+    def _remove_waiting(self, name: str, namespace: str) -> None:
+        self.metrics.pods_unstarted_time.remove(name=name, namespace=namespace)
+        self.metrics.pods_unbound_time.remove_matching(name=name, namespace=namespace)
+        self.metrics.pods_provisioning_unstarted_time.remove(name=name, namespace=namespace)
+        self.metrics.pods_provisioning_unbound_time.remove_matching(name=name, namespace=namespace)
+        self.metrics.pods_scheduling_undecided_time.remove(name=name, namespace=namespace)
 
     def _record_state(self, old: object | None, new: object | None) -> None:
         pod = new if isinstance(new, Pod) else old if isinstance(old, Pod) else None
@@ -245,7 +262,8 @@ class PodMetrics:
     def reconcile(self, key: str) -> float | None:
         """The ages of the pods still waiting: since creation, until running, and until bound."""
         now = self.clock.now()
-        for waiting in self._waiting.values():
+        times = self.metrics.pod_scheduling
+        for pod_key, waiting in self._waiting.items():
             age = max(0.0, now - waiting.created)
             names = {"name": waiting.name, "namespace": waiting.namespace}
             self.metrics.pods_unstarted_time.labels(**names).set(age)
@@ -253,6 +271,24 @@ class PodMetrics:
                 self.metrics.pods_unbound_time.remove_matching(**names)
             else:
                 self.metrics.pods_unbound_time.labels(**names, dynamic_resources="false").set(age)
+            # Since provisioning found it a place (none: no series), and since it saw it undecided.
+            schedulable = times.schedulable.get(pod_key)
+            if schedulable is None:
+                self.metrics.pods_provisioning_unstarted_time.remove(**names)
+                self.metrics.pods_provisioning_unbound_time.remove_matching(**names)
+            else:
+                since = max(0.0, now - schedulable)
+                self.metrics.pods_provisioning_unstarted_time.labels(**names).set(since)
+                if waiting.bound:
+                    self.metrics.pods_provisioning_unbound_time.remove_matching(**names)
+                else:
+                    unbound = self.metrics.pods_provisioning_unbound_time
+                    unbound.labels(**names, dynamic_resources="false").set(since)
+            acked = times.acked.get(pod_key)
+            if waiting.bound or pod_key in times.decided or acked is None:
+                self.metrics.pods_scheduling_undecided_time.remove(**names)
+            else:
+                self.metrics.pods_scheduling_undecided_time.labels(**names).set(max(0.0, now - acked))
         return self.resync if self._waiting else None
 
 

@@ -73,8 +73,9 @@ from karpy.operator.cluster import (
 )
 from karpy.operator.karpenter_metrics import (
     REASON_INSUFFICIENT_CAPACITY,
-    REASON_LIVENESS,
+    REASON_LAUNCH_TIMEOUT,
     REASON_NODECLASS_NOT_READY,
+    REASON_REGISTRATION_TIMEOUT,
     Metrics,
 )
 from karpy.operator.runtime import Watch
@@ -142,7 +143,7 @@ class NodeClaimLifecycle:
                     f"Not launched within {LAUNCH_TTL / 60:.0f}m; deleting the NodeClaim",
                 )
                 self.cluster.delete(nodeclaim)
-                self.metrics.nodeclaim_disrupted(nodeclaim, REASON_LIVENESS)
+                self.metrics.nodeclaim_disrupted(nodeclaim, REASON_LAUNCH_TIMEOUT)
                 return None
             try:
                 launched = self._launch(nodeclaim, now)
@@ -167,7 +168,7 @@ class NodeClaimLifecycle:
                         f"Node did not register within {REGISTRATION_TTL / 60:.0f}m; deleting the NodeClaim",
                     )
                     self.cluster.delete(nodeclaim)
-                    self.metrics.nodeclaim_disrupted(nodeclaim, REASON_LIVENESS)
+                    self.metrics.nodeclaim_disrupted(nodeclaim, REASON_REGISTRATION_TIMEOUT)
                     return None
                 # The Node's arrival wakes this up earlier; this is the liveness deadline.
                 return since + REGISTRATION_TTL - now

@@ -440,10 +440,11 @@ class Orchestrator:
             except NotFoundError:
                 continue
             self.deleted.add(name)
-            self.metrics.nodeclaim_disrupted(nodeclaim, command.reason)
+            # A consolidation names its pool's policy (drift, repair: none), as Karpenter's queue does.
             nodepool = self.cluster.nodepool(nodeclaim.nodepool)
             consolidating = command_consolidation_type(command) != "" and nodepool is not None
             policy = nodepool.disruption.consolidation_policy if consolidating and nodepool else ""
+            self.metrics.nodeclaim_disrupted(nodeclaim, command.reason, policy)
             self.metrics.pods_disrupted(nodeclaim, command.reason, moving, policy)
             if command.repair_condition:
                 self.metrics.nodeclaim_repaired(nodeclaim, command.repair_condition, command.drain_bound)

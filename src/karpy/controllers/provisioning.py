@@ -170,6 +170,8 @@ class Provisioner:
         self.loop_guard.on_pod(old, new)
         newly_pending = isinstance(new, Pod) and new.is_provisionable()
         if newly_pending and not (isinstance(old, Pod) and old.is_provisionable()):
+            assert isinstance(new, Pod)
+            self.metrics.pod_scheduling.ack(new.key, self.clock.now())
             return self.trigger()
         if not isinstance(new, Pod) or new.is_terminal:
             if isinstance(old, Pod):
@@ -338,6 +340,14 @@ class Provisioner:
         with self.metrics.scheduling(self.name, len(pods) + len(virtual)) as simulation:
             plan, nodepools = self.schedule([*pods, *virtual], refused)
             simulation.left(len(plan.unschedulable))
+        # The verdict on the real pods (a capacity buffer's virtual pods are never seen pending).
+        real = {pod.key for pod in pods}
+        placed = [*plan.existing, *(pod.key for new in plan.new_nodeclaims for pod in new.pods)]
+        self.metrics.pods_decided(
+            (key for key in placed if key in real),
+            (key for key in plan.unschedulable if key in real),
+            result.time,
+        )
         # Created together (a remote writer sends them at once); each failure is raised once the
         # NodeClaims that were created are accounted for, so a retry does not launch them again.
         created = self.cluster.create_all(

@@ -20,11 +20,11 @@ What is measured, and where:
   relaxes minValues, so ``min_values_relaxed`` is always ``"false"``.
 - ``karpenter_nodeclaims_terminated_total{nodepool,capacity_type,zone}``:
   the termination controller lifted the finalizer: instance and Node are gone.
-- ``karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}``:
+- ``karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type,...}`` (and
+  ``consolidation_policy``, ``termination_mode``):
   a NodeClaim deleted on purpose: ``empty``, ``drifted``, ``underutilized``
   (disruption), ``expired`` (expireAfter), ``insufficient_capacity`` (its
-  launch found no capacity) or ``liveness`` (not launched or registered in
-  time).
+  launch found no capacity), ``launch_timeout`` or ``registration_timeout``.
 - ``karpenter_pods_startup_duration_seconds`` (summary): from a pod's
   creation until karpy sees it Running, for pods karpy saw Pending;
   ``karpenter_pods_bound_duration_seconds`` (histogram): from creation until
@@ -66,6 +66,15 @@ What is measured, and where:
   pool's consolidationPolicy as written. ``karpenter_consolidation_score`` (histogram,
   Karpenter's buckets): the score of each Balanced pool's part of a move, by its
   own decision.
+- Timings and counts around disruption: the reboot durations (request to
+  outcome, issuance to rejoin), instance termination per NodePool, the pods
+  each disrupted NodeClaim sets moving, and the replacements of commands
+  rolled back after they started (``..._queue_failures_total``).
+- ``karpenter_pods_provisioning_*`` and ``_scheduling_decision_duration_seconds``:
+  timed from when provisioning first saw a pending pod and first found it a
+  place (:class:`PodSchedulingTimes`), as Karpenter's cluster state keeps them.
+- The AWS provider's launch and termination failures and user data size,
+  recorded by :mod:`karpy.cloud.aws.provider`.
 - ``karpenter_build_info{version}``: constant 1.
 - ``karpy_provisioning_launch_loops_total``, karpy's own: each time provisioning
   stops launching for a workload caught in a launch loop
@@ -100,7 +109,9 @@ INSTANCE_TERMINATION_BUCKETS: tuple[float, ...] = tuple(float(2**power) for powe
 REASON_PROVISIONED = "provisioned"
 REASON_EXPIRED = "expired"
 REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
-REASON_LIVENESS = "liveness"
+# Karpenter's liveness reasons: not launched in time, or launched and not registered in time.
+REASON_LAUNCH_TIMEOUT = "launch_timeout"
+REASON_REGISTRATION_TIMEOUT = "registration_timeout"
 REASON_NODECLASS_NOT_READY = "nodeclass_not_ready"
 
 
@@ -163,6 +174,17 @@ def termination_mode(drain_bound: float | None) -> str:
     return "forceful" if drain_bound <= 0 else "eventual"
 
 
+def _disrupted_labels(nodeclaim: NodeClaim, reason: str, consolidation_policy: str) -> dict[str, str]:
+    """The labels Karpenter puts on a disrupted NodeClaim's counters."""
+    return {
+        "reason": reason_label(reason),
+        "nodepool": nodeclaim.nodepool,
+        "capacity_type": nodeclaim.capacity_type,
+        "consolidation_policy": reason_label(consolidation_policy),
+        "termination_mode": termination_mode(nodeclaim.spec.termination_grace_period),
+    }
+
+
 def resource_type_label(resource: str) -> str:
     return resource.lower().replace("-", "_")
 
@@ -192,6 +214,29 @@ class SchedulingSimulation:
         self.unscheduled = unscheduled
 
 
+class PodSchedulingTimes:
+    """When provisioning first saw each pending pod, first decided on it, and first found it a place.
+
+    Karpenter keeps these in its cluster state (``AckPods``, ``MarkPodSchedulingDecisions``) for the
+    ``karpenter_pods_provisioning_*`` and ``_scheduling_decision_duration_seconds`` metrics, which time
+    from them rather than from the pod's creation. Keyed by namespace/name; a pod's entries go once it
+    starts, finishes or is deleted (:meth:`forget`). Used from the reconcile thread only.
+    """
+
+    def __init__(self) -> None:
+        self.acked: dict[str, float] = {}
+        self.decided: dict[str, float] = {}
+        self.schedulable: dict[str, float] = {}
+
+    def ack(self, key: str, now: float) -> None:
+        self.acked.setdefault(key, now)
+
+    def forget(self, key: str) -> None:
+        self.acked.pop(key, None)
+        self.decided.pop(key, None)
+        self.schedulable.pop(key, None)
+
+
 class Metrics:
     """Karpenter's metrics on one registry, with the calls controllers record through."""
 
@@ -218,9 +263,10 @@ class Metrics:
         )
         self.nodeclaims_disrupted = r.counter(
             f"{NAMESPACE}_nodeclaims_disrupted_total",
-            "Number of nodeclaims disrupted in total. Labeled by reason the nodeclaim was disrupted, "
-            "the owning nodepool, and capacity type.",
-            ["reason", "nodepool", "capacity_type"],
+            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was "
+            "disrupted, the owning nodepool, the capacity type, the consolidation policy, and the "
+            "termination mode.",
+            ["reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"],
         )
         self.nodeclaims_unhealthy_disrupted = r.counter(
             f"{NAMESPACE}_nodeclaims_unhealthy_disrupted_total",
@@ -274,6 +320,7 @@ class Metrics:
         self.pods_bound_duration = r.histogram(
             f"{NAMESPACE}_pods_bound_duration_seconds",
             "The time from pod creation until the pod is bound.",
+            ["dynamic_resources"],
         )
         self.scheduling_duration = r.histogram(
             f"{NAMESPACE}_scheduler_scheduling_duration_seconds",
@@ -317,6 +364,11 @@ class Metrics:
             "Returns 1 if cluster state is synced and 0 otherwise. Synced checks that nodeclaims and "
             "nodes that are stored in the APIServer have the same representation as the cluster state.",
         )
+        self.cluster_state_unsynced_time = r.gauge(
+            f"{NAMESPACE}_cluster_state_unsynced_time_seconds",
+            "The time for which cluster state is not synced",
+        )
+        self._unsynced_since: float | None = None
         self.cluster_state_node_count = r.gauge(
             f"{NAMESPACE}_cluster_state_node_count", "Current count of nodes in cluster state"
         )
@@ -355,6 +407,24 @@ class Metrics:
             f"{NAMESPACE}_cloudprovider_instance_type_memory_bytes",
             "Memory, in bytes, for a given instance type.",
             ["instance_type"],
+        )
+        # The AWS provider's instance and EC2NodeClass metrics, recorded by karpy.cloud.aws.
+        self.instance_launch_failures = r.counter(
+            f"{NAMESPACE}_cloudprovider_instance_launch_failures_total",
+            "Number of instance launch (CreateFleet offering) failures, dimensioned by availability zone, "
+            "zone ID, capacity type, and launch failure reason.",
+            ["zone", "zone_id", "capacity_type", "reason"],
+        )
+        self.instance_termination_failures = r.counter(
+            f"{NAMESPACE}_cloudprovider_instance_termination_failures_total",
+            "Number of instance termination (TerminateInstances) failures, dimensioned by availability zone "
+            "and zone ID.",
+            ["zone", "zone_id"],
+        )
+        self.userdata_bytes = r.gauge(
+            f"{NAMESPACE}_ec2nodeclasses_userdata_bytes",
+            "Size in bytes of the rendered user data (raw, pre-base64) for the EC2NodeClass",
+            ["nodeclass"],
         )
         # Nodes (pkg/metrics and pkg/controllers/metrics/node in Karpenter).
         self.nodes_created = r.counter(
@@ -515,6 +585,42 @@ class Metrics:
             "The time from pod creation until the pod is bound.",
             ["name", "namespace", "dynamic_resources"],
         )
+        # Pods timed from when provisioning first found them a place (Karpenter's alpha
+        # pods_provisioning_* metrics) or first saw them (scheduling_decision, undecided).
+        self.pods_provisioning_bound_duration = r.histogram(
+            f"{NAMESPACE}_pods_provisioning_bound_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this "
+            "calculated from a point in memory, not by the pod creation timestamp.",
+            ["dynamic_resources"],
+        )
+        self.pods_provisioning_unbound_time = r.gauge(
+            f"{NAMESPACE}_pods_provisioning_unbound_time_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this "
+            "calculated from a point in memory, not by the pod creation timestamp.",
+            ["name", "namespace", "dynamic_resources"],
+        )
+        self.pods_provisioning_startup_duration = r.histogram(
+            f"{NAMESPACE}_pods_provisioning_startup_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: "
+            "this calculated from a point in memory, not by the pod creation timestamp.",
+        )
+        self.pods_provisioning_unstarted_time = r.gauge(
+            f"{NAMESPACE}_pods_provisioning_unstarted_time_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: "
+            "this calculated from a point in memory, not by the pod creation timestamp.",
+            ["name", "namespace"],
+        )
+        self.pods_scheduling_undecided_time = r.gauge(
+            f"{NAMESPACE}_pods_provisioning_scheduling_undecided_time_seconds",
+            "The time from when Karpenter has seen a pod without making a scheduling decision for the pod. "
+            "Note: this calculated from a point in memory, not by the pod creation timestamp.",
+            ["name", "namespace"],
+        )
+        self.pods_scheduling_decision_duration = r.histogram(
+            f"{NAMESPACE}_pods_scheduling_decision_duration_seconds",
+            "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+        )
+        self.pod_scheduling = PodSchedulingTimes()
         # controller-runtime's own, which Karpenter exposes too: one series per controller.
         self.reconcile_time = r.histogram(
             "controller_runtime_reconcile_time_seconds",
@@ -561,6 +667,16 @@ class Metrics:
             # Present at 0, as controller-runtime's.
             self.reconcile_errors.labels(controller=controller).inc(0)
 
+    def cluster_state(self, synced: bool, now: float) -> None:
+        """Whether the caches are synced, and for how long they have not been (0 once they are)."""
+        self.cluster_state_synced.set(1 if synced else 0)
+        if synced:
+            self._unsynced_since = None
+        elif self._unsynced_since is None:
+            self._unsynced_since = now
+        since = self._unsynced_since
+        self.cluster_state_unsynced_time.set(0.0 if since is None else now - since)
+
     # -- NodeClaims ------------------------------------------------------------
 
     def nodeclaim_created(self, nodeclaim: NodeClaim, reason: str = REASON_PROVISIONED) -> None:
@@ -573,10 +689,9 @@ class Metrics:
             nodepool=nodeclaim.nodepool, capacity_type=nodeclaim.capacity_type, zone=nodeclaim.zone
         ).inc()
 
-    def nodeclaim_disrupted(self, nodeclaim: NodeClaim, reason: str) -> None:
-        self.nodeclaims_disrupted.labels(
-            reason=reason_label(reason), nodepool=nodeclaim.nodepool, capacity_type=nodeclaim.capacity_type
-        ).inc()
+    def nodeclaim_disrupted(self, nodeclaim: NodeClaim, reason: str, consolidation_policy: str = "") -> None:
+        """A NodeClaim deleted on purpose; a consolidation names its NodePool's ``consolidation_policy``."""
+        self.nodeclaims_disrupted.labels(**_disrupted_labels(nodeclaim, reason, consolidation_policy)).inc()
 
     def pods_disrupted(
         self, nodeclaim: NodeClaim, reason: str, pods: int, consolidation_policy: str = ""
@@ -584,11 +699,7 @@ class Metrics:
         """The ``pods`` that have to move as ``nodeclaim`` is disrupted for ``reason``; a consolidation
         names its NodePool's ``consolidation_policy`` (as written: ``WhenEmptyOrUnderutilized``)."""
         self.pods_disruption_initiated.labels(
-            reason=reason_label(reason),
-            nodepool=nodeclaim.nodepool,
-            capacity_type=nodeclaim.capacity_type,
-            consolidation_policy=reason_label(consolidation_policy),
-            termination_mode=termination_mode(nodeclaim.spec.termination_grace_period),
+            **_disrupted_labels(nodeclaim, reason, consolidation_policy)
         ).inc(pods)
 
     def consolidation_move(
@@ -710,6 +821,21 @@ class Metrics:
             self.scheduling_duration.labels(controller=controller).observe(time.perf_counter() - started)
             depth.set(simulation.unscheduled)
             self.unschedulable_pods.labels(controller=controller).set(simulation.unscheduled)
+
+    def pods_decided(self, placed: Iterable[str], unplaced: Iterable[str], now: float) -> None:
+        """A provisioning simulation's verdict on pending pods (namespace/name): the first verdict on
+        each is timed from when it was seen; a place found is remembered until it is lost."""
+        times = self.pod_scheduling
+        for key, found in [*((key, True) for key in placed), *((key, False) for key in unplaced)]:
+            if found:
+                times.schedulable.setdefault(key, now)
+            else:
+                times.schedulable.pop(key, None)
+            if key not in times.decided:
+                times.decided[key] = now
+                acked = times.acked.get(key)
+                if acked is not None:
+                    self.pods_scheduling_decision_duration.observe(now - acked)
 
     # -- NodePools -------------------------------------------------------------
 

@@ -262,7 +262,7 @@ class Simulation:
         ):
             self.runtime.register(controller)
         if metrics is not None:
-            self.metrics.cluster_state_synced.set(1)  # the in-memory store is its own cache
+            self.metrics.cluster_state(True, self.clock.now())  # the in-memory store is its own cache
         self.driver: ScenarioDriver | None = None
         # Objects the API server refused to create when applied (a pod naming a missing PriorityClass):
         # (when, "Kind namespace/name: why").

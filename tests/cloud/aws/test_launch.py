@@ -37,6 +37,7 @@ from karpy.api.requirements import (
     Requirement,
 )
 from karpy.cloud.aws.client import AwsApiError, AwsClient, Ec2Instance, LaunchTemplate
+from karpy.cloud.aws.fleet import FleetError, launch_failure_reason
 from karpy.cloud.aws.launchtemplates import LaunchTemplateCleanup, launch_options
 from karpy.cloud.aws.provider import AwsCloudProvider
 from karpy.cloud.aws.settings import AwsSettings
@@ -809,3 +810,63 @@ def test_a_graviton_on_demand_claim_in_one_zone_launches_there_from_the_arm64_am
     assert instance["Placement"]["AvailabilityZone"] == "us-east-1c"
     assert launched.metadata.labels["kubernetes.io/arch"] == "arm64"
     assert launched.metadata.labels[LABEL_CAPACITY_TYPE] == "on-demand"
+
+
+def test_each_refused_offering_counts_a_launch_failure_by_zone_capacity_type_and_reason(
+    harness: Harness,
+) -> None:
+    harness.proxy.refuse_capacity(capacity_type="spot")
+    with pytest.raises(InsufficientCapacityError):
+        harness.launch(harness.nodeclaim("ice-metric", types=("c5.large",)))
+    failures = harness.provider.metrics.instance_launch_failures
+    # One per offering CreateFleet refused; an insufficient-capacity code is none of Karpenter's
+    # named reasons, so it is LaunchFailed as there.
+    assert sorted(failures.label_values()) == [
+        (zone, "", "spot", "LaunchFailed") for zone in sorted(harness.aws.subnet_ids)
+    ]
+    assert all(failures.value(zone=z, zone_id="", capacity_type="spot", reason="LaunchFailed") == 1
+               for z in harness.aws.subnet_ids)  # fmt: skip
+
+
+def test_launch_failure_reasons_are_karpenters() -> None:
+    def reason(code: str, message: str = "") -> str:
+        return launch_failure_reason(FleetError(code, message, "c5.large", "us-east-1a", "spot"))
+
+    assert reason("AuthFailure.ServiceLinkedRoleCreationNotPermitted") == "SpotSLRCreationFailed"
+    assert reason("UnauthorizedOperation", "Not authorized for images: [ami-1]") == "AMIAuthorizationFailure"
+    assert (
+        reason(
+            "UnauthorizedOperation",
+            "Not authorized for images, with an explicit deny in a permissions boundary",
+        )
+        == "Unauthorized"
+    )
+    assert reason("InvalidLaunchTemplateId.NotFound") == "LaunchTemplateNotFound"
+    assert reason("MaxSpotInstanceCountExceeded") == "SpotQuotaExceeded"
+    assert reason("InsufficientInstanceCapacity") == "LaunchFailed"
+
+
+def test_the_rendered_user_data_size_is_kept_per_class_until_the_class_is_gone(harness: Harness) -> None:
+    claim = harness.nodeclaim("userdata-size")
+    harness.launch(claim)
+    size = len(harness.provider.user_data(harness.node_class, claim).encode())
+    gauge = harness.provider.metrics.userdata_bytes
+    assert gauge.value(nodeclass="default") == size >= len(USER_DATA)
+    cleanup = LaunchTemplateCleanup(
+        harness.cluster, harness.client, harness.provider.templates, metrics=harness.provider.metrics
+    )
+    cleanup.reconcile(LaunchTemplateCleanup.KEY)
+    assert gauge.value(nodeclass="default") == size  # the class is still there
+    harness.cluster.delete(harness.node_class)
+    cleanup.reconcile(LaunchTemplateCleanup.KEY)
+    assert gauge.label_values() == []
+
+
+def test_a_refused_terminate_counts_a_termination_failure(harness: Harness) -> None:
+    claim = harness.nodeclaim("terminate-refused")
+    launched = harness.launch(claim)
+    harness.proxy.throttle("TerminateInstances", first=100)
+    with pytest.raises(CloudProviderError):
+        harness.provider.delete(launched)  # labelled with its zone, as the cluster's NodeClaim is
+    zone = launched.metadata.labels[LABEL_ZONE]
+    assert harness.provider.metrics.instance_termination_failures.label_values() == [(zone, "")]

@@ -424,6 +424,47 @@ def parse_fleet_response(response: Mapping[str, Any], plan: LaunchPlan) -> Fleet
     return FleetOutcome(None, tuple(errors))
 
 
+# How Karpenter's AWS provider names why a launch failed (its errors.ToReasonMessage), after the
+# authorization errors, first match wins: (the substrings the error's code and message must all hold,
+# the reason).
+_LAUNCH_FAILURE_REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("InvalidParameter", "belong to different networks"), "SecurityGroupSubnetVPCMismatch"),
+    (("iamInstanceProfile.name is invalid",), "InstanceProfileNameInvalid"),
+    (("InvalidLaunchTemplateId.NotFound",), "LaunchTemplateNotFound"),
+    (("User data is limited to",), "UserDataSizeLimitExceeded"),
+    (("InvalidAMIID.Malformed",), "InvalidAMIID"),
+    (("InvalidAMIID.NotFound",), "AMINotFound"),
+    (("RequestLimitExceeded",), "RequestLimitExceeded"),
+    (("InternalError",), "InternalError"),
+    (("not eligible for Free Tier",), "FreeTierIneligible"),
+    (("MaxFleetCountExceeded",), "FleetQuotaExceeded"),
+    (("PendingVerification",), "AccountPendingVerification"),
+    (("MaxSpotInstanceCountExceeded",), "SpotQuotaExceeded"),
+    (("VcpuLimitExceeded",), "VCPULimitExceeded"),
+    (("InsufficientFreeAddressesInSubnet",), "InsufficientFreeAddressesInSubnet"),
+)
+
+
+def launch_failure_reason(error: FleetError) -> str:
+    """The ``reason`` of ``karpenter_cloudprovider_instance_launch_failures_total`` for one CreateFleet
+    error, as Karpenter's AWS provider derives it from the code and message (``LaunchFailed`` else)."""
+    text = f"{error.code}: {error.message}"
+    if "AuthFailure.ServiceLinkedRoleCreationNotPermitted" in text:
+        return "SpotSLRCreationFailed"
+    if any(denied in text for denied in ("UnauthorizedOperation", "AccessDenied", "AuthFailure")):
+        denied_by_policy = any(
+            f"with an explicit deny in a {policy}" in text
+            for policy in ("permissions boundary", "service control policy")
+        )
+        if not denied_by_policy and "Not authorized for images" in text:
+            return "AMIAuthorizationFailure"
+        return "Unauthorized"
+    for needles, reason in _LAUNCH_FAILURE_REASONS:
+        if all(needle in text for needle in needles):
+            return reason
+    return "LaunchFailed"
+
+
 def launch_error(errors: Sequence[FleetError]) -> CloudProviderError:
     """Why a fleet launched nothing: capacity for exactly the failed offerings, else AWS' own words."""
     described = "; ".join(dict.fromkeys(f"{error.code}: {error.message}" for error in errors))

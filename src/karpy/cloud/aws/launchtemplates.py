@@ -66,6 +66,7 @@ from karpy.cloud.aws.resolution import TAG_MANAGED_BY
 from karpy.cloud.aws.settings import AwsSettings
 from karpy.logs import FailureStreak, about
 from karpy.operator.cluster import ClusterReader
+from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import ChangeMapper, Watch
 
 log = logging.getLogger("karpy.cloud.aws")
@@ -299,10 +300,18 @@ class LaunchTemplateCleanup:
     name = "launchtemplate.cleanup"
     KEY = "launch-templates"
 
-    def __init__(self, cluster: ClusterReader, client: AwsClient, templates: LaunchTemplates) -> None:
+    def __init__(
+        self,
+        cluster: ClusterReader,
+        client: AwsClient,
+        templates: LaunchTemplates,
+        *,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.cluster = cluster
         self.client = client
         self.templates = templates
+        self.metrics = metrics if metrics is not None else Metrics()
         # AWS not answering is one warning per streak, retried with backoff (not a traceback a second).
         self._failures = FailureStreak(log)
 
@@ -310,6 +319,10 @@ class LaunchTemplateCleanup:
         return [Watch(EC2_KIND, _on_class_seen_or_deleted(self.KEY))]
 
     def reconcile(self, key: str) -> float | None:
+        # A class gone takes its user data size with it, as Karpenter's deletes it with the class.
+        for (name,) in self.metrics.userdata_bytes.label_values():
+            if self.cluster.node_class(EC2_GROUP, EC2_KIND, name) is None:
+                self.metrics.userdata_bytes.remove(nodeclass=name)
         cluster_name = self.templates.cluster_name
         deleted: list[str] = []
         try:

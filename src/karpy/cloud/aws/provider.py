@@ -96,6 +96,7 @@ from karpy.api.nodeclass_hash import NodeClassHash, ec2nodeclass_hash
 from karpy.api.nodepool import NodeClassRef, NodePool
 from karpy.api.requirements import (
     AWS_LABEL_CAPACITY_RESERVATION_ID,
+    AWS_LABEL_TOPOLOGY_ZONE_ID,
     CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
@@ -115,6 +116,7 @@ from karpy.cloud.aws.fleet import (
     fleet_request,
     image_for,
     launch_error,
+    launch_failure_reason,
     launch_tags,
     parse_fleet_response,
     plan_launch,
@@ -156,6 +158,7 @@ from karpy.cloud.reservations import (
 )
 from karpy.disruption.nodeclass_drift import LaunchedWith, Resolved, nodeclass_drift
 from karpy.operator.cluster import Clock, ClusterReader
+from karpy.operator.karpenter_metrics import Metrics
 
 log = logging.getLogger("karpy.cloud.aws")
 
@@ -192,8 +195,10 @@ class AwsCloudProvider:
         wake: Callable[[str], None] = lambda name: None,
         catalog: Catalog | None = None,
         user_data: UserData | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.cluster = cluster
+        self.metrics = metrics if metrics is not None else Metrics()
         self.client = client
         self.settings = settings
         self.clock = clock
@@ -400,7 +405,15 @@ class AwsCloudProvider:
         if outcome.launch_template_missing:
             log.info("a launch template of NodeClaim %s is gone; recreating it", nodeclaim.name)
             outcome = self._create_fleet(plan, node_class, nodeclaim, tags)
+        zone_ids = {subnet.zone: subnet.zone_id for subnet in node_class.status.subnets}
         for error in outcome.errors:
+            # Per offering, as Karpenter counts them (one CreateFleet can fail several).
+            self.metrics.instance_launch_failures.labels(
+                zone=error.zone,
+                zone_id=zone_ids.get(error.zone, ""),
+                capacity_type=error.capacity_type,
+                reason=launch_failure_reason(error),
+            ).inc()
             if error.refuses_spot:
                 self._mark_spot_unavailable(instance_types)
             elif error.is_capacity and error.capacity_type == CAPACITY_TYPE_RESERVED:
@@ -457,6 +470,7 @@ class AwsCloudProvider:
             document = self.user_data(node_class, nodeclaim)
         except UserDataError as error:
             raise CloudProviderError(f"user data of EC2NodeClass {node_class.name}: {error}") from error
+        self.metrics.userdata_bytes.labels(nodeclass=node_class.name).set(len(document.encode()))
         template_tags = pool_launch_tags(tags)
         spot = plan.capacity_type == CAPACITY_TYPE_SPOT
         targeted = self.settings.reserved_capacity
@@ -596,6 +610,9 @@ class AwsCloudProvider:
         try:
             before = self.client.terminate_instances((instance_id,))
         except AwsApiError as error:
+            self.metrics.instance_termination_failures.labels(
+                zone=nodeclaim.zone, zone_id=nodeclaim.metadata.labels.get(AWS_LABEL_TOPOLOGY_ZONE_ID, "")
+            ).inc()
             raise CloudProviderError(f"TerminateInstances failed: {error}") from error
         if before.get(instance_id, "terminated") == "terminated":
             raise NodeClaimNotFoundError(f"instance {instance_id} is already terminated")

@@ -1,0 +1,87 @@
+"""Pods timed from when provisioning first saw them and first found them a place (Karpenter's alpha
+``karpenter_pods_provisioning_*`` and ``karpenter_pods_scheduling_decision_duration_seconds``)."""
+
+from __future__ import annotations
+
+from tests.controllers.test_disruption_metrics import NODEPOOL, scrape
+from tests.prometheus_text import Exposition
+from tests.support import KWOK_NODE_CLASS, deployment_manifest, load_objects
+
+from karpy.controllers.metering import WAITING_PODS_KEY
+from karpy.operator.karpenter_metrics import Metrics
+from karpy.sim.simulation import Simulation
+
+
+def of_pod(exposition: Exposition, metric: str, pod: str, **more: str) -> float | None:
+    """A per-pod sample (``name`` is a label here, so not through ``Exposition.value``); None: none."""
+    labels = frozenset({("name", pod), ("namespace", "default"), *more.items()})
+    return exposition.samples.get((metric, labels))
+
+
+def ages_refreshed(simulation: Simulation) -> None:
+    """The waiting pods' ages worked out now, as ``karpy run`` does every 5 s (the simulator, on changes)."""
+    simulation.runtime.enqueue("metrics.pod", WAITING_PODS_KEY)
+    simulation.runtime.run_due()
+
+
+def test_pods_placed_are_timed_from_their_place_until_bound_and_running() -> None:
+    metrics = Metrics()
+    simulation = Simulation(metrics=metrics)
+    simulation.apply(load_objects(KWOK_NODE_CLASS, NODEPOOL, deployment_manifest(replicas=3)))
+    # The batch has closed and the NodeClaims are launched, the node is not up: placed, waiting.
+    simulation.run(5, until_steady=False)
+    waiting = [pod for pod in simulation.pods() if pod.phase == "Pending"]
+    assert len(waiting) == 3 and not any(pod.node_name for pod in waiting)
+    ages_refreshed(simulation)
+    exposition = scrape(metrics)
+    assert exposition.types["karpenter_pods_scheduling_decision_duration_seconds"] == "histogram"
+    assert exposition.value("karpenter_pods_scheduling_decision_duration_seconds_count") == 3
+    for pod in waiting:
+        name = pod.metadata.name
+        since_place = of_pod(exposition, "karpenter_pods_provisioning_unstarted_time_seconds", name)
+        since_creation = of_pod(exposition, "karpenter_pods_unstarted_time_seconds", name)
+        assert since_place is not None and since_creation is not None
+        assert 0 <= since_place < since_creation
+        unbound = of_pod(
+            exposition, "karpenter_pods_provisioning_unbound_time_seconds", name, dynamic_resources="false"
+        )
+        assert unbound == since_place
+        # Decided: no longer undecided.
+        undecided = "karpenter_pods_provisioning_scheduling_undecided_time_seconds"
+        assert of_pod(exposition, undecided, name) is None
+    simulation.run(600)
+    assert all(pod.phase == "Running" for pod in simulation.pods())
+    exposition = scrape(metrics)
+    assert (
+        exposition.value(
+            "karpenter_pods_provisioning_bound_duration_seconds_count", dynamic_resources="false"
+        )
+        == 3
+    )
+    assert exposition.value("karpenter_pods_provisioning_startup_duration_seconds_count") == 3
+    # From the place found, later than the creation: shorter than the durations from creation.
+    assert exposition.value("karpenter_pods_provisioning_startup_duration_seconds_sum") < exposition.value(
+        "karpenter_pods_startup_duration_seconds_sum"
+    )
+    assert not exposition.find("karpenter_pods_provisioning_unstarted_time_seconds")
+    assert not exposition.find("karpenter_pods_provisioning_unbound_time_seconds")
+    assert metrics.pod_scheduling.acked == metrics.pod_scheduling.schedulable == {}
+
+
+def test_a_pod_no_nodepool_can_take_is_decided_but_never_timed_from_a_place() -> None:
+    metrics = Metrics()
+    simulation = Simulation(metrics=metrics)
+    simulation.apply(load_objects(KWOK_NODE_CLASS, NODEPOOL, deployment_manifest(replicas=1, cpu="500")))
+    simulation.run(120, until_steady=False)
+    [pod] = simulation.pods()
+    assert pod.phase == "Pending"
+    ages_refreshed(simulation)
+    exposition = scrape(metrics)
+    assert exposition.value("karpenter_pods_scheduling_decision_duration_seconds_count") == 1
+    assert (of_pod(exposition, "karpenter_pods_unstarted_time_seconds", pod.metadata.name) or 0) > 0
+    assert not exposition.find("karpenter_pods_provisioning_unstarted_time_seconds")
+    assert not exposition.find("karpenter_pods_provisioning_scheduling_undecided_time_seconds")
+    # Deleted: its times go with it.
+    simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
+    simulation.run(60, until_steady=False)
+    assert metrics.pod_scheduling.acked == metrics.pod_scheduling.decided == {}
