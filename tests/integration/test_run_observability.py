@@ -191,6 +191,10 @@ def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namesp
     assert exposition.find("karpenter_scheduler_queue_depth", controller="provisioning")
     startup_max = exposition.value("karpenter_pods_startup_duration_seconds", quantile="1")
     assert 0 < startup_max < 90
+    # Timed from when provisioning first saw the pods and found them a place, as Karpenter times them.
+    assert exposition.value("karpenter_pods_scheduling_decision_duration_seconds_count") >= 1
+    assert exposition.value("karpenter_pods_provisioning_startup_duration_seconds_count") >= 1
+    assert exposition.value("karpenter_cluster_state_unsynced_time_seconds") == 0
     creates = exposition.value(
         "karpenter_cloudprovider_duration_seconds_count",
         controller="nodeclaim.lifecycle",
@@ -225,6 +229,13 @@ def test_metrics_probes_and_logs_of_a_scale_up_and_down(running: Running, namesp
     assert sum(exposition.find("karpenter_nodeclaims_terminated_total", nodepool=NODEPOOL)) == len(claims)
     disrupted = exposition.find("karpenter_nodeclaims_disrupted_total", reason="empty", nodepool=NODEPOOL)
     assert sum(disrupted) == len(claims)
+    # Empty nodes set no pod moving; each instance's termination is timed.
+    assert (
+        sum(exposition.find("karpenter_pods_disruption_initiated_total", reason="empty", nodepool=NODEPOOL))
+        == 0
+    )
+    instance = "karpenter_nodeclaims_instance_termination_duration_seconds_count"
+    assert exposition.value(instance, nodepool=NODEPOOL) == len(claims)
     assert exposition.value("karpenter_nodepools_usage", resource_type="nodes", nodepool=NODEPOOL) == 0
     terminated_lines = [
         line
