@@ -85,3 +85,11 @@ def test_a_pod_no_nodepool_can_take_is_decided_but_never_timed_from_a_place() ->
     simulation.cluster.delete(simulation.cluster.get("Deployment", "default/app"))
     simulation.run(60, until_steady=False)
     assert metrics.pod_scheduling.acked == metrics.pod_scheduling.decided == {}
+
+
+def test_without_the_pod_metrics_nothing_is_kept_per_pod() -> None:
+    simulation = Simulation()  # no metrics: the pod metrics controller is not run
+    simulation.apply(load_objects(KWOK_NODE_CLASS, NODEPOOL, deployment_manifest(replicas=3)))
+    simulation.run(5, until_steady=False)
+    times = simulation.metrics.pod_scheduling
+    assert times.acked == times.decided == times.schedulable == {}

@@ -194,6 +194,9 @@ class PodMetrics:
     # The pods not running yet (karpenter_pods_unstarted_time_seconds and _unbound_time_seconds).
     _waiting: dict[str, _WaitingPod] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.metrics.pod_scheduling.kept = True  # this controller forgets each pod's times
+
     def watches(self) -> list[Watch]:
         return [Watch("Pod", self._on_pod)]
 

@@ -220,16 +220,19 @@ class PodSchedulingTimes:
     Karpenter keeps these in its cluster state (``AckPods``, ``MarkPodSchedulingDecisions``) for the
     ``karpenter_pods_provisioning_*`` and ``_scheduling_decision_duration_seconds`` metrics, which time
     from them rather than from the pod's creation. Keyed by namespace/name; a pod's entries go once it
-    starts, finishes or is deleted (:meth:`forget`). Used from the reconcile thread only.
+    starts, finishes or is deleted (:meth:`forget`, called by the pod metrics controller, which turns
+    ``kept`` on: without it nothing is kept, so nothing piles up). Used from the reconcile thread only.
     """
 
     def __init__(self) -> None:
+        self.kept = False
         self.acked: dict[str, float] = {}
         self.decided: dict[str, float] = {}
         self.schedulable: dict[str, float] = {}
 
     def ack(self, key: str, now: float) -> None:
-        self.acked.setdefault(key, now)
+        if self.kept:
+            self.acked.setdefault(key, now)
 
     def forget(self, key: str) -> None:
         self.acked.pop(key, None)
@@ -826,6 +829,8 @@ class Metrics:
         """A provisioning simulation's verdict on pending pods (namespace/name): the first verdict on
         each is timed from when it was seen; a place found is remembered until it is lost."""
         times = self.pod_scheduling
+        if not times.kept:
+            return
         for key, found in [*((key, True) for key in placed), *((key, False) for key in unplaced)]:
             if found:
                 times.schedulable.setdefault(key, now)
