@@ -50,6 +50,7 @@ from karpy.disruption.nodeclass_drift import (
     SUBNET_DRIFT,
 )
 from karpy.disruption.rejection import Rejection, RejectionKind
+from karpy.disruption.terminate_first import AfterTermination, TerminateFirstReason, held_reservation
 from karpy.scheduling.solver import Plan
 
 REASON_NODEPOOL_DRIFTED = "NodePoolDrifted"
@@ -129,6 +130,9 @@ class Drift:
     # Pods a PodDisruptionBudget lets go nowhere now, with why: drift is a graceful disruption,
     # so as in Karpenter it does not start on a node it could not drain.
     pdb_blocked: Mapping[str, str] = field(default_factory=dict)
+    # TerminateFirstDrift: where the pods of a node holding a full reservation's slot would go once
+    # it is deleted (karpy.disruption.terminate_first); None: the gate is off, nodes are replaced first.
+    after_termination: AfterTermination | None = None
 
     def considers(self, candidate: Candidate) -> bool:
         # A static pool's drifted nodes are replaced by karpy.disruption.static's StaticDrift.
@@ -172,6 +176,16 @@ class Drift:
                 )
                 continue
             if plan.unschedulable:
+                if self._terminates_first(candidate):
+                    result.command = RemovalCommand(
+                        REASON_DRIFTED,
+                        [candidate],
+                        [],
+                        f"terminate drifted {name} first: its pods fit only in the slot it holds in "
+                        f"capacity reservation {held_reservation(candidate)}",
+                        terminate_first=TerminateFirstReason.NO_RESERVED_CAPACITY,
+                    )
+                    return result
                 key, why = next(iter(sorted(plan.unschedulable.items())))
                 result.rejected[name] = Rejection(
                     RejectionKind.POD_UNSCHEDULABLE,
@@ -187,6 +201,16 @@ class Drift:
             )
             return result
         return result
+
+    def _terminates_first(self, candidate: Candidate) -> bool:
+        """Whether every pod places once the node is gone and its reservation slot is freed (Karpenter's
+        second simulation)."""
+        reservation = held_reservation(candidate)
+        if self.after_termination is None or not reservation:
+            return False
+        pods = [pod for pod in candidate.pods if reschedulable(pod)]
+        plan = self.after_termination(candidate, pods, reservation)
+        return not plan.unschedulable and waiting_on_uninitialized(plan, self.uninitialized) is None
 
 
 __all__ = [
