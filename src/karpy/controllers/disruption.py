@@ -9,7 +9,9 @@ single-node, by the controller's
 :class:`~karpy.disruption.consolidation.ConsolidationRules`), each within the
 budgets of its reason, until one gives a command. What a method needs of the
 cluster or the cloud it is handed: drift, where a node's pods would go
-(``_place_elsewhere``); consolidation, its snapshot (``_consolidate``).
+(``_place_elsewhere``), and with the TerminateFirstDrift or TerminateFirstRepair
+gate where they would go once the node is gone and its capacity reservation slot
+freed (``_after_termination``); consolidation, its snapshot (``_consolidate``).
 
 A command is carried out by :class:`~karpy.controllers.orchestration.Orchestrator`
 (re-checked after ``VALIDATION_DELAY``, then taint, launch, wait for the

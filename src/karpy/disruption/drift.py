@@ -21,7 +21,9 @@ pod) or the ``Drifted`` budget holds it back, is replaced by what its pods
 need elsewhere, worked out by the controller's ``place_elsewhere`` (a solve
 on a snapshot without the node). As in Karpenter, drift is graceful: a node
 whose pods a PodDisruptionBudget holds, or whose pods would land on a node
-not initialized yet, stays. Pure; expiration is
+not initialized yet, stays. With TerminateFirstDrift, a node whose pods fit
+only in the full capacity reservation slot it holds is deleted first instead
+(:mod:`karpy.disruption.terminate_first`). Pure; expiration is
 :mod:`karpy.disruption.expiration`.
 """
 
