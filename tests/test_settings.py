@@ -220,10 +220,10 @@ def test_the_node_repair_gate_reaches_the_disruption_controller(monkeypatch: pyt
     ("text", "message"),
     [
         (
-            "TerminateFirstRepair=true",
-            "FEATURE_GATES: unknown feature gate 'TerminateFirstRepair'"
+            "PodDeletionCostManagement=true",
+            "FEATURE_GATES: unknown feature gate 'PodDeletionCostManagement'"
             " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity, NodeRepair, NodeOverlay,"
-            " ReservedCapacity)",
+            " ReservedCapacity, TerminateFirstDrift, TerminateFirstRepair)",
         ),
         (
             "SpotToSpotConsolidation",

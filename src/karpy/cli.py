@@ -310,6 +310,8 @@ def simulate(args: argparse.Namespace) -> int:
             settings.capacity_buffers = gates.capacity_buffer
             settings.static_capacity = gates.static_capacity
             settings.node_repair = gates.node_repair
+            settings.terminate_first_drift = gates.terminate_first_drift
+            settings.terminate_first_repair = gates.terminate_first_repair
             settings.node_overlays = gates.node_overlay
             settings.cloud.reserved_capacity = gates.reserved_capacity
         if node_overhead_cost is not None:
@@ -488,6 +490,8 @@ def run_against_cluster(args: argparse.Namespace) -> int:
             capacity_buffers=options.feature_gates.capacity_buffer,
             static_capacity=options.feature_gates.static_capacity,
             node_repair=options.feature_gates.node_repair,
+            terminate_first_drift=options.feature_gates.terminate_first_drift,
+            terminate_first_repair=options.feature_gates.terminate_first_repair,
             node_overlays=options.feature_gates.node_overlay,
             leader_election=election,
             observability=ObservabilitySettings(

@@ -80,6 +80,12 @@ FEATURE_GATES: dict[str, bool] = {
     # Capacity reservations (EC2NodeClass capacityReservationSelectorTerms) are resolved, offered as
     # capacity type reserved and launched into; on, as in Karpenter since v1.6.
     "ReservedCapacity": True,
+    # Terminate-first (karpy.disruption.terminate_first): a drifted node whose replacement cannot be
+    # staged first (its pods fit only in the full capacity reservation slot it holds; its static pool
+    # is at its node limit or has only full reservations) is deleted first. Off, as in Karpenter (alpha).
+    "TerminateFirstDrift": False,
+    # The same for an unhealthy node node repair replaces (needs NodeRepair). Off, as in Karpenter (alpha).
+    "TerminateFirstRepair": False,
 }
 
 
@@ -219,6 +225,10 @@ class FeatureGates:
     """NodeOverlay: NodeOverlays are watched and applied wherever nodes are priced or sized."""
     reserved_capacity: bool = FEATURE_GATES["ReservedCapacity"]
     """ReservedCapacity: capacity reservations are offered as capacity type reserved and launched into."""
+    terminate_first_drift: bool = FEATURE_GATES["TerminateFirstDrift"]
+    """TerminateFirstDrift: a drifted node that cannot be replaced first is deleted first."""
+    terminate_first_repair: bool = FEATURE_GATES["TerminateFirstRepair"]
+    """TerminateFirstRepair: an unhealthy node that cannot be replaced first is deleted first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +327,8 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         "NodeRepair": base.node_repair,
         "NodeOverlay": base.node_overlay,
         "ReservedCapacity": base.reserved_capacity,
+        "TerminateFirstDrift": base.terminate_first_drift,
+        "TerminateFirstRepair": base.terminate_first_repair,
     }
     for item in text.split(","):
         if not item.strip():
@@ -336,6 +348,8 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
         node_repair=gates["NodeRepair"],
         node_overlay=gates["NodeOverlay"],
         reserved_capacity=gates["ReservedCapacity"],
+        terminate_first_drift=gates["TerminateFirstDrift"],
+        terminate_first_repair=gates["TerminateFirstRepair"],
     )
 
 

@@ -276,3 +276,36 @@ def test_a_reboot_is_timed_from_its_request_and_its_recovery_from_its_issuance()
     )
     recovery = float(text.split("karpenter_nodes_reboot_recovery_duration_seconds_sum ")[1].split()[0])
     assert total >= 5 and 0 <= recovery < total  # the simulated node restarts at once
+
+
+def test_a_reboot_the_cloud_refuses_for_good_fails_at_once_and_the_node_is_replaced() -> None:
+    from karpy.api.nodeclaim import CONDITION_REBOOTING, REBOOT_FAILED
+    from karpy.cloud.provider import NodeRebootFailedError
+    from karpy.controllers.reboot import ISSUANCE_TIMEOUT
+
+    simulation = cluster(1)
+    kwok_policies(simulation)
+    (name,) = node_names(simulation)
+    (claim,) = simulation.cluster.nodeclaims()
+    asked: list[float] = []
+
+    def denied(nodeclaim: object, operation_id: str) -> None:
+        asked.append(simulation.clock.now())
+        raise NodeRebootFailedError("UnauthorizedOperation: not authorized to perform ec2:RebootInstances")
+
+    simulation.cloud.reboot = denied  # type: ignore[method-assign]
+    failed_at: list[float] = []
+
+    def watch(kind: str, old: object | None, new: object | None) -> None:
+        current = simulation.cluster.nodeclaim(claim.name)
+        rebooting = current.condition(CONDITION_REBOOTING) if current is not None else None
+        if rebooting is not None and rebooting.reason == REBOOT_FAILED and not failed_at:
+            failed_at.append(simulation.clock.now())
+
+    simulation.cluster.subscribe(watch)
+    reboot_fault(simulation, name)
+    simulation.run(30 * MINUTE)
+    assert len(asked) == 1  # not retried
+    assert failed_at and failed_at[0] - asked[0] < ISSUANCE_TIMEOUT
+    assert name not in node_names(simulation) and len(node_names(simulation)) == 1
+    assert [labels for labels in simulation.metrics.node_reboots.label_values()] != [("succeeded",)]

@@ -91,7 +91,7 @@ def test_feature_gates_are_read_in_karpenters_syntax() -> None:
             "Drift=true",
             "unknown feature gate 'Drift'"
             " (karpy knows SpotToSpotConsolidation, CapacityBuffer, StaticCapacity, NodeRepair, NodeOverlay,"
-            " ReservedCapacity)",
+            " ReservedCapacity, TerminateFirstDrift, TerminateFirstRepair)",
         ),
         ("SpotToSpotConsolidation", "'SpotToSpotConsolidation' is not Name=true or Name=false"),
         ("SpotToSpotConsolidation=maybe", "SpotToSpotConsolidation: expected true or false, got 'maybe'"),

@@ -229,3 +229,54 @@ def test_a_node_back_from_pending_disruption_counts_again() -> None:
     )
     simulation.run(600)
     assert len(claims(simulation)) == 2
+
+
+AT_LIMIT_SCENARIO = """
+apiVersion: karpy.dev/v1alpha1
+kind: Scenario
+metadata: {name: rolled-at-limit}
+spec:
+  duration: 2h
+  settings: {featureGates: GATES}
+  steps:
+    - at: 0s
+      apply:
+        objects:
+          - {apiVersion: karpenter.kwok.sh/v1alpha1, kind: KWOKNodeClass, metadata: {name: default}}
+          - apiVersion: karpenter.sh/v1
+            kind: NodePool
+            metadata: {name: warm}
+            spec:
+              replicas: 2
+              limits: {nodes: 2}
+              template:
+                spec:
+                  nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+                  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}]
+    - at: 30m
+      apply:
+        objects:
+          - apiVersion: karpenter.sh/v1
+            kind: NodePool
+            metadata: {name: warm}
+            spec:
+              replicas: 2
+              limits: {nodes: 2}
+              template:
+                metadata: {labels: {rolled: "yes"}}
+                spec:
+                  nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+                  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}]
+"""
+
+
+def test_a_scenarios_terminate_first_drift_gate_rolls_a_static_pool_at_its_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(AT_LIMIT_SCENARIO.replace("GATES", "TerminateFirstDrift=true"))
+    assert main(["simulate", str(path), "-o", "json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["summary"]["nodeclaimsLaunched"] == 4  # 2, then 2 successors
+    path.write_text(AT_LIMIT_SCENARIO.replace("GATES", '""'))
+    assert main(["simulate", str(path), "-o", "json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["summary"]["nodeclaimsLaunched"] == 2  # held at the limit

@@ -49,6 +49,18 @@ class Offering:
     reservation_id: str = ""
     reservation_capacity: int = 0
 
+    @property
+    def launchable(self) -> bool:
+        """Whether a node can be launched into it now (Karpenter's ``Launchable``).
+
+        ``available`` is health alone: a full reservation that is otherwise fine
+        stays available with no instance left, as in Karpenter's AWS provider,
+        so terminate-first can tell it from one that is gone.
+        """
+        return self.available and (
+            self.capacity_type != CAPACITY_TYPE_RESERVED or self.reservation_capacity > 0
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Overhead:
@@ -95,15 +107,15 @@ class InstanceType:
         return any(offering.price_overlaid for offering in self.offerings)
 
     def available_offerings(self, requirements: Requirements | None = None) -> list[Offering]:
-        """Available offerings whose zone and capacity type ``requirements`` admit."""
+        """Launchable offerings whose zone and capacity type ``requirements`` admit."""
         if requirements is None:
-            return [offering for offering in self.offerings if offering.available]
+            return [offering for offering in self.offerings if offering.launchable]
         zone = requirements.get(LABEL_ZONE)
         capacity_type = requirements.get(LABEL_CAPACITY_TYPE)
         offerings = [
             offering
             for offering in self.offerings
-            if offering.available and zone.has(offering.zone) and capacity_type.has(offering.capacity_type)
+            if offering.launchable and zone.has(offering.zone) and capacity_type.has(offering.capacity_type)
         ]
         if AWS_LABEL_CAPACITY_RESERVATION_ID in requirements:
             # A NodeClaim that holds slots in some reservations launches into those alone.

@@ -75,6 +75,10 @@ class NodeRebootNotImplementedError(CloudProviderError):
     """The provider cannot reboot an instance in place (node repair replaces the node instead)."""
 
 
+class NodeRebootFailedError(CloudProviderError):
+    """The cloud refused the reboot for good (a missing permission): retrying would not help."""
+
+
 class NodePoolNotEvaluatedError(CloudProviderError):
     """The NodeOverlays were not yet worked out for the NodePool: nothing is launched for it till then."""
 

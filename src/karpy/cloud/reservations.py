@@ -12,10 +12,12 @@ AWS provider's ``ReservedCapacityResolver`` makes them. One code path serves
   are paid for whether used or not, so a reserved offering is all but free
   and wins every price comparison, while types keep their relative order for
   consolidation (Karpenter's constant).
-- **Available** while the reservation has instances left
-  (:class:`ReservationAvailability`), is not ``expiring`` (a Capacity Block in
-  its reclaim window) and has not ended; the zone must be one the class
-  offers the type in.
+- **Available** while the reservation is not ``expiring`` (a Capacity Block
+  in its reclaim window) and has not ended; the zone must be one the class
+  offers the type in. As in Karpenter's AWS provider, availability is health
+  alone: a full reservation stays available with no instance left, and is
+  not *launchable* (``Offering.launchable``) until one is freed, which is
+  what terminate-first reads (:mod:`karpy.disruption.terminate_first`).
 - **Counting.** Each reserved offering carries its reservation's id and
   the instances it has left; the solver takes one per NodeClaim it plans
   into it and falls back to the next offering when none is left
@@ -25,7 +27,7 @@ AWS provider's ``ReservedCapacityResolver`` makes them. One code path serves
   gives one back, and a launch refused for capacity (EC2's
   ``ReservationCapacityExceeded`` and the other capacity codes) or an
   interruption of an interruptible reservation sets it to 0: the offering is
-  then unavailable and the next pass falls back to spot or on-demand, as
+  then not launchable and the next pass falls back to spot or on-demand, as
   Karpenter's ``MarkUnavailable`` does.
 - **Labels.** A node launched into a reservation carries
   ``karpenter.sh/capacity-type: reserved`` and Karpenter's
@@ -138,12 +140,12 @@ class ReservationAvailability:
                     self._count[reservation_id] = 0
 
 
+def _healthy(reservation: Reservation, now: float) -> bool:
+    return reservation.state != STATE_EXPIRING and not reservation.ended(now)
+
+
 def _launchable(reservation: Reservation, availability: ReservationAvailability, now: float) -> bool:
-    return (
-        availability.count(reservation.id) > 0
-        and reservation.state != STATE_EXPIRING
-        and not reservation.ended(now)
-    )
+    return availability.count(reservation.id) > 0 and _healthy(reservation, now)
 
 
 def with_reserved_offerings(
@@ -164,7 +166,7 @@ def with_reserved_offerings(
             reservation.zone,
             CAPACITY_TYPE_RESERVED,
             price,
-            reservation.zone in zones and _launchable(reservation, availability, now),
+            reservation.zone in zones and _healthy(reservation, now),
             reservation_id=reservation.id,
             reservation_capacity=availability.count(reservation.id),
         )

@@ -92,6 +92,8 @@ def core_controllers(
     node_repair: bool = False,
     node_overlays: bool = False,
     periodic_metrics: bool = True,
+    terminate_first_drift: bool = False,
+    terminate_first_repair: bool = False,
 ) -> CoreControllers:
     """Build the core controllers over ``cluster``; nothing is registered yet.
 
@@ -105,6 +107,9 @@ def core_controllers(
     ``static_capacity`` False (the ``StaticCapacity`` gate off) leaves static NodePools
     without nodes. ``node_repair`` True (the ``NodeRepair`` gate) has disruption
     repair unhealthy nodes by the cloud provider's repair policies.
+    ``terminate_first_drift`` and ``terminate_first_repair`` (the TerminateFirstDrift and
+    TerminateFirstRepair gates) have drift and repair delete a node first when no replacement can be
+    staged (:mod:`karpy.disruption.terminate_first`).
     ``node_overlays`` True (the NodeOverlay gate) adds the NodeOverlay controller, last, and
     gives every controller the catalogs with the overlays applied (``CoreControllers.cloud_for``).
     ``periodic_metrics`` False has the metrics recorders pass only on changes, never on a timer
@@ -129,6 +134,8 @@ def core_controllers(
         node_repair=node_repair,
         scheduling=provisioning.scheduling,
         scheduler_config=provisioning.scheduler_config,
+        terminate_first_drift=terminate_first_drift,
+        terminate_first_repair=terminate_first_repair,
     )
     conditions = NodeClaimDisruptionConditions(
         cluster, cloud_for(NodeClaimDisruptionConditions.name), clock, metrics=metrics

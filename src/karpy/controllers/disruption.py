@@ -9,7 +9,9 @@ single-node, by the controller's
 :class:`~karpy.disruption.consolidation.ConsolidationRules`), each within the
 budgets of its reason, until one gives a command. What a method needs of the
 cluster or the cloud it is handed: drift, where a node's pods would go
-(``_place_elsewhere``); consolidation, its snapshot (``_consolidate``).
+(``_place_elsewhere``), and with the TerminateFirstDrift or TerminateFirstRepair
+gate where they would go once the node is gone and its capacity reservation slot
+freed (``_after_termination``); consolidation, its snapshot (``_consolidate``).
 
 A command is carried out by :class:`~karpy.controllers.orchestration.Orchestrator`
 (re-checked after ``VALIDATION_DELAY``, then taint, launch, wait for the
@@ -90,7 +92,7 @@ from karpy.disruption.decision import ConsolidationDecision, decide_consolidatio
 from karpy.disruption.drift import Drift
 from karpy.disruption.emptiness import Emptiness, EmptinessDecision, reschedulable
 from karpy.disruption.memo import EvaluationMemo
-from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult
+from karpy.disruption.method import Candidate, Method, MethodCommand, MethodResult, RemovalCommand
 from karpy.disruption.rejection import WAITING, Rejection, RejectionKind
 from karpy.disruption.repair import (
     REBOOT_HISTORY_WINDOW,
@@ -99,12 +101,13 @@ from karpy.disruption.repair import (
     RepairCommand,
     RepairPolicyMatcher,
 )
-from karpy.disruption.static import StaticCount, StaticDrift, room_under_limit, static_nodeclaim
+from karpy.disruption.static import StaticDrift
+from karpy.disruption.terminate_first import StaticReservations, credit_reservation, static_reservations
 from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, ClusterReader
 from karpy.operator.karpenter_metrics import Metrics
 from karpy.operator.runtime import Watch
 from karpy.scheduling.policy import SchedulingPolicy
-from karpy.scheduling.solver import DEFAULT_POLICY, NewNodeClaim, NodePoolCapacity, Plan
+from karpy.scheduling.solver import DEFAULT_POLICY, NodePoolCapacity, Plan
 
 log = logging.getLogger("karpy.disruption")
 
@@ -178,8 +181,14 @@ class DisruptionController:
         node_repair: bool = False,
         scheduling: SchedulingPolicy = DEFAULT_POLICY,
         scheduler_config: SchedulerConfiguration | None = None,
+        terminate_first_drift: bool = False,
+        terminate_first_repair: bool = False,
     ) -> None:
         self.cluster = cluster
+        # TerminateFirstDrift and TerminateFirstRepair: a node whose replacement cannot be staged
+        # first (a full capacity reservation, a static pool at its limit) is deleted first.
+        self.terminate_first_drift = terminate_first_drift
+        self.terminate_first_repair = terminate_first_repair
         # MIN_VALUES_POLICY and PREFERENCE_POLICY: where evicted pods would go is where provisioning
         # would put them (Karpenter's disruption simulations take both too).
         self.scheduling = scheduling
@@ -293,7 +302,7 @@ class DisruptionController:
         methods: tuple[Method, ...] = (
             *((repair,) if repair is not None else ()),
             Emptiness(now),
-            StaticDrift(static_counts(self.cluster), now),
+            self._static_drift(candidates, now),
             self._drift(candidates, now),
             _Consolidation(self, now),
         )
@@ -321,8 +330,35 @@ class DisruptionController:
         if not any(candidate.nodeclaim.is_true(CONDITION_DRIFTED) for candidate in candidates):
             return Drift(place, now)
         return Drift(
-            place, now, uninitialized=uninitialized(self.cluster), pdb_blocked=pdb_blocked_pods(self.cluster)
+            place,
+            now,
+            uninitialized=uninitialized(self.cluster),
+            pdb_blocked=pdb_blocked_pods(self.cluster),
+            after_termination=self._after_termination if self.terminate_first_drift and place else None,
         )
+
+    def _static_drift(self, candidates: Sequence[Candidate], now: float) -> StaticDrift:
+        """Static drift, with the static pools' reservations read only when terminate-first may use them."""
+        counts = static_counts(self.cluster)
+        if not self.terminate_first_drift:
+            return StaticDrift(counts, now)
+        drifted = [c for c in candidates if c.nodepool.is_static and c.nodeclaim.is_true(CONDITION_DRIFTED)]
+        return StaticDrift(counts, now, terminate_first=True, reservations=self._static_reservations(drifted))
+
+    def _static_reservations(self, candidates: Sequence[Candidate]) -> dict[str, StaticReservations]:
+        """Whether each static pool of ``candidates`` launches only into full capacity reservations."""
+        found: dict[str, StaticReservations] = {}
+        if self.cloud is None:
+            return found
+        for candidate in candidates:
+            pool = candidate.nodepool
+            if not pool.is_static or pool.name in found:
+                continue
+            try:
+                found[pool.name] = static_reservations(pool, self.cloud.get_instance_types(pool))
+            except CloudProviderError as error:
+                log.warning("NodePool %s: cannot read its capacity reservations: %s", pool.name, error)
+        return found
 
     def _repair(self, candidates: Sequence[Candidate], now: float) -> Repair:
         """The repair method (run first: fixing a fault outranks any rebalance), with the Nodes of
@@ -336,16 +372,6 @@ class DisruptionController:
             pool = node.metadata.labels.get(LABEL_NODEPOOL)
             if pool:
                 nodes_by_pool.setdefault(pool, []).append(node)
-        counts = static_counts(self.cluster)
-
-        def static_replacement(candidate: Candidate) -> NewNodeClaim | None:
-            pool = candidate.nodepool
-            count = counts.get(pool.name, StaticCount())
-            if count.active + count.pending_disruption > (pool.replicas or 0):
-                return None  # a scale-down is under way: a replacement would only be surplus
-            room = room_under_limit(pool, count)
-            return static_nodeclaim(pool) if room is None or room > 0 else None
-
         rebooted_at: dict[str, float] = {}
         for claim in self.cluster.nodeclaims():
             rebooting = claim.condition(CONDITION_REBOOTING)
@@ -357,12 +383,14 @@ class DisruptionController:
             for name, times in self.reboots.items()
             if name in live
         }
+        terminate_first = self.terminate_first_repair and self.cloud is not None
+        unhealthy = [c for c in candidates if self.repair_policies.is_unhealthy(c.node)]
         return Repair(
             self.repair_policies,
             now,
             nodes_by_pool,
             self._place_elsewhere if self.cloud is not None else None,
-            static_replacement,
+            static_counts(self.cluster),
             uninitialized=uninitialized(self.cluster),
             pdb_blocked=pdb_blocked_pods(self.cluster),
             rebooted_at=rebooted_at,
@@ -370,6 +398,8 @@ class DisruptionController:
             reboots_exhausted=frozenset(
                 name for name, times in self.reboots.items() if len(times) >= REBOOTS_BEFORE_REPLACEMENT
             ),
+            after_termination=self._after_termination if terminate_first else None,
+            static_reservations=self._static_reservations(unhealthy) if terminate_first else {},
         )
 
     def _commit_reboot(self, command: Command, now: float) -> None:
@@ -437,6 +467,15 @@ class DisruptionController:
                 repair_reason=command.decision.reason,
                 drain_bound=command.drain_bound,
                 reboot=command.reboot,
+                terminate_first=command.terminate_first,
+            )
+        if isinstance(command, RemovalCommand):
+            return Command(
+                command.reason,
+                command.nodeclaim_names,
+                command.replacements,
+                command.description,
+                terminate_first=command.terminate_first,
             )
         if not isinstance(command, ConsolidationCommand):
             return Command(command.reason, command.nodeclaim_names, command.replacements, command.description)
@@ -463,6 +502,24 @@ class DisruptionController:
             policy=self.scheduling,
             scheduler_config=self.scheduler_config,
         )
+        if self.buffers is not None:
+            snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
+        return snapshot.solve(pods)
+
+    def _after_termination(self, candidate: Candidate, pods: Sequence[Pod], reservation: str) -> Plan:
+        """Where ``pods`` would go were ``candidate``'s node gone and its slot in ``reservation`` free
+        (terminate-first's question of the cluster: Karpenter's second, credited simulation)."""
+        assert self.cloud is not None
+        snapshot = scheduling_snapshot(
+            self.cluster,
+            self.cloud,
+            frozenset((candidate.nodeclaim.name,)),
+            self._pool_types,
+            unavailable=invalid_nodepools(self.cluster),
+            policy=self.scheduling,
+            scheduler_config=self.scheduler_config,
+        )
+        snapshot.pools = credit_reservation(snapshot.pools, reservation)
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
         return snapshot.solve(pods)
@@ -783,8 +840,12 @@ class DisruptionController:
         self._savings.clear()
         pools = [claim.nodepool for name in names if (claim := self.cluster.nodeclaim(name)) is not None]
         self.metrics.disrupting(names, command.reason)
+        decision = "replace" if command.replacements else "delete"
+        if command.terminate_first is not None:
+            decision = "terminate-first"
+            self.metrics.terminate_first_performed(command.reason, command.terminate_first.value, pools)
         self.metrics.disruption_performed(
-            "replace" if command.replacements else "delete",
+            decision,
             command.reason,
             command_consolidation_type(command),
             pools,

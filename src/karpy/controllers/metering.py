@@ -446,7 +446,8 @@ class OfferingMetrics:
                 cpu[instance_type.name], memory[instance_type.name] = instance_type_size(instance_type)
                 for offering in instance_type.offerings:
                     dimensions = (instance_type.name, offering.capacity_type, offering.zone)
-                    available[dimensions] = available.get(dimensions, False) or offering.available
+                    launchable = offering.launchable  # a full reservation reads 0, as it always has here
+                    available[dimensions] = available.get(dimensions, False) or launchable
                     price[dimensions] = offering.price
         m = self.metrics
         m.offering_available.replace((_offering_labels(d), 1.0 if a else 0.0) for d, a in available.items())

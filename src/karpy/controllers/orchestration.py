@@ -57,6 +57,7 @@ from karpy.api.taints import (
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT
 from karpy.disruption.emptiness import EmptinessDecision, reschedulable
+from karpy.disruption.terminate_first import TerminateFirstReason
 from karpy.logs import about
 from karpy.operator.cluster import (
     EVENT_NORMAL,
@@ -103,6 +104,9 @@ class Command:
     drain_bound: float | None = None
     # Node repair's in-place reboot: handed to the reboot controller, nothing deleted or launched.
     reboot: bool = False
+    # A delete-only command going before any replacement can exist, with why (TerminateFirstDrift,
+    # TerminateFirstRepair): the provisioner or the static capacity controller refills afterwards.
+    terminate_first: TerminateFirstReason | None = None
 
     @property
     def why(self) -> str:

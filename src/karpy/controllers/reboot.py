@@ -58,6 +58,7 @@ from karpy.cloud.provider import (
     CloudProvider,
     CloudProviderError,
     NodeClaimNotFoundError,
+    NodeRebootFailedError,
     NodeRebootNotImplementedError,
 )
 from karpy.controllers.termination import drained_with_the_node
@@ -242,7 +243,7 @@ class RebootController:
             self.cloud.reboot(nodeclaim, operation)
         except NodeRebootNotImplementedError:
             return self._fail(nodeclaim, node, "reboot not implemented by the cloud provider")
-        except NodeClaimNotFoundError as error:
+        except (NodeClaimNotFoundError, NodeRebootFailedError) as error:
             return self._fail(nodeclaim, node, f"reboot rejected by the cloud provider: {error}")
         except CloudProviderError as error:
             log.warning(

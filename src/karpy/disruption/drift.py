@@ -21,7 +21,9 @@ pod) or the ``Drifted`` budget holds it back, is replaced by what its pods
 need elsewhere, worked out by the controller's ``place_elsewhere`` (a solve
 on a snapshot without the node). As in Karpenter, drift is graceful: a node
 whose pods a PodDisruptionBudget holds, or whose pods would land on a node
-not initialized yet, stays. Pure; expiration is
+not initialized yet, stays. With TerminateFirstDrift, a node whose pods fit
+only in the full capacity reservation slot it holds is deleted first instead
+(:mod:`karpy.disruption.terminate_first`). Pure; expiration is
 :mod:`karpy.disruption.expiration`.
 """
 
@@ -50,6 +52,7 @@ from karpy.disruption.nodeclass_drift import (
     SUBNET_DRIFT,
 )
 from karpy.disruption.rejection import Rejection, RejectionKind
+from karpy.disruption.terminate_first import AfterTermination, TerminateFirstReason, held_reservation
 from karpy.scheduling.solver import Plan
 
 REASON_NODEPOOL_DRIFTED = "NodePoolDrifted"
@@ -129,6 +132,9 @@ class Drift:
     # Pods a PodDisruptionBudget lets go nowhere now, with why: drift is a graceful disruption,
     # so as in Karpenter it does not start on a node it could not drain.
     pdb_blocked: Mapping[str, str] = field(default_factory=dict)
+    # TerminateFirstDrift: where the pods of a node holding a full reservation's slot would go once
+    # it is deleted (karpy.disruption.terminate_first); None: the gate is off, nodes are replaced first.
+    after_termination: AfterTermination | None = None
 
     def considers(self, candidate: Candidate) -> bool:
         # A static pool's drifted nodes are replaced by karpy.disruption.static's StaticDrift.
@@ -172,6 +178,16 @@ class Drift:
                 )
                 continue
             if plan.unschedulable:
+                if self._terminates_first(candidate):
+                    result.command = RemovalCommand(
+                        REASON_DRIFTED,
+                        [candidate],
+                        [],
+                        f"terminate drifted {name} first: its pods fit only in the slot it holds in "
+                        f"capacity reservation {held_reservation(candidate)}",
+                        terminate_first=TerminateFirstReason.NO_RESERVED_CAPACITY,
+                    )
+                    return result
                 key, why = next(iter(sorted(plan.unschedulable.items())))
                 result.rejected[name] = Rejection(
                     RejectionKind.POD_UNSCHEDULABLE,
@@ -187,6 +203,16 @@ class Drift:
             )
             return result
         return result
+
+    def _terminates_first(self, candidate: Candidate) -> bool:
+        """Whether every pod places once the node is gone and its reservation slot is freed (Karpenter's
+        second simulation)."""
+        reservation = held_reservation(candidate)
+        if self.after_termination is None or not reservation:
+            return False
+        pods = [pod for pod in candidate.pods if reschedulable(pod)]
+        plan = self.after_termination(candidate, pods, reservation)
+        return not plan.unschedulable and waiting_on_uninitialized(plan, self.uninitialized) is None
 
 
 __all__ = [

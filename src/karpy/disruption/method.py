@@ -25,6 +25,7 @@ from karpy.api.core import Node, Pod
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodePool
 from karpy.disruption.rejection import Rejection
+from karpy.disruption.terminate_first import TerminateFirstReason
 from karpy.scheduling.solver import NewNodeClaim
 
 
@@ -64,6 +65,9 @@ class RemovalCommand:
     candidates: list[Candidate]
     replacements: list[NewNodeClaim] = field(default_factory=list)
     description: str = ""
+    # Set on a delete-only command that goes before its replacement can exist, with why
+    # (TerminateFirstDrift: karpy.disruption.terminate_first).
+    terminate_first: TerminateFirstReason | None = None
 
     @property
     def nodeclaim_names(self) -> list[str]:

@@ -31,9 +31,11 @@ class RejectionKind(enum.Enum):
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
     PRICE_UNKNOWN = "PriceUnknown"
     BUDGET = "Budget"
-    # A static NodePool's drift waits for its scale-down, or has no room under limits.nodes.
+    # A static NodePool's drift waits for its scale-down, or has no room under limits.nodes, or
+    # (TerminateFirstDrift) can launch only into full capacity reservations the node frees no slot of.
     STATIC_SCALING_DOWN = "StaticScalingDown"
     STATIC_AT_NODE_LIMIT = "StaticAtNodeLimit"
+    STATIC_RESERVATIONS_FULL = "StaticReservationsFull"
     # A consolidation's replacement, kept while the nodes whose pods it is for still go.
     LANDING_CAPACITY = "LandingCapacity"
     # Evaluated: removing it gives no command. The first two are infeasible: its pods

@@ -27,8 +27,12 @@ when a pod that cannot be evicted (do-not-disrupt, a PodDisruptionBudget)
 would hold the drain with no bound to end it. do-not-disrupt on the node
 itself does not hold repair back. A node is replaced first: its pods'
 new capacity is launched and initialized before it is deleted, as drift
-does; a static pool's node is replaced one for one. Pure: the controller
-hands in where pods would go and the Nodes per pool.
+does; a static pool's node is replaced one for one. With
+``TerminateFirstRepair``, a node whose replacement cannot be staged (its pods
+fit only in the full reservation slot it holds; its static pool is at its
+node limit or has only full reservations) is deleted first
+(:mod:`karpy.disruption.terminate_first`). Pure: the controller hands in
+where pods would go and the Nodes per pool.
 """
 
 from __future__ import annotations
@@ -46,6 +50,14 @@ from karpy.disruption.candidates import waiting_on_uninitialized
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult
 from karpy.disruption.rejection import Rejection, RejectionKind
+from karpy.disruption.static import StaticCount, room_under_limit, static_nodeclaim
+from karpy.disruption.terminate_first import (
+    AfterTermination,
+    StaticReservations,
+    TerminateFirstReason,
+    held_reservation,
+    refillable,
+)
 from karpy.scheduling.solver import NewNodeClaim, Plan
 
 DO_NOT_REPAIR_ANNOTATION = "karpenter.sh/do-not-repair"
@@ -314,6 +326,8 @@ class RepairCommand:
     # Reboot in place (the cloud can, and the node has reboots left) rather than replace.
     reboot: bool = False
     reason: str = REASON_UNHEALTHY
+    # Set when the node is deleted before any replacement can exist, with why (TerminateFirstRepair).
+    terminate_first: TerminateFirstReason | None = None
 
     @property
     def nodeclaim_names(self) -> list[str]:
@@ -322,7 +336,12 @@ class RepairCommand:
     @property
     def description(self) -> str:
         d = self.decision
-        what = "reboot" if self.reboot else f"replace with {len(self.replacements)} new NodeClaims"
+        if self.reboot:
+            what = "reboot"
+        elif self.terminate_first is not None:
+            what = f"terminate first ({self.terminate_first.value})"
+        else:
+            what = f"replace with {len(self.replacements)} new NodeClaims"
         return (
             f"{what} unhealthy {self.candidate.nodeclaim.name} "
             f"({d.condition_type}={d.condition_status}{'/' + d.reason if d.reason else ''})"
@@ -332,7 +351,6 @@ class RepairCommand:
 # Where an unhealthy node's pods would go were the node gone (the controller solves on a
 # snapshot without it); a static pool's replacement is stamped from its template instead.
 PlaceElsewhere = Callable[[Candidate, Sequence[Pod]], Plan]
-StaticReplacement = Callable[[Candidate], NewNodeClaim | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,8 +362,8 @@ class Repair:
     # Each NodePool's Nodes (the breaker counts them), by pool name.
     nodes_by_pool: Mapping[str, Sequence[Node]]
     place_elsewhere: PlaceElsewhere | None
-    # A static pool's one-for-one replacement, or None when its node limit leaves no room.
-    static_replacement: StaticReplacement | None = None
+    # The static pools' NodeClaims by state, for their one-for-one replacements (None: none is made).
+    static_counts: Mapping[str, StaticCount] | None = None
     # Nodes and NodeClaims not initialized yet (pods must not be planned there).
     uninitialized: frozenset[str] = frozenset()
     # Pods a PodDisruptionBudget lets go nowhere now.
@@ -356,7 +374,16 @@ class Repair:
     can_reboot: bool = False
     # NodeClaims rebooted REBOOTS_BEFORE_REPLACEMENT times within a day: a reboot is a replacement now.
     reboots_exhausted: frozenset[str] = frozenset()
+    # TerminateFirstRepair (karpy.disruption.terminate_first): where a node's pods would go once it
+    # is deleted and its reservation slot freed (None: the gate is off), and each static pool's
+    # reservations (a pool missing here is not full).
+    after_termination: AfterTermination | None = None
+    static_reservations: Mapping[str, StaticReservations] = field(default_factory=dict)
     reason: str = REASON_UNHEALTHY
+
+    @property
+    def terminate_first(self) -> bool:
+        return self.after_termination is not None
 
     def decision(self, candidate: Candidate) -> RepairDecision | None:
         not_before = self.rebooted_at.get(candidate.nodeclaim.name, 0.0)
@@ -414,8 +441,24 @@ class Repair:
             ):
                 result.command = RepairCommand(candidate, decision, [], bound, reboot=True)
                 return result
+            if candidate.nodepool.is_static:
+                command = self._static_command(candidate, decision, bound, result)
+                if command is None:
+                    continue
+                result.command = command
+                return result
             replacements = self._replacements(candidate, result)
             if replacements is None:
+                if self._terminates_first(candidate):
+                    result.rejected.pop(name, None)
+                    result.command = RepairCommand(
+                        candidate,
+                        decision,
+                        [],
+                        bound,
+                        terminate_first=TerminateFirstReason.NO_RESERVED_CAPACITY,
+                    )
+                    return result
                 continue
             result.command = RepairCommand(candidate, decision, replacements, bound)
             return result
@@ -440,15 +483,6 @@ class Repair:
     def _replacements(self, candidate: Candidate, result: MethodResult) -> list[NewNodeClaim] | None:
         """What to launch before the node goes, or None (with why) when its pods have no place."""
         name = candidate.nodeclaim.name
-        if candidate.nodepool.is_static:
-            replacement = self.static_replacement(candidate) if self.static_replacement else None
-            if replacement is None:
-                result.rejected[name] = Rejection(
-                    RejectionKind.STATIC_AT_NODE_LIMIT,
-                    f"static NodePool {candidate.nodepool.name} cannot stage a replacement now",
-                )
-                return None
-            return [replacement]
         if self.place_elsewhere is None:
             return None
         # Every pod that has to move, those eviction will hold until the drain bound included.
@@ -469,6 +503,53 @@ class Repair:
             )
             return None
         return list(plan.new_nodeclaims)
+
+    def _terminates_first(self, candidate: Candidate) -> bool:
+        """Whether the node's pods all place once it is gone and its full reservation's slot freed."""
+        reservation = held_reservation(candidate)
+        if self.after_termination is None or not reservation or self.place_elsewhere is None:
+            return False
+        pods = [pod for pod in candidate.pods if reschedulable(pod)]
+        plan = self.after_termination(candidate, pods, reservation)
+        return not plan.unschedulable and waiting_on_uninitialized(plan, self.uninitialized) is None
+
+    def _static_command(
+        self, candidate: Candidate, decision: RepairDecision, bound: float | None, result: MethodResult
+    ) -> RepairCommand | None:
+        """A static pool's node: replaced one for one, terminated first (the gate), or held (with why)."""
+        name = candidate.nodeclaim.name
+        pool = candidate.nodepool
+        if self.static_counts is None:
+            return None
+        count = self.static_counts.get(pool.name, StaticCount())
+        if count.active + count.pending_disruption > (pool.replicas or 0):
+            # A scale-down is under way: a replacement would only be surplus it removes.
+            result.rejected[name] = Rejection(
+                RejectionKind.STATIC_SCALING_DOWN,
+                f"static NodePool {pool.name} is scaling down to {pool.replicas} nodes",
+            )
+            return None
+        reservations = self.static_reservations.get(pool.name, StaticReservations())
+        full = self.terminate_first and reservations.full
+        full_message = (
+            f"static NodePool {pool.name}'s capacity reservations are full and cannot stage a replacement"
+        )
+        if full and not reservations.freed_by(candidate):
+            result.rejected[name] = Rejection(RejectionKind.STATIC_RESERVATIONS_FULL, full_message)
+            return None
+        room = room_under_limit(pool, count)
+        if full or (room is not None and room <= 0):
+            if not self.terminate_first or not refillable(pool):
+                result.rejected[name] = Rejection(
+                    RejectionKind.STATIC_RESERVATIONS_FULL if full else RejectionKind.STATIC_AT_NODE_LIMIT,
+                    full_message
+                    if full
+                    else f"static NodePool {pool.name} is at its node limit and cannot stage a replacement",
+                )
+                return None
+            why = TerminateFirstReason.NO_RESERVED_CAPACITY if full else TerminateFirstReason.STATIC_AT_LIMIT
+            return RepairCommand(candidate, decision, [], bound, terminate_first=why)
+        return RepairCommand(candidate, decision, [static_nodeclaim(pool)], bound)
 
 
 __all__ = [

@@ -19,7 +19,12 @@ NodeClaims whatever the pods ask for. The rules, as Karpenter v1.15 keeps them:
   NodeClaim stamped from the pool's template (no scheduling: a static pool
   launches for no pod), within the ``Drifted`` budget and the room
   ``limits.nodes`` leaves for the replacements; not while a scale-down is
-  still to finish. Consolidation and emptiness leave static pools alone.
+  still to finish. With ``TerminateFirstDrift``, a pool at its node limit
+  deletes its drifted nodes first (as many as the budget allows) and the
+  static capacity controller launches their successors as the count frees;
+  a pool whose every offering is a full capacity reservation does so for the
+  nodes holding a slot of one (:mod:`karpy.disruption.terminate_first`).
+  Consolidation and emptiness leave static pools alone.
 
 Pure: the static capacity controller (:mod:`karpy.controllers.static`) counts
 and writes, the disruption controller runs :class:`StaticDrift`.
@@ -27,8 +32,8 @@ and writes, the disruption controller runs :class:`StaticDrift`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from karpy.api.core import Pod
 from karpy.api.instancetype import InstanceType
@@ -39,6 +44,7 @@ from karpy.disruption.drift import do_not_disrupt_blocker
 from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
 from karpy.disruption.rejection import Rejection, RejectionKind
+from karpy.disruption.terminate_first import StaticReservations, TerminateFirstReason, refillable
 from karpy.scheduling.solver import NewNodeClaim, pool_requirements
 
 
@@ -143,6 +149,10 @@ class StaticDrift:
     # The pass's time: a pod's timed do-not-disrupt holds its node only until it lapses.
     now: float
     reason: str = REASON_DRIFTED
+    # TerminateFirstDrift: a pool that cannot stage a replacement deletes its drifted nodes first.
+    terminate_first: bool = False
+    # With the gate, each static pool's reservations (a pool missing here is not full).
+    reservations: Mapping[str, StaticReservations] = field(default_factory=dict)
 
     def considers(self, candidate: Candidate) -> bool:
         return candidate.nodepool.is_static and candidate.nodeclaim.is_true(CONDITION_DRIFTED)
@@ -178,15 +188,37 @@ class StaticDrift:
                     f"static NodePool {pool_name} is scaling down to {pool.replicas} nodes",
                 )
                 continue
+            reservations = self.reservations.get(pool_name, StaticReservations())
+            if self.terminate_first and reservations.full:
+                # Those freeing a slot their successor can take go first; the rest cannot be replaced.
+                ordered = sorted(drifted, key=lambda c: not reservations.freed_by(c))[:budget]
+                if self._terminate_first(
+                    result,
+                    pool,
+                    ordered,
+                    reservations.freed_by,
+                    TerminateFirstReason.NO_RESERVED_CAPACITY,
+                    f"static NodePool {pool_name}'s capacity reservations are full and cannot "
+                    "stage a replacement",
+                ):
+                    return result
+                continue
             room = room_under_limit(pool, count)
             replaced = budget if room is None else min(budget, room)
             if replaced <= 0:
-                self._reject(
-                    result,
-                    drifted,
-                    RejectionKind.STATIC_AT_NODE_LIMIT,
-                    f"static NodePool {pool_name} is at its node limit and cannot stage a replacement",
-                )
+                message = f"static NodePool {pool_name} is at its node limit and cannot stage a replacement"
+                if self.terminate_first:
+                    if self._terminate_first(
+                        result,
+                        pool,
+                        drifted[:budget],
+                        lambda _: True,
+                        TerminateFirstReason.STATIC_AT_LIMIT,
+                        message,
+                    ):
+                        return result
+                    continue
+                self._reject(result, drifted, RejectionKind.STATIC_AT_NODE_LIMIT, message)
                 continue
             chosen = drifted[:replaced]
             result.command = RemovalCommand(
@@ -198,6 +230,36 @@ class StaticDrift:
             )
             return result
         return result
+
+    def _terminate_first(
+        self,
+        result: MethodResult,
+        pool: NodePool,
+        candidates: Sequence[Candidate],
+        can_go_first: Callable[[Candidate], bool],
+        why: TerminateFirstReason,
+        blocked: str,
+    ) -> bool:
+        """A delete-only command for the candidates that may go first (the rest rejected); whether one was."""
+        # A pool not Ready or being deleted launches no successor: terminating first would strand the pods.
+        chosen = [c for c in candidates if can_go_first(c)] if refillable(pool) else []
+        kind = (
+            RejectionKind.STATIC_AT_NODE_LIMIT
+            if why is TerminateFirstReason.STATIC_AT_LIMIT
+            else RejectionKind.STATIC_RESERVATIONS_FULL
+        )
+        self._reject(result, [c for c in candidates if c not in chosen], kind, blocked)
+        if not chosen:
+            return False
+        result.command = RemovalCommand(
+            REASON_DRIFTED,
+            chosen,
+            [],
+            f"terminate drifted {', '.join(c.nodeclaim.name for c in chosen)} of static NodePool "
+            f"{pool.name} first ({why.value}): no replacement can be staged",
+            terminate_first=why,
+        )
+        return True
 
     @staticmethod
     def _reject(

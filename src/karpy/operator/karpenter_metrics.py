@@ -526,6 +526,12 @@ class Metrics:
             "decision, reason, and consolidation type.",
             ["nodepool", "decision", "reason", "consolidation_type"],
         )
+        self.terminate_first_decisions = r.counter(
+            f"{NAMESPACE}_voluntary_disruption_terminate_first_decisions_total",
+            "Number of terminate-first disruption decisions performed. Labeled by nodepool name, reason, "
+            "and why the replacement couldn't be staged first.",
+            ["nodepool", "reason", "terminate_first_reason"],
+        )
         self.disruption_eligible_nodes = r.gauge(
             f"{NAMESPACE}_voluntary_disruption_eligible_nodes",
             "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
@@ -766,7 +772,8 @@ class Metrics:
         nodepools: Iterable[str],
         savings_per_hour: float = 0.0,
     ) -> None:
-        """A disruption command carried out (``decision``: ``delete``, ``replace`` or ``reboot``)."""
+        """A disruption command carried out (``decision``: ``delete``, ``replace``, ``terminate-first``
+        or ``reboot``)."""
         labels = {
             "decision": decision,
             "reason": reason_label(reason),
@@ -779,6 +786,13 @@ class Metrics:
         if savings_per_hour > 0 and pools:
             for nodepool in pools:
                 self.disruption_savings.labels(nodepool=nodepool).inc(savings_per_hour / len(pools))
+
+    def terminate_first_performed(self, reason: str, why: str, nodepools: Iterable[str]) -> None:
+        """A terminate-first command carried out (``why``: no-reserved-capacity or static-at-limit)."""
+        for nodepool in sorted(set(nodepools)):
+            self.terminate_first_decisions.labels(
+                nodepool=nodepool, reason=reason_label(reason), terminate_first_reason=why
+            ).inc()
 
     def disrupting(self, nodeclaims: Iterable[str], reason: str) -> None:
         """NodeClaims a disruption command deletes, for their drain's ``karpenter_pods_drained_total``."""

@@ -93,6 +93,11 @@ class SimulationSettings:
     """The StaticCapacity feature gate: static NodePools are kept at their replica count."""
     node_repair: bool = False
     """The NodeRepair feature gate: unhealthy nodes are repaired (:mod:`karpy.disruption.repair`)."""
+    terminate_first_drift: bool = False
+    """The TerminateFirstDrift feature gate: a drifted node no replacement can be staged for is deleted
+    first (:mod:`karpy.disruption.terminate_first`)."""
+    terminate_first_repair: bool = False
+    """The TerminateFirstRepair feature gate: the same for an unhealthy node node repair replaces."""
     node_overlays: bool = False
     """The NodeOverlay feature gate: the scenario's NodeOverlays price and size nodes, the bill included."""
 
@@ -195,6 +200,8 @@ class Simulation:
             capacity_buffers=self.settings.capacity_buffers,
             static_capacity=self.settings.static_capacity,
             node_repair=self.settings.node_repair,
+            terminate_first_drift=self.settings.terminate_first_drift,
+            terminate_first_repair=self.settings.terminate_first_repair,
             node_overlays=self.settings.node_overlays,
             periodic_metrics=False,
         )

@@ -298,7 +298,9 @@ def test_a_used_up_reservation_falls_back_to_spot(aws: AwsWorld, proxy: FaultPro
         first = harness.launch(harness.nodeclaim("first", types=("m5.large",), capacity_types=RESERVED))
         assert first.metadata.labels[LABEL_CAPACITY_TYPE] == "reserved"
         m5 = next(t for t in harness.provider.get_instance_types(nodepool_for()) if t.name == "m5.large")
-        assert [o.available for o in m5.offerings if o.capacity_type == "reserved"] == [False]
+        reserved = [o for o in m5.offerings if o.capacity_type == "reserved"]
+        # Full, not gone: still available (health, as Karpenter's AWS provider has it), not launchable.
+        assert [(o.available, o.launchable, o.reservation_capacity) for o in reserved] == [(True, False, 0)]
 
         second = harness.launch(harness.nodeclaim("second", types=("m5.large",), capacity_types=RESERVED))
         assert second.metadata.labels[LABEL_CAPACITY_TYPE] == "spot"

@@ -48,6 +48,7 @@ from karpy.cloud.provider import (
     LaunchInProgressError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
+    NodeRebootFailedError,
 )
 from karpy.controllers.garbagecollection import INSTANCE_GRACE, INTERVAL, PASS_KEY, GarbageCollector
 from karpy.controllers.nodeclaim import NodeClaimLifecycle
@@ -870,3 +871,41 @@ def test_a_refused_terminate_counts_a_termination_failure(harness: Harness) -> N
         harness.provider.delete(launched)  # labelled with its zone, as the cluster's NodeClaim is
     zone = launched.metadata.labels[LABEL_ZONE]
     assert harness.provider.metrics.instance_termination_failures.label_values() == [(zone, "")]
+
+
+def test_a_reboot_is_ec2s_reboot_instances_and_refused_for_an_instance_gone(harness: Harness) -> None:
+    claim = harness.nodeclaim("reboot")
+    launched = harness.launch(claim)
+    recorded = claim.with_status(provider_id=launched.status.provider_id)
+    assert harness.provider.supports_reboot
+    harness.provider.reboot(recorded, "op-1")
+    assert harness.proxy.count("RebootInstances") == 1
+    assert [i["State"]["Name"] for i in harness.instances(claim.name)] == ["running"]  # in place
+
+    harness.provider.delete(recorded)
+    with pytest.raises(NodeClaimNotFoundError):
+        harness.provider.reboot(recorded, "op-2")
+    assert harness.proxy.count("RebootInstances") == 1  # looked up first, as Karpenter's provider does
+
+
+def test_a_reboot_ec2_refuses_for_want_of_permission_fails_for_good(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claim = harness.nodeclaim("reboot-denied")
+    launched = harness.launch(claim)
+    recorded = claim.with_status(provider_id=launched.status.provider_id)
+
+    def denied(ids: Sequence[str]) -> None:
+        raise AwsApiError("UnauthorizedOperation", "not authorized to perform ec2:RebootInstances", False)
+
+    monkeypatch.setattr(harness.client, "reboot_instances", denied)
+    with pytest.raises(NodeRebootFailedError):
+        harness.provider.reboot(recorded, "op-1")
+
+    def throttled(ids: Sequence[str]) -> None:
+        raise AwsApiError("RequestLimitExceeded", "", True)
+
+    monkeypatch.setattr(harness.client, "reboot_instances", throttled)
+    with pytest.raises(CloudProviderError) as raised:
+        harness.provider.reboot(recorded, "op-2")
+    assert not isinstance(raised.value, (NodeRebootFailedError, NodeClaimNotFoundError))  # retried

@@ -438,6 +438,11 @@ class AwsClient:
             raise
         return sorted(instances, key=lambda instance: instance.id)
 
+    def reboot_instances(self, ids: Sequence[str]) -> None:
+        """Reboot in place (EC2's RebootInstances: asynchronous, no client token)."""
+        with _translated():
+            self._ec2.reboot_instances(InstanceIds=list(ids))
+
     def terminate_instances(self, ids: Sequence[str]) -> dict[str, str]:
         """Terminate; the state each instance was in before (empty for ids EC2 does not know)."""
         try:

@@ -142,7 +142,7 @@ from karpy.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
     NodeClassProblem,
-    NodeRebootNotImplementedError,
+    NodeRebootFailedError,
     RepairPolicy,
 )
 from karpy.cloud.repair_policies import AWS_REPAIR_POLICIES
@@ -718,11 +718,34 @@ class AwsCloudProvider:
         """Karpenter's AWS repair policies: the kubelet's Ready and the node monitoring agent's conditions."""
         return list(AWS_REPAIR_POLICIES)
 
-    # None of the AWS policies reboots, and the local EC2 endpoint has no RebootInstances to test one on.
-    supports_reboot = False
+    # As Karpenter's AWS provider v1.15: an in-place reboot is EC2's RebootInstances.
+    supports_reboot = True
 
     def reboot(self, nodeclaim: NodeClaim, operation_id: str) -> None:
-        raise NodeRebootNotImplementedError("karpy's AWS provider does not reboot instances in place")
+        """Reboot the instance in place with EC2's RebootInstances, as Karpenter's AWS provider v1.15.
+
+        EC2 takes no client token: the reboot controller keeps a reboot from being
+        issued twice (``operation_id`` only names it in the log). An instance gone
+        is NodeClaimNotFoundError; a missing ``ec2:RebootInstances`` permission,
+        which will not fix itself, NodeRebootFailedError; anything else is retried.
+        """
+        instance_id = instance_id_of(nodeclaim.status.provider_id)
+        if not instance_id:
+            raise NodeClaimNotFoundError(f"NodeClaim {nodeclaim.name} has no EC2 instance")
+        try:
+            # As Karpenter, looked up first: RebootInstances on a terminated instance is no error.
+            if not self.client.describe_instances(ids=(instance_id,)):
+                raise NodeClaimNotFoundError(f"instance {instance_id} not found")
+            self.client.reboot_instances((instance_id,))
+        except AwsApiError as error:
+            if error.code in ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"):
+                raise NodeClaimNotFoundError(f"rebooting instance {instance_id}: {error}") from error
+            if error.code == "UnauthorizedOperation":
+                raise NodeRebootFailedError(f"rebooting instance {instance_id}: {error}") from error
+            raise CloudProviderError(f"RebootInstances failed: {error}") from error
+        log.info(
+            "rebooting instance %s of NodeClaim %s (operation %s)", instance_id, nodeclaim.name, operation_id
+        )
 
     def close(self) -> None:
         """Stop the launch pool, letting running launches finish (the runner calls it at shutdown)."""
