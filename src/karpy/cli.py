@@ -6,7 +6,9 @@
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md). ``--feature-gates`` takes ``karpy run``'s
   ``FEATURE_GATES`` syntax and wins over the Scenario's
-  ``spec.settings.featureGates``.
+  ``spec.settings.featureGates``. ``--from-cluster`` starts from a real
+  cluster instead (``--kubeconfig``, read only: :mod:`karpy.sim.from_cluster`),
+  and the PATHs are then steps applied after it (docs/simulate-from-cluster.md).
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
   and the files it applies, without running anything; the paths are read
   exactly as ``karpy simulate`` reads them. A NodePool whose node class is
@@ -295,11 +297,12 @@ def simulate(args: argparse.Namespace) -> int:
     state: StartingState | None = None
     if from_cluster:
         from karpy.kube._http import ApiStatusError, KubeconfigError
+        from karpy.kube.snapshot import ClusterUnreachableError
 
         STATUS.describe = lambda: "reading the cluster"
         try:
             state = starting_state(_read_cluster(args.kubeconfig))
-        except (KubeconfigError, ApiStatusError) as problem:
+        except (KubeconfigError, ApiStatusError, ClusterUnreachableError) as problem:
             print(f"karpy: --from-cluster: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
         STATUS.describe = _reading

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx2
+
 from karpy.api._reader import ManifestError
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.kube._http import HTTP_GONE, HTTP_NOT_FOUND, JSON, ApiStatusError, ApiTransport
@@ -71,6 +73,10 @@ SNAPSHOT_TYPES: tuple[ResourceType, ...] = (
 CONCURRENT_LISTS = 4
 
 
+class ClusterUnreachableError(Exception):
+    """The API server could not be reached (refused, timed out, TLS failed): one line, no traceback."""
+
+
 def list_objects(transport: ApiTransport, resource: ResourceType) -> list[JSON]:
     """Every object of ``resource``'s kind, listed in pages (none on a 404: its CRD is not installed)."""
     items: list[JSON] = []
@@ -117,8 +123,11 @@ def fetch_snapshot(
 ) -> ClusterSnapshot:
     """The cluster's objects of ``kinds``, read now (``now()`` is taken before the first list)."""
     taken_at = now()
-    with ThreadPoolExecutor(CONCURRENT_LISTS, thread_name_prefix="snapshot") as pool:
-        listed = list(pool.map(lambda resource: list_objects(transport, resource), kinds))
+    try:
+        with ThreadPoolExecutor(CONCURRENT_LISTS, thread_name_prefix="snapshot") as pool:
+            listed = list(pool.map(lambda resource: list_objects(transport, resource), kinds))
+    except httpx2.TransportError as error:
+        raise ClusterUnreachableError(f"the API server cannot be reached: {error}") from error
     unreadable: list[str] = []
     objects: list[object] = []
     for resource, items in zip(kinds, listed, strict=True):

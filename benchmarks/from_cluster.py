@@ -1,0 +1,325 @@
+"""Loading a cluster of 1,000 nodes and 20,000 pods into the simulator, and its first planning pass.
+
+``karpy simulate --from-cluster`` lists the cluster once (:mod:`karpy.kube.snapshot`),
+parses each object into karpy's record, turns the records into the simulator's
+starting state (:func:`karpy.sim.from_cluster.starting_state`), seeds a simulation
+with it (:func:`karpy.sim.from_cluster.seed`) and runs the controllers. This
+benchmark builds the list answers an API server would give for such a cluster,
+in process (no server: the network is not what is measured), and times each
+stage:
+
+- **parse**: the JSON objects into records, as the snapshot reader parses them
+  (``parse_record``, with the CRD's structural checks);
+- **convert**: :func:`starting_state`;
+- **seed**: :func:`seed` into a fresh :class:`~karpy.sim.simulation.Simulation`
+  (every object created in the in-memory store, every NodeClaim's instance
+  taken into the simulated cloud);
+- **first pass**: the controllers' first round at the start (``run_due``): the
+  provisioner, the NodeClaim lifecycle of 1,000 claims, the workload
+  controllers, and the first disruption pass over every node;
+- **to steady**: the run from then until it is steady (consolidation of what
+  the first pass found, and what follows), in cluster time and wall time.
+
+The cluster: one KWOKNodeClass and one NodePool (m5 types, on-demand,
+``WhenEmptyOrUnderutilized`` after 30 s); 1,000 m5.2xlarge nodes, each with
+19 pods of 50 Deployments (300m CPU, 512Mi each: 5.7 of 7.9 allocatable
+CPUs) and one pod of a DaemonSet; 20,000 pods in all.
+
+Run: ``python -m benchmarks.from_cluster [--nodes N] [--pods-per-node P] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from karpy.api.snapshot import ClusterSnapshot
+from karpy.kube._resources import (
+    DAEMONSET,
+    DEPLOYMENT,
+    KWOK_NODE_CLASS,
+    NODE,
+    NODECLAIM,
+    NODEPOOL,
+    POD,
+    REPLICA_SET,
+)
+from karpy.kube.snapshot import parse_objects
+from karpy.sim.from_cluster import seed, starting_state
+from karpy.sim.scenario import Scenario
+from karpy.sim.simulation import Simulation
+
+T = TypeVar("T")
+INSTANCE_TYPE = "m5.2xlarge"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+DEPLOYMENTS = 50
+POOL = "default"
+# When the cluster is read; everything in it is older.
+NOW = datetime(2026, 6, 1, 12, tzinfo=UTC).timestamp()
+
+
+def _time(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(name: str, namespace: str = "", **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{namespace}-{name}",
+        "creationTimestamp": _time(NOW - 3600),
+    }
+    if namespace:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def _template(app: str, cpu: str, memory: str) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            ],
+        },
+    }
+
+
+def cluster_lists(nodes: int, pods_per_node: int) -> dict[str, list[dict[str, Any]]]:
+    """The list answers (items) of each kind, by kind, for the cluster this module describes."""
+    node_class = {"metadata": _meta(POOL), "spec": {}}
+    nodepool = {
+        "metadata": _meta(POOL),
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
+                    "requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]},
+                    ],
+                }
+            },
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
+        },
+    }
+    deployments, replicasets = [], []
+    per_deployment = -(-nodes * (pods_per_node - 1) // DEPLOYMENTS)
+    for index in range(DEPLOYMENTS):
+        app = f"app-{index}"
+        template = _template(app, "300m", "512Mi")
+        deployments.append(
+            {
+                "metadata": _meta(app, "default"),
+                "spec": {
+                    "replicas": per_deployment,
+                    "selector": {"matchLabels": {"app": app}},
+                    "template": template,
+                },
+            }
+        )
+        rs_template = {**template, "metadata": {"labels": {"app": app, "pod-template-hash": "5d8f7c9b4"}}}
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": app, "uid": f"uid-default-{app}"}
+        replicasets.append(
+            {
+                "metadata": _meta(
+                    f"{app}-5d8f7c9b4", "default", ownerReferences=[{**owner, "controller": True}]
+                ),
+                "spec": {
+                    "replicas": per_deployment,
+                    "selector": {"matchLabels": {"app": app}},
+                    "template": rs_template,
+                },
+            }
+        )
+    daemonset = {
+        "metadata": _meta("agent", "kube-system"),
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": _template("agent", "100m", "128Mi"),
+        },
+    }
+    allocatable = {"cpu": "7910m", "memory": "30310Mi", "pods": "58", "ephemeral-storage": "17Gi"}
+    capacity = {"cpu": "8", "memory": "32Gi", "pods": "58", "ephemeral-storage": "20Gi"}
+    node_items, claim_items, pod_items = [], [], []
+    launched = _time(NOW - 1800)
+    placed = 0
+    for index in range(nodes):
+        name = f"{POOL}-{index:05d}"
+        zone = ZONES[index % len(ZONES)]
+        labels = {
+            "karpenter.sh/nodepool": POOL,
+            "karpenter.sh/capacity-type": "on-demand",
+            "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+            "topology.kubernetes.io/zone": zone,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            "karpenter.sh/registered": "true",
+            "karpenter.sh/initialized": "true",
+        }
+        claim_owner = {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "name": name,
+            "uid": f"uid--{name}",
+        }
+        node_items.append(
+            {
+                "metadata": _meta(name, labels=labels, ownerReferences=[claim_owner]),
+                "spec": {"providerID": f"kwok://{name}"},
+                "status": {
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": launched}],
+                },
+            }
+        )
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": launched, "reason": kind, "message": ""}
+            for kind in ("Launched", "Registered", "Initialized", "Ready")
+        ]
+        claim_items.append(
+            {
+                "metadata": _meta(name, labels=labels, finalizers=["karpenter.sh/termination"]),
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": [INSTANCE_TYPE],
+                        }
+                    ],
+                },
+                "status": {
+                    "providerID": f"kwok://{name}",
+                    "nodeName": name,
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "conditions": conditions,
+                    "lastPodEventTime": _time(NOW - 600),
+                },
+            }
+        )
+        ds_owner = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": "agent",
+            "uid": "uid-kube-system-agent",
+        }
+        pod_items.append(_pod(f"agent-{index:05d}", "kube-system", "agent", "100m", "128Mi", name, ds_owner))
+        for _ in range(pods_per_node - 1):
+            app = f"app-{placed % DEPLOYMENTS}"
+            owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d8f7c9b4"}
+            owner["uid"] = f"uid-default-{app}-5d8f7c9b4"
+            pod_items.append(_pod(f"{app}-{placed:06d}", "default", app, "300m", "512Mi", name, owner))
+            placed += 1
+    return {
+        "KWOKNodeClass": [node_class],
+        "NodePool": [nodepool],
+        "Node": node_items,
+        "NodeClaim": claim_items,
+        "Deployment": deployments,
+        "ReplicaSet": replicasets,
+        "DaemonSet": [daemonset],
+        "Pod": pod_items,
+    }
+
+
+def _pod(
+    name: str, namespace: str, app: str, cpu: str, memory: str, node: str, owner: dict[str, Any]
+) -> dict[str, Any]:
+    started = _time(NOW - 1700)
+    return {
+        "metadata": _meta(
+            name, namespace, labels={"app": app}, ownerReferences=[{**owner, "controller": True}]
+        ),
+        "spec": {**_template(app, cpu, memory)["spec"], "nodeName": node},
+        "status": {
+            "phase": "Running",
+            "startTime": started,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": started}],
+        },
+    }
+
+
+RESOURCES = {
+    resource.kind: resource
+    for resource in (KWOK_NODE_CLASS, NODEPOOL, NODE, NODECLAIM, DEPLOYMENT, REPLICA_SET, DAEMONSET, POD)
+}
+
+
+def timed(what: Callable[[], T]) -> tuple[T, float]:
+    start = time.perf_counter()
+    result = what()
+    return result, time.perf_counter() - start
+
+
+def measure(nodes: int, pods_per_node: int) -> dict[str, Any]:
+    lists = cluster_lists(nodes, pods_per_node)
+    for kind, items in lists.items():
+        for item in items:
+            item["apiVersion"], item["kind"] = RESOURCES[kind].api_version, kind
+    gc.collect()
+    unreadable: list[str] = []
+
+    def parse() -> list[object]:
+        return [
+            record
+            for kind, items in lists.items()
+            for record in parse_objects(RESOURCES[kind], items, unreadable)
+        ]
+
+    records, parse_seconds = timed(parse)
+    assert not unreadable, unreadable[:3]
+    state, convert_seconds = timed(lambda: starting_state(ClusterSnapshot(tuple(records), NOW)))
+    simulation = Simulation(start=state.start)
+    notes, seed_seconds = timed(lambda: seed(simulation, state))
+    assert not [note for note in notes if "unpriced" in note], notes[:3]
+    reconciles, first_pass_seconds = timed(simulation.runtime.run_due)
+    claims_before = simulation.cluster.count("NodeClaim")
+    _, steady_seconds = timed(lambda: simulation.run_scenario(Scenario(name="cluster", duration=3600.0)))
+    return {
+        "nodes": state.count("Node"),
+        "pods": state.count("Pod"),
+        "parseSeconds": round(parse_seconds, 2),
+        "convertSeconds": round(convert_seconds, 2),
+        "seedSeconds": round(seed_seconds, 2),
+        "firstPassSeconds": round(first_pass_seconds, 2),
+        "firstPassReconciles": reconciles,
+        "loadAndFirstPassSeconds": round(
+            parse_seconds + convert_seconds + seed_seconds + first_pass_seconds, 2
+        ),
+        "nodeclaimsAfterFirstPass": claims_before,
+        "toSteadyWallSeconds": round(steady_seconds, 2),
+        "toSteadyClusterSeconds": round(simulation.clock.elapsed, 1),
+        "nodeclaimsAtSteady": simulation.cluster.count("NodeClaim"),
+        "steady": simulation.steady(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods-per-node", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    figures = measure(args.nodes, args.pods_per_node)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for key, value in figures.items():
+            print(f"{key:28} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
