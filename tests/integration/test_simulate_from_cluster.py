@@ -12,7 +12,7 @@ ServiceAccount whose ClusterRole grants get, list and watch. It must:
 - load the cluster as it is: every NodeClaim and Node of the pool, every pod
   on the node it runs on;
 - predict what the running controller then does: the NodeClaims it removes
-  (and how many it launches in their place);
+  (and how many it launches in their place), and when, within a fifth;
 - write nothing: the API server's audit log (``scripts/control-plane up``
   logs every request of a ServiceAccount at Metadata level) holds only get,
   list and watch requests of that ServiceAccount.
@@ -239,6 +239,10 @@ def test_simulate_from_cluster_loads_the_cluster_predicts_karpys_next_consolidat
             )
         assert gone == predicted_gone
         assert len(launched) == len(predicted_new)
+        # When: within a fifth of the predicted time (and the few seconds a watch event and a poll take).
+        for name in gone:
+            actual, predicted = timeline.gone[name] - read_at, claims[name]["deletedAt"]
+            assert abs(actual - predicted) <= 0.2 * predicted + 5, (name, actual, predicted)
 
     # Nothing but reads, by the audit log.
     requests, refused = audit_requests(plane, account.username, time.time())
