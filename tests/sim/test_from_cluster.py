@@ -17,6 +17,7 @@ from karpy.api.nodeclaim import NodeClaim
 from karpy.api.requirements import LABEL_HOSTNAME, LABEL_INSTANCE_TYPE
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.sim.from_cluster import seed, starting_state
+from karpy.sim.report import render_text, result_json
 from karpy.sim.scenario import Scenario, Step, builtin_scenario_path, load_inputs
 from karpy.sim.simulation import Simulation
 
@@ -217,3 +218,20 @@ def test_owner_references_keep_their_uids() -> None:
     owners = {pod.metadata.controller.uid for pod in simulation.pods() if pod.metadata.controller is not None}
     assert owners <= uids
     assert isinstance(simulation.pods()[0].metadata.owner_references[0], OwnerReference)
+
+
+def test_the_summary_counts_the_nodes_found_apart_from_the_nodes_launched() -> None:
+    original = seed_walkthrough()
+    simulation, _ = from_snapshot(snapshot_of(original))
+    simulation.run_scenario(Scenario(name="cluster", duration=600.0))
+    summary = result_json(simulation, "cluster", [])["summary"]
+    assert (summary["nodeclaimsAtStart"], summary["nodeclaimsLaunched"], summary["instanceTypes"]) == (
+        2,
+        0,
+        {},
+    )
+    text = render_text(simulation, "cluster")
+    assert "  nodes at the start   2\n  nodes launched       0\n" in text
+    # A run from files starts with none, and says nothing of it.
+    assert result_json(original, "seed", [])["summary"]["nodeclaimsAtStart"] == 0
+    assert "nodes at the start" not in render_text(original, "seed")
