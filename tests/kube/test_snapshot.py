@@ -12,9 +12,9 @@ from typing import Any
 import httpx2
 from lightkube import Client, KubeConfig
 
-from karpy.api.core import Node, Pod
+from karpy.api.core import Node, Pod, PriorityClass
 from karpy.kube._http import ApiTransport
-from karpy.kube._resources import EC2_NODE_CLASS, NODE, POD
+from karpy.kube._resources import EC2_NODE_CLASS, NODE, POD, PRIORITY_CLASS
 from karpy.kube.snapshot import SNAPSHOT_TYPES, fetch_snapshot
 
 NODE_A = {"metadata": {"name": "a", "uid": "u-a"}, "status": {"allocatable": {"cpu": "2"}}}
@@ -24,6 +24,8 @@ POD_1 = {
     "status": {"phase": "Running"},
 }
 POD_2 = {**POD_1, "metadata": {"name": "p2", "namespace": "default", "uid": "u-p2"}}
+SYSTEM_CLASS = {"metadata": {"name": "system-node-critical"}, "value": 2000001000}
+HIGH_CLASS = {"metadata": {"name": "high"}, "value": 1000}
 BROKEN_POD = {
     "metadata": {"name": "broken", "namespace": "default"},
     "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]},
@@ -58,11 +60,13 @@ def test_every_kind_is_listed_in_pages_and_parsed_into_karpys_records() -> None:
     pages = {
         POD.collection_path(): [[POD_1], [POD_2, BROKEN_POD]],
         NODE.collection_path(): [[NODE_A]],
+        # The system classes every cluster has (values karpy refuses of a user's class) are known, not read.
+        PRIORITY_CLASS.collection_path(): [[SYSTEM_CLASS, HIGH_CLASS]],
     }
     transport, seen = fake_server(pages)
     snapshot = fetch_snapshot(transport, lambda: 1234.0)
     assert snapshot.taken_at == 1234.0
-    assert [type(obj) for obj in snapshot.objects] == [Node, Pod, Pod]
+    assert [type(obj) for obj in snapshot.objects] == [PriorityClass, Node, Pod, Pod]
     assert [obj.metadata.name for obj in snapshot.objects if isinstance(obj, Pod)] == ["p1", "p2"]
     assert len(snapshot.unreadable) == 1 and snapshot.unreadable[0].startswith("Pod default/broken:")
     # Each kind once (the pods in two pages); EC2NodeClasses' 404 (no CRD) is no error.

@@ -7,7 +7,8 @@ written: the caller passes a transport fenced against writes
 (:meth:`karpy.kube._http.ApiTransport.fenced`), so the ServiceAccount needs
 get/list/watch only, and a write would be refused before it left.
 An object karpy cannot read is left out and named in the snapshot's
-``unreadable`` lines. The kinds are listed a few at a time, so a cluster of
+``unreadable`` lines; the two system PriorityClasses every cluster has are left
+out as karpy knows them built in. The kinds are listed a few at a time, so a cluster of
 20,000 pods is read in the time its pods take.
 """
 
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx2
 
 from karpy.api._reader import ManifestError
+from karpy.api.core import SYSTEM_PRIORITY_CLASSES
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.kube._http import HTTP_GONE, HTTP_NOT_FOUND, JSON, ApiStatusError, ApiTransport
 from karpy.kube._informer import LIST_PAGE_SIZE
@@ -106,6 +108,9 @@ def parse_objects(resource: ResourceType, items: Sequence[JSON], unreadable: lis
     """The records of ``items``; one that cannot be read is named in ``unreadable`` and left out."""
     records: list[object] = []
     for raw in items:
+        if resource is PRIORITY_CLASS and (raw.get("metadata") or {}).get("name") in SYSTEM_PRIORITY_CLASSES:
+            # Every cluster has them, above what a user's class may be; karpy knows them built in.
+            continue
         try:
             records.append(parse_record(resource, raw))
         except (ManifestError, ValueError) as error:
