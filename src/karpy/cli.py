@@ -6,7 +6,9 @@
   runs. ``--output json`` prints the machine-readable result
   (docs/simulate-output.md). ``--feature-gates`` takes ``karpy run``'s
   ``FEATURE_GATES`` syntax and wins over the Scenario's
-  ``spec.settings.featureGates``.
+  ``spec.settings.featureGates``. ``--from-cluster`` starts from a real
+  cluster instead (``--kubeconfig``, read only: :mod:`karpy.sim.from_cluster`),
+  and the PATHs are then steps applied after it (docs/simulate-from-cluster.md).
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
   and the files it applies, without running anything; the paths are read
   exactly as ``karpy simulate`` reads them. A NodePool whose node class is
@@ -58,6 +60,7 @@ from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
+from karpy.api.snapshot import ClusterSnapshot
 from karpy.controllers.core import consolidation_rules
 from karpy.logs import configure as configure_logging
 from karpy.scheduling.policy import MIN_VALUES_STRICT, PREFERENCE_RESPECT, SchedulingPolicy
@@ -70,6 +73,7 @@ from karpy.settings import (
 )
 from karpy.sim.budget import Heartbeat, MemoryBudgetError, RunWatch, pod_budget_problem, requested_pods
 from karpy.sim.files import UnreadableFileError, os_error_reason, path_kind
+from karpy.sim.from_cluster import StartingState, describe, seed, starting_state
 from karpy.sim.html_report import ReportUnavailableError, figures_table, text_table, write_report
 from karpy.sim.report import SCHEMA_VERSION, render_text, result_json
 from karpy.sim.scenario import Scenario, builtin_scenario_path, load_inputs, manifest_texts
@@ -91,6 +95,16 @@ def _parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="run karpy against a simulated cluster and cloud")
     simulate.add_argument("paths", nargs="*", type=Path, help="manifests, directories or a Scenario file")
     simulate.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    simulate.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="start from a real cluster as it is (read only, through --kubeconfig); PATHs are then"
+        " steps applied after it (a Scenario, or manifests applied at once)",
+    )
+    simulate.add_argument(
+        "--kubeconfig",
+        help="with --from-cluster: kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration)",
+    )
     simulate.add_argument(
         "--duration", help="time limit of the run in cluster time (default: the scenario's, 24h)"
     )
@@ -249,10 +263,57 @@ def _validate_scenario(
     return warnings
 
 
+def _read_cluster(kubeconfig: str | None) -> ClusterSnapshot:
+    """The cluster's objects, read through a connection that refuses every write before it is sent."""
+    import time
+
+    from karpy.kube._http import ApiTransport
+    from karpy.kube.snapshot import fetch_snapshot
+
+    transport = ApiTransport.from_kubeconfig(kubeconfig)
+
+    def refuse_write() -> None:
+        raise PermissionError("karpy simulate --from-cluster only reads the cluster")
+
+    try:
+        return fetch_snapshot(transport.fenced(refuse_write), time.time)
+    finally:
+        transport.close()
+
+
+def _simulation_inputs(paths: list[Path], from_cluster: bool) -> tuple[Scenario, LoadResult]:
+    """The Scenario a run follows: the files', else (from a cluster) none, else the seed walkthrough."""
+    if from_cluster and not paths:
+        return Scenario(name="cluster", source="the cluster"), LoadResult()
+    return load_inputs(paths or [builtin_scenario_path()])
+
+
 def simulate(args: argparse.Namespace) -> int:
-    paths: list[Path] = args.paths or [builtin_scenario_path()]
-    scenario, problems = load_inputs(paths)
-    _validate_scenario(scenario, problems, keep_pools_missing_a_node_class=True)
+    from_cluster: bool = args.from_cluster
+    if args.kubeconfig is not None and not from_cluster:
+        print("karpy: --kubeconfig: only with --from-cluster", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    paths: list[Path] = args.paths
+    state: StartingState | None = None
+    if from_cluster:
+        from karpy.kube._http import ApiStatusError, KubeconfigError
+        from karpy.kube.snapshot import ClusterUnreachableError
+
+        STATUS.describe = lambda: "reading the cluster"
+        try:
+            state = starting_state(_read_cluster(args.kubeconfig))
+        except (KubeconfigError, ApiStatusError, ClusterUnreachableError) as problem:
+            print(f"karpy: --from-cluster: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        STATUS.describe = _reading
+    scenario, problems = _simulation_inputs(paths, from_cluster)
+    # From a cluster, a NodePool of the files may name a node class the cluster holds.
+    _validate_scenario(
+        scenario,
+        problems,
+        missing_node_class_is_error=not from_cluster,
+        keep_pools_missing_a_node_class=True,
+    )
     if args.duration:
         try:
             scenario.duration = parse_duration(args.duration)
@@ -285,12 +346,13 @@ def simulate(args: argparse.Namespace) -> int:
         except ValueError as problem:
             print(f"karpy: --node-overhead-cost: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    budget_problem = pod_budget_problem(
-        requested_pods(
-            (item for step in scenario.steps for item in step.objects.objects),
-            [(s.kind, f"{s.namespace}/{s.name}", s.replicas) for s in scenario.steps if s.action == "scale"],
-        )
+    wanted = requested_pods(
+        (item for step in scenario.steps for item in step.objects.objects),
+        [(s.kind, f"{s.namespace}/{s.name}", s.replicas) for s in scenario.steps if s.action == "scale"],
     )
+    if state is not None:
+        wanted["the cluster's pods"] = state.count("Pod")
+    budget_problem = pod_budget_problem(wanted)
     if budget_problem is not None:
         # Refused before a pod is made: the run would pass the memory budget (karpy.sim.budget).
         print(f"error: {budget_problem}", file=sys.stderr)
@@ -300,8 +362,13 @@ def simulate(args: argparse.Namespace) -> int:
     for autoscaler in autoscalers:
         if simulations:
             # Each run reads the inputs afresh: nothing one run did can leak into the next.
-            again, _ = load_inputs(paths)
-            _validate_scenario(again, LoadResult(), keep_pools_missing_a_node_class=True)
+            again, _ = _simulation_inputs(paths, from_cluster)
+            _validate_scenario(
+                again,
+                LoadResult(),
+                missing_node_class_is_error=not from_cluster,
+                keep_pools_missing_a_node_class=True,
+            )
             again.duration, again.run_until_steady = scenario.duration, scenario.run_until_steady
             scenario = again
         settings = SimulationSettings(autoscaler=autoscaler)
@@ -329,7 +396,13 @@ def simulate(args: argparse.Namespace) -> int:
             settings.provisioning = dataclasses.replace(
                 settings.provisioning, scheduler_config=scenario.scheduler_config
             )
-        simulation = Simulation(settings)
+        simulation = Simulation(settings, start=state.start if state is not None else None)
+        if state is not None:
+            notes = seed(simulation, state)
+            if args.output == "text" and not simulations:
+                print(f"note: from the cluster: {describe(state)}", file=sys.stderr)
+                for note in notes:
+                    print(f"note: from the cluster: {note}", file=sys.stderr)
         simulation.watch = RunWatch(simulation.progress_line)
         STATUS.describe = simulation.progress_line
         try:

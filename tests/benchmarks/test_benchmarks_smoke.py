@@ -339,3 +339,12 @@ def test_karpenters_packing_fills_one_nodeclaim_before_opening_the_next_and_laun
     assert None not in chosen
     # A pod no type holds is left out, and counted.
     assert karpenter_packing(pods_for(((1, "16", "1Gi"),)), pool) == [None]
+
+
+def test_the_from_cluster_benchmark_loads_its_cluster_and_runs_it_to_steady() -> None:
+    from benchmarks.from_cluster import measure as measure_from_cluster
+
+    figures = measure_from_cluster(nodes=4, pods_per_node=5)
+    assert (figures["nodes"], figures["pods"]) == (4, 20)
+    assert figures["nodeclaimsAfterFirstPass"] == 4  # the first pass launches nothing
+    assert figures["steady"]

@@ -63,6 +63,20 @@ def setup_all(*controllers: Recording) -> tuple[Runtime, VirtualClock]:
     return runtime, clock
 
 
+def test_forget_drops_one_controllers_queued_keys_and_leaves_the_others() -> None:
+    dropped, kept = Recording("dropped"), Recording("kept")
+    runtime, clock = setup_all(dropped, kept)
+    runtime.on_change("Thing", None, "a")
+    runtime.enqueue("dropped", "b", after=5.0)
+    assert runtime.forget("dropped") == 2
+    assert runtime.run_due() == 1 and kept.calls == [(0.0, "a")]
+    assert runtime.next_due() is None
+    clock.advance(10.0)
+    assert runtime.run_due() == 0 and dropped.calls == []
+    runtime.enqueue("dropped", "b")  # a key queued after is reconciled as ever
+    assert runtime.run_due() == 1 and dropped.calls == [(10.0, "b")]
+
+
 def test_a_key_queued_twice_is_reconciled_once() -> None:
     controller = Recording("c")
     runtime, _ = setup(controller)

@@ -82,6 +82,8 @@ POD_TEMPLATE = ResourceType("PodTemplate", "v1", "podtemplates", namespaced=True
 DEPLOYMENT = ResourceType("Deployment", "apps/v1", "deployments", namespaced=True)
 STATEFUL_SET = ResourceType("StatefulSet", "apps/v1", "statefulsets", namespaced=True)
 REPLICA_SET = ResourceType("ReplicaSet", "apps/v1", "replicasets", namespaced=True)
+# What a pod's priority comes from (read by karpy simulate --from-cluster).
+PRIORITY_CLASS = ResourceType("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", namespaced=False)
 BUFFER_TYPES: tuple[ResourceType, ...] = (
     CAPACITY_BUFFER,
     POD_TEMPLATE,
@@ -117,5 +119,6 @@ WATCHED_TYPES: tuple[ResourceType, ...] = (
 )
 
 TYPES_BY_KIND: dict[str, ResourceType] = {
-    resource.kind: resource for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES, *SPREAD_TYPES)
+    resource.kind: resource
+    for resource in (*WATCHED_TYPES, *BUFFER_TYPES, *OVERLAY_TYPES, *SPREAD_TYPES, PRIORITY_CLASS)
 }

@@ -193,6 +193,17 @@ class Runtime:
         self._due[(controller, key)] = (due, self._sequence)
         heapq.heappush(self._heap, (due, self._sequence, controller, key))
 
+    def forget(self, controller: str) -> int:
+        """Drop every key of ``controller`` queued and not running; how many were dropped.
+
+        For changes that are no events to it: a simulation seeded with a real cluster's pods
+        must not have the pod-event controller take their creation for pods just bound.
+        """
+        dropped = [pair for pair in self._due if pair[0] == controller]
+        for pair in dropped:
+            del self._due[pair]  # its heap entry is no longer current: next_due skips it
+        return len(dropped)
+
     def on_change(self, kind: str, old: object | None, new: object | None) -> None:
         """Feed one change notification (from an informer or the simulator's store)."""
         for controller, mapper in self._watches.get(kind, ()):

@@ -532,6 +532,56 @@ class SimulatedCloud:
             tuple(failed),
         )
 
+    def adopt(
+        self,
+        nodeclaim: NodeClaim,
+        node_name: str,
+        instance_type: str,
+        zone: str,
+        capacity_type: str,
+        launched_at: float,
+    ) -> Instance | None:
+        """Take an instance a real cluster runs for ``nodeclaim`` as one of this cloud's (from-cluster runs).
+
+        Priced and sized as the class' catalog has it; launched with what the class resolves to
+        now (a node already drifted says so in its NodeClaim's hash annotation). None, and
+        nothing taken, when the catalog has no such offering: karpy cannot price it.
+        """
+        node_class = self.node_class(nodeclaim.spec.node_class_ref)
+        found = next((t for t in self.instance_types_for(node_class) if t.name == instance_type), None)
+        offering = (
+            next(
+                (o for o in found.offerings if o.zone == zone and o.capacity_type == capacity_type),
+                None,
+            )
+            if found is not None
+            else None
+        )
+        if found is None or offering is None:
+            return None
+        reservation_id = (
+            nodeclaim.metadata.labels.get(AWS_LABEL_CAPACITY_RESERVATION_ID, "")
+            if capacity_type == CAPACITY_TYPE_RESERVED
+            else ""
+        )
+        instance = Instance(
+            provider_id=nodeclaim.status.provider_id,
+            node_name=node_name,
+            nodeclaim=nodeclaim.name,
+            instance_type=found,
+            zone=zone,
+            capacity_type=capacity_type,
+            price=offering.price,
+            launched_at=launched_at,
+            labels=dict(nodeclaim.metadata.labels),
+            launched_with=self._launched_with(node_class, zone),
+            annotations=dict(nodeclaim.metadata.annotations),
+            reservation_id=reservation_id,
+        )
+        self.instances[instance.provider_id] = instance
+        self._launched_for[nodeclaim.name] = instance.provider_id
+        return instance
+
     def _launch(
         self,
         nodeclaim: NodeClaim,

@@ -16,6 +16,7 @@ from karpy.api.quantity import format_amount
 from karpy.api.requirements import CAPACITY_TYPE_RESERVED
 from karpy.operator.cluster import EVENT_WARNING
 from karpy.operator.interruption import ACTIONABLE_KINDS
+from karpy.sim.recorder import NodeClaimRecord
 from karpy.sim.simulation import Simulation
 
 SCHEMA_VERSION = "karpy.dev/simulate/v1alpha1"
@@ -135,6 +136,7 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
         for event in simulation.cluster.events
     ]
     first = recorder.first_pending_at
+    own = launched_in_run(simulation)
     return {
         "apiVersion": SCHEMA_VERSION,
         "scenario": scenario_name,
@@ -143,12 +145,10 @@ def result_json(simulation: Simulation, scenario_name: str, errors: list[str]) -
         "steady": simulation.steady() and not refused_creations(simulation) and not simulation.refused,
         "errors": errors,
         "summary": {
-            "nodeclaimsLaunched": sum(1 for r in recorder.nodeclaims.values() if r.launched_at is not None),
-            "instanceTypes": dict(
-                sorted(
-                    Counter(r.instance_type for r in recorder.nodeclaims.values() if r.instance_type).items()
-                )
-            ),
+            "nodeclaimsLaunched": sum(1 for r in own if r.launched_at is not None),
+            # The NodeClaims a run from a cluster found (karpy simulate --from-cluster); 0 otherwise.
+            "nodeclaimsAtStart": len(recorder.nodeclaims) - len(own),
+            "instanceTypes": dict(sorted(Counter(r.instance_type for r in own if r.instance_type).items())),
             "firstPendingAt": since(first),
             "allRunningAt": since(recorder.all_running_at),
             "pendingToRunningSeconds": _rounded(recorder.all_running_at - first)
@@ -360,16 +360,25 @@ def interruption_lines(simulation: Simulation) -> list[str]:
     return lines
 
 
+def launched_in_run(simulation: Simulation) -> list[NodeClaimRecord]:
+    """The run's own NodeClaims: not those a run from a cluster found there, created before its start."""
+    start = simulation.clock.start
+    return [record for record in simulation.recorder.nodeclaims.values() if record.created_at >= start]
+
+
 def summary_lines(simulation: Simulation) -> list[str]:
     recorder = simulation.recorder
     launched = [record for record in recorder.nodeclaims.values() if record.launched_at is not None]
-    by_type = Counter(f"{record.instance_type} ({record.capacity_type})" for record in launched)
+    new = [record for record in launched_in_run(simulation) if record.launched_at is not None]
+    by_type = Counter(f"{record.instance_type} ({record.capacity_type})" for record in new)
     alive = [record for record in launched if record.deleted_at is None]
     cost = cost_of(simulation)
     lines = ["Summary"]
     lines.append(f"  simulated time       {format_age(recorder.end - simulation.clock.start)}")
+    if len(recorder.nodeclaims) > len(launched_in_run(simulation)):
+        lines.append(f"  nodes at the start   {len(recorder.nodeclaims) - len(launched_in_run(simulation))}")
     lines.append(
-        f"  nodes launched       {len(launched)}"
+        f"  nodes launched       {len(new)}"
         + (
             ": " + ", ".join(f"{count} x {name}" for name, count in sorted(by_type.items()))
             if by_type

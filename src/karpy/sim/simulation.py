@@ -165,9 +165,16 @@ class CloudWindowTimer:
 
 
 class Simulation:
-    def __init__(self, settings: SimulationSettings | None = None, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: SimulationSettings | None = None,
+        metrics: Metrics | None = None,
+        *,
+        start: float | None = None,
+    ) -> None:
         self.settings = settings or SimulationSettings()
-        self.clock = VirtualClock()
+        # A run from a real cluster starts when the cluster was read, so its timestamps keep their meaning.
+        self.clock = VirtualClock() if start is None else VirtualClock(start)
         self.cluster = InMemoryCluster(self.clock)
         self._pods_settled_answer: tuple[tuple[int, object, float], bool] | None = None
         self.runtime = Runtime(self.clock)

@@ -95,6 +95,12 @@ def template_hash(template: PodTemplate) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:10]
 
 
+def _same_template(replicaset: PodTemplate, deployment: PodTemplate) -> bool:
+    """Whether a ReplicaSet's template is the Deployment's, but for the pod-template-hash label."""
+    labels = {key: value for key, value in replicaset.labels.items() if key != TEMPLATE_HASH_LABEL}
+    return dataclasses.replace(replicaset, labels=labels) == deployment
+
+
 def _owner(kind: str, api_version: str, meta: ObjectMeta) -> OwnerReference:
     return OwnerReference(api_version=api_version, kind=kind, name=meta.name, uid=meta.uid, controller=True)
 
@@ -254,12 +260,19 @@ class SimulatedWorkloadControllers:
         digest = template_hash(deployment.template)
         wanted = f"{name}-{digest}"
         owner = _owner("Deployment", "apps/v1", deployment.metadata)
-        for replicaset in list(self.cluster.replicasets()):
-            if replicaset.metadata.namespace != namespace:
-                continue
-            controller = replicaset.metadata.controller
-            if controller is None or controller.uid != deployment.metadata.uid:
-                continue
+        owned = [
+            replicaset
+            for replicaset in self.cluster.replicasets()
+            if replicaset.metadata.namespace == namespace
+            and (controller := replicaset.metadata.controller) is not None
+            and controller.uid == deployment.metadata.uid
+        ]
+        if all(replicaset.metadata.name != wanted for replicaset in owned):
+            # A ReplicaSet a real cluster's controller made (a run from the cluster): named by
+            # Kubernetes' own hash, it is the current one if its template is the Deployment's.
+            current = next((rs for rs in owned if _same_template(rs.template, deployment.template)), None)
+            wanted = current.metadata.name if current is not None else wanted
+        for replicaset in owned:
             replicas = deployment.replicas if replicaset.metadata.name == wanted else 0
             if replicaset.replicas != replicas:
                 self.cluster.update(dataclasses.replace(replicaset, replicas=replicas))

@@ -1,0 +1,445 @@
+"""Loading a cluster of 1,000 nodes and 20,000 pods into the simulator, and its first planning pass.
+
+``karpy simulate --from-cluster`` lists the cluster once (:mod:`karpy.kube.snapshot`),
+parses each object into karpy's record, turns the records into the simulator's
+starting state (:func:`karpy.sim.from_cluster.starting_state`), seeds a simulation
+with it (:func:`karpy.sim.from_cluster.seed`) and runs the controllers. This
+benchmark builds the list answers an API server would give for such a cluster,
+in process (no server: the network is not what is measured), and times each
+stage:
+
+- **parse**: the JSON objects into records, as the snapshot reader parses them
+  (``parse_record``, with the CRD's structural checks);
+- **convert**: :func:`starting_state`;
+- **seed**: :func:`seed` into a fresh :class:`~karpy.sim.simulation.Simulation`
+  (every object created in the in-memory store, every NodeClaim's instance
+  taken into the simulated cloud);
+- **first pass**: the controllers' first round at the start (``run_due``): the
+  provisioner, the NodeClaim lifecycle of 1,000 claims, the workload
+  controllers, and the first disruption pass over every node;
+- **to steady**: the run from then until it is steady (consolidation of what
+  the first pass found, and what follows), in cluster time and wall time.
+
+The cluster: one KWOKNodeClass and one NodePool (m5 types, on-demand,
+``WhenEmptyOrUnderutilized`` after 30 s); 1,000 m5.2xlarge nodes, each with
+19 pods of 50 Deployments (300m CPU, 512Mi each: 5.7 of 7.9 allocatable
+CPUs) and one pod of a DaemonSet; 20,000 pods in all.
+
+With ``--through-api-server DIR`` the Nodes, NodeClaims and pods are stored in the project's
+control plane (started in DIR, stopped at the end) and the read is timed through it
+(:func:`measure_through_api_server`).
+
+Run: ``python -m benchmarks.from_cluster [--nodes N] [--pods-per-node P] [--json]
+[--through-api-server DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from karpy.api.snapshot import ClusterSnapshot
+from karpy.kube._resources import (
+    DAEMONSET,
+    DEPLOYMENT,
+    KWOK_NODE_CLASS,
+    NODE,
+    NODECLAIM,
+    NODEPOOL,
+    POD,
+    REPLICA_SET,
+)
+from karpy.kube.snapshot import parse_objects
+from karpy.sim.from_cluster import seed, starting_state
+from karpy.sim.scenario import Scenario
+from karpy.sim.simulation import Simulation
+
+T = TypeVar("T")
+INSTANCE_TYPE = "m5.2xlarge"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+DEPLOYMENTS = 50
+POOL = "default"
+# When the cluster is read; everything in it is older.
+NOW = datetime(2026, 6, 1, 12, tzinfo=UTC).timestamp()
+
+
+def _time(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(name: str, namespace: str = "", **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{namespace}-{name}",
+        "creationTimestamp": _time(NOW - 3600),
+    }
+    if namespace:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def _template(app: str, cpu: str, memory: str) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            ],
+        },
+    }
+
+
+def cluster_lists(nodes: int, pods_per_node: int) -> dict[str, list[dict[str, Any]]]:
+    """The list answers (items) of each kind, by kind, for the cluster this module describes."""
+    node_class = {"metadata": _meta(POOL), "spec": {}}
+    nodepool = {
+        "metadata": _meta(POOL),
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
+                    "requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]},
+                    ],
+                }
+            },
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
+        },
+    }
+    deployments, replicasets = [], []
+    per_deployment = -(-nodes * (pods_per_node - 1) // DEPLOYMENTS)
+    for index in range(DEPLOYMENTS):
+        app = f"app-{index}"
+        template = _template(app, "300m", "512Mi")
+        deployments.append(
+            {
+                "metadata": _meta(app, "default"),
+                "spec": {
+                    "replicas": per_deployment,
+                    "selector": {"matchLabels": {"app": app}},
+                    "template": template,
+                },
+            }
+        )
+        rs_template = {**template, "metadata": {"labels": {"app": app, "pod-template-hash": "5d8f7c9b4"}}}
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": app, "uid": f"uid-default-{app}"}
+        replicasets.append(
+            {
+                "metadata": _meta(
+                    f"{app}-5d8f7c9b4", "default", ownerReferences=[{**owner, "controller": True}]
+                ),
+                "spec": {
+                    "replicas": per_deployment,
+                    "selector": {"matchLabels": {"app": app}},
+                    "template": rs_template,
+                },
+            }
+        )
+    daemonset = {
+        "metadata": _meta("agent", "kube-system"),
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": _template("agent", "100m", "128Mi"),
+        },
+    }
+    allocatable = {"cpu": "7910m", "memory": "30310Mi", "pods": "58", "ephemeral-storage": "17Gi"}
+    capacity = {"cpu": "8", "memory": "32Gi", "pods": "58", "ephemeral-storage": "20Gi"}
+    node_items, claim_items, pod_items = [], [], []
+    launched = _time(NOW - 1800)
+    placed = 0
+    for index in range(nodes):
+        name = f"{POOL}-{index:05d}"
+        zone = ZONES[index % len(ZONES)]
+        labels = {
+            "karpenter.sh/nodepool": POOL,
+            "karpenter.sh/capacity-type": "on-demand",
+            "node.kubernetes.io/instance-type": INSTANCE_TYPE,
+            "topology.kubernetes.io/zone": zone,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            "karpenter.sh/registered": "true",
+            "karpenter.sh/initialized": "true",
+        }
+        claim_owner = {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "name": name,
+            "uid": f"uid--{name}",
+        }
+        node_items.append(
+            {
+                "metadata": _meta(name, labels=labels, ownerReferences=[claim_owner]),
+                "spec": {"providerID": f"kwok://{name}"},
+                "status": {
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": launched}],
+                },
+            }
+        )
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": launched, "reason": kind, "message": ""}
+            for kind in ("Launched", "Registered", "Initialized", "Ready")
+        ]
+        claim_items.append(
+            {
+                "metadata": _meta(name, labels=labels, finalizers=["karpenter.sh/termination"]),
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": [INSTANCE_TYPE],
+                        }
+                    ],
+                },
+                "status": {
+                    "providerID": f"kwok://{name}",
+                    "nodeName": name,
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "conditions": conditions,
+                    "lastPodEventTime": _time(NOW - 600),
+                },
+            }
+        )
+        ds_owner = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": "agent",
+            "uid": "uid-kube-system-agent",
+        }
+        pod_items.append(_pod(f"agent-{index:05d}", "kube-system", "agent", "100m", "128Mi", name, ds_owner))
+        for _ in range(pods_per_node - 1):
+            app = f"app-{placed % DEPLOYMENTS}"
+            owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d8f7c9b4"}
+            owner["uid"] = f"uid-default-{app}-5d8f7c9b4"
+            pod_items.append(_pod(f"{app}-{placed:06d}", "default", app, "300m", "512Mi", name, owner))
+            placed += 1
+    return {
+        "KWOKNodeClass": [node_class],
+        "NodePool": [nodepool],
+        "Node": node_items,
+        "NodeClaim": claim_items,
+        "Deployment": deployments,
+        "ReplicaSet": replicasets,
+        "DaemonSet": [daemonset],
+        "Pod": pod_items,
+    }
+
+
+def _pod(
+    name: str, namespace: str, app: str, cpu: str, memory: str, node: str, owner: dict[str, Any]
+) -> dict[str, Any]:
+    started = _time(NOW - 1700)
+    return {
+        "metadata": _meta(
+            name, namespace, labels={"app": app}, ownerReferences=[{**owner, "controller": True}]
+        ),
+        "spec": {**_template(app, cpu, memory)["spec"], "nodeName": node},
+        "status": {
+            "phase": "Running",
+            "startTime": started,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": started}],
+        },
+    }
+
+
+RESOURCES = {
+    resource.kind: resource
+    for resource in (KWOK_NODE_CLASS, NODEPOOL, NODE, NODECLAIM, DEPLOYMENT, REPLICA_SET, DAEMONSET, POD)
+}
+
+
+def timed(what: Callable[[], T]) -> tuple[T, float, float]:
+    """``what()``, and the wall and CPU seconds it took (on a shared machine the CPU time is the cost)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = what()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def measure(nodes: int, pods_per_node: int) -> dict[str, Any]:
+    lists = cluster_lists(nodes, pods_per_node)
+    for kind, items in lists.items():
+        for item in items:
+            item["apiVersion"], item["kind"] = RESOURCES[kind].api_version, kind
+    gc.collect()
+    unreadable: list[str] = []
+
+    def parse() -> list[object]:
+        return [
+            record
+            for kind, items in lists.items()
+            for record in parse_objects(RESOURCES[kind], items, unreadable)
+        ]
+
+    figures: dict[str, Any] = {}
+
+    def stage(name: str, what: Callable[[], T]) -> T:
+        result, wall, cpu = timed(what)
+        figures[f"{name}Seconds"] = round(wall, 2)
+        figures[f"{name}CpuSeconds"] = round(cpu, 2)
+        return result
+
+    records = stage("parse", parse)
+    assert not unreadable, unreadable[:3]
+    state = stage("convert", lambda: starting_state(ClusterSnapshot(tuple(records), NOW)))
+    simulation = Simulation(start=state.start)
+    notes = stage("seed", lambda: seed(simulation, state))
+    assert not [note for note in notes if "unpriced" in note], notes[:3]
+    figures["firstPassReconciles"] = stage("firstPass", simulation.runtime.run_due)
+    stages = ("parse", "convert", "seed", "firstPass")
+    figures["loadAndFirstPassSeconds"] = round(sum(figures[f"{name}Seconds"] for name in stages), 2)
+    figures["loadAndFirstPassCpuSeconds"] = round(sum(figures[f"{name}CpuSeconds"] for name in stages), 2)
+    figures["nodeclaimsAfterFirstPass"] = simulation.cluster.count("NodeClaim")
+    stage("toSteady", lambda: simulation.run_scenario(Scenario(name="cluster", duration=3600.0)))
+    return {
+        "nodes": state.count("Node"),
+        "pods": state.count("Pod"),
+        **figures,
+        "toSteadyClusterSeconds": round(simulation.clock.elapsed, 1),
+        "nodeclaimsAtSteady": simulation.cluster.count("NodeClaim"),
+        "steady": simulation.steady(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods-per-node", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--through-api-server",
+        metavar="STATE_DIR",
+        help="store the cluster in a control plane started in STATE_DIR and time the read through it",
+    )
+    args = parser.parse_args(argv)
+    if args.through_api_server:
+        figures = measure_through_api_server(args.nodes, args.pods_per_node, args.through_api_server)
+    else:
+        figures = measure(args.nodes, args.pods_per_node)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for key, value in figures.items():
+            print(f"{key:28} {value}")
+    return 0
+
+
+# -- through an API server ---------------------------------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+# Stored in this order. Not the workloads: the server's controllers would make and delete pods of theirs.
+COLLECTIONS = {
+    "KWOKNodeClass": KWOK_NODE_CLASS,
+    "NodePool": NODEPOOL,
+    "Node": NODE,
+    "NodeClaim": NODECLAIM,
+    "Pod": POD,
+}
+# Kinds whose status is written after the create (the API server drops it from a create).
+WITH_STATUS = ("Node", "NodeClaim")
+
+
+def measure_through_api_server(nodes: int, pods_per_node: int, state_dir: str) -> dict[str, Any]:
+    """The same cluster stored in the project's control plane, then read as the command reads it.
+
+    The objects are created as they are (pods bound, no kubelet: they stay Pending, which costs the
+    read what Running would), without owner references (the uids are the server's) and without the
+    workloads (the server's controllers would make and delete pods); the Nodes' and NodeClaims'
+    status is written after. Started in
+    ``state_dir`` and stopped at the end.
+    """
+    import os
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from karpy.api.crds import all_crds, render_yaml
+    from karpy.kube._http import CONTENT_MERGE_PATCH, ApiTransport
+    from karpy.kube.snapshot import fetch_snapshot
+
+    script = str(REPO / "scripts" / "control-plane")
+    env = {**os.environ, "KARPY_CONTROL_PLANE_DIR": state_dir}
+    subprocess.run([script, "up"], env=env, check=True, capture_output=True)
+    try:
+        exports = subprocess.run([script, "env"], env=env, check=True, capture_output=True, text=True).stdout
+        kubeconfig = next(
+            line.split("=", 1)[1] for line in exports.splitlines() if line.startswith("export KUBECONFIG=")
+        )
+        kubectl = str(REPO / ".venv" / "bin" / "kubectl")
+        subprocess.run(
+            [kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-"],
+            input=render_yaml(all_crds()),
+            text=True,
+            check=True,
+            capture_output=True,
+        )
+        names = [f"crd/{crd['metadata']['name']}" for crd in all_crds()]
+        subprocess.run(
+            [kubectl, "--kubeconfig", kubeconfig, "wait", "--for=condition=Established", *names],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [kubectl, "--kubeconfig", kubeconfig, "create", "namespace", "kube-system"],
+            check=False,
+            capture_output=True,
+        )
+        transport = ApiTransport.from_kubeconfig(kubeconfig)
+        lists = cluster_lists(nodes, pods_per_node)
+
+        def create(kind: str, item: dict[str, Any]) -> None:
+            resource = COLLECTIONS[kind]
+            meta = item["metadata"]
+            body = {
+                "apiVersion": resource.api_version,
+                "kind": kind,
+                # The server's garbage collector would delete what names an owner by another uid.
+                "metadata": {
+                    k: v for k, v in meta.items() if k not in ("uid", "creationTimestamp", "ownerReferences")
+                },
+                "spec": item["spec"],
+            }
+            transport.request("POST", resource.collection_path(meta.get("namespace", "")), body=body)
+            if kind in WITH_STATUS:
+                path = resource.object_path("", meta["name"], "status")
+                patch = {"status": item["status"]}
+                transport.request("PATCH", path, body=patch, content_type=CONTENT_MERGE_PATCH)
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            for kind in COLLECTIONS:  # in order: a pod's owners exist first (uids are the server's)
+                list(pool.map(lambda item, kind=kind: create(kind, item), lists[kind]))
+        stored = time.perf_counter() - started
+        snapshot, read_wall, read_cpu = timed(lambda: fetch_snapshot(transport, time.time))
+        _, again_wall, again_cpu = timed(lambda: fetch_snapshot(transport, time.time))
+        state, convert_wall, _ = timed(lambda: starting_state(snapshot))
+        transport.close()
+        return {
+            "nodes": state.count("Node"),
+            "pods": state.count("Pod"),
+            "storeSeconds": round(stored, 1),
+            "readSeconds": round(read_wall, 2),
+            "readCpuSeconds": round(read_cpu, 2),
+            "readAgainSeconds": round(again_wall, 2),
+            "readAgainCpuSeconds": round(again_cpu, 2),
+            "convertSeconds": round(convert_wall, 2),
+            "unreadable": list(snapshot.unreadable[:3]),
+        }
+    finally:
+        subprocess.run([script, "down"], env=env, check=False, capture_output=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
