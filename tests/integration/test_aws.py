@@ -835,7 +835,7 @@ def test_a_changed_user_data_or_security_group_selector_replaces_each_node_withi
         class_hash = wait_until(lambda: class_annotations().get(hash_key), timeout=30, what="the class' hash")
         for claim in first.values():
             annotations = claim["metadata"]["annotations"]
-            assert annotations[hash_key] == class_hash and annotations[version_key] == "karpy-v1"
+            assert annotations[hash_key] == class_hash and annotations[version_key] == "v6"
 
         # The K3s user fixes the join script: the same script with one more line.
         fixed = node_class["spec"]["userData"].replace("set -euo pipefail\n", "set -euo pipefail\n# v2\n", 1)
