@@ -219,6 +219,12 @@ def test_a_class_hashes_to_what_karpenters_go_code_prints(name: str) -> None:
     assert ec2nodeclass_hash(golden_class(name)).value == expected
 
 
+@pytest.mark.parametrize("name", sorted(set(GOLDEN["hashesWithCABundle"]) - REFUSED))
+def test_with_a_cluster_ca_bundle_the_hash_is_karpenters_too(name: str) -> None:
+    expected = GOLDEN["hashesWithCABundle"][API_SERVER_DEFAULTED.get(name, name)]
+    assert ec2nodeclass_hash(golden_class(name), ca_bundle=GOLDEN["caBundle"]).value == expected
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_the_golden_manifests_karpy_refuses_are_refused(name: str) -> None:
     assert parse_manifests(golden_manifest(name), "golden.yaml").errors
