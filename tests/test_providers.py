@@ -35,3 +35,24 @@ def test_the_aws_entry_reads_its_settings() -> None:
     assert provider_of(settings) is PROVIDERS["aws"]
     assert not isinstance(settings, KwokSettings)
     assert (settings.cluster_name, settings.region, settings.interruption_queue) == ("demo", "eu-west-1", "q")
+
+
+class CaTransport:
+    """A transport that is never asked anything but the CA of its connection."""
+
+    ca_bundle = "Q0EgT0YgVEhFIENPTk5FQ1RJT04="
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"), [("", CaTransport.ca_bundle), ("U0VUVElORw==", "U0VUVElORw==")]
+)
+def test_the_aws_provider_takes_the_connections_ca_when_none_is_set(setting: str, expected: str) -> None:
+    # As Karpenter: CLUSTER_CA_BUNDLE, else the API server connection's CA, for user data and the class hash.
+    pytest.importorskip("boto3")
+    from karpy.cloud.aws.settings import AwsSettings
+
+    settings = AwsSettings(
+        cluster_name="demo", region="eu-west-1", cluster_ca_bundle=setting, kubernetes_version="1.34"
+    )
+    runner = Runner(cast(ApiTransport, CaTransport()), RunSettings(cloud=settings))
+    assert runner.provider.cloud.settings.cluster_ca_bundle == expected  # type: ignore[attr-defined]

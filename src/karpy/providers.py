@@ -136,6 +136,9 @@ class AwsStack:
 
         if not settings.kubernetes_version:
             settings = dataclasses.replace(settings, kubernetes_version=kubernetes_version(context.transport))
+        if not settings.cluster_ca_bundle:
+            # As Karpenter: the CA of the API server connection (nodes' user data, the class hash).
+            settings = dataclasses.replace(settings, cluster_ca_bundle=context.transport.ca_bundle)
         self.settings = settings
         self.cluster = context.cluster
         self.clock = context.clock

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
 from tests.support import KWOK_NODE_CLASS, make_nodepool, parse_object
 
 from karpy.api.conditions import TRUE, set_condition
-from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim
+from karpy.api.meta import ObjectMeta
+from karpy.api.nodeclaim import CONDITION_DRIFTED, NodeClaim, NodeClaimSpec
 from karpy.api.nodeclass import KWOKNodeClass, NodeClass
-from karpy.api.nodeclass_hash import NodeClassHash
+from karpy.api.nodeclass_hash import (
+    EC2NODECLASS_HASH_ANNOTATION,
+    EC2NODECLASS_HASH_VERSION_ANNOTATION,
+    NodeClassHash,
+)
+from karpy.api.nodepool import NodeClassRef
 from karpy.api.requirements import Requirements
 from karpy.controllers.nodeclass_hash import NodeClassHashController
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.disruption.nodeclass_drift import static_fields_drifted
 from karpy.scheduling.solver import NewNodeClaim
 from karpy.sim.clock import VirtualClock
+from karpy.sim.cloud import SimulatedCloud
 from karpy.sim.store import InMemoryCluster
 
 HASH, VERSION = "example.com/hash", "example.com/hash-version"
@@ -101,3 +113,54 @@ def test_once_the_class_has_the_current_version_nodeclaims_are_left_alone() -> N
     later = add_claim(cluster, {})  # made by hand, say: no hash, and none is made up for it
     controller.reconcile(KEY)
     assert annotations_of(cluster, later) == {}
+
+
+GOLDEN_DATA = Path(__file__).parents[1] / "data" / "ec2nodeclass-hash"
+# Karpenter's hash of that class, as its Go code prints it (scripts/gen-hash-golden).
+KARPENTERS = json.loads((GOLDEN_DATA / "hashes.json").read_text())["hashes"]["defaulted"]
+EC2_KEY = "EC2NodeClass/defaulted"
+
+
+def ec2_world(class_annotations: dict[str, str]) -> tuple[InMemoryCluster, NodeClassHashController]:
+    clock = VirtualClock()
+    cluster = InMemoryCluster(clock)
+    manifest = yaml.safe_load((GOLDEN_DATA / "defaulted.yaml").read_text())
+    manifest["metadata"]["annotations"] = class_annotations
+    cluster.create(parse_object(yaml.safe_dump(manifest)))
+    return cluster, NodeClassHashController(cluster, SimulatedCloud(cluster, clock))
+
+
+def add_ec2_claim(cluster: InMemoryCluster, name: str, annotations: dict[str, str]) -> str:
+    ref = NodeClassRef("karpenter.k8s.aws", "EC2NodeClass", "defaulted")
+    claim = NodeClaim(ObjectMeta(name=name, annotations=annotations), NodeClaimSpec(node_class_ref=ref))
+    return cluster.create(claim).name
+
+
+def ec2_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    keys = (EC2NODECLASS_HASH_ANNOTATION, EC2NODECLASS_HASH_VERSION_ANNOTATION)
+    return {key: value for key, value in annotations.items() if key in keys}
+
+
+def test_after_an_older_karpy_the_class_and_its_nodeclaims_get_karpenters_hash_and_version() -> None:
+    older = {EC2NODECLASS_HASH_ANNOTATION: "123", EC2NODECLASS_HASH_VERSION_ANNOTATION: "karpy-v1"}
+    cluster, controller = ec2_world(older)
+    claim = add_ec2_claim(cluster, "older", older)
+    controller.reconcile(EC2_KEY)
+    karpenters = {EC2NODECLASS_HASH_ANNOTATION: KARPENTERS, EC2NODECLASS_HASH_VERSION_ANNOTATION: "v6"}
+    node_class = cluster.node_class("karpenter.k8s.aws", "EC2NodeClass", "defaulted")
+    assert node_class is not None and ec2_annotations(node_class.metadata.annotations) == karpenters
+    found = cluster.nodeclaim(claim)
+    assert found is not None and ec2_annotations(found.metadata.annotations) == karpenters
+
+
+def test_taken_over_from_karpenter_nothing_is_re_annotated() -> None:
+    karpenters = {EC2NODECLASS_HASH_ANNOTATION: KARPENTERS, EC2NODECLASS_HASH_VERSION_ANNOTATION: "v6"}
+    cluster, controller = ec2_world(karpenters)
+    launched = add_ec2_claim(cluster, "karpenters", karpenters)
+    behind = add_ec2_claim(cluster, "behind", {**karpenters, EC2NODECLASS_HASH_ANNOTATION: "42"})
+    controller.reconcile(EC2_KEY)
+    found = cluster.nodeclaim(launched)
+    assert found is not None and ec2_annotations(found.metadata.annotations) == karpenters
+    # Karpenter's own value for another class: still drifted, as Karpenter would have it.
+    found = cluster.nodeclaim(behind)
+    assert found is not None and found.metadata.annotations[EC2NODECLASS_HASH_ANNOTATION] == "42"

@@ -37,6 +37,10 @@ import yaml
 from tests.aws.booter import InstanceBooter
 from tests.aws.fault_proxy import FaultProxy
 from tests.aws.world import CLUSTER, QUEUE, REGION, SSM_PREFIX, AwsWorld, moto_world, sdk_environment
+from tests.support import parse_object
+
+from karpy.api.nodeclass_hash import ec2nodeclass_hash
+from karpy.kube._http import ApiTransport
 
 from .conftest import REPO, ControlPlane, wait_until
 from .karpy_run import (
@@ -833,9 +837,16 @@ def test_a_changed_user_data_or_security_group_selector_replaces_each_node_withi
             return found
 
         class_hash = wait_until(lambda: class_annotations().get(hash_key), timeout=30, what="the class' hash")
+        # Karpenter's value for the class as the API server stores it, with the CA of the
+        # connection (no CLUSTER_CA_BUNDLE is given), as Karpenter would compute it here.
+        stored = parse_object(json.dumps(_object(plane, "ec2nodeclass", "drift-aws")))
+        connection = ApiTransport.from_kubeconfig(plane.kubeconfig)
+        assert connection.ca_bundle
+        assert class_hash == ec2nodeclass_hash(stored, connection.ca_bundle).value
+        connection.close()
         for claim in first.values():
             annotations = claim["metadata"]["annotations"]
-            assert annotations[hash_key] == class_hash and annotations[version_key] == "karpy-v1"
+            assert annotations[hash_key] == class_hash and annotations[version_key] == "v6"
 
         # The K3s user fixes the join script: the same script with one more line.
         fixed = node_class["spec"]["userData"].replace("set -euo pipefail\n", "set -euo pipefail\n# v2\n", 1)

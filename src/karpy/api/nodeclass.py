@@ -39,6 +39,7 @@ resolved into ``status.capacityReservations`` and launched into
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -714,6 +715,10 @@ class EC2NodeClass:
     # of what the class is, so left out of comparisons.
     conversion_notes: tuple[str, ...] = field(default=(), compare=False)
     status: NodeClassStatus = field(default_factory=NodeClassStatus)
+    # The spec as read, as JSON text ("": built in code). Karpenter's hash is of the spec as
+    # written, which tells apart what the fields above do not (``detailedMonitoring: false``
+    # from none, ``kubeReserved.cpu: "0.1"`` from ``"100m"``): karpy.api.nodeclass_hash.
+    written_spec: str = ""
 
     kind = EC2_KIND
     group = EC2_GROUP
@@ -791,6 +796,7 @@ class EC2NodeClass:
             converted_from=converted_from,
             conversion_notes=notes,
             status=NodeClassStatus.parse(reader.obj("status")),
+            written_spec=json.dumps(reader.raw("spec"), sort_keys=True, default=str),
         )
 
     @property

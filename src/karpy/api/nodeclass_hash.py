@@ -4,79 +4,107 @@ Karpenter's AWS provider annotates every NodeClaim it launches (and the
 EC2NodeClass) with ``karpenter.k8s.aws/ec2nodeclass-hash``, a hash of the
 class' *static* fields, and ``karpenter.k8s.aws/ec2nodeclass-hash-version``;
 a NodeClaim whose hash differs from its class' (same version) is drifted
-with reason ``NodeClassDrift``. The selector terms are left out: what they
-select is compared instead (the instance's subnet, security groups and AMI
-against the class' resolved ones, :mod:`karpy.disruption.nodeclass_drift`),
-so a selector rewritten to select the same resources replaces nothing.
+with reason ``NodeClassDrift``. karpy writes and compares Karpenter's own
+value: :func:`ec2nodeclass_hash` is the provider's ``EC2NodeClass.Hash()``
+(:mod:`karpy.api.ec2nodeclass_go_hash`, bit for bit, hash version ``v6``),
+so NodeClaims launched by Karpenter compare directly when karpy takes over,
+and those karpy launched compare directly if Karpenter comes back.
 
-:data:`EC2_HASHED_FIELDS` are exactly the fields of Karpenter's hash that
-karpy models (its ``EC2NodeClass.Hash``: the spec without the fields tagged
-``hash:"ignore"``, plus the AMI family as resolved, the cluster CA bundle
-and the kubelet settings); :data:`EC2_IGNORED_FIELDS` the rest, each with
-why. As in Karpenter, lists whose order means nothing (block device
-mappings) are hashed as sets, maps are unordered, and a field at its default
-contributes nothing, so adding a field to the model does not change the hash
-of a class that does not set it. karpy's hash is its own (a SHA-256 digest,
-not Karpenter's FNV of Go structs): its version, :data:`EC2NODECLASS_HASH_VERSION`,
-differs from every version Karpenter writes, so a NodeClaim Karpenter
-launched is re-annotated, never drifted, when karpy takes over.
+Karpenter hashes the spec as the API server holds it: as written, with the
+CRD's defaults (``metadataOptions``) filled in. A class read from a manifest
+or the API server keeps that text (``EC2NodeClass.written_spec``), which
+tells apart what the model does not (``detailedMonitoring: false`` from
+none, ``kubeReserved.cpu: "0.1"`` from ``"100m"``); it is hashed while it
+still says what the model's static fields say. A class built in code, or
+changed since it was read, is hashed from its fields written out as
+Karpenter's JSON. The selector terms, ``ipPrefixCount`` and the written
+``amiFamily`` are ``hash:"ignore"``: what the selectors select is compared
+instead (:mod:`karpy.disruption.nodeclass_drift`), and the AMI family is
+hashed as resolved. :data:`EC2_HASHED_FIELDS` names the spec fields hashed,
+:data:`EC2_IGNORED_FIELDS` those left out, each with why.
 
-A KWOKNodeClass has no hash in Karpenter (its provider reports no drift).
-karpy's hashes the one setting that makes its nodes what they are, the
-instance-type catalog the class offers (``karpy.dev/kwok-instance-types``,
-resolved with the default); ``spec.nodeRegistrationDelay`` only says how
-long a launch takes, so it is ignored, as Karpenter ignores behaviour fields.
+A KWOKNodeClass has no hash in Karpenter (its kwok provider reports no
+drift). karpy's hashes the one setting that makes its nodes what they are,
+the instance-type catalog the class offers (``karpy.dev/kwok-instance-types``,
+resolved with the default), under karpy's own annotations;
+``spec.nodeRegistrationDelay`` only says how long a launch takes, so it is
+ignored, as Karpenter ignores behaviour fields.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpy.api.nodeclass import EC2NodeClass
+from karpy.api._reader import FieldReader, ManifestError
+from karpy.api.ec2nodeclass_go_hash import KARPENTER_EC2NODECLASS_HASH_VERSION, karpenter_ec2nodeclass_hash
+from karpy.api.nodeclass import BlockDeviceMapping, EC2NodeClass, KubeletConfiguration, MetadataOptions
+from karpy.api.quantity import format_amount
 
 EC2NODECLASS_HASH_ANNOTATION = "karpenter.k8s.aws/ec2nodeclass-hash"
 EC2NODECLASS_HASH_VERSION_ANNOTATION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
-# Bump when the hash of an unchanged class changes: a field's default changes, a field
-# already set is added or removed, or a hashed field changes how it is written.
-EC2NODECLASS_HASH_VERSION = "karpy-v1"
+# Karpenter's: a NodeClaim of another version (an older karpy's karpy-v1, none) is re-annotated.
+EC2NODECLASS_HASH_VERSION = KARPENTER_EC2NODECLASS_HASH_VERSION
 
 KWOKNODECLASS_HASH_ANNOTATION = "karpy.dev/kwoknodeclass-hash"
 KWOKNODECLASS_HASH_VERSION_ANNOTATION = "karpy.dev/kwoknodeclass-hash-version"
 KWOKNODECLASS_HASH_VERSION = "v1"
 
-# The model's field → its name in the EC2NodeClass spec. Karpenter hashes each of them.
+# The spec fields Karpenter v1.15 hashes (EC2NodeClassSpec without its hash:"ignore" fields),
+# with what each is in karpy. Beside them it hashes the AMI family as resolved, the cluster CA
+# bundle and the kubelet settings as their JSON text.
 EC2_HASHED_FIELDS: Mapping[str, str] = {
-    "user_data": "userData",
+    "placementGroupSelector": "refused by karpy (not modelled)",
+    "associatePublicIPAddress": "associate_public_ip_address",
+    "userData": "user_data",
+    "role": "role",
+    "instanceProfile": "instance_profile",
+    "tags": "tags",
+    "blockDeviceMappings": "block_device_mappings",
+    "instanceStorePolicy": "instance_store_policy",
+    "networkInterfaces": "refused by karpy (not modelled)",
+    "detailedMonitoring": "detailed_monitoring",
+    "metadataOptions": "metadata_options",
+    "enclaveOptions": "refused by karpy (not modelled)",
+    "connectionTracking": "refused by karpy (not modelled)",
+    "context": "refused by karpy",
+    "cpuOptions": "refused by karpy (not modelled)",
+    "kubelet": "kubelet (hashed as its JSON text, not as a field of the spec)",
+}
+# Spec fields Karpenter tags hash:"ignore", and why.
+EC2_IGNORED_FIELDS: Mapping[str, str] = {
+    "subnetSelectorTerms": "SubnetDrift compares the instance's subnet with the resolved ones",
+    "securityGroupSelectorTerms": "SecurityGroupDrift compares the resolved security groups",
+    "amiSelectorTerms": "AMIDrift compares the instance's AMI with the resolved ones",
+    "capacityReservationSelectorTerms": "CapacityReservationDrift compares the instance's reservation",
+    "ipPrefixCount": "Karpenter ignores it",
+    "amiFamily": "hashed as resolved (the alias' family when unset), not as written",
+}
+# The model's fields that say what is hashed, and their spec keys: a written field is hashed as
+# written while the model's field still says what it says.
+_STATIC_FIELDS: Mapping[str, str] = {
     "role": "role",
     "instance_profile": "instanceProfile",
     "tags": "tags",
     "kubelet": "kubelet",
+    "user_data": "userData",
     "block_device_mappings": "blockDeviceMappings",
     "metadata_options": "metadataOptions",
     "associate_public_ip_address": "associatePublicIPAddress",
     "detailed_monitoring": "detailedMonitoring",
     "instance_store_policy": "instanceStorePolicy",
-    "ami_family": "amiFamily",  # as resolved: amiFamily, else the alias' family
 }
-# Fields of the model left out of the hash, and why.
-EC2_IGNORED_FIELDS: Mapping[str, str] = {
-    "subnet_selector_terms": "SubnetDrift compares the instance's subnet with the resolved ones",
-    "security_group_selector_terms": "SecurityGroupDrift compares the resolved security groups",
-    "ami_selector_terms": "AMIDrift compares the instance's AMI with the resolved ones",
-    # Karpenter's hash ignores them too.
-    "capacity_reservation_selector_terms": "CapacityReservationDrift compares the instance's reservation",
-    "metadata": "not the spec",
-    "status": "not the spec",
-    "converted_from": "how the manifest was written, not what it asks for",
-    "conversion_notes": "how the manifest was written, not what it asks for",
+# The CRD's defaults, which the API server fills in before Karpenter reads a class.
+_METADATA_OPTIONS_DEFAULTS: Mapping[str, object] = {
+    "httpEndpoint": "enabled",
+    "httpProtocolIPv6": "disabled",
+    "httpPutResponseHopLimit": 1,
+    "httpTokens": "required",
 }
-# The kubelet settings keep their order, as Karpenter hashes them as one JSON text.
-_ORDERED = frozenset({"kubelet"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,20 +121,120 @@ class NodeClassHash:
 
 
 def ec2nodeclass_hash(node_class: EC2NodeClass, ca_bundle: str = "") -> NodeClassHash:
-    """The class' ``karpenter.k8s.aws/ec2nodeclass-hash`` (``ca_bundle``: the cluster CA nodes are given)."""
-    spec: dict[str, Any] = {}
-    for name, key in EC2_HASHED_FIELDS.items():
-        value = node_class.effective_ami_family if name == "ami_family" else getattr(node_class, name)
-        canonical = _canonical(value, ordered=name in _ORDERED)
-        if not _is_default(EC2NodeClass, name, value) and canonical not in (None, "", {}, []):
-            spec[key] = canonical
-    if ca_bundle:
-        spec["caBundle"] = ca_bundle
+    """Karpenter's ``EC2NodeClass.Hash(caBundle)`` of the class (``ca_bundle``: the cluster CA nodes get)."""
     return NodeClassHash(
-        _digest(spec),
+        _go_hash(_spec_text(node_class), node_class.effective_ami_family, ca_bundle),
         EC2NODECLASS_HASH_VERSION,
         EC2NODECLASS_HASH_ANNOTATION,
         EC2NODECLASS_HASH_VERSION_ANNOTATION,
+    )
+
+
+def _spec_text(node_class: EC2NodeClass) -> str:
+    """The spec Karpenter would hash: as written, but for the static fields changed since it was read."""
+    read = _read_spec(node_class.written_spec) if node_class.written_spec else None
+    if read is None:
+        return json.dumps(karpenter_spec(node_class), sort_keys=True)
+    changed = [
+        key for name, key in _STATIC_FIELDS.items() if getattr(read, name) != getattr(node_class, name)
+    ]
+    if not changed:
+        return node_class.written_spec
+    spec, rendered = json.loads(node_class.written_spec), karpenter_spec(node_class)
+    for key in changed:
+        spec.pop(key, None)
+        if key in rendered:
+            spec[key] = rendered[key]
+    return json.dumps(spec, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _go_hash(spec_text: str, ami_family: str, ca_bundle: str) -> str:
+    spec = with_crd_defaults(json.loads(spec_text))
+    return karpenter_ec2nodeclass_hash(spec, ami_family, ca_bundle)
+
+
+def with_crd_defaults(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` as the API server stores it: ``metadataOptions`` and each of its fields defaulted."""
+    written = spec.get("metadataOptions")
+    options = dict(written) if isinstance(written, Mapping) else {}
+    return {**spec, "metadataOptions": {**_METADATA_OPTIONS_DEFAULTS, **options}}
+
+
+@functools.lru_cache(maxsize=256)
+def _read_spec(spec_text: str) -> EC2NodeClass | None:
+    manifest = {"metadata": {"name": "written"}, "spec": json.loads(spec_text)}
+    try:
+        return EC2NodeClass.parse(FieldReader(manifest), "karpenter.k8s.aws/v1")
+    except ManifestError:
+        return None
+
+
+def karpenter_spec(node_class: EC2NodeClass) -> dict[str, Any]:
+    """The class' static fields written out as Karpenter's spec JSON (the fields Karpenter hashes)."""
+    spec: dict[str, Any] = {}
+    for key, value in (
+        ("role", node_class.role),
+        ("instanceProfile", node_class.instance_profile),
+        ("tags", node_class.tags),
+        ("userData", node_class.user_data),
+        ("instanceStorePolicy", node_class.instance_store_policy),
+        ("associatePublicIPAddress", node_class.associate_public_ip_address),
+        ("detailedMonitoring", node_class.detailed_monitoring or None),
+        ("blockDeviceMappings", [_mapping_spec(mapping) for mapping in node_class.block_device_mappings]),
+        ("metadataOptions", _metadata_options_spec(node_class.metadata_options)),
+        ("kubelet", _kubelet_spec(node_class.kubelet)),
+    ):
+        if value not in (None, "", {}, []):
+            spec[key] = value
+    return spec
+
+
+def _set(**fields: object) -> dict[str, object]:
+    return {key: value for key, value in fields.items() if value not in (None, "", {}, [], ())}
+
+
+def _mapping_spec(mapping: BlockDeviceMapping) -> dict[str, object]:
+    ebs = _set(
+        volumeSize=mapping.volume_size,
+        volumeType=mapping.volume_type,
+        iops=mapping.iops,
+        throughput=mapping.throughput,
+        encrypted=mapping.encrypted,
+        kmsKeyID=mapping.kms_key_id,
+        deleteOnTermination=mapping.delete_on_termination,
+        snapshotID=mapping.snapshot_id,
+        volumeInitializationRate=mapping.volume_initialization_rate,
+    )
+    return _set(deviceName=mapping.device_name, rootVolume=mapping.root_volume or None, ebs=ebs)
+
+
+def _metadata_options_spec(options: MetadataOptions) -> dict[str, object]:
+    return {
+        "httpEndpoint": options.http_endpoint,
+        "httpProtocolIPv6": options.http_protocol_ipv6,
+        "httpPutResponseHopLimit": options.http_put_response_hop_limit,
+        "httpTokens": options.http_tokens,
+    }
+
+
+def _kubelet_spec(kubelet: KubeletConfiguration) -> dict[str, object]:
+    def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+        return {name: format_amount(name, amount) for name, amount in amounts.items()}
+
+    return _set(
+        maxPods=kubelet.max_pods,
+        podsPerCore=kubelet.pods_per_core,
+        kubeReserved=quantities(kubelet.kube_reserved),
+        systemReserved=quantities(kubelet.system_reserved),
+        evictionHard=kubelet.eviction_hard,
+        clusterDNS=list(kubelet.cluster_dns),
+        evictionSoft=kubelet.eviction_soft,
+        evictionSoftGracePeriod=kubelet.eviction_soft_grace_period,
+        evictionMaxPodGracePeriod=kubelet.eviction_max_pod_grace_period,
+        imageGCHighThresholdPercent=kubelet.image_gc_high_threshold_percent,
+        imageGCLowThresholdPercent=kubelet.image_gc_low_threshold_percent,
+        cpuCFSQuota=kubelet.cpu_cfs_quota,
     )
 
 
@@ -128,37 +256,6 @@ def _digest(material: Mapping[str, Any]) -> str:
     return str(int(hashlib.sha256(text.encode()).hexdigest()[:16], 16))
 
 
-def _is_default(owner: type, name: str, value: object) -> bool:
-    """Whether ``value`` is the default of ``owner``'s field ``name`` (such a field adds nothing)."""
-    for field_ in dataclasses.fields(owner):
-        if field_.name != name:
-            continue
-        if field_.default is not dataclasses.MISSING:
-            return bool(value == field_.default)
-        if field_.default_factory is not dataclasses.MISSING:
-            return bool(value == field_.default_factory())
-    return False
-
-
-def _canonical(value: object, *, ordered: bool = False) -> Any:
-    """``value`` as JSON data: defaults dropped, maps sorted, lists as sets unless ``ordered``."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {}
-        for field_ in dataclasses.fields(value):
-            item = getattr(value, field_.name)
-            if not _is_default(type(value), field_.name, item):
-                fields[field_.name] = _canonical(item, ordered=ordered)
-        return fields
-    if isinstance(value, Mapping):
-        return {str(key): _canonical(item, ordered=ordered) for key, item in sorted(value.items())}
-    if isinstance(value, list | tuple | frozenset | set):
-        items = [_canonical(item, ordered=ordered) for item in value]
-        if ordered and isinstance(value, list | tuple):
-            return items
-        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
-    return value
-
-
 __all__ = [
     "EC2NODECLASS_HASH_ANNOTATION",
     "EC2NODECLASS_HASH_VERSION",
@@ -170,5 +267,7 @@ __all__ = [
     "KWOKNODECLASS_HASH_VERSION_ANNOTATION",
     "NodeClassHash",
     "ec2nodeclass_hash",
+    "karpenter_spec",
     "kwoknodeclass_hash",
+    "with_crd_defaults",
 ]

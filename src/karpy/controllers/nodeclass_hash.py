@@ -3,9 +3,11 @@
 Karpenter's ``nodeclass.hash`` controller: the class carries its current hash
 and hash version (``karpenter.k8s.aws/ec2nodeclass-hash`` and
 ``-hash-version`` for an EC2NodeClass, :mod:`karpy.api.nodeclass_hash`), so
-a user sees what its NodeClaims are compared with. When the version the
-class carries is not the current one (karpy was upgraded to a hash computed
-differently, or takes over from Karpenter, or the class is new), every
+a user sees what its NodeClaims are compared with. The EC2NodeClass' hash is
+Karpenter's own value and version, so after Karpenter of the same hash
+version nothing is re-annotated and its NodeClaims compare directly. When the
+version the class carries is not the current one (an older karpy's
+``karpy-v1``, a Karpenter of another hash version, or a new class), every
 NodeClaim of the class with another version is *re-annotated*, not drifted:
 it gets the current version and, unless it is already Drifted (whether it
 still is cannot be told across versions), the current hash. A NodeClaim

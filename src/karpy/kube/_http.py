@@ -22,6 +22,7 @@ lightkube's client objects.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import socket
@@ -192,11 +193,35 @@ def _shut(response: Any) -> None:
         response.close()
 
 
+def _ca_bundle(config: KubeConfig) -> str:
+    """The CA of the configuration's current cluster as base64-encoded PEM, as Karpenter discovers it.
+
+    Karpenter gives nodes, and hashes into the EC2NodeClass hash, the CA of its own
+    connection when ``CLUSTER_CA_BUNDLE`` is unset; "" when it names none or cannot be read.
+    """
+    try:
+        current = config.get()
+        if current is None:
+            return ""
+        cluster = current.cluster
+        if cluster.certificate_auth_data:
+            pem = base64.b64decode(cluster.certificate_auth_data)
+        elif cluster.certificate_auth:
+            pem = Path(current.abs_file(cluster.certificate_auth)).read_bytes()
+        else:
+            return ""
+    except (ConfigError, OSError, ValueError, AttributeError, TypeError):
+        return ""
+    return base64.b64encode(pem).decode()
+
+
 class ApiTransport:
     """Requests to one API server, over the HTTP client lightkube configures from a kubeconfig."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, ca_bundle: str = "") -> None:
         self._lightkube = client
+        # The CA the connection trusts, base64-encoded PEM ("" : none named).
+        self.ca_bundle = ca_bundle
         # lightkube's sync client keeps its configured HTTP client as ``_client._client``.
         self._http: Any = client._client._client
         self._open_streams: set[Any] = set()
@@ -240,7 +265,7 @@ class ApiTransport:
                 f"no cluster to run against: {why} (give --kubeconfig or KUBECONFIG, "
                 "or run karpy in a pod, where the ServiceAccount's credentials are used)"
             ) from problem
-        return cls(Client(config, field_manager="karpy"))
+        return cls(Client(config, field_manager="karpy"), ca_bundle=_ca_bundle(config))
 
     def request(
         self,
