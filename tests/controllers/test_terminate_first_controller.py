@@ -18,7 +18,7 @@ from karpy.api.core import NodeCondition
 from karpy.api.nodeclass import StatusCapacityReservation
 from karpy.api.nodepool import REASON_DRIFTED
 from karpy.api.requirements import AWS_LABEL_CAPACITY_RESERVATION_ID, LABEL_CAPACITY_TYPE
-from karpy.disruption.terminate_first import TerminateFirstReason
+from karpy.disruption.method import TerminateFirstReason
 from karpy.sim.cloud import SimulatedCloudSettings, SimulatedReservation
 from karpy.sim.simulation import Simulation, SimulationSettings
 

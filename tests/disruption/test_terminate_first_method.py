@@ -33,13 +33,12 @@ from karpy.api.requirements import (
 )
 from karpy.cloud.repair_policies import KWOK_REPAIR_POLICIES, KWOK_UNHEALTHY_CONDITION
 from karpy.disruption.drift import Drift
-from karpy.disruption.method import Candidate, RemovalCommand
+from karpy.disruption.method import Candidate, RemovalCommand, TerminateFirstReason
 from karpy.disruption.rejection import RejectionKind
 from karpy.disruption.repair import Repair, RepairCommand, RepairPolicyMatcher
 from karpy.disruption.static import StaticCount, StaticDrift
 from karpy.disruption.terminate_first import (
     StaticReservations,
-    TerminateFirstReason,
     credit_reservation,
     refillable,
     static_reservations,

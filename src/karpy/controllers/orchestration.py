@@ -57,7 +57,7 @@ from karpy.api.taints import (
 from karpy.controllers.provisioning import build_nodeclaim
 from karpy.disruption.consolidation import KIND_PRICE, KIND_WEIGHT
 from karpy.disruption.emptiness import EmptinessDecision, reschedulable
-from karpy.disruption.terminate_first import TerminateFirstReason
+from karpy.disruption.method import TerminateFirstReason
 from karpy.logs import about
 from karpy.operator.cluster import (
     EVENT_NORMAL,

@@ -43,7 +43,7 @@ from karpy.api.nodepool import (
 )
 from karpy.disruption.candidates import do_not_disrupt_rejection, waiting_on_uninitialized
 from karpy.disruption.emptiness import reschedulable
-from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
+from karpy.disruption.method import Candidate, MethodResult, RemovalCommand, TerminateFirstReason
 from karpy.disruption.nodeclass_drift import (
     AMI_DRIFT,
     CAPACITY_RESERVATION_DRIFT,
@@ -52,7 +52,7 @@ from karpy.disruption.nodeclass_drift import (
     SUBNET_DRIFT,
 )
 from karpy.disruption.rejection import Rejection, RejectionKind
-from karpy.disruption.terminate_first import AfterTermination, TerminateFirstReason, held_reservation
+from karpy.disruption.terminate_first import AfterTermination, held_reservation
 from karpy.scheduling.solver import Plan
 
 REASON_NODEPOOL_DRIFTED = "NodePoolDrifted"

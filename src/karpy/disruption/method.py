@@ -17,6 +17,7 @@ pure rule). docs/consolidation.md has the rules the methods decide by.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,8 +26,14 @@ from karpy.api.core import Node, Pod
 from karpy.api.nodeclaim import NodeClaim
 from karpy.api.nodepool import NodePool
 from karpy.disruption.rejection import Rejection
-from karpy.disruption.terminate_first import TerminateFirstReason
 from karpy.scheduling.solver import NewNodeClaim
+
+
+class TerminateFirstReason(enum.Enum):
+    """Why a command deletes its node before a replacement exists (Karpenter's label values)."""
+
+    NO_RESERVED_CAPACITY = "no-reserved-capacity"
+    STATIC_AT_LIMIT = "static-at-limit"
 
 
 @dataclass(frozen=True, slots=True)

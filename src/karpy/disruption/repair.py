@@ -48,13 +48,12 @@ from karpy.api.core import Node, Pod
 from karpy.api.nodepool import REASON_UNHEALTHY
 from karpy.disruption.candidates import waiting_on_uninitialized
 from karpy.disruption.emptiness import reschedulable
-from karpy.disruption.method import Candidate, MethodResult
+from karpy.disruption.method import Candidate, MethodResult, TerminateFirstReason
 from karpy.disruption.rejection import Rejection, RejectionKind
 from karpy.disruption.static import StaticCount, room_under_limit, static_nodeclaim
 from karpy.disruption.terminate_first import (
     AfterTermination,
     StaticReservations,
-    TerminateFirstReason,
     held_reservation,
     refillable,
 )

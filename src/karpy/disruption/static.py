@@ -42,9 +42,9 @@ from karpy.api.nodepool import REASON_DRIFTED, NodePool
 from karpy.disruption.candidates import eviction_cost
 from karpy.disruption.drift import do_not_disrupt_blocker
 from karpy.disruption.emptiness import reschedulable
-from karpy.disruption.method import Candidate, MethodResult, RemovalCommand
+from karpy.disruption.method import Candidate, MethodResult, RemovalCommand, TerminateFirstReason
 from karpy.disruption.rejection import Rejection, RejectionKind
-from karpy.disruption.terminate_first import StaticReservations, TerminateFirstReason, refillable
+from karpy.disruption.terminate_first import StaticReservations, refillable
 from karpy.scheduling.solver import NewNodeClaim, pool_requirements
 
 

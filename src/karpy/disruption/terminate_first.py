@@ -31,10 +31,8 @@ plans.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from karpy.api.conditions import TRUE, find_condition
 from karpy.api.core import Pod
@@ -46,22 +44,12 @@ from karpy.api.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_ZONE,
 )
+from karpy.disruption.method import Candidate, TerminateFirstReason
 from karpy.scheduling.solver import NodePoolCapacity, Plan, pool_requirements
-
-if TYPE_CHECKING:  # karpy.disruption.method marks its commands with TerminateFirstReason
-    from karpy.disruption.method import Candidate
-
 
 # Where a node's pods would go once it is deleted and its slot in the reservation (the id) is freed:
 # the controller plans on a snapshot without the node, that reservation credited one instance.
 AfterTermination = Callable[["Candidate", Sequence[Pod], str], Plan]
-
-
-class TerminateFirstReason(enum.Enum):
-    """Why a command deletes its node before a replacement exists (Karpenter's label values)."""
-
-    NO_RESERVED_CAPACITY = "no-reserved-capacity"
-    STATIC_AT_LIMIT = "static-at-limit"
 
 
 def held_reservation(candidate: Candidate) -> str:
