@@ -472,7 +472,13 @@ def plan(args: argparse.Namespace) -> int:
     """``karpy plan``: the diff of the files against the cluster, and the simulated consequence."""
     from karpy.kube._http import ApiStatusError, KubeconfigError
     from karpy.kube.snapshot import ClusterUnreachableError
-    from karpy.sim.plan import diff_objects, plan_json, plan_of, render_plan_text
+    from karpy.sim.plan import (
+        diff_objects,
+        observed_registration_delay,
+        plan_json,
+        plan_of,
+        render_plan_text,
+    )
 
     paths: list[Path] = args.paths
     scenario, problems = load_inputs(paths)
@@ -501,6 +507,10 @@ def plan(args: argparse.Namespace) -> int:
     ]
     changes = diff_objects(state.objects, applied)
     simulation = Simulation(start=state.start)
+    registration = observed_registration_delay(state.objects)
+    if registration is not None:
+        # Replacements register as fast as the cluster's nodes did (a Scenario's cloud setting wins).
+        simulation.cloud.settings.registration_delay = registration
     notes = seed(simulation, state)
     if args.output == "text":
         print(f"note: from the cluster: {describe(state)}", file=sys.stderr)

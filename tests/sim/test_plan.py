@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from tests.sim.test_from_cluster import from_snapshot, seed_walkthrough, snapsho
 from tests.support import run_cli
 
 from karpy.api.manifest import LoadedObject, LoadResult
+from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 from karpy.api.nodepool import REASON_DRIFTED, Budget, NodePool
 from karpy.api.requirements import LABEL_INSTANCE_TYPE, Requirement
 from karpy.api.snapshot import ClusterSnapshot
@@ -26,6 +28,7 @@ from karpy.sim.plan import (
     FieldChange,
     Plan,
     diff_objects,
+    observed_registration_delay,
     plan_json,
     plan_of,
     render_plan_text,
@@ -199,3 +202,52 @@ def test_karpy_plan_says_in_one_line_that_the_cluster_cannot_be_read(
     assert status == 2 and out == ""
     assert err.startswith("karpy: plan: no cluster to run against:")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_replacements_wait_for_the_end_of_a_budget_window_that_allows_no_drift() -> None:
+    """A window of ``nodes: 0`` for Drifted opened at the minute of the read and lasting an hour."""
+    original = seed_walkthrough()
+    pool = original.cluster.nodepool("default")
+    assert pool is not None
+    read_at = datetime.fromtimestamp(original.clock.now(), UTC)
+    window_end = read_at.replace(second=0, microsecond=0).timestamp() + 3600.0
+    changed = without_running_types(original, pool)
+    frozen = Budget(
+        nodes="0",
+        schedule=f"{read_at.minute} {read_at.hour} * * *",
+        duration=3600.0,
+        reasons=(REASON_DRIFTED,),
+    )
+    changed = dataclasses.replace(
+        changed, disruption=dataclasses.replace(changed.disruption, budgets=(frozen, Budget()))
+    )
+    plan = planned(snapshot_of(original), changed)
+    assert len(plan.disruptions) == 2
+    first = plan.disruptions[0]
+    assert first.drifted_at == plan.start
+    # Not before the window closes; then as soon as a pass and the command's re-check allow.
+    assert window_end <= first.disrupted_at <= window_end + 60.0
+
+
+def test_the_registration_delay_is_the_one_the_clusters_nodes_took() -> None:
+    original = seed_walkthrough()
+    objects = snapshot_of(original).objects
+    # The simulated cloud's nodes register 30 s after launch: so the cluster read says.
+    assert observed_registration_delay(objects) == pytest.approx(30.0)
+    quick: list[object] = []
+    for obj in objects:
+        if isinstance(obj, NodeClaim):
+            launched = obj.condition(CONDITION_LAUNCHED)
+            assert launched is not None
+            # Registered 2 s after launch, as a kwok node is.
+            conditions = tuple(
+                dataclasses.replace(c, last_transition_time=launched.last_transition_time + 2.0)
+                if c.type == CONDITION_REGISTERED
+                else c
+                for c in obj.status.conditions
+            )
+            quick.append(obj.with_status(conditions=conditions))
+        else:
+            quick.append(obj)
+    assert observed_registration_delay(quick) == pytest.approx(2.0)
+    assert observed_registration_delay([]) is None

@@ -14,6 +14,8 @@ Two parts, as ``terraform plan`` has: the diff, and the consequence.
   began each (the orchestrator's executed commands, typed), the NodeClaims
   launched, the pods evicted and where the pods made in their place went,
   the pods left pending, and the $/h of the running nodes before and after.
+- :func:`observed_registration_delay` is how long the cluster's own nodes took to
+  register: the simulated cloud registers replacements as fast as the cluster does.
 
 Nothing is computed again: times come from the recorder, reasons from the
 Drifted condition and the disruption commands, the pending pods' reasons
@@ -23,11 +25,14 @@ from the provisioner's last pass.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from karpy.api.conditions import TRUE
 from karpy.api.duration import format_duration
+from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import Requirement
@@ -214,6 +219,30 @@ def diff_objects(cluster: Iterable[object], files: Iterable[object]) -> list[Obj
         if fields:
             changes.append(ObjectChange(kind, name, ACTION_UPDATE, fields))
     return changes
+
+
+def observed_registration_delay(objects: Iterable[object]) -> float | None:
+    """How long the cluster's nodes took to register after launch (the median, seconds); None: none seen.
+
+    The simulated cloud's own delay (30 s, an EC2 instance's boot) would time a kwok
+    cluster's replacements, registered within a second or two, several times too slow:
+    the cluster says what its nodes take.
+    """
+    delays = []
+    for obj in objects:
+        if not isinstance(obj, NodeClaim):
+            continue
+        launched, registered = obj.condition(CONDITION_LAUNCHED), obj.condition(CONDITION_REGISTERED)
+        if (
+            launched is not None
+            and registered is not None
+            and launched.status == TRUE
+            and registered.status == TRUE
+            and launched.last_transition_time
+            and registered.last_transition_time
+        ):
+            delays.append(max(0.0, registered.last_transition_time - launched.last_transition_time))
+    return statistics.median(delays) if delays else None
 
 
 @dataclass(frozen=True, slots=True)
