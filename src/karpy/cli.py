@@ -474,6 +474,7 @@ def plan(args: argparse.Namespace) -> int:
     from karpy.kube.snapshot import ClusterUnreachableError
     from karpy.sim.plan import (
         diff_objects,
+        observed_initialization_delay,
         observed_registration_delay,
         plan_json,
         plan_of,
@@ -511,6 +512,9 @@ def plan(args: argparse.Namespace) -> int:
     if registration is not None:
         # Replacements register as fast as the cluster's nodes did (a Scenario's cloud setting wins).
         simulation.cloud.settings.registration_delay = registration
+    initialization = observed_initialization_delay(state.objects)
+    if initialization is not None:
+        simulation.kubelet.settings.node_ready_delay = initialization
     notes = seed(simulation, state)
     if args.output == "text":
         print(f"note: from the cluster: {describe(state)}", file=sys.stderr)

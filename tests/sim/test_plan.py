@@ -28,6 +28,7 @@ from karpy.sim.plan import (
     FieldChange,
     Plan,
     diff_objects,
+    observed_initialization_delay,
     observed_registration_delay,
     plan_json,
     plan_of,
@@ -229,11 +230,13 @@ def test_replacements_wait_for_the_end_of_a_budget_window_that_allows_no_drift()
     assert window_end <= first.disrupted_at <= window_end + 60.0
 
 
-def test_the_registration_delay_is_the_one_the_clusters_nodes_took() -> None:
+def test_the_registration_and_initialization_delays_are_those_the_clusters_nodes_took() -> None:
     original = seed_walkthrough()
     objects = snapshot_of(original).objects
     # The simulated cloud's nodes register 30 s after launch: so the cluster read says.
     assert observed_registration_delay(objects) == pytest.approx(30.0)
+    # And are ready (initialized) 5 s after they register, the simulated kubelet's delay.
+    assert observed_initialization_delay(objects) == pytest.approx(5.0)
     quick: list[object] = []
     for obj in objects:
         if isinstance(obj, NodeClaim):

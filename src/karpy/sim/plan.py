@@ -14,8 +14,9 @@ Two parts, as ``terraform plan`` has: the diff, and the consequence.
   began each (the orchestrator's executed commands, typed), the NodeClaims
   launched, the pods evicted and where the pods made in their place went,
   the pods left pending, and the $/h of the running nodes before and after.
-- :func:`observed_registration_delay` is how long the cluster's own nodes took to
-  register: the simulated cloud registers replacements as fast as the cluster does.
+- :func:`observed_registration_delay` and :func:`observed_initialization_delay` are
+  how long the cluster's own nodes took to register and then to initialize: the
+  simulated cloud and kubelets bring replacements up as fast as the cluster does.
 
 Nothing is computed again: times come from the recorder, reasons from the
 Drifted condition and the disruption commands, the pending pods' reasons
@@ -32,7 +33,7 @@ from typing import Any
 
 from karpy.api.conditions import TRUE
 from karpy.api.duration import format_duration
-from karpy.api.nodeclaim import CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
+from karpy.api.nodeclaim import CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_REGISTERED, NodeClaim
 from karpy.api.nodeclass import EC2NodeClass, KWOKNodeClass
 from karpy.api.nodepool import NodePool
 from karpy.api.requirements import Requirement
@@ -221,6 +222,25 @@ def diff_objects(cluster: Iterable[object], files: Iterable[object]) -> list[Obj
     return changes
 
 
+def _median_between(objects: Iterable[object], first: str, then: str) -> float | None:
+    """The median time from condition ``first`` to ``then`` over the NodeClaims with both true."""
+    delays = []
+    for obj in objects:
+        if not isinstance(obj, NodeClaim):
+            continue
+        since, until = obj.condition(first), obj.condition(then)
+        if (
+            since is not None
+            and until is not None
+            and since.status == TRUE
+            and until.status == TRUE
+            and since.last_transition_time
+            and until.last_transition_time
+        ):
+            delays.append(max(0.0, until.last_transition_time - since.last_transition_time))
+    return statistics.median(delays) if delays else None
+
+
 def observed_registration_delay(objects: Iterable[object]) -> float | None:
     """How long the cluster's nodes took to register after launch (the median, seconds); None: none seen.
 
@@ -228,21 +248,12 @@ def observed_registration_delay(objects: Iterable[object]) -> float | None:
     cluster's replacements, registered within a second or two, several times too slow:
     the cluster says what its nodes take.
     """
-    delays = []
-    for obj in objects:
-        if not isinstance(obj, NodeClaim):
-            continue
-        launched, registered = obj.condition(CONDITION_LAUNCHED), obj.condition(CONDITION_REGISTERED)
-        if (
-            launched is not None
-            and registered is not None
-            and launched.status == TRUE
-            and registered.status == TRUE
-            and launched.last_transition_time
-            and registered.last_transition_time
-        ):
-            delays.append(max(0.0, registered.last_transition_time - launched.last_transition_time))
-    return statistics.median(delays) if delays else None
+    return _median_between(objects, CONDITION_LAUNCHED, CONDITION_REGISTERED)
+
+
+def observed_initialization_delay(objects: Iterable[object]) -> float | None:
+    """How long the cluster's nodes took from registered to initialized (the median, seconds)."""
+    return _median_between(objects, CONDITION_REGISTERED, CONDITION_INITIALIZED)
 
 
 @dataclass(frozen=True, slots=True)
