@@ -9,6 +9,10 @@
   ``spec.settings.featureGates``. ``--from-cluster`` starts from a real
   cluster instead (``--kubeconfig``, read only: :mod:`karpy.sim.from_cluster`),
   and the PATHs are then steps applied after it (docs/simulate-from-cluster.md).
+- ``karpy plan FILE ...``: read a real cluster (``--kubeconfig``, read only), diff its
+  NodePools and node classes against the files, and simulate applying them from the
+  cluster as it is: which nodes drift, are replaced when, where their pods go, $/h
+  before and after (:mod:`karpy.sim.plan`, docs/simulate-from-cluster.md).
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
   and the files it applies, without running anything; the paths are read
   exactly as ``karpy simulate`` reads them. A NodePool whose node class is
@@ -142,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run the scenario twice, with karpy and with this baseline, and compare them side by side",
     )
     simulate.add_argument("--verbose", "-v", action="store_true", help="log every controller decision")
+    _add_plan_command(commands)
     validate = commands.add_parser("validate", help="check manifests")
     validate.add_argument("paths", nargs="+", type=Path)
     validate.add_argument(
@@ -192,6 +197,21 @@ def _parser() -> argparse.ArgumentParser:
     run_command.add_argument("--verbose", "-v", action="store_true", help="the same as --log-level debug")
     _add_nodes_command(commands)
     return parser
+
+
+def _add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="what applying NodePool and node class files to a real cluster changes, and what then happens",
+    )
+    plan.add_argument("paths", nargs="+", type=Path, metavar="FILE", help="manifests or directories to apply")
+    plan.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration)"
+    )
+    plan.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    plan.add_argument(
+        "--duration", help="how far ahead to simulate, in cluster time (default 24h; it stops once settled)"
+    )
 
 
 def _add_nodes_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -450,6 +470,73 @@ def simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def plan(args: argparse.Namespace) -> int:
+    """``karpy plan``: the diff of the files against the cluster, and the simulated consequence."""
+    from karpy.kube._http import ApiStatusError, KubeconfigError
+    from karpy.kube.snapshot import ClusterUnreachableError
+    from karpy.sim.plan import (
+        diff_objects,
+        observed_initialization_delay,
+        observed_registration_delay,
+        plan_json,
+        plan_of,
+        render_plan_text,
+    )
+
+    paths: list[Path] = args.paths
+    scenario, problems = load_inputs(paths)
+    # A NodePool of the files may name a node class the cluster holds.
+    _validate_scenario(
+        scenario, problems, missing_node_class_is_error=False, keep_pools_missing_a_node_class=True
+    )
+    if args.duration:
+        try:
+            scenario.duration = parse_duration(args.duration)
+        except DurationError as problem:
+            print(f"karpy: --duration: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    STATUS.describe = lambda: "reading the cluster"
+    try:
+        snapshot = _read_cluster(args.kubeconfig)
+    except (KubeconfigError, ApiStatusError, ClusterUnreachableError) as problem:
+        print(f"karpy: plan: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    state = starting_state(snapshot)
+    applied = [
+        item.obj
+        for step in scenario.steps
+        if step.action == "apply" and step.at == 0
+        for item in step.objects.objects
+    ]
+    changes = diff_objects(state.objects, applied)
+    simulation = Simulation(start=state.start)
+    registration = observed_registration_delay(state.objects)
+    if registration is not None:
+        # Replacements register as fast as the cluster's nodes did (a Scenario's cloud setting wins).
+        simulation.cloud.settings.registration_delay = registration
+    initialization = observed_initialization_delay(state.objects)
+    if initialization is not None:
+        simulation.kubelet.settings.node_ready_delay = initialization
+    notes = seed(simulation, state)
+    if args.output == "text":
+        print(f"note: from the cluster: {describe(state)}", file=sys.stderr)
+        for note in notes:
+            print(f"note: from the cluster: {note}", file=sys.stderr)
+    simulation.watch = RunWatch(simulation.progress_line)
+    STATUS.describe = simulation.progress_line
+    try:
+        simulation.run_scenario(scenario)
+    except MemoryBudgetError as problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    result = plan_of(simulation, changes)
+    if args.output == "json":
+        print(json.dumps({**plan_json(result), "errors": problems.errors}, indent=2))
+    else:
+        print(render_plan_text(result))
+    return EXIT_BAD_INPUT if problems.errors else EXIT_OK
+
+
 def _reading() -> str:
     return "reading and checking the inputs"
 
@@ -670,7 +757,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "crds":
             sys.stdout.write(render_yaml(all_crds()))
             return EXIT_OK
-        command = {"simulate": simulate, "convert": convert, "validate": validate}[args.command]
+        command = {"simulate": simulate, "plan": plan, "convert": convert, "validate": validate}[args.command]
         STATUS.describe = _reading
         # A long command says how far it is on standard error: never a minute without a word.
         with Heartbeat(STATUS, _progress):

@@ -582,6 +582,11 @@ class SimulatedCloud:
         self._launched_for[nodeclaim.name] = instance.provider_id
         return instance
 
+    def _aws_names(self, zone: str) -> tuple[str, str]:
+        """The provider ID and node name of the instance numbered ``_launches``."""
+        octets = divmod(self._launches, 250)
+        return f"aws:///{zone}/i-{self._launches:017x}", f"ip-10-0-{octets[0]}-{octets[1] + 4}.ec2.internal"
+
     def _launch(
         self,
         nodeclaim: NodeClaim,
@@ -603,10 +608,11 @@ class SimulatedCloud:
             provider_id = f"kwok://{nodeclaim.name}"
             node_name = nodeclaim.name
         else:
-            instance_id = f"i-{self._launches:017x}"
-            provider_id = f"aws:///{zone}/{instance_id}"
-            octets = divmod(self._launches, 250)
-            node_name = f"ip-10-0-{octets[0]}-{octets[1] + 4}.ec2.internal"
+            provider_id, node_name = self._aws_names(zone)
+            while provider_id in self.instances or self.cluster.node(node_name) is not None:
+                # Taken by an instance adopted from a cluster the simulation started from.
+                self._launches += 1
+                provider_id, node_name = self._aws_names(zone)
         instance = Instance(
             provider_id=provider_id,
             node_name=node_name,

@@ -4,11 +4,11 @@ The recorder listens to the in-memory cluster like ``kubectl get -w`` does:
 every time a NodeClaim's printed columns (TYPE, CAPACITY, ZONE, NODE, READY)
 change, it keeps a row. It also keeps, per pod (by uid, so a pod created again under an
 earlier pod's name has a record of its own), when it was created, bound,
-running, finished and deleted, and per NodeClaim, when it was created, became ready and
-was deleted, with the hourly price of what was launched. Each
-HorizontalPodAutoscaler sync adds a sample to its target's time series
-(replicas, desired replicas, ready pods, demand). The report and the
-JSON output are built from this record alone.
+running, finished and deleted (and its owner), and per NodeClaim, when it was created,
+became ready, drifted (and why), was tainted for a disruption, began to be deleted and
+was deleted, with the hourly price of what was launched. Each HorizontalPodAutoscaler
+sync adds a sample to its target's time series (replicas, desired replicas, ready pods,
+demand). The report and the JSON output are built from this record alone.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from karpy.api.conditions import find_condition
-from karpy.api.core import POD_RUNNING, POD_SUCCEEDED, Pod
-from karpy.api.nodeclaim import CONDITION_READY, NodeClaim
+from karpy.api.conditions import TRUE, find_condition
+from karpy.api.core import POD_RUNNING, POD_SUCCEEDED, Node, Pod
+from karpy.api.nodeclaim import CONDITION_DRIFTED, CONDITION_READY, NodeClaim
+from karpy.api.taints import DISRUPTED_TAINT_KEY
 from karpy.operator.cluster import Clock
 
 if TYPE_CHECKING:
@@ -54,6 +55,14 @@ class NodeClaimRecord:
     launched_at: float | None = None
     ready_at: float | None = None
     deleted_at: float | None = None
+    # When it was first seen Drifted, with the condition's reason (RequirementsDrifted...) and message.
+    drifted_at: float | None = None
+    drift_reason: str = ""
+    drift_message: str = ""
+    # When its node was first tainted karpenter.sh/disrupted (a disruption command began), and
+    # when its deletion began (a disruption, expiry or a user): its pods are evicted from then on.
+    disrupted_at: float | None = None
+    deleting_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +77,8 @@ class PodRecord:
     deleted_at: float | None = None
     daemonset: bool = False
     uid: str = ""
+    # Its controller, "ReplicaSet/web-5d8f": what makes a pod in its place when it is evicted.
+    owner: str = ""
 
     @property
     def key(self) -> str:
@@ -92,6 +103,7 @@ class Recorder:
     end: float = 0.0
     _pending: set[str] = field(default_factory=set)
     _last_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _claim_of_node: dict[str, str] = field(default_factory=dict)
 
     def note(self, message: str) -> None:
         self.notes.append((self.clock.now(), message))
@@ -104,6 +116,16 @@ class Recorder:
             self._on_nodeclaim(old, new)
         elif kind == "Pod":
             self._on_pod(old, new)
+        elif kind == "Node" and isinstance(new, Node):
+            self._on_node(new)
+
+    def _on_node(self, node: Node) -> None:
+        name = self._claim_of_node.get(node.name)
+        record = self.nodeclaims.get(name) if name is not None else None
+        if record is None or record.disrupted_at is not None:
+            return
+        if any(taint.key == DISRUPTED_TAINT_KEY for taint in node.taints):
+            record.disrupted_at = self.clock.now()
 
     def _on_nodeclaim(self, old: object | None, new: object | None) -> None:
         now = self.clock.now()
@@ -133,8 +155,19 @@ class Recorder:
                 )
             record.price_per_hour = price
         record.node = new.status.node_name or record.node
+        if record.node:
+            self._claim_of_node[record.node] = record.name
         if record.ready_at is None and new.is_true(CONDITION_READY):
             record.ready_at = now
+        drifted = new.condition(CONDITION_DRIFTED)
+        if record.drifted_at is None and drifted is not None and drifted.status == TRUE:
+            record.drifted_at, record.drift_reason, record.drift_message = (
+                now,
+                drifted.reason,
+                drifted.message,
+            )
+        if record.deleting_at is None and new.metadata.deleting:
+            record.deleting_at = now
         self._row(new)
 
     def _row(self, claim: NodeClaim, deleted: bool = False) -> None:
@@ -179,6 +212,7 @@ class Recorder:
                 pod.metadata.creation_timestamp or now,
                 daemonset=pod.is_daemonset_pod,
                 uid=pod.metadata.uid,
+                owner=f"{owner.kind}/{owner.name}" if (owner := pod.metadata.controller) is not None else "",
             )
             self.pods[pod.metadata.uid] = record
         if new is None:

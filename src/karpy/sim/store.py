@@ -106,6 +106,8 @@ class InMemoryCluster(TypedReads):
         self._places: dict[tuple[str, str], int] = {}
         self._stored = 0
         self._version = 0
+        # The uids objects were created with (not generated here): a generated one must differ from them.
+        self._given_uids: set[str] = set()
         self._changes = 0
         self._names = 0
         self._listeners: list[Listener] = []
@@ -259,8 +261,15 @@ class InMemoryCluster(TypedReads):
             self._check_pod_budget(meta.name)
             obj = self._admit_pod(obj.with_changes(metadata=meta))  # type: ignore[assignment]
         version = self._next_version()
+        uid = meta.uid or f"uid-{kind.lower()}-{version}"
+        if meta.uid:
+            self._given_uids.add(meta.uid)
+        elif uid in self._given_uids:
+            # Taken by an object created with its own uid (a run from a cluster read from a simulation):
+            # the garbage collector would take one for the other's owner.
+            uid = f"{uid}-{len(self._given_uids)}"
         meta = meta.with_changes(
-            uid=meta.uid or f"uid-{kind.lower()}-{version}",
+            uid=uid,
             resource_version=version,
             creation_timestamp=self.clock.now()
             if meta.creation_timestamp is None
