@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from karpy.controllers.disruption import POLL_PERIOD
 from karpy.run import Runner
 
 from .conftest import ControlPlane, wait_until
@@ -135,7 +136,13 @@ def test_plan_predicts_the_nodes_a_requirement_change_replaces_their_order_and_t
         for disruption in predicted:
             actual = timeline.gone[disruption["nodeclaim"]] - applied_at
             expected = disruption["deletedAt"]
-            assert abs(actual - expected) <= 0.2 * expected + 5, (disruption["nodeclaim"], actual, expected)
+            # Within a fifth, plus one disruption cycle: the plan starts its 10 s passes at the read,
+            # the running controller wherever its own cycle stood, which no reading can tell.
+            assert abs(actual - expected) <= 0.2 * expected + POLL_PERIOD, (
+                disruption["nodeclaim"],
+                actual,
+                expected,
+            )
     plane.kubectl(
         "delete", "deployment", FIRST, SECOND, "-n", namespace, "--ignore-not-found", "--wait=false"
     )
