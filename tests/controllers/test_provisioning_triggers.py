@@ -21,6 +21,7 @@ from tests.support import KWOK_NODE_CLASS, deployment_manifest, kwok_nodepool, l
 
 from karpy.api.conditions import FALSE, TRUE, Condition
 from karpy.api.core import Pod
+from karpy.api.meta import ObjectMeta
 from karpy.api.nodeclaim import CONDITION_INITIALIZED, NodeClaim
 from karpy.api.nodepool import CONDITION_NODECLASS_READY, CONDITION_READY, NodePool
 from karpy.controllers.provisioning import BATCH_KEY
@@ -158,3 +159,54 @@ def test_a_pool_still_not_ready_but_for_another_reason_opens_a_batch_for_pending
     assert list(watch.mapper(unresolved, named)) == [BATCH_KEY]
     # The same reason written again opens none: the pass would tell the pods nothing new.
     assert list(watch.mapper(named, dataclasses.replace(named))) == []
+
+
+ZONED_VOLUME_POD = """
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: old-data}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-old}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [eu-west-1a]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeName: old-data
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db, namespace: default}
+spec:
+  containers: [{name: main, resources: {requests: {cpu: 100m}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+"""
+
+
+def test_a_claim_recreated_unbound_opens_a_batch_for_the_pod_its_old_volume_kept_out() -> None:
+    # The pod's claim is bound to a volume in a zone no pool launches in: unschedulable. The claim
+    # is deleted and made again unbound (a volume to be provisioned where the pod lands): the
+    # pod itself does not change, but now it fits a new node.
+    simulation = Simulation()
+    simulation.apply(load_objects(KWOK_NODE_CLASS, kwok_nodepool(), ZONED_VOLUME_POD))
+    simulation.run(120, until_steady=False)
+    assert "default/db" in simulation.provisioner.last.unschedulable
+    assert simulation.nodeclaims() == []
+    claim = simulation.cluster.persistent_volume_claim("default", "data")
+    assert claim is not None
+    simulation.cluster.delete(claim)
+    simulation.cluster.create(
+        dataclasses.replace(claim, metadata=ObjectMeta(name="data", namespace="default"), volume_name="")
+    )
+    simulation.run(120, until_steady=False)
+    assert len(simulation.nodeclaims()) == 1
+    pod = simulation.cluster.pod("default", "db")
+    assert pod is not None and pod.spec.node_name

@@ -686,8 +686,10 @@ class DisruptionController:
         """What a consolidation decision is worked out from, the savings known aside, as a value.
 
         Objects count by kind and resourceVersion (every write gives a new
-        one); the catalog each NodePool may launch from by the provider's list
-        (a new list when an offering's availability or price changes); the
+        one), the PersistentVolumeClaims, PersistentVolumes, StorageClasses
+        and CSINodes among them; the catalog each NodePool may launch from by
+        the provider's list (a new list when an offering's availability or
+        price changes); the
         budgets and back-offs by value. Time counts through ``next_due`` and
         the five-minute bound (see ``QUIET_PASS_TTL``). None when an object has
         no resourceVersion (nothing to tell its changes by): then every pass is
@@ -707,6 +709,10 @@ class DisruptionController:
             ("RuntimeClass", self.cluster.runtime_classes()),
             # What the default spread constraints are deduced from (watched only when configured).
             ("Service", self.cluster.services()),
+            # The claims, volumes and classes the moving pods' attach counts and volume topology
+            # come from, and the CSINodes the nodes' attach limits do: a limit grown or a claim
+            # gone may free a node whose pods had nowhere to go.
+            ("Storage", self.cluster.storage_objects()),
         )
         for kind, objects in groups:
             for obj in objects:

@@ -20,7 +20,10 @@ that is full, until something unrelated happens. The pass after such a bind
 sees the room as it really is; pods that merely are not bound yet still fit
 where they were planned, and nothing is launched for them. (Karpenter's pod
 controller re-triggers on every update of a pending pod, kube-scheduler's
-Unschedulable condition included, to the same end.)
+Unschedulable condition included, to the same end.) A batch opens too when a
+PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode changes while
+the last pass left a pod that mounts claims unschedulable: what its volumes
+allow (their zone, the driver they count against) may have changed with it.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from karpy.operator.cluster import (
     NotLeaderError,
 )
 from karpy.operator.karpenter_metrics import Metrics
+from karpy.operator.reads import STORAGE_KINDS
 from karpy.operator.runtime import Watch
 from karpy.scheduling.buffers import is_virtual
 from karpy.scheduling.policy import MIN_VALUES_RELAXED_ANNOTATION, SchedulingPolicy
@@ -152,6 +156,7 @@ class Provisioner:
             *([Watch(BUFFER_ROOM, lambda old, new: self.trigger())] if self.buffers is not None else []),
             # The NodeOverlays were evaluated (karpy.controllers.nodeoverlay): prices and pools changed.
             Watch(OVERLAYS_EVALUATED, self._on_overlays),
+            *(Watch(kind, self._on_storage) for kind in STORAGE_KINDS),
         ]
 
     def trigger(self) -> list[str]:
@@ -243,6 +248,16 @@ class Provisioner:
             return False
         nodepool = self.cluster.nodepool(new.nodepool)
         return nodepool is not None and bool(nodepool.limits)
+
+    def _on_storage(self, old: object | None, new: object | None) -> Iterable[str]:
+        # Pods refused for their volumes (a claim bound in a zone no pool offers, say) stay pending
+        # unchanged, so only this change can tell that they may fit now.
+        for key in self.last.unschedulable:
+            namespace, _, name = key.partition("/")
+            pod = self.cluster.pod(namespace, name)
+            if pod is not None and pod.spec.claim_names and pod.is_provisionable():
+                return self.trigger()
+        return ()
 
     def _on_overlays(self, old: object | None, new: object | None) -> Iterable[str]:
         # A pool awaiting its first evaluation may take the pods left pending meanwhile.

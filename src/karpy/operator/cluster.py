@@ -164,6 +164,11 @@ class ClusterReader(Protocol):
 
     def storage_class(self, name: str) -> StorageClass | None: ...
 
+    def storage_objects(self) -> Iterable[PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode]:
+        """Every PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode: what a pod's
+        volumes, their topology and the nodes' attach limits are read from."""
+        ...
+
     def services(self) -> Iterable[Service]:
         """The Services (none unless default topology spread constraints have them watched)."""
         ...

@@ -35,6 +35,9 @@ from karpy.api.nodepool import UNREADABLE_NODEPOOL, NodePool, UnreadableNodePool
 from karpy.api.service import ReplicationController, Service
 from karpy.api.storage import CSINode, StorageClass
 
+# The kinds a pod's volumes and the nodes' attach limits are read from (see ``storage_objects``).
+STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
+
 
 def object_kind(obj: object) -> str:
     kind = getattr(obj, "kind", None)
@@ -179,6 +182,10 @@ class TypedReads:
     def storage_class(self, name: str) -> StorageClass | None:
         found = self._get("StorageClass", name)
         return found if isinstance(found, StorageClass) else None
+
+    def storage_objects(self) -> Iterable[PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode]:
+        for kind in STORAGE_KINDS:
+            yield from self._all(kind)
 
     def services(self) -> Iterable[Service]:
         return self._all("Service")

@@ -532,6 +532,7 @@ async def _serve(args: argparse.Namespace) -> None:
             node_ip=args.node_ip,
             pod_cidr=args.pod_cidr,
             heartbeat_interval=args.heartbeat_interval,
+            status_report_interval=args.status_report_interval,
         )
         runner = asyncio.create_task(kubelet.run())
         started = asyncio.create_task(kubelet.wait_started())
@@ -557,6 +558,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pod-cidr", default="10.244.0.0/16", help="range that pod IPs are taken from")
     parser.add_argument(
         "--heartbeat-interval", type=float, default=10.0, help="seconds between lease renewals"
+    )
+    parser.add_argument(
+        "--status-report-interval",
+        type=float,
+        default=60.0,
+        help="seconds between Node status reports when nothing changed (the kubelet's"
+        " nodeStatusReportFrequency, 5 minutes by default)",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ...")
     args = parser.parse_args(argv)
