@@ -266,3 +266,45 @@ def test_instance_termination_is_timed_per_nodepool(scaled_up: tuple[Simulation,
     # Karpenter's buckets: 1 s to 1,024 s, doubling.
     assert exposition.value(f"{name}_bucket", nodepool="default", le="1024") == count
     assert not exposition.find(f"{name}_bucket", le="2048")
+
+
+def test_unfinished_work_is_the_time_the_running_simulation_has_taken_when_scraped() -> None:
+    metrics = Metrics()
+    now = [100.0]
+    metrics.wall_clock = lambda: now[0]
+    name = "karpenter_scheduler_unfinished_work_seconds"
+    with metrics.scheduling("provisioning", 3):
+        now[0] = 102.5
+        during = scrape(metrics)
+        assert during.types[name] == "gauge"
+        ((labels, value),) = during.series(name).items()
+        assert dict(labels) == {"controller": "provisioning", "scheduling_id": "1"}
+        assert value == 2.5
+        now[0] = 104.0
+        assert scrape(metrics).value(name, controller="provisioning", scheduling_id="1") == 4.0
+    assert scrape(metrics).series(name) == {}  # none between simulations, as Karpenter's
+    assert scrape(metrics).value(
+        "karpenter_scheduler_scheduling_duration_seconds_sum", controller="provisioning"
+    ) == pytest.approx(4.0)
+
+
+def test_pending_pods_are_counted_by_effective_zone_per_simulation() -> None:
+    nodepool_zones = kwok_nodepool()
+    pinned = deployment_manifest("pinned", replicas=2).replace(
+        "    spec:\n", "    spec:\n      nodeSelector: {topology.kubernetes.io/zone: test-zone-b}\n"
+    )
+    metrics = Metrics()
+    simulation = Simulation(metrics=metrics)
+    simulation.apply(load_objects(KWOK_NODE_CLASS, nodepool_zones, deployment_manifest(replicas=3), pinned))
+    simulation.run(5)
+    name = "karpenter_scheduler_pending_pods_by_effective_zone_count"
+    exposition = scrape(metrics)
+    assert exposition.types[name] == "gauge"
+    assert exposition.series(name) == {
+        frozenset({("controller", "provisioning"), ("zone", "flexible")}): 3,
+        frozenset({("controller", "provisioning"), ("zone", "test-zone-b")}): 2,
+    }
+    # The next simulation's pods replace the last one's series.
+    metrics.pending_pods_by_zone("provisioning", ["flexible"])
+    flexible = frozenset({("controller", "provisioning"), ("zone", "flexible")})
+    assert scrape(metrics).series(name) == {flexible: 1}

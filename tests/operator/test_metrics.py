@@ -213,3 +213,12 @@ def test_the_parser_rejects_what_prometheus_would() -> None:
 
 def test_the_content_type_is_the_text_format_version() -> None:
     assert CONTENT_TYPE.startswith("text/plain; version=0.0.4")
+
+
+def test_on_scrape_refreshes_series_before_each_scrape_reads_them() -> None:
+    registry = Registry()
+    elapsed = registry.gauge("work_seconds", "Work in progress.")
+    clock = iter([1.5, 4.0])
+    registry.on_scrape(lambda: elapsed.set(next(clock)))
+    assert "work_seconds 1.5\n" in registry.exposition()
+    assert "work_seconds 4\n" in registry.exposition()

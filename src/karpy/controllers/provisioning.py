@@ -319,7 +319,7 @@ class Provisioner:
             policy=self.settings.scheduling,
             scheduler_config=self.settings.scheduler_config,
         )
-        return snapshot.solve(self._still_pending(pods)), snapshot.nodepools
+        return snapshot.solve(self._still_pending(pods), effective_zones=True), snapshot.nodepools
 
     def _still_pending(self, pods: list[Pod]) -> list[Pod]:
         """``pods`` less those bound (or gone) since they were read, now that the nodes are read.
@@ -357,6 +357,9 @@ class Provisioner:
             simulation.left(len(plan.unschedulable))
         # The verdict on the real pods (a capacity buffer's virtual pods are never seen pending).
         real = {pod.key for pod in pods}
+        self.metrics.pending_pods_by_zone(
+            self.name, (zone for key, zone in plan.effective_zones.items() if key in real)
+        )
         placed = [*plan.existing, *(pod.key for new in plan.new_nodeclaims for pod in new.pods)]
         self.metrics.pods_decided(
             (key for key in placed if key in real),

@@ -712,7 +712,8 @@ class SchedulingSnapshot:
     # The cluster's default topology spread constraints, for pods that declare none (SCHEDULER_CONFIG).
     default_spread: DefaultSpread | None = None
 
-    def solve(self, pods: Sequence[Pod]) -> Plan:
+    def solve(self, pods: Sequence[Pod], *, effective_zones: bool = False) -> Plan:
+        """The plan for ``pods`` (with each one's effective zone when asked: see ``solve``)."""
         if self.default_spread is not None:
             pods = self.default_spread.apply(pods)
         return solve(
@@ -723,6 +724,7 @@ class SchedulingSnapshot:
             self.namespace_labels,
             policy=self.policy,
             volume_counts=volume_counts(self.cluster, pods),
+            effective_zones=effective_zones,
         )
 
 

@@ -37,6 +37,12 @@ What is measured, and where:
   left unscheduled, which are still waiting (one series, that of the latest
   simulation). ``karpenter_scheduler_unschedulable_pods_count{controller}``:
   the pods the latest simulation could not place.
+  ``karpenter_scheduler_unfinished_work_seconds{controller,scheduling_id}``:
+  how long the simulation still running has been, worked out at each scrape;
+  no series between simulations.
+  ``karpenter_scheduler_pending_pods_by_effective_zone_count{controller,zone}``:
+  the latest provisioning simulation's pods by the zone their constraints leave
+  them (:mod:`karpy.scheduling.zones`: a zone, ``flexible`` or ``none``).
 - ``karpenter_nodepools_usage{resource_type,nodepool}`` and
   ``karpenter_nodepools_limit{resource_type,nodepool}``: the capacity of a
   NodePool's NodeClaims (launched ones count their capacity, ``nodes`` counts
@@ -87,7 +93,7 @@ The label values for ``controller`` are karpy's controller names
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from karpy import __version__
@@ -340,6 +346,25 @@ class Metrics:
             "The number of unschedulable Pods.",
             ["controller"],
         )
+        self.unfinished_work = r.gauge(
+            f"{NAMESPACE}_scheduler_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by "
+            "scheduling_duration_seconds.",
+            ["controller", "scheduling_id"],
+        )
+        self.pending_pods_by_effective_zone = r.gauge(
+            f"{NAMESPACE}_scheduler_pending_pods_by_effective_zone_count",
+            "Pending pods dimensioned by effective zone constraint, or the intersection of pod-level zone "
+            "signals, volume topology (PVC zones), and topology constraints. Values: specific zone name "
+            "(e.g., 'us-west-2a'), 'flexible' (multiple zones), or 'none' (no valid intersection).",
+            ["controller", "zone"],
+        )
+        # The simulations running, (controller, scheduling_id) -> when they started: the scrape
+        # reads how long each has been running (written and read under the registry's lock).
+        self._running: dict[tuple[str, str], float] = {}
+        # The wall clock simulations are timed by (a test's fake clock in place).
+        self.wall_clock: Callable[[], float] = time.perf_counter
+        r.on_scrape(self._refresh_unfinished_work)
         self.nodepools_usage = r.gauge(
             f"{NAMESPACE}_nodepools_usage",
             "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name "
@@ -831,13 +856,36 @@ class Metrics:
         depth.set(pods)
         simulation = SchedulingSimulation()
         simulation.unscheduled = pods
-        started = time.perf_counter()
+        running = (controller, scheduling_id)
+        with self.registry.lock:
+            started = self._running[running] = self.wall_clock()
+            self.unfinished_work.labels(controller=controller, scheduling_id=scheduling_id).set(0)
         try:
             yield simulation
         finally:
-            self.scheduling_duration.labels(controller=controller).observe(time.perf_counter() - started)
+            with self.registry.lock:
+                del self._running[running]
+                self.unfinished_work.remove(controller=controller, scheduling_id=scheduling_id)
+            self.scheduling_duration.labels(controller=controller).observe(self.wall_clock() - started)
             depth.set(simulation.unscheduled)
             self.unschedulable_pods.labels(controller=controller).set(simulation.unscheduled)
+
+    def _refresh_unfinished_work(self) -> None:
+        """At a scrape: how long each simulation still running has been (Karpenter's series exists
+        only while one runs)."""
+        now = self.wall_clock()
+        for (controller, scheduling_id), started in self._running.items():
+            self.unfinished_work.labels(controller=controller, scheduling_id=scheduling_id).set(now - started)
+
+    def pending_pods_by_zone(self, controller: str, zones: Iterable[str]) -> None:
+        """The pending pods of ``controller``'s latest simulation by effective zone (one value per
+        pod: a zone, ``flexible`` or ``none``), replacing its previous simulation's series."""
+        counts: dict[str, int] = {}
+        for zone in zones:
+            counts[zone] = counts.get(zone, 0) + 1
+        self.pending_pods_by_effective_zone.replace(
+            (({"zone": zone}, count) for zone, count in counts.items()), controller=controller
+        )
 
     def pods_decided(self, placed: Iterable[str], unplaced: Iterable[str], now: float) -> None:
         """A provisioning simulation's verdict on pending pods (namespace/name): the first verdict on

@@ -535,6 +535,13 @@ class Registry:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._families: dict[str, _Family[Any]] = {}
+        self._on_scrape: list[Callable[[], None]] = []
+
+    def on_scrape(self, refresh: Callable[[], None]) -> None:
+        """Have ``refresh`` set its series at each scrape, under the lock, before they are read: a
+        value that is a time elapsed until now (work still in progress) is then current."""
+        with self.lock:
+            self._on_scrape.append(refresh)
 
     def _register(self, family: F) -> F:
         with self.lock:
@@ -579,6 +586,8 @@ class Registry:
         besides the list (see :mod:`karpy.observability`)."""
         out: list[bytes] = []
         with self.lock:
+            for refresh in self._on_scrape:
+                refresh()
             for name in sorted(self._families):
                 self._families[name].render(out)
         return out

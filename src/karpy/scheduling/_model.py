@@ -156,6 +156,9 @@ class Plan:
     # The existing capacity in ``solve``'s ``stop_at`` that a pod was placed on, ending
     # the plan there: the rest of it is not worked out.
     stopped_at: str | None = None
+    # Each pod's effective zone before the plan placed anything (a zone, ``flexible`` or ``none``;
+    # :mod:`karpy.scheduling.zones`), when ``solve`` is asked for it.
+    effective_zones: dict[str, str] = field(default_factory=dict)
 
 
 def pool_requirements(nodepool: NodePool) -> Requirements:

@@ -159,6 +159,7 @@ from karpy.scheduling.constraints import (
 )
 from karpy.scheduling.policy import SchedulingPolicy
 from karpy.scheduling.topology import Admission, Domain, Topology
+from karpy.scheduling.zones import NO_ZONE, effective_zone
 
 # PREFERENCE_POLICY=Respect and MIN_VALUES_POLICY=Strict, Karpenter's defaults.
 DEFAULT_POLICY = SchedulingPolicy()
@@ -432,6 +433,27 @@ class _Scheduler:
         self._matrices: dict[int, PoolMatrix] = {}
         # Pods that constrain nothing but resources: which new NodeClaim holds them is free.
         self._movable: set[str] = set()
+
+    def note_effective_zones(self, groups: Iterable[Sequence[Pod]], plan: Plan) -> None:
+        """Each pod's effective zone, from the topology as it stands before anything is placed
+        (alike pods share it, as they share their constraints)."""
+        for pods in groups:
+            volume_terms = self.volume_terms.get(pods[0].key, ())
+            try:
+                strict = pod_constraints(pods[0], (), self.namespace_labels).node_alternatives
+                constraints = pod_constraints(pods[0], volume_terms, self.namespace_labels)
+            except ConstraintError:
+                zone = NO_ZONE
+            else:
+                if self.policy.ignores_preferences:
+                    constraints = constraints.without_preferences()
+                zone = effective_zone(
+                    strict[0] if strict else Requirements(),
+                    volume_terms,
+                    self.topology.allowed_anywhere(constraints),
+                )
+            for pod in pods:
+                plan.effective_zones[pod.key] = zone
 
     # -- one pod ---------------------------------------------------------------
 
@@ -1653,6 +1675,7 @@ def solve(
     stop_at: Container[str] = (),
     policy: SchedulingPolicy = DEFAULT_POLICY,
     volume_counts: Mapping[str, ResourceAmounts] | None = None,
+    effective_zones: bool = False,
 ) -> Plan:
     """Place ``pods`` on ``existing`` capacity or on new NodeClaims from ``pools``.
 
@@ -1668,6 +1691,8 @@ def solve(
     nothing else worked out (a consolidation simulation that would count on
     a node not yet initialized is no command, whatever the rest says).
     ``policy`` is MIN_VALUES_POLICY and PREFERENCE_POLICY (:mod:`karpy.scheduling.policy`).
+    ``effective_zones`` fills the plan's ``effective_zones`` (:mod:`karpy.scheduling.zones`), which
+    provisioning reports and the many simulations of disruption have no use for.
     """
     with _cycle_collection_paused():
         return _solve(
@@ -1679,6 +1704,7 @@ def solve(
             stop_at,
             policy,
             volume_counts or {},
+            effective_zones,
         )
 
 
@@ -1712,6 +1738,7 @@ def _solve(
     stop_at: Container[str] = (),
     policy: SchedulingPolicy = DEFAULT_POLICY,
     volume_counts: Mapping[str, ResourceAmounts] | None = None,
+    effective_zones: bool = False,
 ) -> Plan:
     """The plan for ``pods``; made a second time, filling limited pools, if a limit left pods pending.
 
@@ -1751,6 +1778,7 @@ def _solve(
         stop_at=stop_at,
         policy=policy,
         volume_counts=volume_counts,
+        effective_zones=effective_zones,
     )
     if left_at_limit:
         fuller, _ = _plan(
@@ -1764,6 +1792,7 @@ def _solve(
             volume_counts=volume_counts,
         )
         if _placed_by_priority(fuller, pods) > _placed_by_priority(plan, pods):
+            fuller.effective_zones = plan.effective_zones
             plan = fuller
     return plan
 
@@ -1779,8 +1808,10 @@ def _plan(
     stop_at: Container[str] = (),
     policy: SchedulingPolicy = DEFAULT_POLICY,
     volume_counts: Mapping[str, ResourceAmounts] | None = None,
+    effective_zones: bool = False,
 ) -> tuple[Plan, bool]:
-    """One plan for the ``groups`` of alike pods, and whether a limit left some pending."""
+    """One plan for the ``groups`` of alike pods, and whether a limit left some pending (with each
+    pod's effective zone when asked)."""
     plan = Plan()
     requested = {resource for group in groups for pod in group for resource in pod.spec.requests}
     scheduler = _Scheduler(
@@ -1794,11 +1825,13 @@ def _plan(
         policy=policy,
         volume_counts=volume_counts,
     )
+    if effective_zones:
+        scheduler.note_effective_zones(groups, plan)
     try:
         for group in groups:
             scheduler.place_group(group, plan)
     except _StoppedError as stopped:
-        return Plan(stopped_at=stopped.name), False
+        return Plan(stopped_at=stopped.name, effective_zones=plan.effective_zones), False
     scheduler.repack()
     prices = Prices()
     plan.new_nodeclaims, spent = spend_reservations(
