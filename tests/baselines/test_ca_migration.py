@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.support import KWOK_NODE_CLASS, deployment_manifest, run_cli
+
+from karpy import cli
 from karpy.api.manifest import parse_manifests
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.baselines.ca_migration import discover_groups, propose
 from karpy.sim.ca_migration import outcome, simulate_after, simulate_before
+from karpy.sim.scenario import load_inputs
+from karpy.sim.simulation import Simulation, SimulationSettings
 
 
 def node(name: str, instance_type: str, zone: str, labels: str = "", taints: str = "") -> str:
@@ -101,9 +111,7 @@ def test_the_proposal_has_one_pool_per_taints_and_selected_labels_widened_to_cat
     assert "tier" not in pools["default"].labels  # no pod selects on it
     kinds = [manifest["kind"] for manifest in proposal.manifests()]
     assert kinds == ["EC2NodeClass", "NodePool", "NodePool"]
-    loaded = parse_manifests(
-        "\n---\n".join(__import__("yaml").safe_dump(m) for m in proposal.manifests()), "proposal"
-    )
+    loaded = parse_manifests("\n---\n".join(yaml.safe_dump(m) for m in proposal.manifests()), "proposal")
     assert not loaded.errors, loaded.errors
 
 
@@ -116,3 +124,130 @@ def test_the_proposed_pools_place_every_pod_and_both_runs_report_cost_and_waits(
     before = outcome(simulate_before(snapshot, proposal))
     assert before.pods == 10 and before.pending == 0
     assert before.price_per_hour > 0
+
+
+CA_NODEPOOLS = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements: []
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu-like}
+spec:
+  template:
+    metadata: {labels: {workload: heavy}}
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      taints: [{key: heavy, value: "true", effect: NoSchedule}]
+      requirements: []
+"""
+
+HEAVY = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: heavy, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: heavy}}
+  template:
+    metadata: {labels: {app: heavy}}
+    spec:
+      nodeSelector: {workload: heavy}
+      tolerations: [{key: heavy, operator: Exists, effect: NoSchedule}]
+      containers: [{name: main, resources: {requests: {cpu: "3", memory: 8Gi}}}]
+"""
+
+
+def ca_baseline_cluster(tmp_path: Path) -> ClusterSnapshot:
+    """A cluster the simulator's Cluster Autoscaler baseline grew: its nodes as node groups made them."""
+    (tmp_path / "cluster.yaml").write_text(
+        "\n---\n".join([KWOK_NODE_CLASS, CA_NODEPOOLS, deployment_manifest(replicas=5), HEAVY])
+    )
+    (tmp_path / "scenario.yaml").write_text(
+        """
+apiVersion: karpy.dev/v1alpha1
+kind: Scenario
+metadata: {name: ca}
+spec:
+  duration: 30m
+  clusterAutoscaler:
+    nodeGroups:
+      - {name: general, instanceTypes: [m5.xlarge], maxSize: 10, nodePool: general}
+      - {name: heavy, instanceTypes: [c5.2xlarge], maxSize: 10, nodePool: gpu-like}
+  steps:
+    - at: 0s
+      apply: {files: [cluster.yaml]}
+"""
+    )
+    scenario, problems = load_inputs([tmp_path / "scenario.yaml"])
+    assert not problems.errors, problems.errors
+    simulation = Simulation(SimulationSettings(autoscaler="cluster-autoscaler"))
+    simulation.run_scenario(scenario)
+    kinds = ("Namespace", "Node", "Deployment", "ReplicaSet", "DaemonSet", "Pod")
+    objects = tuple(obj for kind in kinds for obj in simulation.cluster.objects(kind))
+    assert all(pod.phase == "Running" for pod in simulation.pods())
+    return ClusterSnapshot(objects, simulation.clock.now())
+
+
+def test_a_cluster_grown_by_node_groups_migrates_to_pools_that_place_every_pod(tmp_path: Path) -> None:
+    snapshot = ca_baseline_cluster(tmp_path)
+    discovery = discover_groups(snapshot.objects)
+    groups = {group.name: group for group in discovery.groups}
+    assert set(groups) == {"general", "heavy"}
+    assert groups["heavy"].named_by == "karpy.dev/node-group"
+    assert groups["heavy"].instance_types == ("c5.2xlarge",)
+    assert discovery.provider == "kwok"
+    proposal = propose(discovery)
+    assert proposal.node_class["kind"] == "KWOKNodeClass"
+    pools = {pool.name: pool for pool in proposal.pools}
+    assert set(pools) == {"default", "heavy"}
+    assert pools["heavy"].labels == {"workload": "heavy"}
+    after_run, before_run = simulate_after(snapshot, proposal), simulate_before(snapshot, proposal)
+    after, before = outcome(after_run), outcome(before_run)
+    assert (after.pods, after.pending) == (7, 0)
+    assert (before.pods, before.pending) == (7, 0)
+    for run in (after_run, before_run):
+        # The pods keep their ReplicaSets, which adopt them as they are: none made or removed.
+        records = [record for record in run.recorder.pods.values() if not record.daemonset]
+        assert len(records) == 7
+        assert all(record.owner.startswith("ReplicaSet/") for record in records)
+    # karpy may pick any m, c or r size: it is never dearer than the groups' fixed types here.
+    assert after.price_per_hour <= before.price_per_hour
+
+
+def test_plan_from_cluster_autoscaler_prints_applicable_manifests_and_both_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "_read_cluster", lambda kubeconfig: ca_cluster())
+    code, out, _ = run_cli(capsys, "plan", "--from-cluster-autoscaler")
+    assert code == 0
+    documents = [doc for doc in yaml.safe_load_all(out) if doc]
+    assert [doc["kind"] for doc in documents] == ["EC2NodeClass", "NodePool", "NodePool"]
+    assert "&id" not in out  # no YAML anchors: kubectl users read and edit this
+    assert "# Simulated from the same pods" in out
+    assert any(line.startswith("#   cluster-autoscaler") for line in out.splitlines())
+    code, out, _ = run_cli(capsys, "plan", "--from-cluster-autoscaler", "--output", "json")
+    document = json.loads(out)
+    assert document["karpy"]["podsPending"] == 0 and document["clusterAutoscaler"]["pods"] == 10
+    code, _, err = run_cli(
+        capsys, "plan", "--from-cluster-autoscaler", "--manifests-dir", str(tmp_path / "out")
+    )
+    assert code == 0
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+        "ec2nodeclass-default.yaml",
+        "nodepool-batch.yaml",
+        "nodepool-default.yaml",
+    ]
+    code, _, err = run_cli(capsys, "plan", "--from-cluster-autoscaler", "extra.yaml")
+    assert code != 0 and "takes no FILE" in err
+
+
+def test_plan_without_files_or_the_flag_says_what_it_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "plan")
+    assert code != 0 and "FILE required (or --from-cluster-autoscaler)" in err

@@ -377,7 +377,6 @@ def _pool_name(groups: list[DiscoveredGroup], used: set[str], special: bool) -> 
 def _node_class(discovery: Discovery, name: str) -> dict[str, object]:
     if discovery.provider == PROVIDER_AWS:
         cluster = discovery.cluster_name or "CLUSTER_NAME"
-        discovery_tag = {"tags": {"karpenter.sh/discovery": cluster}}
         return {
             "apiVersion": "karpenter.k8s.aws/v1",
             "kind": "EC2NodeClass",
@@ -385,8 +384,9 @@ def _node_class(discovery: Discovery, name: str) -> dict[str, object]:
             "spec": {
                 "role": f"KarpenterNodeRole-{cluster}",
                 "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [discovery_tag],
-                "securityGroupSelectorTerms": [discovery_tag],
+                # Two dicts, not one shared: YAML would write a shared one as an anchor and alias.
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": cluster}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": cluster}}],
             },
         }
     metadata: dict[str, object] = {"name": name}

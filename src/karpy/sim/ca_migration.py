@@ -1,8 +1,9 @@
 """``karpy plan --from-cluster-autoscaler``: the cluster's pods under its CA node groups, and under NodePools.
 
 :func:`migration_workload` takes the cluster's workload as it is (Namespaces,
-PriorityClasses, DaemonSets, and the pods that are not a DaemonSet's, unbound
-and pending, as a fresh cluster would see them). :func:`simulate_before`
+PriorityClasses, workload controllers, PodDisruptionBudgets, DaemonSets, and the
+pods that are not a DaemonSet's, unbound and pending, as a fresh cluster would
+see them). :func:`simulate_before`
 runs it with karpy's Cluster Autoscaler baseline growing the discovered node
 groups (one template NodePool per group carries the group's labels and taints;
 sizes 0 to ``max(100, 2 x nodes)``: the Auto Scaling group's bounds are not
@@ -21,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from karpy.api.core import POD_PENDING, DaemonSet, Namespace, Pod, PriorityClass
+from karpy.api.core import POD_PENDING, Pod
 from karpy.api.manifest import parse_manifests
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.baselines.ca_migration import Proposal, pool_labels
@@ -30,6 +31,17 @@ from karpy.sim.scenario import ClusterAutoscalerSpec, Scenario
 from karpy.sim.simulation import Simulation, SimulationSettings
 
 MIGRATION_DURATION = 2 * 3600.0
+# What both runs take from the cluster, in the order it is created: what others refer to first.
+_WORKLOAD_ORDER = (
+    "Namespace",
+    "PriorityClass",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "Pod",
+)
 
 
 def manifests_yaml(manifests: Iterable[dict[str, object]]) -> str:
@@ -37,10 +49,14 @@ def manifests_yaml(manifests: Iterable[dict[str, object]]) -> str:
 
 
 def migration_workload(snapshot: ClusterSnapshot) -> list[object]:
-    """What both runs start from: the cluster's pods pending, with what they refer to."""
+    """What both runs start from: the cluster's pods pending, with their controllers and what they refer to.
+
+    Pods keep their owners (a ReplicaSet's pod is still its ReplicaSet's), so both autoscalers see
+    the same controllers when they drain a node.
+    """
     kept: list[object] = []
     for obj in snapshot.objects:
-        if isinstance(obj, (Namespace, PriorityClass, DaemonSet)):
+        if type(obj).__name__ in _WORKLOAD_ORDER and not isinstance(obj, Pod):
             kept.append(obj)
         elif isinstance(obj, Pod) and not obj.is_terminal and obj.metadata.deletion_timestamp is None:
             owner = obj.metadata.controller
@@ -49,7 +65,7 @@ def migration_workload(snapshot: ClusterSnapshot) -> list[object]:
             kept.append(
                 dataclasses.replace(
                     obj,
-                    metadata=dataclasses.replace(obj.metadata, creation_timestamp=None, owner_references=()),
+                    metadata=dataclasses.replace(obj.metadata, creation_timestamp=None),
                     spec=dataclasses.replace(obj.spec, node_name=""),
                     phase=POD_PENDING,
                     unschedulable_reason="",
@@ -57,8 +73,7 @@ def migration_workload(snapshot: ClusterSnapshot) -> list[object]:
                     ready=False,
                 )
             )
-    order = {"Namespace": 0, "PriorityClass": 1, "DaemonSet": 2, "Pod": 3}
-    return sorted(kept, key=lambda obj: order[type(obj).__name__])
+    return sorted(kept, key=lambda obj: _WORKLOAD_ORDER.index(type(obj).__name__))
 
 
 def _records(manifests: list[dict[str, object]]) -> list[object]:
