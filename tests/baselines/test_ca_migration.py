@@ -251,3 +251,35 @@ def test_plan_from_cluster_autoscaler_prints_applicable_manifests_and_both_runs(
 def test_plan_without_files_or_the_flag_says_what_it_needs(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "plan")
     assert code != 0 and "FILE required (or --from-cluster-autoscaler)" in err
+
+
+def test_identical_nodes_without_a_group_label_split_by_taints_and_kwok_types_keep_their_catalog() -> None:
+    taint = "{key: dedicated, value: db, effect: NoSchedule}"
+    loaded = parse_manifests(
+        "\n---\n".join(
+            [
+                node("a", "c-4x-amd64-linux", "test-zone-a"),
+                node("b", "c-4x-amd64-linux", "test-zone-b"),
+                node("c", "c-4x-amd64-linux", "test-zone-a", taints=taint),
+            ]
+        ).replace("aws:///", "kwok://"),
+        "cluster",
+    )
+    assert not loaded.errors, loaded.errors
+    discovery = discover_groups(item.obj for item in loaded.objects)
+    assert [(group.name, group.nodes) for group in discovery.groups] == [
+        ("inferred-c-4x-amd64-linux-on-demand", ("a", "b")),
+        ("inferred-c-4x-amd64-linux-on-demand-2", ("c",)),
+    ]
+    assert (discovery.provider, discovery.kwok_catalog) == ("kwok", "karpenter")
+    proposal = propose(discovery)
+    assert proposal.node_class["kind"] == "KWOKNodeClass"
+    assert proposal.node_class["metadata"] == {
+        "name": "default",
+        "annotations": {"karpy.dev/kwok-instance-types": "karpenter"},
+    }
+    for pool in proposal.pools:
+        requirements = {key: values for key, _, values in pool.requirements}
+        assert requirements["karpenter.kwok.sh/instance-family"] == ("c",)
+        assert "karpenter.k8s.aws/instance-generation" not in requirements
+    assert sorted(len(pool.taints) for pool in proposal.pools) == [0, 1]
