@@ -570,6 +570,7 @@ def _plan_migration(args: argparse.Namespace) -> int:
         render_migration_text,
         simulate_after,
         simulate_before,
+        unknown_instance_types,
     )
 
     duration = MIGRATION_DURATION
@@ -590,7 +591,9 @@ def _plan_migration(args: argparse.Namespace) -> int:
         print("karpy: plan: no node of a Cluster Autoscaler node group found", file=sys.stderr)
         return EXIT_BAD_INPUT
     STATUS.describe = lambda: "simulating the node groups and the proposed NodePools"
-    before = outcome(simulate_before(snapshot, proposal, duration))
+    before_run = simulate_before(snapshot, proposal, duration)
+    notes = unknown_instance_types(before_run, proposal)
+    before = outcome(before_run)
     after = outcome(simulate_after(snapshot, proposal, duration))
     text = manifests_yaml(proposal.manifests())
     if args.manifests_dir is not None:
@@ -606,14 +609,14 @@ def _plan_migration(args: argparse.Namespace) -> int:
             "manifests": proposal.manifests(),
             "clusterAutoscaler": outcome_json(before),
             "karpy": outcome_json(after),
-            "notes": [*proposal.discovery.notes, *proposal.notes],
+            "notes": [*proposal.discovery.notes, *proposal.notes, *notes],
         }
         print(json.dumps(document, indent=2))
     else:
         # As YAML comments after the manifests, so the output can go to kubectl apply as it is.
         if args.manifests_dir is None:
             print(text.rstrip())
-        report = render_migration_text(proposal, before, after)
+        report = render_migration_text(proposal, before, after, notes)
         print("\n".join(f"# {line}" for line in report.splitlines()))
     return EXIT_OK
 

@@ -13,7 +13,7 @@ from karpy import cli
 from karpy.api.manifest import parse_manifests
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.baselines.ca_migration import discover_groups, propose
-from karpy.sim.ca_migration import outcome, simulate_after, simulate_before
+from karpy.sim.ca_migration import outcome, simulate_after, simulate_before, unknown_instance_types
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation, SimulationSettings
 
@@ -283,3 +283,23 @@ def test_identical_nodes_without_a_group_label_split_by_taints_and_kwok_types_ke
         assert requirements["karpenter.kwok.sh/instance-family"] == ("c",)
         assert "karpenter.k8s.aws/instance-generation" not in requirements
     assert sorted(len(pool.taints) for pool in proposal.pools) == [0, 1]
+
+
+def test_a_group_of_types_the_catalog_lacks_is_noted_and_its_pods_stay_pending_before() -> None:
+    loaded = parse_manifests(
+        "\n---\n".join(
+            [
+                node("x-1", "x9.mega", "us-east-1a", "eks.amazonaws.com/nodegroup: exotic"),
+                pod("p-0", "x-1", "1"),
+            ]
+        ),
+        "cluster",
+    )
+    snapshot = ClusterSnapshot(tuple(item.obj for item in loaded.objects), 0.0)
+    proposal = propose(discover_groups(snapshot.objects))
+    run = simulate_before(snapshot, proposal, 600.0)
+    assert unknown_instance_types(run, proposal) == [
+        "node group exotic: x9.mega not in the simulated cloud's catalog:"
+        " the Cluster Autoscaler run cannot grow it with them"
+    ]
+    assert outcome(run).pending == 1

@@ -155,6 +155,21 @@ def simulate_after(
     return _run(simulation, [*_records(proposal.manifests()), *migration_workload(snapshot)], scenario)
 
 
+def unknown_instance_types(simulation: Simulation, proposal: Proposal) -> list[str]:
+    """Notes on the groups whose instance types the simulated cloud does not offer: they never grow."""
+    notes = []
+    for group in proposal.discovery.groups:
+        pool = simulation.cluster.nodepool(f"ca-{group.name}".lower())
+        offered = {t.name for t in simulation.cloud.get_instance_types(pool)} if pool is not None else set()
+        missing = [name for name in group.instance_types if name not in offered]
+        if missing:
+            notes.append(
+                f"node group {group.name}: {', '.join(missing)} not in the simulated cloud's catalog:"
+                " the Cluster Autoscaler run cannot grow it with them"
+            )
+    return notes
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One run's figures at its end."""
@@ -198,7 +213,9 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}s"
 
 
-def render_migration_text(proposal: Proposal, before: Outcome, after: Outcome) -> str:
+def render_migration_text(
+    proposal: Proposal, before: Outcome, after: Outcome, notes: Iterable[str] = ()
+) -> str:
     lines = ["Node groups recognised:"]
     for group in proposal.discovery.groups:
         by = f"label {group.named_by}" if group.named_by else "identical nodes"
@@ -216,6 +233,6 @@ def render_migration_text(proposal: Proposal, before: Outcome, after: Outcome) -
             f"  {name:22} {figures.nodes:>6} {figures.price_per_hour:>10.4f} {figures.pending:>8}"
             f" {_seconds(figures.pending_median):>9} {_seconds(figures.pending_max):>9}"
         )
-    for note in (*proposal.discovery.notes, *proposal.notes):
+    for note in (*proposal.discovery.notes, *proposal.notes, *notes):
         lines.append(f"note: {note}")
     return "\n".join(lines)
