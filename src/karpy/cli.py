@@ -13,6 +13,8 @@
   NodePools and node classes against the files, and simulate applying them from the
   cluster as it is: which nodes drift, are replaced when, where their pods go, $/h
   before and after (:mod:`karpy.sim.plan`, docs/simulate-from-cluster.md).
+  ``karpy plan --from-cluster-autoscaler`` instead proposes NodePools for the cluster's
+  Cluster Autoscaler node groups and simulates both (:mod:`karpy.sim.ca_migration`).
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
   and the files it applies, without running anything; the paths are read
   exactly as ``karpy simulate`` reads them. A NodePool whose node class is
@@ -204,7 +206,17 @@ def _add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "plan",
         help="what applying NodePool and node class files to a real cluster changes, and what then happens",
     )
-    plan.add_argument("paths", nargs="+", type=Path, metavar="FILE", help="manifests or directories to apply")
+    plan.add_argument("paths", nargs="*", type=Path, metavar="FILE", help="manifests or directories to apply")
+    plan.add_argument(
+        "--from-cluster-autoscaler",
+        action="store_true",
+        help="propose NodePools for the cluster's Cluster Autoscaler node groups, and compare both simulated",
+    )
+    plan.add_argument(
+        "--manifests-dir",
+        type=Path,
+        help="with --from-cluster-autoscaler: write the proposed manifests there (default: print them)",
+    )
     plan.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration)"
     )
@@ -484,6 +496,14 @@ def plan(args: argparse.Namespace) -> int:
     )
 
     paths: list[Path] = args.paths
+    if args.from_cluster_autoscaler:
+        if paths:
+            print("karpy: plan: --from-cluster-autoscaler takes no FILE", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return _plan_migration(args)
+    if not paths:
+        print("karpy: plan: FILE required (or --from-cluster-autoscaler)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     scenario, problems = load_inputs(paths)
     # A NodePool of the files may name a node class the cluster holds.
     _validate_scenario(
@@ -535,6 +555,70 @@ def plan(args: argparse.Namespace) -> int:
     else:
         print(render_plan_text(result))
     return EXIT_BAD_INPUT if problems.errors else EXIT_OK
+
+
+def _plan_migration(args: argparse.Namespace) -> int:
+    """``karpy plan --from-cluster-autoscaler``: NodePools for the CA node groups, both simulated."""
+    from karpy.baselines.ca_migration import discover_groups, propose
+    from karpy.kube._http import ApiStatusError, KubeconfigError
+    from karpy.kube.snapshot import ClusterUnreachableError
+    from karpy.sim.ca_migration import (
+        MIGRATION_DURATION,
+        manifests_yaml,
+        outcome,
+        outcome_json,
+        render_migration_text,
+        simulate_after,
+        simulate_before,
+        unknown_instance_types,
+    )
+
+    duration = MIGRATION_DURATION
+    if args.duration:
+        try:
+            duration = parse_duration(args.duration)
+        except DurationError as problem:
+            print(f"karpy: --duration: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    STATUS.describe = lambda: "reading the cluster"
+    try:
+        snapshot = _read_cluster(args.kubeconfig)
+    except (KubeconfigError, ApiStatusError, ClusterUnreachableError) as problem:
+        print(f"karpy: plan: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    proposal = propose(discover_groups(snapshot.objects))
+    if not proposal.pools:
+        print("karpy: plan: no node of a Cluster Autoscaler node group found", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    STATUS.describe = lambda: "simulating the node groups and the proposed NodePools"
+    before_run = simulate_before(snapshot, proposal, duration)
+    notes = unknown_instance_types(before_run, proposal)
+    before = outcome(before_run)
+    after = outcome(simulate_after(snapshot, proposal, duration))
+    text = manifests_yaml(proposal.manifests())
+    if args.manifests_dir is not None:
+        args.manifests_dir.mkdir(parents=True, exist_ok=True)
+        for manifest in proposal.manifests():
+            meta = manifest["metadata"]
+            assert isinstance(meta, dict)
+            path = args.manifests_dir / f"{str(manifest['kind']).lower()}-{meta['name']}.yaml"
+            path.write_text(manifests_yaml([manifest]), encoding="utf-8")
+            print(f"wrote {path}", file=sys.stderr)
+    if args.output == "json":
+        document = {
+            "manifests": proposal.manifests(),
+            "clusterAutoscaler": outcome_json(before),
+            "karpy": outcome_json(after),
+            "notes": [*proposal.discovery.notes, *proposal.notes, *notes],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        # As YAML comments after the manifests, so the output can go to kubectl apply as it is.
+        if args.manifests_dir is None:
+            print(text.rstrip())
+        report = render_migration_text(proposal, before, after, notes)
+        print("\n".join(f"# {line}" for line in report.splitlines()))
+    return EXIT_OK
 
 
 def _reading() -> str:
