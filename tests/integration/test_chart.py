@@ -257,6 +257,8 @@ def test_every_value_set(helm: Helm) -> None:
         node_repair=True,
         node_overlay=True,
         reserved_capacity=False,
+        terminate_first_drift=True,
+        terminate_first_repair=True,
     )
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
