@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tests.controllers.test_disruption_metrics import NODEPOOL, scrape
 from tests.prometheus_text import Exposition
 from tests.support import KWOK_NODE_CLASS, deployment_manifest, load_objects
