@@ -320,6 +320,27 @@ def _simulation_inputs(paths: list[Path], from_cluster: bool) -> tuple[Scenario,
     return load_inputs(paths or [builtin_scenario_path()])
 
 
+def _seed(simulation: Simulation, state: StartingState, *, announce: bool) -> None:
+    """Start the simulation from the cluster as read, telling on stderr what was left out when asked."""
+    notes = seed(simulation, state)
+    if announce:
+        print(f"note: from the cluster: {describe(state)}", file=sys.stderr)
+        for note in notes:
+            print(f"note: from the cluster: {note}", file=sys.stderr)
+
+
+def _run_scenario(simulation: Simulation, scenario: Scenario) -> bool:
+    """Run the Scenario with the progress line on; False (reported) when it outgrew its memory budget."""
+    simulation.watch = RunWatch(simulation.progress_line)
+    STATUS.describe = simulation.progress_line
+    try:
+        simulation.run_scenario(scenario)
+    except MemoryBudgetError as problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return False
+    return True
+
+
 def simulate(args: argparse.Namespace) -> int:
     from_cluster: bool = args.from_cluster
     if args.kubeconfig is not None and not from_cluster:
@@ -430,17 +451,8 @@ def simulate(args: argparse.Namespace) -> int:
             )
         simulation = Simulation(settings, start=state.start if state is not None else None)
         if state is not None:
-            notes = seed(simulation, state)
-            if args.output == "text" and not simulations:
-                print(f"note: from the cluster: {describe(state)}", file=sys.stderr)
-                for note in notes:
-                    print(f"note: from the cluster: {note}", file=sys.stderr)
-        simulation.watch = RunWatch(simulation.progress_line)
-        STATUS.describe = simulation.progress_line
-        try:
-            simulation.run_scenario(scenario)
-        except MemoryBudgetError as problem:
-            print(f"error: {problem}", file=sys.stderr)
+            _seed(simulation, state, announce=args.output == "text" and not simulations)
+        if not _run_scenario(simulation, scenario):
             return EXIT_BAD_INPUT
         simulations.append((autoscaler, simulation))
     # Runs that stopped steady at different times are compared up to the later end.
@@ -537,17 +549,8 @@ def plan(args: argparse.Namespace) -> int:
     initialization = observed_initialization_delay(state.objects)
     if initialization is not None:
         simulation.kubelet.settings.node_ready_delay = initialization
-    notes = seed(simulation, state)
-    if args.output == "text":
-        print(f"note: from the cluster: {describe(state)}", file=sys.stderr)
-        for note in notes:
-            print(f"note: from the cluster: {note}", file=sys.stderr)
-    simulation.watch = RunWatch(simulation.progress_line)
-    STATUS.describe = simulation.progress_line
-    try:
-        simulation.run_scenario(scenario)
-    except MemoryBudgetError as problem:
-        print(f"error: {problem}", file=sys.stderr)
+    _seed(simulation, state, announce=args.output == "text")
+    if not _run_scenario(simulation, scenario):
         return EXIT_BAD_INPUT
     result = plan_of(simulation, changes)
     if args.output == "json":
