@@ -92,8 +92,10 @@ a second later; one failing reconcile never stops the others.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
+import os
 import queue
 import signal
 import threading
@@ -201,6 +203,32 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+
+
+# glibc's mallopt() parameter for the most malloc arenas (M_ARENA_MAX in malloc.h).
+_M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(count: int = MALLOC_ARENAS) -> bool:
+    """Keep glibc to ``count`` malloc arenas, unless ``MALLOC_ARENA_MAX`` says otherwise; True if set.
+
+    glibc gives threads arenas of their own, up to eight a core, and memory a
+    thread frees among another's live objects in an arena stays resident.
+    ``karpy run``'s informers, workers, launch pool and scrape threads each
+    allocate, so its resident set grew with the threads rather than the data
+    (benchmarks/README.md, "Why scrapes grew the resident set"). The limit is
+    read when the first thread other than the main one allocates, so this is
+    called before any is started. Not glibc (musl, macOS): nothing to do.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_ARENA_MAX, count))
 
 
 class CacheSyncTimeoutError(RuntimeError):
@@ -410,6 +438,8 @@ def run(
     ``started`` is set once the caches are synced and the controllers run.
     """
     stop = stop if stop is not None else threading.Event()
+    if settings is not None and settings.tune_gc:
+        limit_malloc_arenas()  # before the first thread starts
     transport = ApiTransport.from_kubeconfig(kubeconfig)
     try:
         runner = Runner(transport, settings)
