@@ -4,15 +4,18 @@
   cluster and a simulated cloud, in virtual time. PATHs are manifest files,
   directories, or a Scenario file; with none, the built-in seed walkthrough
   runs. ``--output json`` prints the machine-readable result
-  (docs/simulate-output.md). ``--feature-gates`` takes ``karpy run``'s
-  ``FEATURE_GATES`` syntax and wins over the Scenario's
-  ``spec.settings.featureGates``. ``--from-cluster`` starts from a real
+  (docs/simulate-output.md). The controller's settings (``--feature-gates``,
+  ``--node-overhead-cost``, ``--min-values-policy``, ``--preference-policy``,
+  ``--scheduler-config``) take ``karpy run``'s syntax and win over the Scenario's
+  ``spec.settings``. ``--from-cluster`` starts from a real
   cluster instead (``--kubeconfig``, read only: :mod:`karpy.sim.from_cluster`),
   and the PATHs are then steps applied after it (docs/simulate-from-cluster.md).
 - ``karpy plan FILE ...``: read a real cluster (``--kubeconfig``, read only), diff its
   NodePools and node classes against the files, and simulate applying them from the
   cluster as it is: which nodes drift, are replaced when, where their pods go, $/h
-  before and after (:mod:`karpy.sim.plan`, docs/simulate-from-cluster.md).
+  before and after (:mod:`karpy.sim.plan`, docs/simulate-from-cluster.md), with the controller
+  settings ``simulate`` takes, from the same flags. The cluster's NodePools and node classes the
+  files leave out are kept, and the plan lists them.
   ``karpy plan --from-cluster-autoscaler`` instead proposes NodePools for the cluster's
   Cluster Autoscaler node groups and simulates both (:mod:`karpy.sim.ca_migration`).
 - ``karpy validate [--strict] PATH ...``: check manifests, or a Scenario
@@ -66,10 +69,17 @@ from karpy.api.crds import all_crds, render_yaml
 from karpy.api.duration import DurationError, format_duration, parse_duration
 from karpy.api.manifest import LoadResult
 from karpy.api.nodecost import DEFAULT_NODE_OVERHEAD_COST
+from karpy.api.schedulerconfig import parse_scheduler_config
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.controllers.core import consolidation_rules
 from karpy.logs import configure as configure_logging
-from karpy.scheduling.policy import MIN_VALUES_STRICT, PREFERENCE_RESPECT, SchedulingPolicy
+from karpy.scheduling.policy import (
+    MIN_VALUES_POLICIES,
+    MIN_VALUES_STRICT,
+    PREFERENCE_POLICIES,
+    PREFERENCE_RESPECT,
+    SchedulingPolicy,
+)
 from karpy.settings import (
     SettingsError,
     add_run_options,
@@ -119,18 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run for the whole duration even once the cluster is steady",
     )
-    simulate.add_argument(
-        "--feature-gates",
-        metavar="GATES",
-        help="Name=true,Other=false, as karpy run's FEATURE_GATES (over the Scenario's featureGates)",
-    )
-    simulate.add_argument(
-        "--node-overhead-cost",
-        metavar="DOLLARS",
-        help="$/h each node costs beyond its instance, volumes and address, as karpy run's"
-        " KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost;"
-        f" default {DEFAULT_NODE_OVERHEAD_COST:g})",
-    )
+    _add_controller_settings(simulate)
     simulate.add_argument(
         "--report", type=Path, metavar="FILE", help="write an HTML report with plots (a self-contained file)"
     )
@@ -201,6 +200,95 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_controller_settings(parser: argparse.ArgumentParser) -> None:
+    """The flags of the settings the simulated controller runs with, as ``karpy run`` takes them.
+
+    ``karpy simulate`` and ``karpy plan`` declare the same ones, read by :func:`_simulation_settings`,
+    so a plan runs the controller a simulation runs.
+    """
+    parser.add_argument(
+        "--feature-gates",
+        metavar="GATES",
+        help="Name=true,Other=false, as karpy run's FEATURE_GATES (over the Scenario's featureGates)",
+    )
+    parser.add_argument(
+        "--node-overhead-cost",
+        metavar="DOLLARS",
+        help="$/h each node costs beyond its instance, volumes and address, as karpy run's"
+        " KARPY_NODE_OVERHEAD_COST (over the Scenario's nodeOverheadCost;"
+        f" default {DEFAULT_NODE_OVERHEAD_COST:g})",
+    )
+    parser.add_argument(
+        "--min-values-policy",
+        choices=MIN_VALUES_POLICIES,
+        help="as karpy run's MIN_VALUES_POLICY (over the Scenario's minValuesPolicy;"
+        f" default {MIN_VALUES_STRICT})",
+    )
+    parser.add_argument(
+        "--preference-policy",
+        choices=PREFERENCE_POLICIES,
+        help="as karpy run's PREFERENCE_POLICY (over the Scenario's preferencePolicy;"
+        f" default {PREFERENCE_RESPECT})",
+    )
+    parser.add_argument(
+        "--scheduler-config",
+        type=Path,
+        metavar="FILE",
+        help="a file holding karpy run's SCHEDULER_CONFIG document (over the Scenario's schedulerConfig)",
+    )
+
+
+def _simulation_settings(args: argparse.Namespace, scenario: Scenario, autoscaler: str) -> SimulationSettings:
+    """What a simulation runs with: :func:`_add_controller_settings`' flags, over ``scenario``'s settings.
+
+    Raises SettingsError naming the flag of a value that cannot be used.
+    """
+    gates = scenario.feature_gates
+    if args.feature_gates is not None:
+        try:
+            gates = parse_feature_gates(args.feature_gates, gates)
+        except ValueError as problem:
+            raise SettingsError(f"--feature-gates: {problem}") from None
+    node_overhead_cost = scenario.node_overhead_cost
+    if args.node_overhead_cost is not None:
+        try:
+            node_overhead_cost = parse_node_overhead_cost(args.node_overhead_cost)
+        except ValueError as problem:
+            raise SettingsError(f"--node-overhead-cost: {problem}") from None
+    scheduler_config = scenario.scheduler_config
+    if args.scheduler_config is not None:
+        try:
+            scheduler_config = parse_scheduler_config(args.scheduler_config.read_text(encoding="utf-8"))
+        except OSError as problem:
+            raise SettingsError(f"--scheduler-config: {os_error_line(problem)}") from None
+        except ValueError as problem:
+            raise SettingsError(f"--scheduler-config: {args.scheduler_config}: {problem}") from None
+    settings = SimulationSettings(autoscaler=autoscaler)
+    if gates is not None:
+        settings.consolidation = consolidation_rules(gates)
+        settings.capacity_buffers = gates.capacity_buffer
+        settings.static_capacity = gates.static_capacity
+        settings.node_repair = gates.node_repair
+        settings.terminate_first_drift = gates.terminate_first_drift
+        settings.terminate_first_repair = gates.terminate_first_repair
+        settings.node_overlays = gates.node_overlay
+        settings.cloud.reserved_capacity = gates.reserved_capacity
+    if node_overhead_cost is not None:
+        settings.provisioning = dataclasses.replace(
+            settings.provisioning, node_overhead_cost=node_overhead_cost
+        )
+    settings.provisioning = dataclasses.replace(
+        settings.provisioning,
+        scheduling=SchedulingPolicy(
+            min_values=args.min_values_policy or scenario.min_values_policy or MIN_VALUES_STRICT,
+            preferences=args.preference_policy or scenario.preference_policy or PREFERENCE_RESPECT,
+        ),
+    )
+    if scheduler_config is not None:
+        settings.provisioning = dataclasses.replace(settings.provisioning, scheduler_config=scheduler_config)
+    return settings
+
+
 def _add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan = commands.add_parser(
         "plan",
@@ -224,6 +312,7 @@ def _add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     plan.add_argument(
         "--duration", help="how far ahead to simulate, in cluster time (default 24h; it stops once settled)"
     )
+    _add_controller_settings(plan)
 
 
 def _add_nodes_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -377,13 +466,11 @@ def simulate(args: argparse.Namespace) -> int:
             late = f"at {format_duration(step.at)}, after --duration {args.duration}"
             print(f"warning: {scenario.source}: {step.where}: {late}: not run", file=sys.stderr)
     scenario.run_until_steady = not args.no_stop_when_steady
-    gates = scenario.feature_gates
-    if args.feature_gates is not None:
-        try:
-            gates = parse_feature_gates(args.feature_gates, gates)
-        except ValueError as problem:
-            print(f"karpy: --feature-gates: {problem}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+    try:
+        _simulation_settings(args, scenario, args.autoscaler)  # a bad flag stops the run before it starts
+    except SettingsError as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     for error in problems.errors:
         print(f"error: {error}", file=sys.stderr)
     if args.output == "text":
@@ -392,13 +479,6 @@ def simulate(args: argparse.Namespace) -> int:
         for step in scenario.steps:
             for note in step.objects.notes:
                 print(f"note: {note}", file=sys.stderr)
-    node_overhead_cost = scenario.node_overhead_cost
-    if args.node_overhead_cost is not None:
-        try:
-            node_overhead_cost = parse_node_overhead_cost(args.node_overhead_cost)
-        except ValueError as problem:
-            print(f"karpy: --node-overhead-cost: {problem}", file=sys.stderr)
-            return EXIT_BAD_INPUT
     wanted = requested_pods(
         (item for step in scenario.steps for item in step.objects.objects),
         [(s.kind, f"{s.namespace}/{s.name}", s.replicas) for s in scenario.steps if s.action == "scale"],
@@ -424,31 +504,7 @@ def simulate(args: argparse.Namespace) -> int:
             )
             again.duration, again.run_until_steady = scenario.duration, scenario.run_until_steady
             scenario = again
-        settings = SimulationSettings(autoscaler=autoscaler)
-        if gates is not None:
-            settings.consolidation = consolidation_rules(gates)
-            settings.capacity_buffers = gates.capacity_buffer
-            settings.static_capacity = gates.static_capacity
-            settings.node_repair = gates.node_repair
-            settings.terminate_first_drift = gates.terminate_first_drift
-            settings.terminate_first_repair = gates.terminate_first_repair
-            settings.node_overlays = gates.node_overlay
-            settings.cloud.reserved_capacity = gates.reserved_capacity
-        if node_overhead_cost is not None:
-            settings.provisioning = dataclasses.replace(
-                settings.provisioning, node_overhead_cost=node_overhead_cost
-            )
-        settings.provisioning = dataclasses.replace(
-            settings.provisioning,
-            scheduling=SchedulingPolicy(
-                min_values=scenario.min_values_policy or MIN_VALUES_STRICT,
-                preferences=scenario.preference_policy or PREFERENCE_RESPECT,
-            ),
-        )
-        if scenario.scheduler_config is not None:
-            settings.provisioning = dataclasses.replace(
-                settings.provisioning, scheduler_config=scenario.scheduler_config
-            )
+        settings = _simulation_settings(args, scenario, autoscaler)
         simulation = Simulation(settings, start=state.start if state is not None else None)
         if state is not None:
             _seed(simulation, state, announce=args.output == "text" and not simulations)
@@ -500,6 +556,7 @@ def plan(args: argparse.Namespace) -> int:
     from karpy.kube.snapshot import ClusterUnreachableError
     from karpy.sim.plan import (
         diff_objects,
+        left_as_they_are,
         observed_initialization_delay,
         observed_registration_delay,
         plan_json,
@@ -527,6 +584,11 @@ def plan(args: argparse.Namespace) -> int:
         except DurationError as problem:
             print(f"karpy: --duration: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    try:
+        settings = _simulation_settings(args, scenario, "karpy")
+    except SettingsError as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     STATUS.describe = lambda: "reading the cluster"
     try:
         snapshot = _read_cluster(args.kubeconfig)
@@ -541,7 +603,7 @@ def plan(args: argparse.Namespace) -> int:
         for item in step.objects.objects
     ]
     changes = diff_objects(state.objects, applied)
-    simulation = Simulation(start=state.start)
+    simulation = Simulation(settings, start=state.start)
     registration = observed_registration_delay(state.objects)
     if registration is not None:
         # Replacements register as fast as the cluster's nodes did (a Scenario's cloud setting wins).
@@ -552,7 +614,7 @@ def plan(args: argparse.Namespace) -> int:
     _seed(simulation, state, announce=args.output == "text")
     if not _run_scenario(simulation, scenario):
         return EXIT_BAD_INPUT
-    result = plan_of(simulation, changes)
+    result = plan_of(simulation, changes, left_as_they_are(state.objects, applied))
     if args.output == "json":
         print(json.dumps({**plan_json(result), "errors": problems.errors}, indent=2))
     else:
@@ -583,6 +645,13 @@ def _plan_migration(args: argparse.Namespace) -> int:
         except DurationError as problem:
             print(f"karpy: --duration: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    # Both runs with the same settings, as simulate --compare runs karpy and its baseline.
+    no_scenario = Scenario(name="cluster", source="the cluster")
+    try:
+        settings = {name: _simulation_settings(args, no_scenario, name) for name in AUTOSCALERS}
+    except SettingsError as problem:
+        print(f"karpy: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     STATUS.describe = lambda: "reading the cluster"
     try:
         snapshot = _read_cluster(args.kubeconfig)
@@ -594,10 +663,10 @@ def _plan_migration(args: argparse.Namespace) -> int:
         print("karpy: plan: no node of a Cluster Autoscaler node group found", file=sys.stderr)
         return EXIT_BAD_INPUT
     STATUS.describe = lambda: "simulating the node groups and the proposed NodePools"
-    before_run = simulate_before(snapshot, proposal, duration)
+    before_run = simulate_before(snapshot, proposal, duration, settings["cluster-autoscaler"])
     notes = unknown_instance_types(before_run, proposal)
     before = outcome(before_run)
-    after = outcome(simulate_after(snapshot, proposal, duration))
+    after = outcome(simulate_after(snapshot, proposal, duration, settings["karpy"]))
     text = manifests_yaml(proposal.manifests())
     if args.manifests_dir is not None:
         args.manifests_dir.mkdir(parents=True, exist_ok=True)

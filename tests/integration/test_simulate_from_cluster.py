@@ -16,6 +16,10 @@ ServiceAccount whose ClusterRole grants get, list and watch. It must:
 - write nothing: the API server's audit log (``scripts/control-plane up``
   logs every request of a ServiceAccount at Metadata level) holds only get,
   list and watch requests of that ServiceAccount.
+
+``karpy plan FILE`` and ``karpy plan --from-cluster-autoscaler`` run as the same account on a
+cluster of the same pool (and a node of a Cluster Autoscaler node group), with settings given,
+and the audit log must show the same: nothing but reads.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from karpy.run import Runner
 from .conftest import ControlPlane, wait_until
 from .karpy_run import (
     LABEL_ARCH,
+    LABEL_INSTANCE_TYPE,
     LABEL_OS,
     NodeClaimWatch,
     ServiceAccount,
@@ -58,18 +63,23 @@ FIRST, SECOND = "it-from-cluster-web", "it-from-cluster-batch"
 FIRST_REPLICAS, SECOND_REPLICAS = 5, 3
 CONSOLIDATE_AFTER = 30.0
 READER = "it-from-cluster-reader"
+CA_NODE = "it-from-cluster-ca-node"
 KARPY = Path(sys.executable).parent / "karpy"
-MANIFESTS = as_yaml(
-    node_class(NODEPOOL),
-    nodepool(
+TYPES = ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"]
+
+
+def pool(instance_types: list[str]) -> dict[str, Any]:
+    return nodepool(
         NODEPOOL,
-        ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"],
+        instance_types,
         capacity_types=("spot", "on-demand"),
         requirements=[requirement(LABEL_ARCH, "amd64"), requirement(LABEL_OS, "linux")],
         consolidation_policy="WhenEmptyOrUnderutilized",
         consolidate_after=f"{CONSOLIDATE_AFTER:.0f}s",
-    ),
-)
+    )
+
+
+MANIFESTS = as_yaml(node_class(NODEPOOL), pool(TYPES))
 READ = ["get", "list", "watch"]
 READ_ONLY = [
     {
@@ -140,19 +150,6 @@ def reader(crds: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[tuple
         crds.kubectl("delete", "clusterrolebinding,clusterrole", READER, "--ignore-not-found")
 
 
-def simulate_from_cluster(kubeconfig: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [str(KARPY), "simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
-
-
 def running(plane: ControlPlane, namespace: str, app: str, replicas: int) -> bool:
     pods = get_items(plane, "pods", "-n", namespace, "-l", f"app={app}")
     return len(pods) == replicas and all(pod.get("status", {}).get("phase") == "Running" for pod in pods)
@@ -197,7 +194,7 @@ def test_simulate_from_cluster_loads_the_cluster_predicts_karpys_next_consolidat
         wait_until(lambda: running(plane, namespace, SECOND, 0), timeout=60, what="second pods gone")
         before = set(watch.snapshot().alive)
         read_at = time.time()
-        result = simulate_from_cluster(kubeconfig)
+        result = karpy_as_reader(kubeconfig, "simulate", "--from-cluster")
         read_for = time.time() - read_at
         print(f"\nkarpy simulate --from-cluster took {read_for:.1f}s")
 
@@ -247,11 +244,90 @@ def test_simulate_from_cluster_loads_the_cluster_predicts_karpys_next_consolidat
             actual, predicted = timeline.gone[name] - started, claims[name]["deletedAt"]
             assert abs(actual - predicted) <= 0.2 * predicted + 5, (name, actual, predicted)
 
-    # Nothing but reads, by the audit log.
+    assert_only_reads(plane, account)
+    plane.kubectl(
+        "delete", "deployment", FIRST, SECOND, "-n", namespace, "--ignore-not-found", "--wait=false"
+    )
+
+
+def assert_only_reads(plane: ControlPlane, account: ServiceAccount) -> None:
+    """Nothing but reads by ``account``, and nothing refused, by the API server's audit log."""
     requests, refused = audit_requests(plane, account.username, time.time())
     assert requests, "no audit events of the reader"
     assert {request.verb for request in requests} <= {"get", "list", "watch"}, requests
     assert not refused, refused
-    plane.kubectl(
-        "delete", "deployment", FIRST, SECOND, "-n", namespace, "--ignore-not-found", "--wait=false"
+
+
+def karpy_as_reader(kubeconfig: Path, *argv: str) -> dict[str, Any]:
+    """``karpy ARGV -o json`` as a process of its own, through the reader's kubeconfig."""
+    result = subprocess.run(
+        [str(KARPY), *argv, "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_karpy_plan_and_plan_from_cluster_autoscaler_write_nothing(
+    runner: Runner, crds: ControlPlane, namespace: str, reader: tuple[ServiceAccount, Path], tmp_path: Path
+) -> None:
+    """Both forms of ``karpy plan``, with a setting given, as the account that may only read.
+
+    The cluster holds the pool's nodes and, beside them, a node of a Cluster Autoscaler node
+    group (its EKS label; tainted, so no pod of the test goes to a node nothing runs).
+    """
+    plane = crds
+    account, kubeconfig = reader
+    group_node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": CA_NODE,
+            "labels": {
+                LABEL_INSTANCE_TYPE: "m5.large",
+                "topology.kubernetes.io/zone": "us-east-1a",
+                LABEL_ARCH: "amd64",
+                LABEL_OS: "linux",
+                "eks.amazonaws.com/nodegroup": "it-workers",
+            },
+        },
+        "spec": {"taints": [{"key": "it-workers", "effect": "NoSchedule"}]},
+    }
+    with NodeClaimWatch(plane, NODEPOOL) as watch:
+        plane.kubectl("apply", "-f", "-", stdin=MANIFESTS)
+        plane.kubectl("apply", "-f", "-", stdin=as_yaml(group_node))
+        try:
+            plane.kubectl(
+                "apply", "-f", "-", stdin=as_yaml(deployment(NODEPOOL, namespace, FIRST, FIRST_REPLICAS))
+            )
+            wait_until(lambda: running(plane, namespace, FIRST, FIRST_REPLICAS), timeout=120, what="pods")
+            wait_until(lambda: settled(watch, 10), timeout=300, what="the pool settled")
+            timeline = watch.snapshot()
+            alive = set(timeline.alive)
+            in_use = {timeline.labels[name].get(LABEL_INSTANCE_TYPE, "") for name in alive}
+            allowed = [name for name in TYPES if name not in in_use]
+            assert allowed, f"the pool's nodes run every type: {sorted(in_use)}"
+            manifest = tmp_path / "nodepool.yaml"
+            manifest.write_text(as_yaml(pool(allowed)))
+
+            # The FILE form: the pool's nodes no longer satisfy it, so the plan replaces them.
+            planned = karpy_as_reader(kubeconfig, "plan", str(manifest), "--feature-gates", "NodeRepair=true")
+            assert [change["name"] for change in planned["changes"]] == [NODEPOOL]
+            assert {d["nodeclaim"] for d in planned["disruptions"]} >= alive
+            assert {"kind": "KWOKNodeClass", "name": NODEPOOL} in planned["leftAsTheyAre"]
+            # The node group form: the group is found and both runs are made.
+            migration = karpy_as_reader(
+                kubeconfig, "plan", "--from-cluster-autoscaler", "--min-values-policy", "BestEffort"
+            )
+            assert [m["kind"] for m in migration["manifests"]] == ["KWOKNodeClass", "NodePool"]
+            assert "clusterAutoscaler" in migration and "karpy" in migration
+        finally:
+            plane.kubectl("delete", "node", CA_NODE, "--ignore-not-found", "--wait=false")
+            plane.kubectl(
+                "delete", "deployment", FIRST, "-n", namespace, "--ignore-not-found", "--wait=false"
+            )
+    assert_only_reads(plane, account)

@@ -10,9 +10,11 @@ selects are not defaulted and share a node.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
+import pytest
 import yaml
-from tests.support import KWOK_NODE_CLASS, load_objects
+from tests.support import KWOK_NODE_CLASS, load_objects, run_cli, simulate_json
 from tests.support import deployment_manifest as deployment
 from tests.support import kwok_nodepool as nodepool
 
@@ -125,3 +127,27 @@ def test_consolidation_keeps_the_spread_the_provisioner_gave() -> None:
     assert len(list(simulation.cluster.nodeclaims())) == 4
     disrupted = [event for event in simulation.cluster.events if event.reason == "DisruptionTerminating"]
     assert disrupted == []
+
+
+def test_karpy_simulate_takes_the_defaults_from_a_scheduler_config_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--scheduler-config FILE``: the document karpy run's SCHEDULER_CONFIG holds, read from a file."""
+    manifests = tmp_path / "cluster.yaml"
+    manifests.write_text(
+        "\n---\n".join(
+            [KWOK_NODE_CLASS, nodepool(instance_types=("m5.4xlarge",)), deployment("web", replicas=4)]
+        )
+    )
+    config = tmp_path / "kube-scheduler.yaml"
+    config.write_text(DEFAULTS)
+    code, without, _ = simulate_json(capsys, str(manifests), "--duration", "1h")
+    assert code == 0 and len(without["nodeclaims"]) == 1
+    code, spread, _ = simulate_json(
+        capsys, str(manifests), "--duration", "1h", "--scheduler-config", str(config)
+    )
+    assert code == 0 and len(spread["nodeclaims"]) == 4
+    config.write_text("podTopologySpread: {defaultingType: Sometimes}\n")
+    code, out, err = run_cli(capsys, "simulate", str(manifests), "--scheduler-config", str(config))
+    assert code == 2 and out == ""
+    assert err.startswith(f"karpy: --scheduler-config: {config}: ")

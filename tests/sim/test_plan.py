@@ -254,3 +254,37 @@ def test_the_registration_and_initialization_delays_are_those_the_clusters_nodes
             quick.append(obj)
     assert observed_registration_delay(quick) == pytest.approx(2.0)
     assert observed_registration_delay([]) is None
+
+
+def test_karpy_plan_says_the_pools_and_classes_the_files_leave_out_are_left_as_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a new pool is given: the cluster's own pool and class are kept, and the plan says so."""
+    original = seed_walkthrough()
+    manifest = tmp_path / "batch.yaml"
+    manifest.write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: batch}\nspec:\n"
+        "  template:\n    spec:\n"
+        "      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n"
+        "      requirements: []\n"
+        "      taints: [{key: batch, effect: NoSchedule}]\n"  # the cluster's pods stay where they are
+    )
+    snapshot = snapshot_of(original)
+    monkeypatch.setattr("karpy.cli._read_cluster", lambda kubeconfig: snapshot)
+    status, out, err = run_cli(capsys, "plan", str(manifest), "-o", "json")
+    assert status == 0, err
+    document = json.loads(out)
+    assert [(c["kind"], c["name"], c["action"]) for c in document["changes"]] == [
+        ("NodePool", "batch", ACTION_CREATE)
+    ]
+    assert document["leftAsTheyAre"] == [
+        {"kind": "EC2NodeClass", "name": "default"},
+        {"kind": "NodePool", "name": "default"},
+    ]
+    # Left out is not deleted: the pool's nodes keep running.
+    assert document["disruptions"] == [] and document["driftedNotReplaced"] == []
+    status, out, _ = run_cli(capsys, "plan", str(manifest))
+    assert status == 0
+    lines = out.splitlines()
+    left = lines.index("Left as they are (in the cluster, not in the files; a plan never deletes):")
+    assert lines[left + 1 : left + 3] == ["    EC2NodeClass default", "    NodePool default"]

@@ -122,3 +122,16 @@ def test_an_unknown_policy_in_a_scenario_is_refused_at_its_field(tmp_path: Path)
     )
     _, problems = load_inputs([tmp_path / "scenario.yaml"])
     assert any("spec.settings.preferencePolicy" in str(error) for error in problems.errors)
+
+
+def test_karpy_simulate_takes_the_policies_as_flags_over_the_scenarios(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--min-values-policy`` and ``--preference-policy`` (karpy run's variables) win over the Scenario."""
+    strict = write(tmp_path, "minValuesPolicy: Strict", 1, "7")
+    code, result, _ = simulate_json(capsys, str(strict), "--min-values-policy", "BestEffort")
+    assert code == 0 and running(result) == 1
+    respect = write(tmp_path, "preferencePolicy: Respect", 3, "500m")
+    code, result, _ = simulate_json(capsys, str(respect), "--preference-policy", "Ignore")
+    assert code == 0 and running(result) == 3
+    assert len(result["nodeclaims"]) == 1

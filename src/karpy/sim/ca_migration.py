@@ -133,10 +133,16 @@ def _run(simulation: Simulation, objects: list[object], scenario: Scenario) -> S
 
 
 def simulate_before(
-    snapshot: ClusterSnapshot, proposal: Proposal, duration: float = MIGRATION_DURATION
+    snapshot: ClusterSnapshot,
+    proposal: Proposal,
+    duration: float = MIGRATION_DURATION,
+    settings: SimulationSettings | None = None,
 ) -> Simulation:
+    """The node groups grown by the Cluster Autoscaler baseline (``settings``' autoscaler is replaced)."""
     pools, groups = before_node_groups(proposal)
-    simulation = Simulation(SimulationSettings(autoscaler="cluster-autoscaler"))
+    simulation = Simulation(
+        dataclasses.replace(settings or SimulationSettings(), autoscaler="cluster-autoscaler")
+    )
     scenario = Scenario(
         name="cluster-autoscaler",
         duration=duration,
@@ -148,9 +154,13 @@ def simulate_before(
 
 
 def simulate_after(
-    snapshot: ClusterSnapshot, proposal: Proposal, duration: float = MIGRATION_DURATION
+    snapshot: ClusterSnapshot,
+    proposal: Proposal,
+    duration: float = MIGRATION_DURATION,
+    settings: SimulationSettings | None = None,
 ) -> Simulation:
-    simulation = Simulation()
+    """The proposed NodePools run by karpy (``settings``' autoscaler is replaced)."""
+    simulation = Simulation(dataclasses.replace(settings or SimulationSettings(), autoscaler="karpy"))
     scenario = Scenario(name="karpy", duration=duration)
     return _run(simulation, [*_records(proposal.manifests()), *migration_workload(snapshot)], scenario)
 

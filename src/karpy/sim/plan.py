@@ -6,7 +6,7 @@ Two parts, as ``terraform plan`` has: the diff, and the consequence.
   the files' by their records (so a default the API server filled in is not a
   change): each object the files create or change, and each field of it that
   is set, changed or unset. Objects the files leave out are left as they are
-  (``kubectl apply``).
+  (``kubectl apply``), and :func:`left_as_they_are` names them for the report.
 - :func:`plan_of` reads a simulation that started from the cluster and applied
   the files at its start (:mod:`karpy.sim.from_cluster`) and lays out what it
   recorded: which nodes became Drifted and why (the condition's reason), the
@@ -222,6 +222,25 @@ def diff_objects(cluster: Iterable[object], files: Iterable[object]) -> list[Obj
     return changes
 
 
+def left_as_they_are(cluster: Iterable[object], files: Iterable[object]) -> list[tuple[str, str]]:
+    """The cluster's NodePools and node classes the files do not hold, (kind, name): kept, not deleted.
+
+    A plan is given the files that change; an object left out of them is one the user did not
+    touch, as ``kubectl apply`` without ``--prune`` leaves it.
+    """
+    given = {
+        (object_kind(obj), object_key(obj))
+        for obj in files
+        if isinstance(obj, NodePool | EC2NodeClass | KWOKNodeClass)
+    }
+    return sorted(
+        (object_kind(obj), object_key(obj))
+        for obj in cluster
+        if isinstance(obj, NodePool | EC2NodeClass | KWOKNodeClass)
+        and (object_kind(obj), object_key(obj)) not in given
+    )
+
+
 def _median_between(objects: Iterable[object], first: str, then: str) -> float | None:
     """The median time from condition ``first`` to ``then`` over the NodeClaims with both true."""
     delays = []
@@ -312,6 +331,7 @@ class Plan:
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why, at the end
     price_before: float = 0.0
     price_after: float = 0.0
+    left_as_they_are: list[tuple[str, str]] = field(default_factory=list)  # (kind, name), not in the files
 
 
 def _evictions(
@@ -368,8 +388,13 @@ def _began(record: NodeClaimRecord) -> float:
     return 0.0
 
 
-def plan_of(simulation: Simulation, changes: list[ObjectChange]) -> Plan:
-    """The consequence of ``changes`` as ``simulation`` recorded it (from the cluster, files applied)."""
+def plan_of(
+    simulation: Simulation, changes: list[ObjectChange], left: Iterable[tuple[str, str]] = ()
+) -> Plan:
+    """The consequence of ``changes`` as ``simulation`` recorded it (from the cluster, files applied).
+
+    ``left``: the cluster's objects the files leave out (:func:`left_as_they_are`), for the report.
+    """
     recorder = simulation.recorder
     start = simulation.clock.start
     reasons = {
@@ -440,6 +465,7 @@ def plan_of(simulation: Simulation, changes: list[ObjectChange]) -> Plan:
         pending={key: unschedulable.get(key, "") for key in sorted(waiting)},
         price_before=sum(r.price_per_hour for r in at_start),
         price_after=sum(r.price_per_hour for r in alive),
+        left_as_they_are=list(left),
     )
 
 
@@ -464,6 +490,9 @@ def render_plan_text(plan: Plan) -> str:
                 out.append(f"      - {item.path}: {item.before}")
             else:
                 out.append(f"      ~ {item.path}: {item.before} -> {item.after}")
+    if plan.left_as_they_are:
+        out.append("Left as they are (in the cluster, not in the files; a plan never deletes):")
+        out.extend(f"    {kind} {name}" for kind, name in plan.left_as_they_are)
     out.append("")
     out.append("Predicted consequence (virtual time since the cluster was read):")
     lines: list[tuple[float, int, str]] = []
@@ -551,6 +580,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             }
             for change in plan.changes
         ],
+        "leftAsTheyAre": [{"kind": kind, "name": name} for kind, name in plan.left_as_they_are],
         "disruptions": [
             {
                 "nodeclaim": d.nodeclaim,
