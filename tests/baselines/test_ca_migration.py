@@ -13,12 +13,20 @@ from karpy import cli
 from karpy.api.manifest import parse_manifests
 from karpy.api.snapshot import ClusterSnapshot
 from karpy.baselines.ca_migration import discover_groups, propose
-from karpy.sim.ca_migration import outcome, simulate_after, simulate_before, unknown_instance_types
+from karpy.sim.ca_migration import (
+    manifests_yaml,
+    outcome,
+    simulate_after,
+    simulate_before,
+    unknown_instance_types,
+)
 from karpy.sim.scenario import load_inputs
 from karpy.sim.simulation import Simulation, SimulationSettings
 
 
-def node(name: str, instance_type: str, zone: str, labels: str = "", taints: str = "") -> str:
+def node(
+    name: str, instance_type: str, zone: str, labels: str = "", taints: str = "", arch: str = "amd64"
+) -> str:
     return f"""
 apiVersion: v1
 kind: Node
@@ -27,7 +35,7 @@ metadata:
   labels:
     node.kubernetes.io/instance-type: {instance_type}
     topology.kubernetes.io/zone: {zone}
-    kubernetes.io/arch: amd64
+    kubernetes.io/arch: {arch}
     kubernetes.io/os: linux
     {labels}
 spec:
@@ -124,6 +132,74 @@ def test_the_proposed_pools_place_every_pod_and_both_runs_report_cost_and_waits(
     before = outcome(simulate_before(snapshot, proposal))
     assert before.pods == 10 and before.pending == 0
     assert before.price_per_hour > 0
+
+
+def test_groups_of_other_architectures_get_pools_of_their_own_so_pods_keep_theirs() -> None:
+    """A pod that asks for no architecture ran on amd64: its image may have no arm64 build.
+
+    One pool for both would let karpy launch the cheaper arm64 for it. Apart, the amd64 pool
+    weighs more, so karpy tries it first for such a pod (pods are placed larger first, so the
+    web pods' node is launched before the smaller arm pods' one could take them).
+    """
+    general = "eks.amazonaws.com/nodegroup: general"
+    graviton = "eks.amazonaws.com/nodegroup: graviton"
+    manifests = [
+        node("general-1", "m5.xlarge", "us-east-1a", general),
+        node("graviton-1", "m6g.xlarge", "us-east-1a", graviton, arch="arm64"),
+        *(pod(f"web-{index}", "general-1", "1") for index in range(3)),
+        *(
+            pod(f"arm-{index}", "graviton-1", "500m", "nodeSelector: {kubernetes.io/arch: arm64}")
+            for index in range(3)
+        ),
+        # A DaemonSet's pod is on every node: it says nothing of its image's architecture.
+        pod("agent-graviton", "graviton-1", "100m").replace(
+            "namespace: default}",
+            "namespace: default, ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent,"
+            " uid: u1, controller: true}]}",
+        ),
+    ]
+    loaded = parse_manifests("\n---\n".join(manifests), "cluster")
+    assert not loaded.errors, loaded.errors
+    snapshot = ClusterSnapshot(tuple(item.obj for item in loaded.objects), 0.0)
+    discovery = discover_groups(snapshot.objects)
+    assert [group.pods_of_unasked_arch for group in discovery.groups] == [3, 0]
+    proposal = propose(discovery)
+    pools = {pool.name: pool for pool in proposal.pools}
+    assert set(pools) == {"default", "graviton"}
+    assert pools["default"].groups == ("general",)
+    requirements = {
+        name: {key: values for key, _, values in pool.requirements} for name, pool in pools.items()
+    }
+    assert requirements["default"]["kubernetes.io/arch"] == ("amd64",)
+    assert requirements["graviton"]["kubernetes.io/arch"] == ("arm64",)
+    # Through YAML, as kubectl reads it.
+    written = [doc for doc in yaml.safe_load_all(manifests_yaml(proposal.manifests())) if doc]
+    spec_of = {doc["metadata"]["name"]: doc["spec"] for doc in written if doc["kind"] == "NodePool"}
+    assert spec_of["default"]["weight"] == 10
+    assert "weight" not in spec_of["graviton"]
+    assert any("architectures" in note for note in proposal.notes)
+    # Simulated: the web pods stay on amd64 though an arm64 node of the same category is cheaper.
+    after = simulate_after(snapshot, proposal)
+    arch_of = {n.name: n.metadata.labels["kubernetes.io/arch"] for n in after.cluster.objects("Node")}
+    placed = {p.metadata.name: arch_of[p.spec.node_name] for p in after.pods() if p.spec.node_name}
+    assert len(placed) == 6
+    assert {placed[f"web-{index}"] for index in range(3)} == {"amd64"}
+    assert {placed[f"arm-{index}"] for index in range(3)} == {"arm64"}
+
+
+def test_groups_of_one_architecture_share_a_pool_without_weight() -> None:
+    manifests = [
+        node("general-1", "m5.xlarge", "us-east-1a", "eks.amazonaws.com/nodegroup: general"),
+        node("other-1", "m5.large", "us-east-1b", "eks.amazonaws.com/nodegroup: other"),
+        pod("web-0", "general-1", "1"),
+        pod("web-1", "other-1", "1"),
+    ]
+    loaded = parse_manifests("\n---\n".join(manifests), "cluster")
+    proposal = propose(discover_groups(tuple(item.obj for item in loaded.objects)))
+    assert [(pool.name, pool.groups, pool.weight) for pool in proposal.pools] == [
+        ("default", ("general", "other"), 0)
+    ]
+    assert not any("architectures" in note for note in proposal.notes)
 
 
 CA_NODEPOOLS = """

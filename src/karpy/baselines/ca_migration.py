@@ -20,8 +20,11 @@ The capacity type is ``karpenter.sh/capacity-type``, else EKS's
 ``eks.amazonaws.com/capacityType`` (``ON_DEMAND``/``SPOT``), else on-demand.
 
 :func:`propose` turns the groups into NodePools: one per distinct set of
-taints and of the labels the pods on the groups select on (node selector and
-required node affinity), requirements covering the groups' architectures,
+taints, of architectures and of the labels the pods on the groups select on
+(node selector and required node affinity). Architectures part pools because a
+pod that asks for none may have an image for one only; the pools of those the
+non-DaemonSet pods asking for none ran on weigh more, so karpy launches those
+first for such pods. Requirements cover the groups' architectures,
 zones and capacity types and widened from their instance types to their
 instance categories (AWS) or families (Karpenter's kwok types), so karpy can
 choose cheaper sizes; and one node class (an ``EC2NodeClass`` whose role,
@@ -87,6 +90,8 @@ KWOK_INSTANCE_TYPES_ANNOTATION = "karpy.dev/kwok-instance-types"
 # Karpenter's kwok types: c-4x-amd64-linux (family, CPUs, arch, OS).
 _KWOK_TYPE = re.compile(r"^([a-z]+)-\d+x-[a-z0-9]+-[a-z]+$")
 PROVIDER_AWS = "aws"
+# The weight of the NodePools of the architectures pods that ask for none ran on.
+PREFERRED_WEIGHT = 10
 PROVIDER_KWOK = "kwok"
 
 
@@ -110,6 +115,9 @@ class DiscoveredGroup:
     # Label keys the pods running on the group select on (node selector, required node affinity).
     selected_keys: frozenset[str]
     pods: int
+    # Of those pods, how many ask for no architecture (DaemonSets' aside): their images may have
+    # only the group's.
+    pods_of_unasked_arch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,8 @@ class ProposedPool:
     taints: tuple[Taint, ...]
     # (key, operator, values) as a NodePool writes them.
     requirements: tuple[tuple[str, str, tuple[str, ...]], ...]
+    # The NodePool's spec.weight, 0 for none: higher is tried first.
+    weight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +193,12 @@ def selected_keys(pod: Pod) -> set[str]:
     for term in pod.spec.required_node_terms:
         keys.update(term.keys())
     return keys
+
+
+def _is_daemon(pod: Pod) -> bool:
+    """A DaemonSet's pod: on every node whatever its architecture, so no sign of what its image runs on."""
+    owner = pod.metadata.controller
+    return owner is not None and owner.kind == "DaemonSet"
 
 
 def _common(mappings: Sequence[Mapping[str, str]]) -> dict[str, str]:
@@ -274,6 +290,9 @@ def discover_groups(objects: Iterable[object]) -> Discovery:
                 taints=_own_taints(group_nodes[0]),
                 selected_keys=frozenset(keys),
                 pods=len(group_pods),
+                pods_of_unasked_arch=sum(
+                    1 for pod in group_pods if not _is_daemon(pod) and LABEL_ARCH not in selected_keys(pod)
+                ),
             )
         )
     all_types = {t for group in groups for t in group.instance_types}
@@ -312,10 +331,14 @@ def pool_labels(group: DiscoveredGroup) -> dict[str, str]:
     return {key: value for key, value in sorted(both.items()) if key in group.selected_keys}
 
 
+# What sets a pool apart: the labels its pods select on, its taints, its architectures.
+_Shape = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], tuple[str, ...]]
+
+
 def propose(discovery: Discovery, node_class_name: str = "default") -> Proposal:
     """NodePools and a node class covering ``discovery``'s groups (rules: module docstring)."""
     notes: list[str] = []
-    by_shape: dict[tuple[tuple[tuple[str, str], ...], tuple[Taint, ...]], list[DiscoveredGroup]] = {}
+    by_shape: dict[_Shape, list[DiscoveredGroup]] = {}
     for group in discovery.groups:
         labels = pool_labels(group)
         for key in sorted(set(labels) & set(group.identity_labels)):
@@ -328,12 +351,30 @@ def propose(discovery: Discovery, node_class_name: str = "default") -> Proposal:
             notes.append(
                 f"node group {group.name}: labels no pod selects on, not carried over: {', '.join(dropped)}"
             )
-        by_shape.setdefault((tuple(labels.items()), group.taints), []).append(group)
+        by_shape.setdefault((tuple(labels.items()), group.taints, group.architectures), []).append(group)
+    # Pods that ask for no architecture ran on these: where karpy may choose, it keeps them there.
+    unasked = {
+        arch for group in discovery.groups if group.pods_of_unasked_arch for arch in group.architectures
+    }
+    preferred = len({shape[2] for shape in by_shape}) > 1 and any(
+        not set(shape[2]) <= unasked for shape in by_shape
+    )
+    if preferred:
+        notes.append(
+            "node groups of other architectures get NodePools of their own, and those of"
+            f" {', '.join(sorted(unasked))} weight {PREFERRED_WEIGHT}: pods that ask for no architecture"
+            " ran there, and their images may have no other; merge the NodePools where they are multi-arch"
+        )
     aws = discovery.provider == PROVIDER_AWS
     pools = []
     used: set[str] = set()
-    for (label_items, taints), groups in sorted(by_shape.items(), key=lambda item: item[1][0].name):
-        name = _pool_name(groups, used, bool(label_items or taints))
+    shapes = sorted(by_shape.items(), key=lambda item: item[1][0].name)
+    plain = [shape for shape, _ in shapes if not shape[0] and not shape[1]]
+    # The plain pool named ``default``: the one amd64 pods go to, as most clusters' are.
+    default_shape = next((shape for shape in plain if "amd64" in shape[2]), plain[0] if plain else None)
+    for shape, groups in shapes:
+        label_items, taints, _ = shape
+        name = _pool_name(groups, used, shape != default_shape)
         used.add(name)
         types = sorted({t for group in groups for t in group.instance_types})
         categories = tuple(sorted({instance_category(t) for t in types}))
@@ -358,6 +399,7 @@ def propose(discovery: Discovery, node_class_name: str = "default") -> Proposal:
                 labels=dict(label_items),
                 taints=taints,
                 requirements=tuple(sorted(requirements)),
+                weight=PREFERRED_WEIGHT if preferred and set(shape[2]) <= unasked else 0,
             )
         )
     return Proposal(discovery, tuple(pools), _node_class(discovery, node_class_name), tuple(notes))
@@ -416,6 +458,12 @@ def nodepool_manifest(pool: ProposedPool, proposal: Proposal) -> dict[str, objec
     template: dict[str, object] = {"spec": template_spec}
     if pool.labels:
         template["metadata"] = {"labels": dict(pool.labels)}
+    spec: dict[str, object] = {
+        "template": template,
+        "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"},
+    }
+    if pool.weight:
+        spec["weight"] = pool.weight
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -423,8 +471,5 @@ def nodepool_manifest(pool: ProposedPool, proposal: Proposal) -> dict[str, objec
             "name": pool.name,
             "annotations": {"karpy.dev/migrated-from-node-groups": ",".join(pool.groups)},
         },
-        "spec": {
-            "template": template,
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"},
-        },
+        "spec": spec,
     }
