@@ -32,14 +32,14 @@ class Exposition:
     types: dict[str, str] = field(default_factory=dict)
     samples: dict[tuple[str, Labels], float] = field(default_factory=dict)
 
-    def value(self, name: str, **labels: str) -> float:
+    def value(self, name: str, /, **labels: str) -> float:
         """The sample ``name`` with exactly ``labels``; KeyError if there is none."""
         return self.samples[(name, frozenset(labels.items()))]
 
     def series(self, name: str) -> dict[Labels, float]:
         return {labels: value for (sample, labels), value in self.samples.items() if sample == name}
 
-    def find(self, name: str, **labels: str) -> list[float]:
+    def find(self, name: str, /, **labels: str) -> list[float]:
         """Every sample ``name`` whose labels include ``labels``."""
         wanted = set(labels.items())
         return [value for found, value in self.series(name).items() if wanted <= found]

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from karpy.api.nodeclass import EC2_KIND
 from karpy.cloud.kwok.provider import KwokCloudProvider
 from karpy.cloud.kwok_catalog import KwokInstanceTypes
 from karpy.cloud.provider import LAUNCH_FINISHED, CloudProvider
@@ -164,6 +165,7 @@ class AwsStack:
         from karpy.cloud.aws.nodeclass_status import EC2NodeClassStatusController
         from karpy.cloud.aws.pricing import PricingRefresher
         from karpy.controllers.interruption import InterruptionController
+        from karpy.controllers.metering import STATUS_RESYNC, StatusConditionMetricsController
 
         controllers: list[Controller] = [
             EC2NodeClassStatusController(
@@ -176,6 +178,10 @@ class AwsStack:
             LaunchTemplateCleanup(self.cluster, self.client, self.provider.templates, metrics=self.metrics),
             InstanceProfileCleanup(self.cluster, self.client, self.settings),
             PricingRefresher(self.client, self.provider, self.clock, metrics=self.metrics),
+            # The AWS provider's operatorpkg status controller for its node class.
+            StatusConditionMetricsController(
+                self.cluster, self.clock, self.metrics, EC2_KIND, resync=STATUS_RESYNC
+            ),
         ]
         if self.settings.interruption_queue:
             controllers.append(

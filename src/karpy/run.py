@@ -287,7 +287,9 @@ class Runner:
             self.clock,
             observer=metrics.reconciled,
             wake=lambda: self.changes.put((RECONCILE_FINISHED, None, None)),
+            queue_observer=metrics.work_queues,
         )
+        metrics.work_queues.watch(self.runtime.queue_states)
         # The cloud provider the settings name (karpy.providers), with the controllers it adds.
         self.provider = provider_of(self.settings.cloud).build(
             self.settings.cloud, ProviderContext(self.cluster, self.clock, metrics, fenced, self._hand_over)

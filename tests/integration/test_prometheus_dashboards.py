@@ -93,9 +93,6 @@ NO_DATA = {
         )
         for q in ("0", "1")
     },
-    ("karpenter-controllers", "Items in Work Queue", "workqueue_depth"): (
-        "controller-runtime's work queue metrics: karpy's runtime is not controller-runtime's"
-    ),
     **{
         ("karpenter-controllers-allocation", title, metric): (
             "karpenter_allocation_controller_* were Karpenter v0.x's (the provisioner era); no Karpenter v1"

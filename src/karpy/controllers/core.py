@@ -20,12 +20,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from karpy.api.capacitybuffer import KIND as BUFFER_KIND
 from karpy.cloud.provider import CloudProvider, NodeClassHashing, ReservationMarking
 from karpy.controllers.capacitybuffer import BufferRoom, CapacityBufferController
 from karpy.controllers.disruption import DisruptionController
 from karpy.controllers.disruption_conditions import NodeClaimDisruptionConditions
 from karpy.controllers.garbagecollection import GarbageCollector
-from karpy.controllers.metering import metrics_controllers
+from karpy.controllers.metering import STATUS_RESYNC, StatusConditionMetricsController, metrics_controllers
 from karpy.controllers.nodeclaim import NodeClaimLifecycle, NodeClaimPodEvents
 from karpy.controllers.nodeclass_hash import NodeClassHashController
 from karpy.controllers.nodeoverlay import NodeOverlayController, OverlayStore, overlaid
@@ -158,6 +159,12 @@ def core_controllers(
         rest.append(StaticCapacity(cluster, cloud_for(StaticCapacity.name), clock, metrics=metrics))
     if room is not None:
         rest.append(CapacityBufferController(cluster, clock, room))
+        if record_metrics:  # Karpenter's CapacityBuffer status controller comes with the gate
+            rest.append(
+                StatusConditionMetricsController(
+                    cluster, clock, metrics, BUFFER_KIND, STATUS_RESYNC if periodic_metrics else None
+                )
+            )
     if overlays is not None:
         rest.append(
             NodeOverlayController(cluster, plain_cloud_for(NodeOverlayController.name), clock, overlays)

@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from karpy.api.capacitybuffer import KIND as BUFFER_KIND
+from karpy.api.capacitybuffer import CapacityBuffer
 from karpy.api.core import POD_PENDING, POD_RUNNING, Node, Pod
 from karpy.api.instancetype import InstanceType
 from karpy.api.nodeclaim import NodeClaim
-from karpy.api.nodeclass import NodeClass
+from karpy.api.nodeclass import EC2_GROUP, EC2_KIND, EC2NodeClass, NodeClass
 from karpy.api.nodeclass_hash import NodeClassHash
 from karpy.api.nodepool import NodePool, status_only_change
 from karpy.api.quantity import (
@@ -61,6 +63,7 @@ from karpy.operator.karpenter_metrics import (
     resource_type_label,
     resource_value,
 )
+from karpy.operator.operator_metrics import ObservedCondition, StatusRecorder, prometheus_label
 from karpy.operator.runtime import Watch
 
 T = TypeVar("T")
@@ -78,6 +81,8 @@ OFFERING_RESYNC = 60.0
 NODEPOOL_METRICS = "metrics.nodepool"
 INSTANCE_CPU_LABELS = (AWS_LABEL_INSTANCE_CPU, KWOK_LABEL_INSTANCE_CPU)
 OFFERING_METRICS = "metrics.offerings"
+# operatorpkg's status controllers reconcile each object again every 10 s.
+STATUS_RESYNC = 10.0
 
 
 def cloud_error_label(error: Exception) -> str:
@@ -704,6 +709,122 @@ def _sum(amounts: Iterable[ResourceAmounts]) -> ResourceAmounts:
     return total
 
 
+@dataclass(slots=True)
+class StatusConditionMetricsController:
+    """operatorpkg's status controller for one kind, as Karpenter registers it (NodeClaim, NodePool
+    and Node; the AWS provider adds EC2NodeClass).
+
+    Each reconcile of an object sets the gauges of its conditions
+    (``operator_<kind>_status_condition_count`` and ``_current_status_seconds``),
+    counts the conditions that appeared or changed status since the last one
+    (``_transitions_total``) and times how long the one left had held
+    (``_transition_seconds``); a terminating object's time so far goes to
+    ``operator_<kind>_termination_current_time_seconds``. An object gone has its
+    series dropped (its termination timed if it was seen terminating), so the
+    series stay as many as the objects' conditions. Like operatorpkg's it looks
+    again every 10 s (``resync``; the simulator only on changes), which keeps
+    the ages current, and it sees transitions between its looks, not each
+    write: two changes within one are one transition, as there.
+    """
+
+    cluster: ClusterReader
+    clock: Clock
+    metrics: Metrics
+    kind: str
+    resync: float | None = None
+    name: str = ""
+    _recorder: StatusRecorder | None = None
+
+    def __post_init__(self) -> None:
+        self.name = f"operatorpkg.{self.kind.lower()}.status"
+        self._recorder = StatusRecorder(self.metrics.status_conditions, self.kind)
+
+    def watches(self) -> list[Watch]:
+        return [Watch(self.kind, self._name_of)]
+
+    @staticmethod
+    def _name_of(old: object | None, new: object | None) -> Iterable[str]:
+        return sorted({_status_key(obj) for obj in (old, new) if isinstance(obj, StatusObject)})
+
+    def reconcile(self, key: str) -> float | None:
+        recorder = self._recorder
+        assert recorder is not None
+        now = self.clock.now()
+        found = self._read(key)
+        if found is None:
+            recorder.gone(key, now)
+            return None
+        conditions = found.conditions if isinstance(found, Node) else found.status.conditions
+        observed = [
+            ObservedCondition(c.type, c.status, c.reason, c.last_transition_time or 0.0) for c in conditions
+        ]
+        recorder.observed(
+            key,
+            observed,
+            self._labels(found),
+            found.metadata.deletion_timestamp,
+            now,
+            namespace=found.metadata.namespace or "",
+        )
+        return self.resync
+
+    def _read(self, name: str) -> StatusObject | None:
+        if self.kind == "NodeClaim":
+            return self.cluster.nodeclaim(name)
+        if self.kind == "NodePool":
+            return self.cluster.nodepool(name)
+        if self.kind == "Node":
+            return self.cluster.node(name)
+        if self.kind == BUFFER_KIND:
+            namespace, _, buffer = name.partition("/")
+            return self.cluster.capacity_buffer(namespace, buffer)
+        found = self.cluster.node_class(EC2_GROUP, EC2_KIND, name)
+        return found if isinstance(found, EC2NodeClass) else None
+
+    def _labels(self, found: StatusObject) -> dict[str, str]:
+        """The labels operatorpkg adds for the object (its ``WithLabels`` keys), by Prometheus name.
+
+        Karpenter labels its NodeClaims and Nodes with their node class
+        (``karpenter.k8s.aws/ec2nodeclass: default``); karpy's may not carry that
+        label, so the NodeClaim's node class reference stands in for it."""
+        keys = self.metrics.status_conditions.kinds[self.kind][0].labels
+        if not keys:
+            return {}
+        labels = found.metadata.labels
+        claim: NodeClaim | None = None
+        if isinstance(found, NodeClaim):
+            claim = found
+        elif isinstance(found, Node):
+            claims = self.cluster.nodeclaims_on_node(found.metadata.name)
+            claim = claims[0] if claims else None
+        values: dict[str, str] = {}
+        for key in keys:
+            value = labels.get(key, "")
+            if not value and claim is not None:
+                ref = claim.spec.node_class_ref
+                if key == f"{ref.group}/{ref.kind.lower()}":
+                    value = ref.name
+            values[prometheus_label(key)] = value
+        return values
+
+
+StatusObject = NodeClaim | NodePool | Node | EC2NodeClass | CapacityBuffer
+
+
+def _status_key(obj: StatusObject) -> str:
+    return obj.key if isinstance(obj, CapacityBuffer) else obj.metadata.name
+
+
+MetricsController = (
+    PodMetrics
+    | NodePoolMetrics
+    | ClusterStateMetrics
+    | NodeMetrics
+    | OfferingMetrics
+    | StatusConditionMetricsController
+)
+
+
 def metrics_controllers(
     cluster: ClusterReader,
     clock: Clock,
@@ -711,14 +832,14 @@ def metrics_controllers(
     cloud_for: Callable[[str], CloudProvider] | None = None,
     *,
     periodic: bool = True,
-) -> list[PodMetrics | NodePoolMetrics | ClusterStateMetrics | NodeMetrics | OfferingMetrics]:
+) -> list[MetricsController]:
     """The controllers that only record metrics, for a runtime to register.
 
     ``cloud_for`` (the cloud each controller calls) adds the cost and offering
     metrics; ``periodic`` False leaves out the passes Karpenter makes whatever
     changed (the simulator: see :class:`NodePoolMetrics`).
     """
-    controllers: list[PodMetrics | NodePoolMetrics | ClusterStateMetrics | NodeMetrics | OfferingMetrics] = [
+    controllers: list[MetricsController] = [
         PodMetrics(clock, metrics, cluster, POD_RESYNC if periodic else None),
         NodePoolMetrics(
             cluster,
@@ -728,6 +849,12 @@ def metrics_controllers(
         ),
         ClusterStateMetrics(cluster, metrics),
         NodeMetrics(cluster, clock, metrics, NODE_RESYNC if periodic else None),
+        *(
+            StatusConditionMetricsController(
+                cluster, clock, metrics, kind, STATUS_RESYNC if periodic else None
+            )
+            for kind in ("NodeClaim", "NodePool", "Node")
+        ),
     ]
     if cloud_for is not None:
         controllers.append(

@@ -102,6 +102,12 @@ from karpy.api.nodepool import NodePool
 from karpy.api.quantity import ResourceAmounts
 from karpy.api.requirements import WELL_KNOWN_LABELS
 from karpy.operator.metrics import Gauge, Registry
+from karpy.operator.operator_metrics import (
+    DEFAULT_BUCKETS,
+    StatusConditionMetrics,
+    StatusKind,
+    WorkQueueMetrics,
+)
 
 NAMESPACE = "karpenter"
 
@@ -119,6 +125,23 @@ REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 REASON_LAUNCH_TIMEOUT = "launch_timeout"
 REASON_REGISTRATION_TIMEOUT = "registration_timeout"
 REASON_NODECLASS_NOT_READY = "nodeclass_not_ready"
+# The labels Karpenter's NodeClaim and Node status controllers add to their series: one per node
+# class kind (the node class's name) and the NodePool's; the Node's also whether it is initialized.
+NODE_CLASS_LABELS = ("karpenter.k8s.aws/ec2nodeclass", "karpenter.kwok.sh/kwoknodeclass")
+# The kinds Karpenter v1.15 (and its AWS provider, for EC2NodeClass) has operatorpkg's status
+# controller keep the status condition metrics of.
+STATUS_KINDS = (
+    StatusKind("karpenter.sh", "NodeClaim", (*NODE_CLASS_LABELS, "karpenter.sh/nodepool")),
+    StatusKind("karpenter.sh", "NodePool"),
+    StatusKind(
+        "",
+        "Node",
+        (*NODE_CLASS_LABELS, "karpenter.sh/nodepool", "karpenter.sh/initialized"),
+        deprecated=False,
+    ),
+    StatusKind("karpenter.k8s.aws", "EC2NodeClass", buckets=DEFAULT_BUCKETS),
+    StatusKind("autoscaling.x-k8s.io", "CapacityBuffer"),
+)
 
 
 def well_known_label_name(key: str) -> str:
@@ -671,6 +694,11 @@ class Metrics:
             "Total number of reconciliation errors per controller",
             ["controller"],
         )
+        # controller-runtime's work queue metrics (karpy.operator.operator_metrics), the Runtime's
+        # queue observer in karpy run.
+        self.work_queues = WorkQueueMetrics(r)
+        # operatorpkg's status condition metrics, kept by the status controllers (karpy.controllers.metering).
+        self.status_conditions = StatusConditionMetrics(r, STATUS_KINDS)
         # karpy's own: what the disruption commands carried out save, $/h (Karpenter has no such
         # metric; karpy's dashboard charts it), by the NodePool of the nodes removed.
         self.disruption_savings = r.counter(

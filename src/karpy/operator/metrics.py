@@ -174,7 +174,15 @@ class _Family(Generic[S]):
 
     type_name = ""
 
-    def __init__(self, registry: Registry, name: str, help_text: str, label_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        name: str,
+        help_text: str,
+        label_names: Sequence[str],
+        *,
+        vector: bool = False,
+    ) -> None:
         if not _METRIC_NAME.match(name):
             raise MetricError(f"invalid metric name {name!r}")
         reserved = _RESERVED_LABELS.get(self.type_name, ())
@@ -190,7 +198,9 @@ class _Family(Generic[S]):
         self._series: dict[LabelValues, S] = {}
         # The series sorted by their label values, as a scrape writes them; None once one comes or goes.
         self._order: list[tuple[LabelValues, S]] | None = None
-        if not self.label_names:
+        # A vector (client_golang's ``*Vec``) has no series until one is used, even without labels.
+        self._vector = vector
+        if not self.label_names and not vector:
             self._series[()] = self._new_series()
 
     def _new_series(self) -> S:
@@ -232,7 +242,7 @@ class _Family(Generic[S]):
         with self._lock:
             self._series.clear()
             self._order = None
-            if not self.label_names:
+            if not self.label_names and not self._vector:
                 self._series[()] = self._new_series()
 
     def label_values(self) -> list[LabelValues]:
@@ -319,6 +329,11 @@ class _Handle(Generic[FamilyT]):
     def __init__(self, family: FamilyT, key: LabelValues) -> None:
         self._family = family
         self._key = key
+
+    def present(self) -> None:
+        """Make the series if it is not there yet, at zero (a Go client's ``WithLabelValues``)."""
+        with self._family._lock:
+            self._family._get(self._key)
 
 
 class CounterSeries(_Handle["Counter"]):
@@ -435,12 +450,14 @@ class Histogram(_Family[_Buckets]):
         help_text: str,
         label_names: Sequence[str],
         buckets: Iterable[float] = DURATION_BUCKETS,
+        *,
+        vector: bool = False,
     ) -> None:
         bounds = sorted(float(bound) for bound in buckets if not math.isinf(bound))
         if not bounds or len(set(bounds)) != len(bounds):
             raise MetricError(f"{name}: buckets must be distinct and not empty")
         self.buckets: tuple[float, ...] = (*bounds, math.inf)
-        super().__init__(registry, name, help_text, label_names)
+        super().__init__(registry, name, help_text, label_names, vector=vector)
 
     def _new_series(self) -> _Buckets:
         return _Buckets(len(self.buckets))
@@ -562,8 +579,11 @@ class Registry:
         help_text: str,
         labels: Sequence[str] = (),
         buckets: Iterable[float] = DURATION_BUCKETS,
+        *,
+        vector: bool = False,
     ) -> Histogram:
-        return self._register(Histogram(self, name, help_text, labels, buckets))
+        """``vector``: no series until one is observed, even without labels (a Go ``HistogramVec``)."""
+        return self._register(Histogram(self, name, help_text, labels, buckets, vector=vector))
 
     def summary(
         self,

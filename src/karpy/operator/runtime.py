@@ -42,6 +42,12 @@ while it runs is held until it has finished. The simulator
 (:meth:`Runtime.run_due`) reconciles them one after another at the same
 virtual instant, which is the same thing there: a reconcile takes no virtual
 time.
+
+Given a :class:`QueueObserver` (``karpy run``'s), the queue is measured as
+controller-runtime's work queues are (``workqueue_*``): it is told each key
+that becomes ready, each request for later, each start and each end, and
+:meth:`Runtime.queue_states` works the depth and the running work out when a
+scrape asks. Without one (the simulator) the queue does nothing more.
 """
 
 from __future__ import annotations
@@ -75,6 +81,41 @@ ChangeMapper = Callable[[object | None, object | None], Iterable[str]]
 # (controller, seconds the reconcile took on the wall clock, result): result is "success",
 # "requeue_after" (asked to be called again), "error" or "stale" (a 409 or 404, retried).
 ReconcileObserver = Callable[[str, float, str], None]
+
+
+class QueueObserver(Protocol):
+    """Told what each controller's work queue does, as controller-runtime's work queue metrics are.
+
+    Its items are the Runtime's keys: an item is *ready* from its due time until its reconcile
+    starts. ``karpy run`` passes one (:class:`karpy.operator.karpenter_metrics.Metrics`); the
+    simulator none, so its queue does no more than it did without."""
+
+    def added(self, controller: str) -> None:
+        """A key became ready (queued for now, or its requeue came due): ``workqueue_adds_total``."""
+        ...
+
+    def retried(self, controller: str) -> None:
+        """A key was queued for later (a requeue after, a retry): ``workqueue_retries_total``."""
+        ...
+
+    def started(self, controller: str, waited: float) -> None:
+        """A key's reconcile started ``waited`` s after it was ready: ``workqueue_queue_duration_seconds``."""
+        ...
+
+    def finished(self, controller: str, seconds: float) -> None:
+        """A key's reconcile took ``seconds``: ``workqueue_work_duration_seconds``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """One controller's work queue at an instant: what a scrape reads of it."""
+
+    # Keys ready (due) and not yet started, as controller-runtime's ``workqueue_depth``.
+    depth: int
+    # Seconds the reconciles still running have taken so far, summed, and the longest of them.
+    unfinished_seconds: float
+    longest_running_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +169,7 @@ class Runtime:
         observer: ReconcileObserver | None = None,
         *,
         wake: Callable[[], None] | None = None,
+        queue_observer: QueueObserver | None = None,
     ) -> None:
         self.clock = clock
         # Called from a worker thread when a concurrent reconcile has finished, so that a loop
@@ -139,11 +181,12 @@ class Runtime:
         self._controllers: dict[str, Controller] = {}
         self._watches: dict[str, list[tuple[str, ChangeMapper]]] = {}
         self._heap: list[tuple[float, int, str, str]] = []
-        # Each key's current request: its due time and the sequence number of its heap entry.
-        # An entry is current only if its sequence is the key's: a superseded entry can share
-        # its due time with a later request (a requeue to the same deadline), so the time
-        # alone cannot tell them apart.
-        self._due: dict[tuple[str, str], tuple[float, int]] = {}
+        # Each key's current request: its due time, the sequence number of its heap entry and
+        # whether it was for later (then the queue metrics count it added when it starts, as
+        # controller-runtime's queue does when a waiting item comes due). An entry is current
+        # only if its sequence is the key's: a superseded entry can share its due time with a
+        # later request (a requeue to the same deadline), so the time alone cannot tell them apart.
+        self._due: dict[tuple[str, str], tuple[float, int, bool]] = {}
         self._sequence = 0
         self.reconciles = 0
         self.errors: list[str] = []
@@ -153,11 +196,17 @@ class Runtime:
         self._workers: ThreadPoolExecutor | None = None
         self._worker_count = 0
         # The keys reconciling on a worker; the due time asked for each meanwhile, held until it
-        # has finished; per controller, its keys due that wait for a free worker (their entries,
-        # still current in ``_due`` unless superseded).
+        # has finished (and whether it was asked for now, so counted added already); per
+        # controller, its keys due that wait for a free worker (their entries, still current in
+        # ``_due`` unless superseded).
         self._running: dict[tuple[str, str], Future[_Outcome]] = {}
-        self._held: dict[tuple[str, str], float] = {}
+        self._held: dict[tuple[str, str], tuple[float, bool]] = {}
         self._waiting: dict[str, list[tuple[float, int, str, str]]] = {}
+        # The work queue metrics (``workqueue_*``), when asked for; then also when each running
+        # reconcile started, on the clock, for their unfinished work (the one on the loop's thread
+        # under None), read by :meth:`queue_states` from the thread that serves a scrape.
+        self.queue_observer = queue_observer
+        self._started_at: dict[tuple[str, str] | None, tuple[str, float]] = {}
 
     def close(self) -> None:
         """Let the worker threads go, once the reconciles they run have finished (their outcomes dropped)."""
@@ -180,18 +229,35 @@ class Runtime:
 
     def enqueue(self, controller: str, key: str, after: float = 0.0) -> None:
         """Reconcile ``key`` with ``controller`` in ``after`` seconds (earliest request wins)."""
-        due = self.clock.now() + max(0.0, after)
+        if after > 0.0 and self.queue_observer is not None:
+            # Every request for later counts, kept or not, as controller-runtime's AddAfter does.
+            self.queue_observer.retried(controller)
+        self._request(controller, key, after)
+
+    def _request(self, controller: str, key: str, after: float, *, added: bool = False) -> None:
+        """Queue ``key``; ``added``: already counted ready (a request held while it ran)."""
+        later = after > 0.0
+        due = self.clock.now() + (after if later else 0.0)
         if (controller, key) in self._running:
-            # Reconciling now: once more after it, as soon as it has finished if due by then.
+            # Reconciling now: once more after it, as soon as it has finished if due by then. Asked
+            # for now, it is ready (controller-runtime's queue takes it in, and hands it out after).
             held = self._held.get((controller, key))
-            self._held[(controller, key)] = due if held is None else min(held, due)
+            was_ready = held is not None and held[1]
+            if not later and not was_ready and self.queue_observer is not None:
+                self.queue_observer.added(controller)
+            self._held[(controller, key)] = (
+                due if held is None else min(held[0], due),
+                was_ready or not later,
+            )
             return
         current = self._due.get((controller, key))
         if current is not None and current[0] <= due:
             return
         self._sequence += 1
-        self._due[(controller, key)] = (due, self._sequence)
+        self._due[(controller, key)] = (due, self._sequence, later)
         heapq.heappush(self._heap, (due, self._sequence, controller, key))
+        if not later and not added and self.queue_observer is not None:
+            self.queue_observer.added(controller)  # ready now (a key waiting for later is ready sooner)
 
     def forget(self, controller: str) -> int:
         """Drop every key of ``controller`` queued and not running; how many were dropped.
@@ -213,7 +279,8 @@ class Runtime:
     def next_due(self) -> float | None:
         while self._heap:
             due, sequence, controller, key = self._heap[0]
-            if self._due.get((controller, key)) != (due, sequence):
+            current = self._due.get((controller, key))
+            if current is None or current[1] != sequence:
                 heapq.heappop(self._heap)  # superseded by an earlier request
                 continue
             return due
@@ -222,7 +289,7 @@ class Runtime:
     def next_due_except(self, controllers: set[str]) -> float | None:
         """When the first key of a controller not among ``controllers`` is due (None: none queued)."""
         return min(
-            (due for (controller, _), (due, _) in self._due.items() if controller not in controllers),
+            (due for (controller, _), (due, _, _) in self._due.items() if controller not in controllers),
             default=None,
         )
 
@@ -235,10 +302,12 @@ class Runtime:
             if due is None or due > now:
                 return count
             _, _, name, key = heapq.heappop(self._heap)
-            del self._due[(name, key)]
+            request = self._due.pop((name, key))
             count += 1
             if count > self.MAX_RECONCILES_PER_INSTANT:
                 raise LivelockError(f"more than {self.MAX_RECONCILES_PER_INSTANT} reconciles at one instant")
+            if self.queue_observer is not None:
+                self._dequeued(name, request)
             self._reconcile(name, key)
 
     def run_round(self) -> int:
@@ -273,8 +342,9 @@ class Runtime:
         self._waiting = {}
         while self._heap and self._heap[0][0] <= now:
             entry = heapq.heappop(self._heap)
-            _, _, name, key = entry
-            if self._due.get((name, key)) != entry[:2]:
+            _, sequence, name, key = entry
+            current = self._due.get((name, key))
+            if current is None or current[1] != sequence:
                 continue  # superseded by an earlier request
             queues.setdefault(name, []).append(entry)
         for name, entries in queues.items():
@@ -288,7 +358,9 @@ class Runtime:
                     for entry in entries[position:]:
                         heapq.heappush(self._heap, entry)
                     break
-                del self._due[(name, key)]
+                request = self._due.pop((name, key))
+                if self.queue_observer is not None:
+                    self._dequeued(name, request)
                 self._reconcile(name, key)
                 count += 1
         return count
@@ -314,13 +386,16 @@ class Runtime:
         wake = self.wake
         waiting: list[tuple[float, int, str, str]] = []
         for entry in entries:
-            _, _, _, key = entry
-            if self._due.get((name, key)) != entry[:2]:
+            _, sequence, _, key = entry
+            current = self._due.get((name, key))
+            if current is None or current[1] != sequence:
                 continue  # superseded while it waited
             if busy >= concurrency:
                 waiting.append(entry)
                 continue
-            del self._due[(name, key)]
+            request = self._due.pop((name, key))
+            if self.queue_observer is not None:
+                self._started_at[(name, key)] = (name, self._dequeued(name, request))
             self.reconciles += 1
             future = self._workers.submit(self._attempt, controller, key)
             self._running[(name, key)] = future
@@ -341,6 +416,7 @@ class Runtime:
         lost: NotLeaderError | None = None
         for (name, key), future in finished:
             del self._running[(name, key)]
+            self._started_at.pop((name, key), None)
             outcome = future.result()
             if isinstance(outcome.error, NotLeaderError):
                 lost = lost or outcome.error
@@ -348,27 +424,72 @@ class Runtime:
             self._settle(name, key, outcome)
             held = self._held.pop((name, key), None)
             if held is not None:
-                self.enqueue(name, key, held - self.clock.now())
+                # Its retry was counted when it was asked for, and its add if it was ready then.
+                self._request(name, key, held[0] - self.clock.now(), added=held[1])
         if lost is not None:
             raise lost
         return len(finished)
 
+    def _dequeued(self, name: str, request: tuple[float, int, bool]) -> float:
+        """A key of ``name`` leaves the queue to be reconciled: count it for the queue metrics; now."""
+        observer = self.queue_observer
+        assert observer is not None
+        due, _, later = request
+        if later:
+            observer.added(name)  # came due since it was asked for: ready from its due time
+        now = self.clock.now()
+        observer.started(name, max(0.0, now - due))
+        return now
+
+    def queue_states(self) -> dict[str, QueueState]:
+        """Each registered controller's work queue now (for a scrape, from any thread).
+
+        Read from copies of the queue's maps, which the loop's thread goes on changing: a copy of
+        a dict is one step for the interpreter. Counted here rather than at each change so that the
+        queue pays nothing per key for the depth."""
+        now = self.clock.now()
+        names = tuple(self._controllers)
+        depth = dict.fromkeys(names, 0)
+        for (name, _), (due, _, _) in self._due.copy().items():
+            if due <= now and name in depth:
+                depth[name] += 1
+        for (name, _), (due, _) in self._held.copy().items():
+            if due <= now and name in depth:
+                depth[name] += 1  # asked for while it runs: ready, and started once it has finished
+        unfinished = dict.fromkeys(names, 0.0)
+        longest = dict.fromkeys(names, 0.0)
+        for name, started in self._started_at.copy().values():
+            if name not in unfinished:
+                continue
+            running = max(0.0, now - started)
+            unfinished[name] += running
+            longest[name] = max(longest[name], running)
+        return {name: QueueState(depth[name], unfinished[name], longest[name]) for name in names}
+
     def _reconcile(self, name: str, key: str) -> None:
         self.reconciles += 1
-        outcome = self._attempt(self._controllers[name], key)
+        if self.queue_observer is None:
+            outcome = self._attempt(self._controllers[name], key)
+        else:
+            self._started_at[None] = (name, self.clock.now())
+            try:
+                outcome = self._attempt(self._controllers[name], key)
+            finally:
+                del self._started_at[None]
         if isinstance(outcome.error, NotLeaderError):
             raise outcome.error  # not this reconcile's failure: the process may not write any more
         self._settle(name, key, outcome)
 
     def _attempt(self, controller: Controller, key: str) -> _Outcome:
         """Reconcile ``key``; what it returned or raised. Touches nothing of the Runtime's own."""
-        started = time.perf_counter() if self.observer is not None else 0.0
+        timed = self.observer is not None or self.queue_observer is not None
+        started = time.perf_counter() if timed else 0.0
         try:
             requeue = controller.reconcile(key)
         except Exception as error:  # acted on by _settle (or passed on, for a NotLeaderError)
-            error_seconds = time.perf_counter() - started if self.observer is not None else 0.0
+            error_seconds = time.perf_counter() - started if timed else 0.0
             return _Outcome(None, error, error_seconds)
-        seconds = time.perf_counter() - started if self.observer is not None else 0.0
+        seconds = time.perf_counter() - started if timed else 0.0
         return _Outcome(requeue, None, seconds)
 
     def _settle(self, name: str, key: str, outcome: _Outcome) -> None:
@@ -390,6 +511,8 @@ class Runtime:
             result = "success" if requeue is None else "requeue_after"
         if self.observer is not None:
             self.observer(name, outcome.seconds, result)
+        if self.queue_observer is not None:
+            self.queue_observer.finished(name, outcome.seconds)
         if requeue is not None:
             self.enqueue(name, key, requeue)
 
