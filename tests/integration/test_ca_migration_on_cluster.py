@@ -320,13 +320,27 @@ def plan_migration(kubeconfig: Path, manifests_dir: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def ca_cluster(crds: ControlPlane) -> Iterator[ControlPlane]:
-    """The node groups' Nodes, Ready; deleted at the end if the test has not."""
+    """The node groups' Nodes, Ready; deleted at the end if the test has not.
+
+    Nodes another module left on the shared control plane are cordoned meanwhile: the pods are to
+    start on the node groups alone, as in a cluster of Cluster Autoscaler's.
+    """
+    others = [
+        node["metadata"]["name"]
+        for node in get_items(crds, "nodes")
+        if not node.get("spec", {}).get("unschedulable") and node["metadata"]["name"] not in CA_NODES
+    ]
+    if others:
+        crds.kubectl("cordon", *others)
     crds.kubectl("apply", "-f", "-", stdin=as_yaml(*ca_nodes()))
     try:
         wait_until(lambda: nodes_ready(crds, CA_NODES), timeout=60, what="the node groups' Nodes Ready")
         yield crds
     finally:
         crds.kubectl("delete", "node", *CA_NODES, "--ignore-not-found", "--wait=false")
+        still = {node["metadata"]["name"] for node in get_items(crds, "nodes")}
+        if [name for name in others if name in still]:
+            crds.kubectl("uncordon", *[name for name in others if name in still])
 
 
 def test_the_proposed_nodepools_applied_under_karpy_run_take_every_pod_off_the_node_groups(

@@ -191,7 +191,7 @@ def test_karpy_nodes_shows_the_walkthroughs_nodes_and_cost_reading_only(
             labels = node["metadata"]["labels"]
             if LABEL_NODEPOOL not in labels:
                 continue
-            shown = float(by_node[node["metadata"]["name"]].split()[6].lstrip("$"))
+            shown = float(by_node[node["metadata"]["name"]].split()[5].lstrip("$"))
             offering = (labels[LABEL_INSTANCE_TYPE], labels[LABEL_ZONE], labels[LABEL_CAPACITY_TYPE])
             if offering in prices:
                 assert shown == pytest.approx(prices[offering], abs=5e-5)

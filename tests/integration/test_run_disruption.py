@@ -65,7 +65,7 @@ KARPENTER_TYPE = "c-2x-amd64-linux"  # Karpenter's kwok catalog: 2 CPUs, one 1-C
 
 @pytest.fixture
 def runner(crds: ControlPlane) -> Iterator[ControlPlane]:
-    with running_karpy(crds, pools=[DRIFT_POOL, DND_POOL]):
+    with running_karpy(crds, pools=[DRIFT_POOL, DND_POOL, CLASS_POOL]):
         yield crds
 
 
