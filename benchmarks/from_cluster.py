@@ -25,12 +25,10 @@ The cluster: one KWOKNodeClass and one NodePool (m5 types, on-demand,
 19 pods of 50 Deployments (300m CPU, 512Mi each: 5.7 of 7.9 allocatable
 CPUs) and one pod of a DaemonSet; 20,000 pods in all.
 
-With ``--through-api-server DIR`` the Nodes, NodeClaims and pods are stored in the project's
-control plane (started in DIR, stopped at the end) and the read is timed through it
-(:func:`measure_through_api_server`).
+:mod:`benchmarks.from_cluster_apiserver` measures the same commands on a cluster stored in the
+project's control plane, read through its API server.
 
-Run: ``python -m benchmarks.from_cluster [--nodes N] [--pods-per-node P] [--json]
-[--through-api-server DIR]``.
+Run: ``python -m benchmarks.from_cluster [--nodes N] [--pods-per-node P] [--json]``.
 """
 
 from __future__ import annotations
@@ -319,126 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--through-api-server",
-        metavar="STATE_DIR",
-        help="store the cluster in a control plane started in STATE_DIR and time the read through it",
-    )
     args = parser.parse_args(argv)
-    if args.through_api_server:
-        figures = measure_through_api_server(args.nodes, args.pods_per_node, args.through_api_server)
-    else:
-        figures = measure(args.nodes, args.pods_per_node)
+    figures = measure(args.nodes, args.pods_per_node)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
         for key, value in figures.items():
             print(f"{key:28} {value}")
     return 0
-
-
-# -- through an API server ---------------------------------------------------------
-
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
-# Stored in this order. Not the workloads: the server's controllers would make and delete pods of theirs.
-COLLECTIONS = {
-    "KWOKNodeClass": KWOK_NODE_CLASS,
-    "NodePool": NODEPOOL,
-    "Node": NODE,
-    "NodeClaim": NODECLAIM,
-    "Pod": POD,
-}
-# Kinds whose status is written after the create (the API server drops it from a create).
-WITH_STATUS = ("Node", "NodeClaim")
-
-
-def measure_through_api_server(nodes: int, pods_per_node: int, state_dir: str) -> dict[str, Any]:
-    """The same cluster stored in the project's control plane, then read as the command reads it.
-
-    The objects are created as they are (pods bound, no kubelet: they stay Pending, which costs the
-    read what Running would), without owner references (the uids are the server's) and without the
-    workloads (the server's controllers would make and delete pods); the Nodes' and NodeClaims'
-    status is written after. Started in
-    ``state_dir`` and stopped at the end.
-    """
-    import os
-    import subprocess
-    from concurrent.futures import ThreadPoolExecutor
-
-    from karpy.api.crds import all_crds, render_yaml
-    from karpy.kube._http import CONTENT_MERGE_PATCH, ApiTransport
-    from karpy.kube.snapshot import fetch_snapshot
-
-    script = str(REPO / "scripts" / "control-plane")
-    env = {**os.environ, "KARPY_CONTROL_PLANE_DIR": state_dir}
-    subprocess.run([script, "up"], env=env, check=True, capture_output=True)
-    try:
-        exports = subprocess.run([script, "env"], env=env, check=True, capture_output=True, text=True).stdout
-        kubeconfig = next(
-            line.split("=", 1)[1] for line in exports.splitlines() if line.startswith("export KUBECONFIG=")
-        )
-        kubectl = str(REPO / ".venv" / "bin" / "kubectl")
-        subprocess.run(
-            [kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-"],
-            input=render_yaml(all_crds()),
-            text=True,
-            check=True,
-            capture_output=True,
-        )
-        names = [f"crd/{crd['metadata']['name']}" for crd in all_crds()]
-        subprocess.run(
-            [kubectl, "--kubeconfig", kubeconfig, "wait", "--for=condition=Established", *names],
-            check=True,
-            capture_output=True,
-        )
-        subprocess.run(
-            [kubectl, "--kubeconfig", kubeconfig, "create", "namespace", "kube-system"],
-            check=False,
-            capture_output=True,
-        )
-        transport = ApiTransport.from_kubeconfig(kubeconfig)
-        lists = cluster_lists(nodes, pods_per_node)
-
-        def create(kind: str, item: dict[str, Any]) -> None:
-            resource = COLLECTIONS[kind]
-            meta = item["metadata"]
-            body = {
-                "apiVersion": resource.api_version,
-                "kind": kind,
-                # The server's garbage collector would delete what names an owner by another uid.
-                "metadata": {
-                    k: v for k, v in meta.items() if k not in ("uid", "creationTimestamp", "ownerReferences")
-                },
-                "spec": item["spec"],
-            }
-            transport.request("POST", resource.collection_path(meta.get("namespace", "")), body=body)
-            if kind in WITH_STATUS:
-                path = resource.object_path("", meta["name"], "status")
-                patch = {"status": item["status"]}
-                transport.request("PATCH", path, body=patch, content_type=CONTENT_MERGE_PATCH)
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(8) as pool:
-            for kind in COLLECTIONS:  # in order: a pod's owners exist first (uids are the server's)
-                list(pool.map(lambda item, kind=kind: create(kind, item), lists[kind]))
-        stored = time.perf_counter() - started
-        snapshot, read_wall, read_cpu = timed(lambda: fetch_snapshot(transport, time.time))
-        _, again_wall, again_cpu = timed(lambda: fetch_snapshot(transport, time.time))
-        state, convert_wall, _ = timed(lambda: starting_state(snapshot))
-        transport.close()
-        return {
-            "nodes": state.count("Node"),
-            "pods": state.count("Pod"),
-            "storeSeconds": round(stored, 1),
-            "readSeconds": round(read_wall, 2),
-            "readCpuSeconds": round(read_cpu, 2),
-            "readAgainSeconds": round(again_wall, 2),
-            "readAgainCpuSeconds": round(again_cpu, 2),
-            "convertSeconds": round(convert_wall, 2),
-            "unreadable": list(snapshot.unreadable[:3]),
-        }
-    finally:
-        subprocess.run([script, "down"], env=env, check=False, capture_output=True)
 
 
 if __name__ == "__main__":

@@ -116,14 +116,20 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
 
 
 @contextlib.contextmanager
-def control_plane(kubeconfig: Path | None) -> Iterator[Path]:
-    """The cluster to run against: ``kubeconfig``, or a fresh control plane with the fake kubelet."""
+def control_plane(
+    kubeconfig: Path | None, *, fake_kubelet: bool = True, settings: dict[str, str] | None = None
+) -> Iterator[Path]:
+    """The cluster to run against: ``kubeconfig``, or a fresh control plane with the fake kubelet.
+
+    ``settings`` are more of ``scripts/control-plane``'s variables (``KARPY_WATCH_CACHE``...).
+    """
     if kubeconfig is not None:
         yield kubeconfig
         return
     state_dir = Path(tempfile.gettempdir()) / f"karpy-run-scale-{os.getpid()}"
     env = {
         **os.environ,
+        **(settings or {}),
         "KARPY_CONTROL_PLANE_DIR": str(state_dir),
         "KARPY_CONTROL_PLANE_OWNER": str(os.getpid()),
     }
@@ -134,6 +140,9 @@ def control_plane(kubeconfig: Path | None) -> Iterator[Path]:
         if up.returncode != 0:
             raise RuntimeError(f"scripts/control-plane up failed:\n{up.stderr}")
         config = state_dir / "kubeconfig"
+        if not fake_kubelet:
+            yield config
+            return
         with (state_dir / "logs" / "fake-kubelet.log").open("wb") as output:
             kubelet = subprocess.Popen(
                 [sys.executable, "-m", "karpy.cloud.kwok.fake_kubelet", "--kubeconfig", str(config)],

@@ -348,6 +348,35 @@ def test_parse_resource_list() -> None:
     assert parse_resource_list({"cpu": "0"}) == {"cpu": 0}
 
 
+def test_a_quantity_repeated_across_resource_lists_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cluster's 20,000 pods name a few quantities over and over: each is parsed once.
+    parsed: list[object] = []
+    parse = Quantity.parse
+
+    def counted(text: str | int | float) -> Quantity:
+        parsed.append(text)
+        return parse(text)
+
+    monkeypatch.setattr(Quantity, "parse", staticmethod(counted))
+    for _ in range(3):
+        assert parse_resource_list({"cpu": "1234m", "memory": "777Mi"}) == {
+            "cpu": 1234,
+            "memory": 777 * 2**20,
+        }
+    # The same number written three ways is three entries, each with its own amount.
+    assert parse_resource_list({"cpu": 4321, "example.com/a": 4321.5, "example.com/b": "4321"}) == {
+        "cpu": 4321000,
+        "example.com/a": 4322,
+        "example.com/b": 4321,
+    }
+    assert parse_resource_list({"cpu": 4321.0}) == {"cpu": 4321000}
+    assert parsed == ["1234m", "777Mi", 4321, 4321.5, "4321", 4321.0]
+    # A quantity that cannot be read is refused every time it is met, not only the first.
+    for _ in range(2):
+        with pytest.raises(QuantityError, match='resource "memory": invalid quantity "5q"'):
+            parse_resource_list({"memory": "5q"})
+
+
 @pytest.mark.parametrize(
     ("mapping", "fragment"),
     [

@@ -42,6 +42,7 @@ quantities keeps the left operand's format unless it is zero.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -395,15 +396,22 @@ def parse_resource_list(mapping: Mapping[str, object]) -> ResourceAmounts:
             raise QuantityError(
                 f'resource "{resource_name}": expected a quantity string or number, got {type(raw).__name__}'
             )
-        try:
-            quantity = Quantity.parse(raw)
-        except QuantityError as error:
-            raise QuantityError(f'resource "{resource_name}": {error}') from error
-        if quantity.is_negative:
-            raise QuantityError(f'resource "{resource_name}": quantity "{raw}" must not be negative')
-        # amount_of's overflow message already names the resource.
-        amounts[resource_name] = amount_of(resource_name, quantity)
+        amounts[resource_name] = _resource_amount(resource_name, raw)
     return amounts
+
+
+# A cluster's pods repeat a few hundred quantities ("100m", "512Mi") tens of thousands of times,
+# and an exact parse costs a few Fractions each: each pair is parsed once (errors are not kept).
+@functools.lru_cache(maxsize=4096, typed=True)
+def _resource_amount(resource_name: str, raw: str | int | float) -> int:
+    try:
+        quantity = Quantity.parse(raw)
+    except QuantityError as error:
+        raise QuantityError(f'resource "{resource_name}": {error}') from error
+    if quantity.is_negative:
+        raise QuantityError(f'resource "{resource_name}": quantity "{raw}" must not be negative')
+    # amount_of's overflow message already names the resource.
+    return amount_of(resource_name, quantity)
 
 
 def _is_byte_resource(resource_name: str) -> bool:
