@@ -10,6 +10,7 @@ pass of minutes).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ from benchmarks.from_cluster import drifted_simulation
 
 import karpy.controllers.disruption as disruption_module
 from karpy.api.nodeclaim import CONDITION_DRIFTED
-from karpy.controllers.state import scheduling_snapshot
+from karpy.controllers.state import invalid_nodepools, scheduling_snapshot
+from karpy.disruption.emptiness import reschedulable
 from karpy.disruption.rejection import RejectionKind
 from karpy.sim.scenario import Scenario
 
@@ -48,3 +50,39 @@ def test_a_pass_over_drifted_nodes_reads_the_cluster_once_and_refuses_each_as_be
         assert why.kind is RejectionKind.POD_UNSCHEDULABLE
         assert why.message.endswith("would schedule against default-in-flight-0, not initialized yet")
     assert len(builds) == 1, "the cluster was read once per drifted node, not once per pass"
+
+
+@pytest.mark.parametrize("spread", [False, True], ids=["resources only", "zonal spread"])
+def test_each_candidates_plan_is_the_one_a_snapshot_without_its_node_gives(spread: bool) -> None:
+    simulation, delay = drifted_simulation(nodes=12, pods_per_node=20, drifted=4)
+    simulation.run_scenario(Scenario(name="drift", duration=20.0, registration_delay=delay))
+    controller = simulation.disruption
+    assert controller.cloud is not None
+    candidates = [c for c in controller.candidates()[0] if c.nodeclaim.is_true(CONDITION_DRIFTED)]
+    assert len(candidates) == 4
+    controller.decide()  # a pass: the simulator below is this pass's
+    for candidate in candidates:
+        pods = [pod for pod in candidate.pods if reschedulable(pod)]
+        if spread:
+            # Inter-pod terms: every node is offered with its pods, as a snapshot's solve offers them.
+            zonal = {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "app-0"}},
+            }
+            pods = [
+                dataclasses.replace(
+                    pod, spec=dataclasses.replace(pod.spec, topology_spread_constraints=(zonal,))
+                )
+                for pod in pods
+            ]
+        snapshot = scheduling_snapshot(
+            controller.cluster,
+            controller.cloud,
+            frozenset((candidate.nodeclaim.name,)),
+            unavailable=invalid_nodepools(controller.cluster),
+        )
+        plan = controller._place_elsewhere(candidate, pods)
+        assert plan.existing, "the pods land on the NodeClaims in flight"
+        assert plan == snapshot.solve(pods)
