@@ -101,6 +101,7 @@ from karpy.disruption.repair import (
     RepairCommand,
     RepairPolicyMatcher,
 )
+from karpy.disruption.simulator import RemovalSimulator
 from karpy.disruption.static import StaticDrift
 from karpy.disruption.terminate_first import StaticReservations, credit_reservation, static_reservations
 from karpy.operator.cluster import EVENT_NORMAL, Clock, Cluster, ClusterReader
@@ -238,6 +239,8 @@ class DisruptionController:
         # The NodeClaims the last consolidation plans to remove later; None when the pass
         # did not get as far as consolidation (an emptiness or drift command came first).
         self._planned: set[str] | None = None
+        # Drift's and repair's removals in this pass, simulated on one view of the cluster.
+        self._pass_simulator: RemovalSimulator | None = None
         # The moves the pass's consolidation worked out afresh (none when it was answered
         # from the last), for the pass to publish.
         self._moves: list[ScoredMove] = []
@@ -293,6 +296,7 @@ class DisruptionController:
         now = self.clock.now()
         self._planned = None
         self._moves = []
+        self._pass_simulator = None
         candidates, pool_sizes, disrupting = self.candidates()
         repair = self._repair(candidates, now) if self.repair_policies is not None else None
         self.repair_due = repair.next_due(candidates) if repair is not None else None
@@ -491,20 +495,37 @@ class DisruptionController:
         )
 
     def _place_elsewhere(self, candidate: Candidate, pods: Sequence[Pod]) -> Plan:
-        """Where ``pods`` would go were ``candidate``'s node gone (drift's question of the cluster)."""
+        """Where ``pods`` would go were ``candidate``'s node gone (drift's and repair's question of
+        the cluster): what a solve on a snapshot without the node plans, asked of the pass's
+        removal simulator, which sets up the cluster's nodes and their pods once for every
+        candidate of the pass."""
+        simulator = self._pass_simulator
+        if simulator is None:
+            simulator = self._pass_simulator = self._removal_simulator()
+        return simulator.place_elsewhere(
+            candidate, pods, volume_terms(self.cluster, pods), volume_counts(self.cluster, pods)
+        )
+
+    def _removal_simulator(self) -> RemovalSimulator:
+        """The cluster's nodes (none left out) and NodePools, as the pass's removals are simulated on."""
         assert self.cloud is not None
         snapshot = scheduling_snapshot(
             self.cluster,
             self.cloud,
-            frozenset((candidate.nodeclaim.name,)),
-            self._pool_types,
+            pool_types=self._pool_types,
             unavailable=invalid_nodepools(self.cluster),
             policy=self.scheduling,
             scheduler_config=self.scheduler_config,
         )
         if self.buffers is not None:
             snapshot.existing = with_buffer_room(snapshot.existing, self.buffers)
-        return snapshot.solve(pods)
+        return RemovalSimulator(
+            snapshot.existing,
+            snapshot.pools,
+            namespace_labels=snapshot.namespace_labels,
+            policy=snapshot.policy,
+            default_spread=snapshot.default_spread,
+        )
 
     def _after_termination(self, candidate: Candidate, pods: Sequence[Pod], reservation: str) -> Plan:
         """Where ``pods`` would go were ``candidate``'s node gone and its slot in ``reservation`` free

@@ -166,7 +166,7 @@ class RemovalSimulator:
     ) -> None:
         self.capacity = sorted(capacity, key=lambda item: item.name)
         # Per moving pod, the volumes of each CSI driver it attaches, as the solver's resources.
-        self.volume_counts = volume_counts or {}
+        self.volume_counts: dict[str, ResourceAmounts] = dict(volume_counts or {})
         # The cluster's default spread constraints, given to the moving pods that declare none.
         self.default_spread = default_spread
         # Each candidate's moving pods, as planned (defaults given), by NodeClaim name.
@@ -181,7 +181,7 @@ class RemovalSimulator:
         self.pools = list(pools)
         self.weights = {pool.nodepool.name: pool.nodepool.weight or 0 for pool in self.pools}
         self.give_back_limits = give_back_limits
-        self.volume_terms = volume_terms or {}
+        self.volume_terms: dict[str, Sequence[Requirements]] = dict(volume_terms or {})
         self.namespace_labels = namespace_labels
         self.uninitialized = frozenset(item.name for item in self.capacity if item.in_flight)
         # Each node as the solver needs to see it when the moving pods have no inter-pod
@@ -217,6 +217,27 @@ class RemovalSimulator:
     def simulate(self, removed: Sequence[Candidate]) -> Plan:
         """The whole plan for the removed nodes' pods."""
         return self.solve(self.inputs(removed), whole=True)
+
+    def place_elsewhere(
+        self,
+        candidate: Candidate,
+        pods: Sequence[Pod],
+        volume_terms: Mapping[str, Sequence[Requirements]],
+        volume_counts: Mapping[str, ResourceAmounts],
+    ) -> Plan:
+        """The whole plan for ``pods`` were ``candidate``'s node gone (drift's and repair's question),
+        with the volume terms and counts of those pods.
+
+        The answer a solve on a snapshot without the node gives, from the capacity this
+        simulator shares among all its questions: a pass over many drifted nodes sets up the
+        cluster's nodes and their pods once, not once per node. A pod's volumes are the same
+        whichever node asks, so they join those of the pass.
+        """
+        self.volume_terms.update(volume_terms)
+        self.volume_counts.update(volume_counts)
+        moving = list(pods) if self.default_spread is None else self.default_spread.apply(pods)
+        gone = {candidate.node.name, candidate.nodeclaim.name}
+        return self.solve((moving, self._existing_for(moving, gone)), (candidate,), whole=True)
 
     def inputs(self, removed: Sequence[Candidate]) -> tuple[list[Pod], list[ExistingCapacity]]:
         """The pods that move and the capacity the solver is offered for them."""
