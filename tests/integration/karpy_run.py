@@ -44,6 +44,8 @@ LABEL_ARCH = "kubernetes.io/arch"
 LABEL_OS = "kubernetes.io/os"
 LABEL_GENERATION = "karpy.dev/generation"
 PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+# The karpy command line of this environment, run as a process of its own.
+KARPY = Path(sys.executable).parent / "karpy"
 # What ``karpy run`` reads its leader election from; unset for its processes here.
 LEADER_ELECTION_VARIABLES = ("DISABLE_LEADER_ELECTION", "LEADER_ELECTION_NAME", "LEADER_ELECTION_NAMESPACE")
 
@@ -395,6 +397,20 @@ def remove_pools(plane: ControlPlane, *pools: str, timeout: float = 60) -> None:
         print(f"NodeClaims not removed within {timeout:g}s: {', '.join(sorted(left))}")
     for pool in pools:
         plane.kubectl("delete", "kwoknodeclass", pool, "--ignore-not-found", "--wait=false")
+
+
+def karpy_json(kubeconfig: Path, *argv: str) -> dict[str, Any]:
+    """``karpy ARGV --kubeconfig KUBECONFIG -o json`` as a process of its own: its JSON document."""
+    result = subprocess.run(
+        [str(KARPY), *argv, "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
 
 
 # -- reads -----------------------------------------------------------------------

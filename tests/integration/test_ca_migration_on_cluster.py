@@ -33,9 +33,6 @@ much, as the plan predicted (tolerance at the check).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +53,7 @@ from .karpy_run import (
     PAUSE_IMAGE,
     as_yaml,
     get_items,
+    karpy_json,
     pool_claims,
     running_karpy,
 )
@@ -63,7 +61,6 @@ from .test_run_cost_metrics import catalog_prices, launched
 
 pytestmark = pytest.mark.integration
 
-KARPY = Path(sys.executable).parent / "karpy"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
 EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
@@ -296,26 +293,7 @@ def nodes_ready(plane: ControlPlane, names: list[str]) -> bool:
 
 
 def plan_migration(kubeconfig: Path, manifests_dir: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [
-            str(KARPY),
-            "plan",
-            "--from-cluster-autoscaler",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--manifests-dir",
-            str(manifests_dir),
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
+    return karpy_json(kubeconfig, "plan", "--from-cluster-autoscaler", "--manifests-dir", str(manifests_dir))
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from karpy.run import Runner
 
 from .conftest import ControlPlane, wait_until
 from .karpy_run import (
+    KARPY,
     LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -54,7 +54,6 @@ OTHER_NODE = "it-nodes-not-karpys"
 
 LABEL_ZONE = "topology.kubernetes.io/zone"
 READER = "it-nodes-reader"
-KARPY = Path(sys.executable).parent / "karpy"
 MANIFESTS = as_yaml(
     node_class(NODEPOOL),
     nodepool(

@@ -12,9 +12,6 @@ time (and the few seconds a watch event and a poll take).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +30,7 @@ from .karpy_run import (
     NodeClaimWatch,
     as_yaml,
     deployment,
+    karpy_json,
     node_class,
     nodepool,
     requirement,
@@ -46,7 +44,6 @@ NODEPOOL = "it-plan"
 FIRST, SECOND = "it-plan-web", "it-plan-batch"
 TYPES = ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"]
 CONSOLIDATE_AFTER = 30.0
-KARPY = Path(sys.executable).parent / "karpy"
 
 
 def pool(instance_types: list[str]) -> dict[str, Any]:
@@ -64,19 +61,6 @@ def pool(instance_types: list[str]) -> dict[str, Any]:
 def runner(crds: ControlPlane) -> Iterator[Runner]:
     with running_karpy(crds, pools=[NODEPOOL]) as karpy:
         yield karpy
-
-
-def karpy_plan(kubeconfig: Path, manifest: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [str(KARPY), "plan", str(manifest), "--kubeconfig", str(kubeconfig), "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
 
 
 def test_plan_predicts_the_nodes_a_requirement_change_replaces_their_order_and_times(
@@ -104,7 +88,7 @@ def test_plan_predicts_the_nodes_a_requirement_change_replaces_their_order_and_t
         manifest = tmp_path / "nodepool.yaml"
         manifest.write_text(as_yaml(pool(allowed)))
 
-        planned = karpy_plan(plane.kubeconfig, manifest)
+        planned = karpy_json(plane.kubeconfig, "plan", str(manifest))
         changes = planned["changes"]
         assert [(c["name"], [f["path"] for f in c["fields"]]) for c in changes] == [
             (NODEPOOL, [f"template.requirements[{LABEL_INSTANCE_TYPE}]"])

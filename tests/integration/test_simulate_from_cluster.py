@@ -24,9 +24,6 @@ and the audit log must show the same: nothing but reads.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -47,6 +44,7 @@ from .karpy_run import (
     as_yaml,
     deployment,
     get_items,
+    karpy_json,
     node_class,
     nodepool,
     pool_claims,
@@ -64,7 +62,6 @@ FIRST_REPLICAS, SECOND_REPLICAS = 5, 3
 CONSOLIDATE_AFTER = 30.0
 READER = "it-from-cluster-reader"
 CA_NODE = "it-from-cluster-ca-node"
-KARPY = Path(sys.executable).parent / "karpy"
 TYPES = ["c5.large", "c5.xlarge", "m5.large", "m5.xlarge"]
 
 
@@ -194,7 +191,7 @@ def test_simulate_from_cluster_loads_the_cluster_predicts_karpys_next_consolidat
         wait_until(lambda: running(plane, namespace, SECOND, 0), timeout=60, what="second pods gone")
         before = set(watch.snapshot().alive)
         read_at = time.time()
-        result = karpy_as_reader(kubeconfig, "simulate", "--from-cluster")
+        result = karpy_json(kubeconfig, "simulate", "--from-cluster")
         read_for = time.time() - read_at
         print(f"\nkarpy simulate --from-cluster took {read_for:.1f}s")
 
@@ -258,20 +255,6 @@ def assert_only_reads(plane: ControlPlane, account: ServiceAccount) -> None:
     assert not refused, refused
 
 
-def karpy_as_reader(kubeconfig: Path, *argv: str) -> dict[str, Any]:
-    """``karpy ARGV -o json`` as a process of its own, through the reader's kubeconfig."""
-    result = subprocess.run(
-        [str(KARPY), *argv, "--kubeconfig", str(kubeconfig), "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
-
-
 def test_karpy_plan_and_plan_from_cluster_autoscaler_write_nothing(
     runner: Runner, crds: ControlPlane, namespace: str, reader: tuple[ServiceAccount, Path], tmp_path: Path
 ) -> None:
@@ -315,12 +298,12 @@ def test_karpy_plan_and_plan_from_cluster_autoscaler_write_nothing(
             manifest.write_text(as_yaml(pool(allowed)))
 
             # The FILE form: the pool's nodes no longer satisfy it, so the plan replaces them.
-            planned = karpy_as_reader(kubeconfig, "plan", str(manifest), "--feature-gates", "NodeRepair=true")
+            planned = karpy_json(kubeconfig, "plan", str(manifest), "--feature-gates", "NodeRepair=true")
             assert [change["name"] for change in planned["changes"]] == [NODEPOOL]
             assert {d["nodeclaim"] for d in planned["disruptions"]} >= alive
             assert {"kind": "KWOKNodeClass", "name": NODEPOOL} in planned["leftAsTheyAre"]
             # The node group form: the group is found and both runs are made.
-            migration = karpy_as_reader(
+            migration = karpy_json(
                 kubeconfig, "plan", "--from-cluster-autoscaler", "--min-values-policy", "BestEffort"
             )
             assert [m["kind"] for m in migration["manifests"]] == ["KWOKNodeClass", "NodePool"]
